@@ -1,0 +1,36 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { requestId } from "hono/request-id";
+import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
+import { healthRoutes } from "./health.ts";
+import { openApiDocument } from "./openapi.ts";
+import { ProblemError, problemResponse } from "./problem.ts";
+import { tasksRoutes } from "./tasks.ts";
+
+/** The gateway's Hono app: sub-apps mounted with route(), one onError rendering problem+json. */
+export function createApp(deps: GatewayDeps) {
+  const app = new Hono<GatewayEnvVars>();
+  app.use("*", requestId());
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: deps.config.MAX_BODY_BYTES,
+      onError: () => {
+        throw new ProblemError(413, "Payload Too Large", `the body exceeds ${deps.config.MAX_BODY_BYTES} bytes`, [{ field: "(body)", message: `at most ${deps.config.MAX_BODY_BYTES} bytes` }]);
+      },
+    }),
+  );
+  app.route("/", healthRoutes(deps));
+  const doc = openApiDocument({ imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
+  app.get("/openapi.json", (c) => c.json(doc));
+  app.route("/v1/tasks", tasksRoutes(deps));
+  app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
+  app.onError((err, c) => {
+    if (err instanceof ProblemError) return problemResponse(c, err);
+    if (err instanceof HTTPException) return problemResponse(c, new ProblemError(err.status as 400, err.message || "HTTP Error"));
+    deps.log.error({ requestId: c.get("requestId"), err: { name: err.name, message: err.message, stack: err.stack } }, "unhandled error");
+    return problemResponse(c, new ProblemError(500, "Internal Server Error", "unexpected error; quote the requestId"));
+  });
+  return app;
+}

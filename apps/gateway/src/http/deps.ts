@@ -1,0 +1,18 @@
+import type { Logger } from "@pipeline/shared/log";
+import type { TaskQueue, TaskWatcher } from "../adapters/nats.ts";
+import type { TaskStore } from "../adapters/pg.ts";
+import type { ApiKeys } from "../domain/api-keys.ts";
+import type { GatewayConfig } from "../config.ts";
+
+/** Everything the HTTP layer needs, built once in main.ts. */
+export interface GatewayDeps {
+  config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS">;
+  store: TaskStore;
+  queue: TaskQueue;
+  watcher: TaskWatcher;
+  apiKeys: ApiKeys;
+  log: Logger;
+  now?: () => Date;
+}
+
+export type GatewayEnvVars = { Variables: { requestId: string; clientId: string } };

@@ -1,0 +1,45 @@
+import { z } from "zod";
+import { Problem, TaskAccepted, taskRequest, TaskView } from "@pipeline/shared/schemas";
+
+/** OpenAPI 3.1 document generated from the same zod schemas that validate requests. */
+export function openApiDocument(opts: { imageMaxBytes: number }) {
+  const schema = (s: z.ZodType, io: "input" | "output" = "output") => z.toJSONSchema(s, { io, unrepresentable: "any" });
+  const problem = { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } };
+  const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [String(c), { description: "problem", content: problem }]));
+  return {
+    openapi: "3.1.0",
+    info: { title: "captcha-pipeline gateway", version: "1.0.0" },
+    components: {
+      securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
+      schemas: {
+        TaskRequest: schema(taskRequest({ imageMaxBytes: opts.imageMaxBytes }), "input"),
+        TaskAccepted: schema(TaskAccepted.extend({ status: z.string() })),
+        TaskView: schema(TaskView),
+        Problem: schema(Problem),
+      },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      "/v1/tasks": {
+        post: {
+          summary: "Submit a task; 202 once it is in Postgres and acknowledged by JetStream",
+          parameters: [{ name: "Idempotency-Key", in: "header", required: false, schema: { type: "string", maxLength: 255 } }],
+          requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/TaskRequest" } } } },
+          responses: { "202": { description: "accepted", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskAccepted" } } } }, ...errors(400, 401, 413, 415, 422, 503) },
+        },
+      },
+      "/v1/tasks/{id}": {
+        get: {
+          summary: "Read a task; ?wait=N long-polls up to N seconds for a terminal state",
+          parameters: [
+            { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } },
+            { name: "wait", in: "query", required: false, schema: { type: "integer", minimum: 0 } },
+          ],
+          responses: { "200": { description: "the task", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } } }, ...errors(400, 401, 404) },
+        },
+      },
+      "/healthz": { get: { security: [], responses: { "200": { description: "alive" } } } },
+      "/readyz": { get: { security: [], responses: { "200": { description: "NATS and Postgres reachable" }, "503": { description: "not ready" } } } },
+    },
+  };
+}

@@ -1,0 +1,42 @@
+import { parseProviderReply, type ProviderReply } from "@pipeline/shared/provider";
+
+export interface ProviderClient {
+  /** `in.php`: submits a task; `ok.value` is the provider's task id. */
+  submit(params: Record<string, string>, signal?: AbortSignal): Promise<ProviderReply>;
+  /** `res.php?action=get`: `ok.value` is the answer. */
+  poll(providerId: string, signal?: AbortSignal): Promise<ProviderReply>;
+}
+
+export interface ProviderClientOptions {
+  url: string;
+  key: () => string;
+  timeoutMs: number;
+}
+
+/**
+ * The provider over HTTP. Everything goes in POST bodies with `json=1`, so the key is never in a
+ * URL (or an access log). Network errors and timeouts come back as `transport` replies.
+ */
+export function createProviderClient(o: ProviderClientOptions): ProviderClient {
+  const base = o.url.replace(/\/+$/, "");
+  async function call(path: string, fields: Record<string, string>, signal?: AbortSignal): Promise<ProviderReply> {
+    const body = new URLSearchParams({ ...fields, key: o.key(), json: "1" });
+    const timeout = AbortSignal.timeout(o.timeoutMs);
+    try {
+      const res = await fetch(`${base}/${path}`, {
+        method: "POST",
+        body,
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+      return parseProviderReply(res.status, await res.text());
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      return { kind: "transport", reason: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}` };
+    }
+  }
+  return {
+    submit: (params, signal) => call("in.php", params, signal),
+    poll: (providerId, signal) => call("res.php", { action: "get", id: providerId }, signal),
+  };
+}

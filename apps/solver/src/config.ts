@@ -1,0 +1,45 @@
+import { envInt, parseEnv } from "@pipeline/shared/config";
+import { assertRegion } from "@pipeline/shared/subjects";
+import { z } from "zod";
+
+export const SolverEnv = z
+  .object({
+    NATS_URL: z.string().min(1).default("nats://127.0.0.1:14222"),
+    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL"),
+    REGION: z.string().default("local").transform((r, ctx) => {
+      try {
+        return assertRegion(r);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    }),
+    SOLVER_VERSION: z.string().regex(/^[a-z0-9_]+$/, "lower-case letters, digits and '_'").default("v1"),
+    WORKER_ID: z.string().min(1).max(64).optional(),
+    PROVIDER_URL: z.url().default("http://127.0.0.1:18090"),
+    PROVIDER_KEY: z.string().min(1, "the provider API key is required"),
+    PROVIDER_PROFILE: z.enum(["2captcha", "captchaai"]).default("captchaai"),
+    PROVIDER_TIMEOUT_MS: envInt(15_000, 100, 120_000),
+    SOLVER_CONCURRENCY: envInt(200, 1, 20_000),
+    SOLVER_FETCH_BATCH: envInt(64, 1, 1000),
+    ACK_WAIT_MS: envInt(30_000, 1000, 600_000),
+    LEASE_MS: envInt(30_000, 1000, 600_000),
+    /** Overrides every type's first-poll delay (tests use small values); unset = per-type defaults. */
+    FIRST_POLL_MS: z.coerce.number().int().min(0).max(300_000).optional(),
+    POLL_INTERVAL_MS: envInt(5000, 10, 60_000),
+    MAX_POLLS: envInt(20, 1, 20),
+    MAX_RESUBMITS: envInt(3, 0, 20),
+    TOKEN_TTL_MS: envInt(120_000, 1000, 24 * 3600_000),
+    RETRY_BASE_MS: envInt(1000, 10, 600_000),
+    RETRY_MAX_MS: envInt(60_000, 10, 3600_000),
+    DRAIN_TIMEOUT_MS: envInt(25_000, 0, 600_000),
+    DB_POOL_MAX: envInt(20, 1, 500),
+  })
+  .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
+  .refine((c) => c.LEASE_MS >= 3000 || c.LEASE_MS >= c.ACK_WAIT_MS, { path: ["LEASE_MS"], message: "too short" });
+export type SolverConfig = z.infer<typeof SolverEnv>;
+
+/** Parses the solver's environment; throws a ConfigError naming each variable at fault. */
+export function loadConfig(env: Record<string, string | undefined>): SolverConfig {
+  return parseEnv(SolverEnv, env);
+}

@@ -1,0 +1,130 @@
+import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { Logger } from "@pipeline/shared/log";
+import { TaskMessage, type Priority } from "@pipeline/shared/schemas";
+import { LANES } from "@pipeline/shared/subjects";
+import { applyOutcome } from "../adapters/nats.ts";
+import type { SolverStore } from "../adapters/pg.ts";
+import { nak, term, type Outcome } from "../domain/outcome.ts";
+import { handleTask, type HandlerDeps } from "./handle-task.ts";
+
+export interface WorkerDeps extends HandlerDeps {
+  consumers: Record<Priority, Consumer>;
+  store: SolverStore;
+  log: Logger;
+  concurrency: number;
+  fetchBatch: number;
+  ackWaitMs: number;
+  drainTimeoutMs: number;
+}
+
+export interface Worker {
+  start(): void;
+  /** Stops fetching, lets in-flight tasks finish until the deadline, then aborts the rest (they are released for redelivery). */
+  stop(): Promise<void>;
+  inFlight(): number;
+  counters: Record<string, number>;
+}
+
+/**
+ * The solver loop: one fetch loop per lane, all sharing one in-flight limit. A message is
+ * only fetched when a slot is free, so none waits in a local buffer while its AckWait runs.
+ */
+export function createWorker(deps: WorkerDeps): Worker {
+  let running = false;
+  let inFlight = 0;
+  const active = new Set<Promise<void>>();
+  const hard = new AbortController();
+  const slotWaiters: Array<() => void> = [];
+  const loops: Promise<void>[] = [];
+  const free = () => deps.concurrency - inFlight;
+  const releaseSlot = () => {
+    inFlight--;
+    slotWaiters.shift()?.();
+  };
+  const waitForSlot = () => (free() > 0 ? Promise.resolve() : new Promise<void>((r) => slotWaiters.push(r)));
+
+  async function process(msg: JsMsg): Promise<void> {
+    const heartbeat = setInterval(() => msg.working(), Math.max(500, Math.floor(deps.ackWaitMs / 3)));
+    let outcome: Outcome;
+    try {
+      let parsed: TaskMessage;
+      try {
+        parsed = TaskMessage.parse(msg.json());
+      } catch {
+        outcome = term("unparseable task message");
+        deps.log.error({ seq: msg.seq, subject: msg.subject }, "unparseable task message; terminated");
+        applyOutcome(msg, outcome);
+        return;
+      }
+      outcome = await handleTask(parsed.id, msg.info.deliveryCount, deps, hard.signal).catch((err: Error) => {
+        if (hard.signal.aborted) return nak(0, "aborted by shutdown");
+        deps.log.error({ taskId: parsed.id, err: err.message }, "handler error; will retry");
+        return nak(Math.min(deps.timing.retryMaxMs, 2000), `handler error: ${err.message}`);
+      });
+      if (hard.signal.aborted && outcome.kind === "nak") {
+        // Leave the row to the next worker; it resumes from the stored provider id.
+        await deps.store.release(parsed.id, deps.workerId, { polls: 0 }).catch(() => {});
+      }
+      applyOutcome(msg, outcome);
+      deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  async function laneLoop(lane: Priority): Promise<void> {
+    const consumer = deps.consumers[lane];
+    while (running) {
+      await waitForSlot();
+      if (!running) break;
+      const want = Math.min(free(), deps.fetchBatch);
+      if (want <= 0) continue;
+      inFlight += want;
+      let got = 0;
+      try {
+        const batch = await consumer.fetch({ max_messages: want, expires: 1000 });
+        for await (const msg of batch) {
+          got++;
+          const p = process(msg).finally(() => {
+            active.delete(p);
+            releaseSlot();
+          });
+          active.add(p);
+        }
+      } catch (err) {
+        if (running) {
+          deps.log.warn({ lane, err: (err as Error).message }, "fetch failed; retrying");
+          await Bun.sleep(500);
+        }
+      } finally {
+        for (let i = got; i < want; i++) releaseSlot();
+      }
+    }
+  }
+
+  const leaseTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
+  return {
+    counters: deps.counters,
+    inFlight: () => active.size,
+    start() {
+      running = true;
+      for (const lane of LANES) loops.push(laneLoop(lane));
+      leaseTimer.id = setInterval(() => {
+        deps.store.renewLeases(deps.workerId, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message }, "lease renewal failed"));
+      }, Math.max(500, Math.floor(deps.timing.leaseMs / 3)));
+    },
+    async stop() {
+      running = false;
+      for (const w of slotWaiters.splice(0)) w();
+      await Promise.all(loops);
+      const deadline = Bun.sleep(deps.drainTimeoutMs).then(() => "timeout" as const);
+      const outcome = await Promise.race([Promise.all([...active]).then(() => "done" as const), deadline]);
+      if (outcome === "timeout") {
+        deps.log.warn({ inFlight: active.size }, "drain deadline passed; releasing in-flight tasks for redelivery");
+        hard.abort(new Error("shutdown"));
+        await Promise.all([...active]);
+      }
+      clearInterval(leaseTimer.id);
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import { z } from "zod";
+
+/** Raised when configuration does not parse; the message names every variable at fault. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+  constructor(
+    message: string,
+    readonly fields: string[],
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Parses an environment with a zod object schema. Throws a ConfigError naming each variable
+ * at fault, never its value (values may be secrets).
+ */
+export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
+  const r = schema.safeParse(env);
+  if (r.success) return r.data;
+  const fields = r.error.issues.map((i) => i.path.map(String).join(".") || "(env)");
+  const lines = r.error.issues.map((i) => `  ${i.path.map(String).join(".")}: ${i.message}`);
+  throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`, fields);
+}
+
+/** Env helpers: an integer with bounds, a boolean, a comma list. */
+export const envInt = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max).default(def);
+
+export const envBool = (def: boolean) =>
+  z
+    .enum(["1", "0", "true", "false", "yes", "no"])
+    .default(def ? "true" : "false")
+    .transform((v) => v === "1" || v === "true" || v === "yes");
+
+export const envList = () =>
+  z
+    .string()
+    .transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
+
+export const envUrl = (def?: string) => (def === undefined ? z.url() : z.url().default(def));

@@ -1,0 +1,42 @@
+import { fileURLToPath } from "node:url";
+import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import { migrate } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
+import * as schema from "./schema/index.ts";
+
+export * from "./schema/index.ts";
+export { schema };
+
+export type Db = PostgresJsDatabase<typeof schema>;
+
+export interface Database {
+  /** The drizzle handle over the pool. */
+  db: Db;
+  /** The raw postgres.js pool, for the few statements drizzle does not express. */
+  sql: postgres.Sql;
+  close(): Promise<void>;
+}
+
+/** Opens a pool of at most `max` connections. Postgres notices are not logged (they carry no secrets, but are noise). */
+export function openDatabase(url: string, opts: { max?: number; appName?: string } = {}): Database {
+  const sql = postgres(url, {
+    max: opts.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: opts.appName ?? "captcha-pipeline" },
+  });
+  const db = drizzle(sql, { schema });
+  return { db, sql, close: () => sql.end({ timeout: 5 }) };
+}
+
+/** The folder of generated SQL migrations (drizzle-kit output). */
+export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+
+/** Applies every pending migration; safe to run concurrently with itself (drizzle takes a lock per run). */
+export async function migrateDatabase(url: string): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await migrate(drizzle(sql), { migrationsFolder });
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}

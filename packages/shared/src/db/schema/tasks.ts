@@ -1,0 +1,44 @@
+import { sql } from "drizzle-orm";
+import { index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+
+/**
+ * One row per accepted task: the projection of EVENTS that answers queries and guards every
+ * transition (`state` + `version`).
+ */
+export const tasks = pgTable(
+  "tasks",
+  {
+    id: uuid("id").primaryKey(),
+    owner: text("owner").notNull(),
+    idempotencyKey: text("idempotency_key"),
+    requestHash: text("request_hash").notNull(),
+    region: text("region").notNull(),
+    type: text("type").notNull(),
+    priority: text("priority").notNull(),
+    params: jsonb("params").notNull(),
+    state: text("state").notNull(),
+    version: integer("version").notNull().default(0),
+    attempts: integer("attempts").notNull().default(0),
+    providerId: text("provider_id"),
+    providerSubmissions: integer("provider_submissions").notNull().default(0),
+    providerPolls: integer("provider_polls").notNull().default(0),
+    leaseOwner: text("lease_owner"),
+    leaseUntil: timestamp("lease_until", { withTimezone: true }),
+    token: text("token"),
+    userAgent: text("user_agent"),
+    tokenExpiresAt: timestamp("token_expires_at", { withTimezone: true }),
+    errorCode: text("error_code"),
+    errorMessage: text("error_message"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    completedAt: timestamp("completed_at", { withTimezone: true }),
+  },
+  (t) => [
+    index("tasks_open_idx").on(t.state, t.updatedAt).where(sql`state in ('queued','solving','retrying')`),
+    index("tasks_owner_created_idx").on(t.owner, t.createdAt),
+  ],
+);
+
+export type TaskRow = typeof tasks.$inferSelect;
+export type NewTaskRow = typeof tasks.$inferInsert;

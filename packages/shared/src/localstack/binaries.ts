@@ -1,0 +1,80 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+
+/** Raised when a binary is missing and cannot be installed here; says what to do. */
+export class MissingBinaryError extends Error {
+  override name = "MissingBinaryError";
+}
+
+function onPath(name: string): string | undefined {
+  const dirs = (process.env.PATH ?? "").split(":").concat(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"]);
+  for (const d of dirs) {
+    const p = join(d, name);
+    if (d && existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+const isRoot = () => typeof process.getuid === "function" && process.getuid() === 0;
+
+let aptUpdated = false;
+/** Installs Debian packages when we are root and apt exists; returns false when it cannot. */
+function aptInstall(pkgs: string[], log: (m: string) => void): boolean {
+  if (!isRoot() || !onPath("apt-get")) return false;
+  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+  if (!aptUpdated) {
+    log(`apt-get update (to install ${pkgs.join(", ")})`);
+    spawnSync("apt-get", ["update", "-qq"], { stdio: "inherit", env });
+    aptUpdated = true;
+  }
+  log(`apt-get install ${pkgs.join(" ")}`);
+  const r = spawnSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...pkgs], { stdio: "inherit", env });
+  return r.status === 0;
+}
+
+/** Path of nats-server: NATS_SERVER_BIN, PATH, or installed from Debian's `nats-server` package. */
+export function findNatsServer(log: (m: string) => void = () => {}): string {
+  const fromEnv = process.env.NATS_SERVER_BIN;
+  if (fromEnv) {
+    if (!existsSync(fromEnv)) throw new MissingBinaryError(`NATS_SERVER_BIN=${fromEnv} does not exist`);
+    return fromEnv;
+  }
+  let p = onPath("nats-server");
+  if (!p && aptInstall(["nats-server"], log)) p = onPath("nats-server");
+  if (!p) throw new MissingBinaryError("nats-server not found; install Debian's nats-server package (apt-get install nats-server) or set NATS_SERVER_BIN");
+  return p;
+}
+
+export interface PostgresBinaries {
+  initdb: string;
+  pgCtl: string;
+  pgDump: string;
+  pgRestore: string;
+  psql: string;
+  version: number;
+}
+
+function pgBinDir(): string | undefined {
+  if (process.env.PG_BIN_DIR) return process.env.PG_BIN_DIR;
+  const root = "/usr/lib/postgresql";
+  if (existsSync(root)) {
+    const versions = readdirSync(root)
+      .filter((v) => /^\d+$/.test(v) && existsSync(join(root, v, "bin", "initdb")))
+      .sort((a, b) => Number(b) - Number(a));
+    if (versions[0]) return join(root, versions[0], "bin");
+  }
+  const initdb = onPath("initdb");
+  return initdb ? join(initdb, "..") : undefined;
+}
+
+/** Postgres server binaries: PG_BIN_DIR, /usr/lib/postgresql/<newest>/bin, PATH, or apt's `postgresql`. */
+export function findPostgres(log: (m: string) => void = () => {}): PostgresBinaries {
+  let dir = pgBinDir();
+  if (!dir && aptInstall(["postgresql"], log)) dir = pgBinDir();
+  if (!dir) throw new MissingBinaryError("PostgreSQL server binaries not found; apt-get install postgresql, or set PG_BIN_DIR");
+  const bin = (n: string) => join(dir!, n);
+  const out = execFileSync(bin("initdb"), ["--version"], { encoding: "utf8" });
+  const version = Number(/(\d+)/.exec(out)?.[1] ?? 0);
+  return { initdb: bin("initdb"), pgCtl: bin("pg_ctl"), pgDump: bin("pg_dump"), pgRestore: bin("pg_restore"), psql: bin("psql"), version };
+}

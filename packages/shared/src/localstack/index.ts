@@ -1,0 +1,4 @@
+export * from "./binaries.ts";
+export * from "./free-port.ts";
+export * from "./nats-server.ts";
+export * from "./postgres.ts";

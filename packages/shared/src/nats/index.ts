@@ -1,0 +1,3 @@
+export * from "./connection.ts";
+export * from "./topology.ts";
+export * from "./publish.ts";

@@ -1,0 +1,144 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type JetStreamManager,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
+import type { Priority } from "../schemas/task-types.ts";
+import { eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
+
+/** Raised when the server did not keep a field we asked for (nats-server 2.9 drops unknown fields silently). */
+export class TopologyError extends Error {
+  override name = "TopologyError";
+  constructor(
+    message: string,
+    readonly field: string,
+  ) {
+    super(message);
+  }
+}
+
+function isNotFound(err: unknown): boolean {
+  return err instanceof JetStreamApiError && (err.code === 10059 || err.code === 10014);
+}
+
+/** Every field of `want` must read back equal from the server. */
+export function assertStuck(kind: string, name: string, want: Record<string, unknown>, got: Record<string, unknown>): void {
+  for (const [field, value] of Object.entries(want)) {
+    if (value === undefined) continue;
+    const actual = got[field];
+    if (JSON.stringify(actual) !== JSON.stringify(value)) {
+      throw new TopologyError(
+        `${kind} ${name}: field "${field}" did not stick (asked ${JSON.stringify(value)}, server has ${JSON.stringify(actual)}); is the server older than the feature?`,
+        field,
+      );
+    }
+  }
+}
+
+/**
+ * Creates the stream or updates its mutable fields, then reads its config back and throws a
+ * TopologyError if any field we set is not what the server holds.
+ */
+export async function ensureStream(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {
+  try {
+    const info = await jsm.streams.info(cfg.name);
+    const differs = Object.entries(cfg).some(([k, v]) => JSON.stringify((info.config as unknown as Record<string, unknown>)[k]) !== JSON.stringify(v));
+    if (differs) await jsm.streams.update(cfg.name, cfg);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.streams.add(cfg);
+  }
+  const back = await jsm.streams.info(cfg.name);
+  assertStuck("stream", cfg.name, cfg, back.config as unknown as Record<string, unknown>);
+}
+
+/** Creates a durable consumer if absent (never recreates one: see DESIGN on WorkQueue ghosts), then verifies its config. */
+export async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+  let exists = true;
+  try {
+    await jsm.consumers.info(stream, cfg.durable_name);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    exists = false;
+  }
+  if (!exists) await jsm.consumers.add(stream, cfg);
+  else {
+    const { durable_name: _d, filter_subject: _f, ...mutable } = cfg;
+    await jsm.consumers.update(stream, cfg.durable_name, mutable);
+  }
+  const back = await jsm.consumers.info(stream, cfg.durable_name);
+  assertStuck("consumer", `${stream}/${cfg.durable_name}`, cfg, back.config as unknown as Record<string, unknown>);
+}
+
+export interface TopologyOptions {
+  region: string;
+  /** Duplicate window for task publishes; idempotency beyond it lives in Postgres. */
+  duplicateWindowMs?: number;
+  eventsMaxAgeMs?: number;
+  eventsMaxBytes?: number;
+}
+
+export function tasksStreamConfig(o: TopologyOptions): Partial<StreamConfig> & { name: string } {
+  return {
+    name: streams.tasks(o.region),
+    subjects: [taskSubjects(o.region)],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: 1,
+    duplicate_window: nanos(o.duplicateWindowMs ?? 10 * 60_000),
+  };
+}
+
+export function eventsStreamConfig(o: TopologyOptions): Partial<StreamConfig> & { name: string } {
+  return {
+    name: streams.events(o.region),
+    subjects: [eventSubjects(o.region)],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: 1,
+    max_age: nanos(o.eventsMaxAgeMs ?? 7 * 24 * 3600_000),
+    max_bytes: o.eventsMaxBytes ?? 1024 * 1024 * 1024,
+    duplicate_window: nanos(2 * 60_000),
+  };
+}
+
+export interface LaneConsumerOptions {
+  region: string;
+  lane: Priority;
+  version: string;
+  ackWaitMs: number;
+  maxDeliver?: number;
+  maxAckPending?: number;
+}
+
+export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConfig> & { durable_name: string } {
+  return {
+    durable_name: laneConsumer(o.region, o.lane, o.version),
+    filter_subject: laneFilter(o.region, o.lane),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(o.ackWaitMs),
+    max_deliver: o.maxDeliver ?? -1,
+    max_ack_pending: o.maxAckPending ?? 20_000,
+  };
+}
+
+/** Streams of one region (TASKS and EVENTS), created or verified. */
+export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): Promise<void> {
+  await ensureStream(jsm, tasksStreamConfig(o));
+  await ensureStream(jsm, eventsStreamConfig(o));
+}
+
+/** The lane consumers of one version group. */
+export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneConsumerOptions, "lane">): Promise<void> {
+  for (const lane of LANES) await ensureConsumer(jsm, streams.tasks(o.region), laneConsumerConfig({ ...o, lane }));
+}

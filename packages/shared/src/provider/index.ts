@@ -1,0 +1,3 @@
+export * from "./classify.ts";
+export * from "./params.ts";
+export * from "./replies.ts";

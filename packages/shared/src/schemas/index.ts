@@ -1,0 +1,3 @@
+export * from "./task-types.ts";
+export * from "./task.ts";
+export * from "./zod-issues.ts";

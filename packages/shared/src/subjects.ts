@@ -1,0 +1,53 @@
+import { createHash } from "node:crypto";
+import type { Priority } from "./schemas/task-types.ts";
+
+/** Stream names are per region so two regions can share one NATS domain in tests. */
+export const streams = {
+  tasks: (region: string) => `TASKS_${region.toUpperCase()}`,
+  events: (region: string) => `EVENTS_${region.toUpperCase()}`,
+} as const;
+
+export const DEFAULT_SHARDS = 16;
+export const LANES: readonly Priority[] = ["high", "normal", "low"];
+
+const Token = /^[a-z0-9_-]+$/;
+
+/** A region name is one subject token: lower-case letters, digits, '-' and '_'. */
+export function assertRegion(region: string): string {
+  if (!Token.test(region)) throw new Error(`REGION must match ${Token} (got "${region}")`);
+  return region;
+}
+
+/** Stable shard of a task id: first 4 bytes of sha256, modulo the shard count. */
+export function shardOf(taskId: string, shards = DEFAULT_SHARDS): number {
+  return createHash("sha256").update(taskId).digest().readUInt32BE(0) % shards;
+}
+
+/** `tasks.<region>.<lane>.<shard>`: the subject a task message is published on. */
+export function taskSubject(region: string, lane: Priority, shard: number): string {
+  return `tasks.${region}.${lane}.${shard}`;
+}
+
+/** Wildcard covering every task subject of a region (the TASKS stream's subjects). */
+export function taskSubjects(region: string): string {
+  return `tasks.${region}.>`;
+}
+
+/** Filter of one lane's consumer. */
+export function laneFilter(region: string, lane: Priority): string {
+  return `tasks.${region}.${lane}.*`;
+}
+
+/** Durable consumer name of a (region, lane, version) group. */
+export function laneConsumer(region: string, lane: Priority, version: string): string {
+  return `solver_${region}_${lane}_${version}`.replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
+/** `events.<region>.<kind>`. */
+export function eventSubject(region: string, kind: string): string {
+  return `events.${region}.${kind}`;
+}
+
+export function eventSubjects(region: string): string {
+  return `events.${region}.>`;
+}

@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import { migrateDatabase } from "../db/index.ts";
+import { freePort } from "../localstack/free-port.ts";
+import { startNatsServer, type NatsServerHandle } from "../localstack/nats-server.ts";
+import { startPostgres } from "../localstack/postgres.ts";
+
+export interface TestNats extends NatsServerHandle {
+  /** Stops the server and removes its store. */
+  dispose(): Promise<void>;
+}
+
+/** A real nats-server with JetStream on a free port and a fresh store, for one test file. */
+export async function startTestNats(): Promise<TestNats> {
+  const dir = mkdtempSync(join(tmpdir(), "pipeline-nats-"));
+  const port = await freePort();
+  const h = await startNatsServer({ port, storeDir: dir });
+  return {
+    ...h,
+    async dispose() {
+      await h.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+let ownCluster: Promise<string> | undefined;
+
+/**
+ * Admin URL of the Postgres the tests use: TEST_PG_ADMIN_URL (set by the test runner), or a
+ * cluster this process starts in a temp folder when run without the runner.
+ */
+export function testPostgresAdminUrl(): Promise<string> {
+  const fromEnv = process.env.TEST_PG_ADMIN_URL;
+  if (fromEnv) return Promise.resolve(fromEnv);
+  ownCluster ??= (async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "pipeline-pg-"));
+    const pg = await startPostgres({ dataDir, port: await freePort(), fast: true });
+    process.once("exit", () => {
+      void pg.stop("immediate");
+    });
+    return pg.adminUrl;
+  })();
+  return ownCluster;
+}
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  /** Drops the database (terminating connections still open). */
+  drop(): Promise<void>;
+}
+
+/** A fresh database with every migration applied, of its own for one test file. */
+export async function createTestDatabase(prefix = "t"): Promise<TestDatabase> {
+  const admin = await testPostgresAdminUrl();
+  const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
+  const sql = postgres(admin, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`create database "${name}"`);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+  const url = admin.replace(/\/[^/]*$/, `/${name}`);
+  await migrateDatabase(url);
+  return {
+    url,
+    name,
+    async drop() {
+      const s = postgres(admin, { max: 1, onnotice: () => {} });
+      try {
+        await s.unsafe(`drop database if exists "${name}" with (force)`);
+      } finally {
+        await s.end({ timeout: 5 });
+      }
+    },
+  };
+}
+
+/** Polls `check` until it returns a truthy value or the timeout passes. */
+export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000, everyMs = 50): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > until) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
+    await Bun.sleep(everyMs);
+  }
+}
