@@ -16,7 +16,7 @@ export const GatewayEnv = z.object({
       return z.NEVER;
     }
   }),
-  API_KEYS: envList().pipe(z.array(z.string().min(8, "each key needs at least 8 characters")).min(1, "at least one key")),
+  API_KEYS: envList().pipe(z.array(z.string().min(4, "each key needs at least 4 characters")).min(1, "at least one key")),
   MAX_BODY_BYTES: envInt(256 * 1024, 1024, 16 * 1024 * 1024),
   IMAGE_MAX_BYTES: envInt(DEFAULT_IMAGE_MAX_BYTES, 1024, 8 * 1024 * 1024),
   MAX_WAIT_SECONDS: envInt(60, 0, 300),

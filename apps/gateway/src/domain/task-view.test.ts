@@ -1,0 +1,50 @@
+import { expect, test } from "bun:test";
+import type { TaskRow } from "@pipeline/shared/db";
+import { toTaskView } from "./task-view.ts";
+
+const base: TaskRow = {
+  id: "0190a000-0000-7000-8000-000000000001",
+  owner: "o",
+  idempotencyKey: null,
+  requestHash: "h",
+  region: "local",
+  type: "turnstile",
+  priority: "normal",
+  params: {},
+  state: "completed",
+  version: 3,
+  attempts: 1,
+  providerId: "123",
+  providerSubmissions: 1,
+  providerPolls: 2,
+  leaseOwner: null,
+  leaseUntil: null,
+  token: "TOKEN-1",
+  userAgent: null,
+  tokenExpiresAt: new Date("2026-01-01T00:02:00Z"),
+  errorCode: null,
+  errorMessage: null,
+  createdAt: new Date("2026-01-01T00:00:00Z"),
+  updatedAt: new Date("2026-01-01T00:00:05Z"),
+  startedAt: new Date("2026-01-01T00:00:01Z"),
+  completedAt: new Date("2026-01-01T00:00:05Z"),
+};
+
+test("a completed task within its token lifetime carries the token", () => {
+  const v = toTaskView(base, new Date("2026-01-01T00:01:00Z"));
+  expect(v.status).toBe("completed");
+  expect(v.result).toEqual({ token: "TOKEN-1", expiresAt: "2026-01-01T00:02:00.000Z" });
+});
+
+test("a token past expiresAt is reported as expired and never handed out", () => {
+  const v = toTaskView(base, new Date("2026-01-01T00:02:00Z"));
+  expect(v.status).toBe("expired");
+  expect(v.result).toBeUndefined();
+  expect(JSON.stringify(v)).not.toContain("TOKEN-1");
+});
+
+test("a failed task carries its error code", () => {
+  const v = toTaskView({ ...base, state: "failed", token: null, errorCode: "ERROR_PAGEURL" }, new Date());
+  expect(v.status).toBe("failed");
+  expect(v.error).toEqual({ code: "ERROR_PAGEURL" });
+});

@@ -1,0 +1,170 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { openDatabase, type Database } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { streams } from "@pipeline/shared/subjects";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
+import { createTaskStore } from "../adapters/pg.ts";
+import { createApiKeys } from "../domain/api-keys.ts";
+import { createApp } from "./app.ts";
+
+const REGION = "gw";
+let nats: TestNats;
+let tdb: TestDatabase;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+let database: Database;
+let app: ReturnType<typeof createApp>;
+
+beforeAll(async () => {
+  [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("gw")]);
+  nc = await connectNats(nats.url, "gateway-test");
+  jsm = await jetstreamManager(nc);
+  await ensureStreams(jsm, { region: REGION });
+  database = openDatabase(tdb.url, { max: 5 });
+  app = createApp({
+    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5 },
+    store: createTaskStore(database.db),
+    queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+    watcher: createTaskWatcher(nc, REGION),
+    apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
+    log: createLogger("gateway-test", { level: "silent" }),
+  });
+});
+afterAll(async () => {
+  await nc.close();
+  await database.close();
+  await Promise.all([nats.dispose(), tdb.drop()]);
+});
+
+const turnstile = { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" } };
+function post(body: unknown, headers: Record<string, string> = {}) {
+  return app.request("/v1/tasks", {
+    method: "POST",
+    headers: { authorization: "Bearer client-a-key", "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+const counts = async () => {
+  const [{ n }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
+  const info = await jsm.streams.info(streams.tasks(REGION));
+  return { rows: n, messages: info.state.messages };
+};
+
+describe("POST /v1/tasks", () => {
+  test("202 only once the row is in Postgres and the message in JetStream", async () => {
+    const before = await counts();
+    const res = await post(turnstile);
+    expect(res.status).toBe(202);
+    const body = (await res.json()) as { id: string; status: string };
+    expect(body.status).toBe("queued");
+    const after = await counts();
+    expect(after).toEqual({ rows: before.rows + 1, messages: before.messages + 1 });
+    const msg = await jsm.streams.getMessage(streams.tasks(REGION), { last_by_subj: `tasks.${REGION}.>` }).catch(() => undefined);
+    expect(msg === undefined || msg.json<{ id: string }>().id.length > 0).toBe(true);
+  });
+
+  test("the same Idempotency-Key and body return the same task; another body is 422", async () => {
+    const a = await post(turnstile, { "idempotency-key": "order-1" });
+    const b = await post({ ...turnstile, params: { ...turnstile.params } }, { "idempotency-key": "order-1" });
+    expect(a.status).toBe(202);
+    expect(b.status).toBe(202);
+    const ida = ((await a.json()) as { id: string }).id;
+    expect(((await b.json()) as { id: string }).id).toBe(ida);
+    expect(b.headers.get("idempotent-replayed")).toBe("true");
+    const before = await counts();
+    const c = await post({ ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/other" } }, { "idempotency-key": "order-1" });
+    expect(c.status).toBe(422);
+    expect(c.headers.get("content-type")).toContain("application/problem+json");
+    expect(((await c.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("header.idempotency-key");
+    expect(await counts()).toEqual(before);
+  });
+
+  const bad: Array<[string, () => Promise<Response>, number, string]> = [
+    ["missing key", () => app.request("/v1/tasks", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(turnstile) }), 401, "header.authorization"],
+    ["wrong key", () => post(turnstile, { authorization: "Bearer nope-nope" }), 401, "header.authorization"],
+    ["unknown type", () => post({ type: "hcaptcha", params: {} }), 400, "type"],
+    ["missing sitekey", () => post({ type: "turnstile", params: { pageurl: "https://e.com" } }), 400, "params.sitekey"],
+    ["malformed JSON", () => post("{ nope"), 400, "(body)"],
+    ["not JSON", () => post("a=b", { "content-type": "application/x-www-form-urlencoded" }), 415, "header.content-type"],
+    ["oversized body", () => post({ type: "image", params: { body: "A".repeat(70 * 1024) } }), 413, "(body)"],
+    ["oversized image", () => post({ type: "image", params: { body: Buffer.alloc(5000, 1).toString("base64") } }), 400, "params.body"],
+    ["bad idempotency key", () => post(turnstile, { "idempotency-key": "has space" }), 400, "header.idempotency-key"],
+    ["bad priority", () => post({ ...turnstile, priority: "urgent" }), 400, "priority"],
+  ];
+  for (const [name, send, status, field] of bad) {
+    test(`${name}: ${status} problem+json naming ${field}, no row, no message`, async () => {
+      const before = await counts();
+      const res = await send();
+      expect(res.status).toBe(status);
+      expect(res.headers.get("content-type")).toContain("application/problem+json");
+      const problem = (await res.json()) as { status: number; title: string; requestId: string; errors: Array<{ field: string }> };
+      expect(problem.status).toBe(status);
+      expect(problem.requestId).toBeTruthy();
+      expect(problem.errors.map((e) => e.field)).toContain(field);
+      expect(await counts()).toEqual(before);
+    });
+  }
+});
+
+describe("GET /v1/tasks/:id", () => {
+  test("the owner reads a queued task; another key gets 404", async () => {
+    const { id } = (await (await post(turnstile)).json()) as { id: string };
+    const mine = await app.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-a-key" } });
+    expect(mine.status).toBe(200);
+    expect(((await mine.json()) as { status: string }).status).toBe("queued");
+    const theirs = await app.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-b-key" } });
+    expect(theirs.status).toBe(404);
+  });
+
+  test("?wait=N returns as soon as the task completes", async () => {
+    const { id } = (await (await post(turnstile)).json()) as { id: string };
+    const t0 = Date.now();
+    const pending = app.request(`/v1/tasks/${id}?wait=5`, { headers: { authorization: "Bearer client-a-key" } });
+    await Bun.sleep(300);
+    await database.sql`update tasks set state='completed', token='T-1', token_expires_at=now()+interval '2 minutes', completed_at=now(), version=version+1 where id=${id}`;
+    await nc.flush();
+    nc.publish(`events.${REGION}.completed`, JSON.stringify({ taskId: id }));
+    const res = await pending;
+    const view = (await res.json()) as { status: string; result: { token: string } };
+    expect(view.status).toBe("completed");
+    expect(view.result.token).toBe("T-1");
+    expect(Date.now() - t0).toBeLessThan(2500);
+  });
+
+  test("?wait beyond the maximum is a 400 naming query.wait", async () => {
+    const { id } = (await (await post(turnstile)).json()) as { id: string };
+    const res = await app.request(`/v1/tasks/${id}?wait=999`, { headers: { authorization: "Bearer client-a-key" } });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("query.wait");
+  });
+
+  test("an id that is not a uuid is 404", async () => {
+    const res = await app.request(`/v1/tasks/nope`, { headers: { authorization: "Bearer client-a-key" } });
+    expect(res.status).toBe(404);
+  });
+});
+
+test("health, readiness and the OpenAPI document", async () => {
+  expect((await app.request("/healthz")).status).toBe(200);
+  const ready = await app.request("/readyz");
+  expect(ready.status).toBe(200);
+  expect(await ready.json()).toMatchObject({ nats: "ok", postgres: "ok" });
+  const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown>; components: { schemas: { TaskRequest: unknown } } };
+  expect(Object.keys(doc.paths)).toContain("/v1/tasks");
+  expect(JSON.stringify(doc.components.schemas.TaskRequest)).toContain("turnstile");
+});
+
+test("when JetStream cannot take the task, the answer is 503 and no row is left", async () => {
+  await jsm.streams.delete(streams.tasks(REGION));
+  const before = await counts().catch(() => undefined);
+  expect(before).toBeUndefined();
+  const [{ n: rowsBefore }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
+  const res = await post(turnstile);
+  expect(res.status).toBe(503);
+  const [{ n: rowsAfter }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
+  expect(rowsAfter).toBe(rowsBefore);
+  await ensureStreams(jsm, { region: REGION });
+});

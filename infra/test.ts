@@ -1,0 +1,50 @@
+// `npm test`: type-checks everything, starts a Postgres cluster of the tests' own (each test file
+// then creates its own database; each starts its own nats-server), runs `bun test` over the whole
+// repo, and ends with the line CI reads: `tests: N passed, N failed`.
+import { spawn, spawnSync } from "node:child_process";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { freePort, startPostgres } from "@pipeline/shared/localstack";
+
+const root = join(import.meta.dir, "..");
+const args = process.argv.slice(2);
+const summary = (passed: number, failed: number) => console.log(`tests: ${passed} passed, ${failed} failed`);
+
+if (!args.includes("--no-typecheck")) {
+  const tc = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "typecheck.ts")], { stdio: "inherit", cwd: root });
+  if (tc.status !== 0) {
+    console.error("[test] type errors: no test was run");
+    summary(0, 1);
+    process.exit(1);
+  }
+}
+
+const pgDir = join(root, ".data", "test-pg");
+rmSync(pgDir, { recursive: true, force: true });
+const pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: true, log: (m) => console.error(`[test] ${m}`) });
+console.error(`[test] Postgres for tests on ${pg.adminUrl}`);
+
+const paths = args.filter((a) => !a.startsWith("--"));
+const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "tests"])], {
+  cwd: root,
+  env: { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+  stdio: ["ignore", "inherit", "pipe"],
+  detached: true,
+});
+let tail = "";
+child.stderr!.on("data", (b: Buffer) => {
+  process.stderr.write(b);
+  tail = (tail + b.toString()).slice(-4000);
+});
+const code: number = await new Promise((r) => child.on("exit", (c) => r(c ?? 1)));
+try {
+  process.kill(-child.pid!, "SIGKILL"); // anything a test left running (servers it started)
+} catch {}
+await pg.stop("immediate").catch(() => {});
+rmSync(pgDir, { recursive: true, force: true });
+
+const passed = Number(/(\d+) pass\b/.exec(tail)?.[1] ?? 0);
+let failed = Number(/(\d+) fail\b/.exec(tail)?.[1] ?? 0);
+if (code !== 0 && failed === 0) failed = 1; // a crash or an error outside a test
+summary(passed, failed);
+process.exit(code === 0 && failed === 0 && passed > 0 ? 0 : 1);
