@@ -54,6 +54,8 @@ const childEnv: Record<string, string> = {
   PROVIDER_URL: env.PROVIDER_URL ?? `http://127.0.0.1:${emulatorPort}`,
   PROVIDER_KEY: env.PROVIDER_KEY ?? emulatorKey,
   FIRST_POLL_MS: env.FIRST_POLL_MS ?? "1000",
+  TURBO_TELEMETRY_DISABLED: "1",
+  DO_NOT_TRACK: "1",
   POLL_INTERVAL_MS: env.POLL_INTERVAL_MS ?? "1000",
 };
 const apiKey = childEnv.API_KEYS!.split(",")[0];

@@ -1,64 +1,15 @@
-import { hostname } from "node:os";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
-import { connectNats, ensureLaneConsumers, ensureStreams } from "@pipeline/shared/nats";
-import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
-import type { Priority } from "@pipeline/shared/schemas";
-import { createEventSink } from "./adapters/nats.ts";
-import { createSolverStore } from "./adapters/pg.ts";
-import { createProviderClient } from "./adapters/provider.ts";
 import { loadConfig } from "./config.ts";
-import { createWorker } from "./worker/worker.ts";
+import { startSolver } from "./service.ts";
 
 const log = createLogger("solver");
-const config = loadConfig(process.env);
-const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
-const nc = await connectNats(config.NATS_URL, `solver-${workerId}`);
-const jsm = await jetstreamManager(nc);
-await ensureStreams(jsm, { region: config.REGION });
-await ensureLaneConsumers(jsm, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS });
-const js = jetstream(nc);
-const consumers = {} as Record<Priority, Awaited<ReturnType<typeof js.consumers.get>>>;
-for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
-const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}` });
-const providerKey = config.PROVIDER_KEY;
-const worker = createWorker({
-  workerId,
-  consumers,
-  store: createSolverStore(database.db),
-  provider: createProviderClient({ url: config.PROVIDER_URL, key: () => providerKey, timeoutMs: config.PROVIDER_TIMEOUT_MS }),
-  events: createEventSink(js, config.REGION, (err) => log.warn({ err: err.message }, "event not published")),
-  log,
-  profile: config.PROVIDER_PROFILE,
-  counters: {},
-  concurrency: config.SOLVER_CONCURRENCY,
-  fetchBatch: config.SOLVER_FETCH_BATCH,
-  ackWaitMs: config.ACK_WAIT_MS,
-  drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
-  timing: {
-    leaseMs: config.LEASE_MS,
-    firstPollMs: config.FIRST_POLL_MS,
-    pollIntervalMs: config.POLL_INTERVAL_MS,
-    maxPolls: config.MAX_POLLS,
-    maxResubmits: config.MAX_RESUBMITS,
-    tokenTtlMs: config.TOKEN_TTL_MS,
-    retryBaseMs: config.RETRY_BASE_MS,
-    retryMaxMs: config.RETRY_MAX_MS,
-  },
-});
-worker.start();
-log.info({ workerId, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
-
+const service = await startSolver(loadConfig(process.env), log);
 let stopping = false;
 async function stop(signal: string) {
   if (stopping) return;
   stopping = true;
-  log.info({ signal, inFlight: worker.inFlight() }, "solver draining");
-  await worker.stop();
-  await nc.drain().catch(() => {});
-  await database.close().catch(() => {});
-  log.info({ counters: worker.counters }, "solver stopped");
+  log.info({ signal }, "solver stopping");
+  await service.stop();
   process.exit(0);
 }
 process.on("SIGTERM", () => void stop("SIGTERM"));

@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 const turnstile = { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" } };
-function post(body: unknown, headers: Record<string, string> = {}) {
+async function post(body: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return app.request("/v1/tasks", {
     method: "POST",
     headers: { authorization: "Bearer client-a-key", "content-type": "application/json", ...headers },
@@ -62,8 +62,6 @@ describe("POST /v1/tasks", () => {
     expect(body.status).toBe("queued");
     const after = await counts();
     expect(after).toEqual({ rows: before.rows + 1, messages: before.messages + 1 });
-    const msg = await jsm.streams.getMessage(streams.tasks(REGION), { last_by_subj: `tasks.${REGION}.>` }).catch(() => undefined);
-    expect(msg === undefined || msg.json<{ id: string }>().id.length > 0).toBe(true);
   });
 
   test("the same Idempotency-Key and body return the same task; another body is 422", async () => {
@@ -82,7 +80,7 @@ describe("POST /v1/tasks", () => {
     expect(await counts()).toEqual(before);
   });
 
-  const bad: Array<[string, () => Promise<Response>, number, string]> = [
+  const bad: Array<[string, () => Response | Promise<Response>, number, string]> = [
     ["missing key", () => app.request("/v1/tasks", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(turnstile) }), 401, "header.authorization"],
     ["wrong key", () => post(turnstile, { authorization: "Bearer nope-nope" }), 401, "header.authorization"],
     ["unknown type", () => post({ type: "hcaptcha", params: {} }), 400, "type"],

@@ -1,0 +1,44 @@
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { openDatabase } from "@pipeline/shared/db";
+import type { Logger } from "@pipeline/shared/log";
+import { connectNats, ensureStreams } from "@pipeline/shared/nats";
+import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
+import { createTaskStore } from "./adapters/pg.ts";
+import type { GatewayConfig } from "./config.ts";
+import { createApiKeys } from "./domain/api-keys.ts";
+import { createApp } from "./http/app.ts";
+
+export interface GatewayService {
+  url: string;
+  /** Stops accepting connections, then closes NATS and Postgres. */
+  stop(): Promise<void>;
+}
+
+/** Wires config -> adapters -> Hono app and serves it. */
+export async function startGateway(config: GatewayConfig, log: Logger): Promise<GatewayService> {
+  const nc = await connectNats(config.NATS_URL, "gateway");
+  const jsm = await jetstreamManager(nc);
+  await ensureStreams(jsm, { region: config.REGION });
+  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
+  const watcher = createTaskWatcher(nc, config.REGION);
+  const app = createApp({
+    config,
+    store: createTaskStore(database.db),
+    queue: createTaskQueue(nc, jetstream(nc), config.REGION, config.PUBLISH_DEADLINE_MS),
+    watcher,
+    apiKeys: createApiKeys(config.API_KEYS),
+    log,
+  });
+  const server = Bun.serve({ hostname: config.GATEWAY_HOST, port: config.GATEWAY_PORT, fetch: app.fetch, idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10) });
+  const url = `http://${config.GATEWAY_HOST}:${server.port}`;
+  log.info({ url, region: config.REGION }, "gateway listening");
+  return {
+    url,
+    async stop() {
+      await server.stop(false);
+      watcher.close();
+      await nc.drain().catch(() => {});
+      await database.close().catch(() => {});
+    },
+  };
+}

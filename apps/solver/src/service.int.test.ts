@@ -1,0 +1,149 @@
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { createEmulator, fingerprintOf, type Emulator } from "@pipeline/emulator";
+import { openDatabase, tasks, type Database } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+import { toProviderParams } from "@pipeline/shared/provider";
+import type { TaskSpec } from "@pipeline/shared/schemas";
+import { shardOf, taskSubject } from "@pipeline/shared/subjects";
+import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { eq } from "drizzle-orm";
+import { loadConfig } from "./config.ts";
+import { startSolver, type SolverService } from "./service.ts";
+
+const REGION = "sv";
+const KEY = "solver-test-key";
+let nats: TestNats;
+let tdb: TestDatabase;
+let emu: Emulator;
+let nc: NatsConnection;
+let js: JetStreamClient;
+let database: Database;
+let solver: SolverService | undefined;
+
+beforeAll(async () => {
+  [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("sv")]);
+  emu = createEmulator({ port: 0, keys: { [KEY]: { threads: 50 } }, latencyMs: 30 });
+  await emu.start();
+  nc = await connectNats(nats.url, "solver-test");
+  js = jetstream(nc);
+  database = openDatabase(tdb.url, { max: 5 });
+});
+afterEach(async () => {
+  await solver?.stop();
+  solver = undefined;
+  emu.configure({ faults: {} });
+  emu.resetStats();
+});
+afterAll(async () => {
+  await nc.close();
+  await database.close();
+  await emu.stop();
+  await Promise.all([nats.dispose(), tdb.drop()]);
+});
+
+function config(over: Record<string, string> = {}) {
+  return loadConfig({
+    NATS_URL: nats.url,
+    DATABASE_URL: tdb.url,
+    REGION,
+    PROVIDER_URL: emu.url,
+    PROVIDER_KEY: KEY,
+    FIRST_POLL_MS: "20",
+    POLL_INTERVAL_MS: "20",
+    RETRY_BASE_MS: "50",
+    RETRY_MAX_MS: "200",
+    ACK_WAIT_MS: "5000",
+    LEASE_MS: "5000",
+    DRAIN_TIMEOUT_MS: "2000",
+    ...over,
+  });
+}
+const log = createLogger("solver-test", { level: "silent" });
+let n = 0;
+const turnstile = (): TaskSpec => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/p/${++n}` } });
+
+/** What the gateway does: the row, then the message. */
+async function enqueue(spec: TaskSpec, extra: Partial<typeof tasks.$inferInsert> = {}) {
+  const id = crypto.randomUUID();
+  await database.db.insert(tasks).values({ id, owner: "o", requestHash: "h", region: REGION, type: spec.type, priority: "normal", params: spec.params, state: "queued", ...extra });
+  await js.publish(taskSubject(REGION, "normal", shardOf(id)), JSON.stringify({ id, type: spec.type, priority: "normal" }), { msgID: id });
+  return id;
+}
+const row = async (id: string) => (await database.db.select().from(tasks).where(eq(tasks.id, id)))[0]!;
+const settled = (id: string, state = "completed") => eventually(async () => ((await row(id)).state === state ? row(id) : undefined), 15_000);
+
+test("solver submits once, stores the provider id, and writes the emulator's token with its expiry", async () => {
+  solver = await startSolver(config(), log);
+  const spec = turnstile();
+  const id = await enqueue(spec);
+  const done = await settled(id);
+  expect(done.providerId).toMatch(/^\d+$/);
+  expect(done.token).toContain(done.providerId!);
+  expect(done.tokenExpiresAt!.getTime() - done.completedAt!.getTime()).toBeGreaterThan(110_000);
+  expect(done.providerSubmissions).toBe(1);
+  expect(emu.stats().byFingerprint[fingerprintOf("turnstile", toProviderParams(spec))]).toBe(1);
+});
+
+test("solver resumes polling a stored provider id instead of submitting again", async () => {
+  // A provider task submitted by a worker that then died: the row holds its id.
+  const spec = turnstile();
+  const res = await fetch(`${emu.url}/in.php`, { method: "POST", body: new URLSearchParams({ key: KEY, json: "1", ...toProviderParams(spec) }) });
+  const providerId = ((await res.json()) as { request: string }).request;
+  const before = emu.stats().submissions;
+  const id = await enqueue(spec, { state: "solving", providerId, providerSubmissions: 1, leaseOwner: "dead-worker", leaseUntil: new Date(Date.now() - 1000) });
+  solver = await startSolver(config(), log);
+  const done = await settled(id);
+  expect(done.providerId).toBe(providerId);
+  expect(done.token).toContain(providerId);
+  expect(emu.stats().submissions).toBe(before);
+  expect(solver.worker.counters.resumedPolls).toBe(1);
+});
+
+test("a redelivered task that is already completed is acked without calling the provider", async () => {
+  const id = await enqueue(turnstile(), { state: "completed", token: "old", providerId: "1" });
+  solver = await startSolver(config(), log);
+  await eventually(() => (solver!.worker.counters.dedupAcks ?? 0) >= 1);
+  expect(emu.stats().submissions).toBe(0);
+  expect((await row(id)).token).toBe("old");
+});
+
+test("a task-level error fails the task with the provider's code", async () => {
+  emu.configure({ faults: { forceCode: { inPhp: "ERROR_PAGEURL" } } });
+  solver = await startSolver(config(), log);
+  const id = await enqueue(turnstile());
+  const failed = await settled(id, "failed");
+  expect(failed.errorCode).toBe("ERROR_PAGEURL");
+});
+
+test("a retryable error is retried with backoff until it passes", async () => {
+  emu.configure({ faults: { forceCode: { inPhp: "ERROR_NO_SLOT_AVAILABLE" } } });
+  solver = await startSolver(config(), log);
+  const id = await enqueue(turnstile());
+  await eventually(async () => (await row(id)).attempts >= 2);
+  emu.configure({ faults: {} });
+  const done = await settled(id);
+  expect(done.providerSubmissions).toBe(1);
+  expect(done.attempts).toBeGreaterThanOrEqual(2);
+});
+
+test("an unsolvable captcha is resubmitted as a new provider task, bounded", async () => {
+  emu.configure({ faults: { unsolvableRate: 1 } });
+  solver = await startSolver(config({ MAX_RESUBMITS: "2" }), log);
+  const id = await enqueue(turnstile());
+  const failed = await settled(id, "failed");
+  expect(failed.errorCode).toBe("ERROR_CAPTCHA_UNSOLVABLE");
+  expect(failed.providerSubmissions).toBe(3);
+});
+
+test("SIGTERM-style stop drains in-flight work: the task completes before stop returns", async () => {
+  emu.configure({ latencyMs: 400 });
+  solver = await startSolver(config(), log);
+  const id = await enqueue(turnstile());
+  await eventually(async () => (await row(id)).providerId);
+  await solver.stop();
+  solver = undefined;
+  expect((await row(id)).state).toBe("completed");
+  emu.configure({ latencyMs: 30 });
+});

@@ -1,0 +1,127 @@
+// Starts the real system for end-to-end tests: nats-server, a Postgres database, the provider
+// emulator (a real HTTP server) and the apps as real OS processes (`bun apps/<app>/src/main.ts`).
+import { mkdtempSync, openSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
+import { openDatabase, type Database } from "@pipeline/shared/db";
+import { freePort, waitForPort } from "@pipeline/shared/localstack";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+
+export const ROOT = join(import.meta.dir, "..");
+const BUN = process.execPath;
+
+export interface Proc {
+  name: string;
+  pid: number;
+  logFile: string;
+  exited: Promise<number | null>;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+  log(): string;
+}
+
+/** Runs `bun <script>` as a real process with its output in a log file. */
+export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string): Proc {
+  const logFile = join(logDir, `${name}.log`);
+  const fd = openSync(logFile, "a");
+  const p = Bun.spawn([BUN, join(ROOT, script)], { cwd: ROOT, env: { ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  return {
+    name,
+    pid: p.pid,
+    logFile,
+    exited: p.exited,
+    async kill(signal = "SIGTERM") {
+      p.kill(signal);
+      return p.exited;
+    },
+    log: () => readFileSync(logFile, "utf8"),
+  };
+}
+
+export interface StackOptions {
+  region?: string;
+  emulator?: EmulatorOptions;
+  solverEnv?: Record<string, string>;
+  gatewayEnv?: Record<string, string>;
+  solvers?: number;
+}
+
+export interface Stack {
+  gatewayUrl: string;
+  apiKey: string;
+  emu: Emulator;
+  nats: TestNats;
+  tdb: TestDatabase;
+  db: Database;
+  gateway: Proc;
+  solvers: Proc[];
+  logDir: string;
+  spawnSolver(extraEnv?: Record<string, string>): Proc;
+  /** Every log line written by the apps so far. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+export const PROVIDER_KEY = "e2e-provider-key-0001";
+
+export async function startStack(o: StackOptions = {}): Promise<Stack> {
+  const region = o.region ?? "e2e";
+  const logDir = mkdtempSync(join(tmpdir(), "pipeline-e2e-"));
+  const [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("e2e")]);
+  const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 0, ...o.emulator });
+  await emu.start();
+  const apiKey = "e2e-client-key-0001";
+  const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: region, LOG_LEVEL: "info" };
+  const gatewayPort = await freePort();
+  const gateway = spawnApp("gateway", "apps/gateway/src/main.ts", { ...common, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv }, logDir);
+  let solverN = 0;
+  const solverEnv = {
+    ...common,
+    PROVIDER_URL: emu.url,
+    PROVIDER_KEY,
+    FIRST_POLL_MS: "50",
+    POLL_INTERVAL_MS: "100",
+    RETRY_BASE_MS: "100",
+    RETRY_MAX_MS: "1000",
+    ...o.solverEnv,
+  };
+  const solvers: Proc[] = [];
+  const spawnSolver = (extra: Record<string, string> = {}) => {
+    const p = spawnApp(`solver-${++solverN}`, "apps/solver/src/main.ts", { ...solverEnv, WORKER_ID: `solver-${solverN}`, ...extra }, logDir);
+    solvers.push(p);
+    return p;
+  };
+  for (let i = 0; i < (o.solvers ?? 1); i++) spawnSolver();
+  await waitForPort(gatewayPort, 20_000);
+  const db = openDatabase(tdb.url, { max: 5 });
+  const logs = () => [gateway, ...solvers].map((p) => p.log()).join("\n");
+  return {
+    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    apiKey,
+    emu,
+    nats,
+    tdb,
+    db,
+    gateway,
+    solvers,
+    logDir,
+    spawnSolver,
+    logs,
+    async stop() {
+      await Promise.all([gateway, ...solvers].map((p) => p.kill("SIGTERM")));
+      await db.close();
+      await emu.stop();
+      await Promise.all([nats.dispose(), tdb.drop()]);
+    },
+  };
+}
+
+/** A JSON request to the gateway with the stack's API key. */
+export async function api<T = unknown>(s: Stack, path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${s.gatewayUrl}${path}`, {
+    method: init.method ?? "GET",
+    headers: { authorization: `Bearer ${s.apiKey}`, ...(init.body ? { "content-type": "application/json" } : {}), ...init.headers },
+    ...(init.body ? { body: JSON.stringify(init.body) } : {}),
+  });
+  return { status: res.status, body: (await res.json()) as T };
+}
