@@ -86,6 +86,7 @@ async function shutdown(code: number) {
     await new Promise((r) => turbo.once("exit", r));
   }
   for (const stop of stops.reverse()) await stop().catch((e) => log(`stop failed: ${(e as Error).message}`));
+  log("stopped");
   process.exit(code);
 }
 process.on("SIGINT", () => void shutdown(0));

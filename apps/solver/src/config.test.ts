@@ -1,0 +1,18 @@
+import { expect, test } from "bun:test";
+import { loadConfig } from "./config.ts";
+
+const ok = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", PROVIDER_KEY: "k" };
+
+test("defaults follow the protocol's limits", () => {
+  const c = loadConfig(ok);
+  expect(c.MAX_POLLS).toBe(20);
+  expect(c.FIRST_POLL_MS).toBeUndefined();
+  expect(c.PROVIDER_PROFILE).toBe("captchaai");
+});
+
+test("the poll budget cannot exceed 20 and the key is required; errors name the variable", () => {
+  expect(() => loadConfig({ ...ok, MAX_POLLS: "50" })).toThrow(/MAX_POLLS/);
+  expect(() => loadConfig({ DATABASE_URL: ok.DATABASE_URL })).toThrow(/PROVIDER_KEY/);
+  expect(() => loadConfig({ ...ok, RETRY_BASE_MS: "5000", RETRY_MAX_MS: "100" })).toThrow(/RETRY_BASE_MS/);
+  expect(() => loadConfig({ ...ok, PROVIDER_PROFILE: "anticaptcha" })).toThrow(/PROVIDER_PROFILE/);
+});
