@@ -10,7 +10,7 @@ import { ROOT } from "./harness.ts";
 
 /** `npm run dev` as a user runs it: NATS and Postgres of its own, the emulator, gateway and solver. */
 async function runDev(dataDir: string, ports: Record<string, number>) {
-  const env = {
+  const env: Record<string, string | undefined> = {
     ...process.env,
     DATA_DIR: dataDir,
     NATS_PORT: String(ports.nats),
