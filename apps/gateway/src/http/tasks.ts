@@ -1,8 +1,9 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { fieldErrors, taskRequest, type TaskRequest } from "@pipeline/shared/schemas";
+import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
 import { bearerToken } from "../domain/api-keys.ts";
-import { deriveTaskId, requestHash, validIdempotencyKey } from "../domain/task-id.ts";
+import { validIdempotencyKey } from "../domain/task-id.ts";
+import { SubmitError, submitTask } from "../usecases/submit-task.ts";
 import { toTaskView, WAITABLE_DONE } from "../domain/task-view.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
 import { ProblemError } from "./problem.ts";
@@ -43,49 +44,14 @@ export function tasksRoutes(deps: GatewayDeps) {
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
-    const req: TaskRequest = parsed.data;
-    const id = deriveTaskId(clientId, idem);
-    const hash = requestHash(req);
-    const inserted = await deps.store.insertQueued({
-      id,
-      owner: clientId,
-      idempotencyKey: idem ?? null,
-      requestHash: hash,
-      region: deps.config.REGION,
-      type: req.type,
-      priority: req.priority,
-      params: req.params,
-      state: "queued",
-    });
-    if (!inserted) {
-      const existing = await deps.store.get(id);
-      if (!existing || existing.owner !== clientId) throw new ProblemError(409, "Conflict", "task id collision; retry");
-      if (existing.requestHash !== hash)
-        throw new ProblemError(422, "Idempotency Key Reused", "this Idempotency-Key was used with another body", [{ field: "header.idempotency-key", message: "already used with a different request body" }]);
-      // The first attempt may have died between insert and publish: publishing again is free (same Nats-Msg-Id).
-      if (existing.state === "queued") await deps.queue.publishTask({ id, type: req.type, priority: req.priority });
-      return c.json({ id, status: toTaskView(existing, now()).status }, 202, { "idempotent-replayed": "true", location: `/v1/tasks/${id}` });
-    }
     try {
-      await deps.queue.publishTask({ id, type: req.type, priority: req.priority });
+      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, now }, clientId, parsed.data, idem);
+      const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
+      if (r.replayed) headers["idempotent-replayed"] = "true";
+      return c.json({ id: r.id, status: r.status }, 202, headers);
     } catch (err) {
-      await deps.store.deleteUnpublished(id).catch(() => {});
-      deps.log.warn({ taskId: id, err: (err as Error).message }, "publish failed; task not accepted");
-      throw new ProblemError(503, "Queue Unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", undefined, { "retry-after": "1" });
+      throw submitProblem(err);
     }
-    deps.queue
-      .publishEvent({
-        taskId: id,
-        kind: "accepted",
-        state: "queued",
-        version: 0,
-        region: deps.config.REGION,
-        at: inserted.createdAt.toISOString(),
-        data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idem ?? null },
-      })
-      .catch((err) => deps.log.warn({ taskId: id, err: (err as Error).message }, "accepted event not published"));
-    deps.log.debug({ taskId: id, type: req.type }, "task accepted");
-    return c.json({ id, status: "queued" as const }, 202, { location: `/v1/tasks/${id}` });
   });
 
   app.get("/:id", async (c) => {
@@ -105,4 +71,17 @@ export function tasksRoutes(deps: GatewayDeps) {
   });
 
   return app;
+}
+
+/** Maps a SubmitError onto problem+json. */
+function submitProblem(err: unknown): unknown {
+  if (!(err instanceof SubmitError)) return err;
+  switch (err.code) {
+    case "idempotency_mismatch":
+      return new ProblemError(422, "Idempotency Key Reused", err.message, [{ field: "header.idempotency-key", message: "already used with a different request body" }]);
+    case "id_collision":
+      return new ProblemError(409, "Conflict", err.message);
+    case "queue_unavailable":
+      return new ProblemError(503, "Queue Unavailable", err.message, undefined, { "retry-after": "1" });
+  }
 }

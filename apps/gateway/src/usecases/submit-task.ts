@@ -1,0 +1,86 @@
+import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
+import type { Logger } from "@pipeline/shared/log";
+import type { TaskQueue } from "../adapters/nats.ts";
+import type { TaskStore } from "../adapters/pg.ts";
+import { deriveTaskId, requestHash } from "../domain/task-id.ts";
+import { toTaskView } from "../domain/task-view.ts";
+
+/** Why a submission was not accepted; `code` is what callers map to their own protocol. */
+export class SubmitError extends Error {
+  override name = "SubmitError";
+  constructor(
+    readonly code: "idempotency_mismatch" | "id_collision" | "queue_unavailable",
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export interface SubmitDeps {
+  store: TaskStore;
+  queue: TaskQueue;
+  log: Logger;
+  region: string;
+  now?: () => Date;
+}
+
+export interface Submitted {
+  id: string;
+  status: VisibleState;
+  /** True when an earlier request with the same Idempotency-Key created the task. */
+  replayed: boolean;
+}
+
+/**
+ * Accepts a validated task: the row (queued) first, then the message with Nats-Msg-Id = task id,
+ * resolving only after the PubAck. On a failed publish the fresh row is removed and a
+ * `queue_unavailable` SubmitError thrown, so an unaccepted request leaves nothing behind.
+ */
+export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined): Promise<Submitted> {
+  const id = deriveTaskId(clientId, idempotencyKey);
+  const hash = requestHash(req);
+  const inserted = await deps.store.insertQueued({
+    id,
+    owner: clientId,
+    idempotencyKey: idempotencyKey ?? null,
+    requestHash: hash,
+    region: deps.region,
+    type: req.type,
+    priority: req.priority,
+    params: req.params,
+    state: "queued",
+  });
+  const message = { id, type: req.type, priority: req.priority };
+  if (!inserted) {
+    const existing = await deps.store.get(id);
+    if (!existing || existing.owner !== clientId) throw new SubmitError("id_collision", "task id collision; retry");
+    if (existing.requestHash !== hash) throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
+    // The first attempt may have died between insert and publish: publishing again is free (same Nats-Msg-Id).
+    if (existing.state === "queued") await publishOrThrow(deps, message, false);
+    return { id, status: toTaskView(existing, (deps.now ?? (() => new Date()))()).status, replayed: true };
+  }
+  await publishOrThrow(deps, message, true);
+  deps.queue
+    .publishEvent({
+      taskId: id,
+      kind: "accepted",
+      state: "queued",
+      version: 0,
+      region: deps.region,
+      at: inserted.createdAt.toISOString(),
+      data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idempotencyKey ?? null },
+    })
+    .catch((err) => deps.log.warn({ taskId: id, err: (err as Error).message }, "accepted event not published"));
+  return { id, status: "queued", replayed: false };
+}
+
+async function publishOrThrow(deps: SubmitDeps, message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] }, fresh: boolean): Promise<void> {
+  try {
+    await deps.queue.publishTask(message);
+  } catch (err) {
+    if (fresh) await deps.store.deleteUnpublished(message.id).catch(() => {});
+    deps.log.warn({ taskId: message.id, err: (err as Error).message }, "publish failed; task not accepted");
+    throw new SubmitError("queue_unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", { cause: err });
+  }
+}

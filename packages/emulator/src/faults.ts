@@ -1,0 +1,24 @@
+import type { FaultConfig } from "./settings.ts";
+import { htmlErrorPage } from "./protocol-reply.ts";
+
+/** True with probability `rate` (never for 0 or absent, always for 1). */
+export function rolls(rate: number | undefined, random: () => number): boolean {
+  return rate !== undefined && rate > 0 && random() < rate;
+}
+
+/** Waits `ms` milliseconds (no timer for 0). */
+export function delay(ms: number | undefined): Promise<void> {
+  if (!ms || ms <= 0) return Promise.resolve();
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * The transport-level faults that hit any protocol call before it is processed: an outage
+ * (HTML 503 until `outageUntil`) or a random HTML 500. Returns the page to send, or null.
+ * Nothing is processed when a page is returned, so the call has no side effect.
+ */
+export function transportFault(faults: FaultConfig, now: number, random: () => number): Response | null {
+  if (faults.outageUntil !== undefined && now < faults.outageUntil) return htmlErrorPage(503);
+  if (rolls(faults.http500Rate, random)) return htmlErrorPage(500);
+  return null;
+}
