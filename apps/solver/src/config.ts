@@ -33,10 +33,22 @@ export const SolverEnv = z
     RETRY_BASE_MS: envInt(1000, 10, 600_000),
     RETRY_MAX_MS: envInt(60_000, 10, 3600_000),
     DRAIN_TIMEOUT_MS: envInt(25_000, 0, 600_000),
+    /** The plan's concurrent threads for PROVIDER_KEY, enforced across every solver process. */
+    PROVIDER_THREADS: envInt(50, 1, 100_000),
+    SLOT_WAIT_MS: envInt(2000, 0, 60_000),
+    /** Claims of one task before it is dead-lettered. */
+    MAX_ATTEMPTS: envInt(10, 1, 1000),
+    /** Share of SOLVER_CONCURRENCY that only the high lane may use. */
+    HIGH_LANE_RESERVED: z.coerce.number().min(0).max(0.9).default(0.1),
+    BREAKER_FAILURE_RATE: z.coerce.number().gt(0).max(1).default(0.5),
+    BREAKER_MIN_CALLS: envInt(10, 1, 10_000),
+    BREAKER_WINDOW_MS: envInt(30_000, 100, 3600_000),
+    BREAKER_COOLDOWN_MS: envInt(5000, 10, 3600_000),
+    BREAKER_MAX_COOLDOWN_MS: envInt(60_000, 10, 3600_000),
     DB_POOL_MAX: envInt(20, 1, 500),
   })
   .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
-  .refine((c) => c.LEASE_MS >= 3000 || c.LEASE_MS >= c.ACK_WAIT_MS, { path: ["LEASE_MS"], message: "too short" });
+  .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" });
 export type SolverConfig = z.infer<typeof SolverEnv>;
 
 /** Parses the solver's environment; throws a ConfigError naming each variable at fault. */

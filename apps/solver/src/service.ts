@@ -8,11 +8,15 @@ import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
 import { createEventSink } from "./adapters/nats.ts";
 import { createSolverStore } from "./adapters/pg.ts";
 import { createProviderClient } from "./adapters/provider.ts";
+import { createProviderSlots } from "./adapters/slots.ts";
+import { createBreaker, type Breaker } from "./domain/breaker.ts";
+import { keyRefOf } from "./domain/key-ref.ts";
 import type { SolverConfig } from "./config.ts";
 import { createWorker, type Worker } from "./worker/worker.ts";
 
 export interface SolverService {
   workerId: string;
+  breaker: Breaker;
   worker: Worker;
   /** Graceful stop: drain in-flight work (up to DRAIN_TIMEOUT_MS), then close NATS and Postgres. */
   stop(): Promise<void>;
@@ -30,12 +34,36 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}` });
   const providerKey = config.PROVIDER_KEY;
+  const keyRef = keyRefOf(providerKey);
+  const slots = createProviderSlots(database.db);
+  await slots.ensure(keyRef, config.PROVIDER_THREADS);
+  const events = createEventSink(js, config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
+  const breaker = createBreaker(
+    {
+      failureRate: config.BREAKER_FAILURE_RATE,
+      minCalls: config.BREAKER_MIN_CALLS,
+      windowMs: config.BREAKER_WINDOW_MS,
+      cooldownMs: config.BREAKER_COOLDOWN_MS,
+      maxCooldownMs: config.BREAKER_MAX_COOLDOWN_MS,
+    },
+    Date.now,
+    (state, reason) => {
+      (state === "open" ? log.error.bind(log) : log.warn.bind(log))({ keyRef, state, reason }, `provider breaker ${state}`);
+      void events.alert("breaker", { keyRef, state, reason: reason ?? null, worker: workerId });
+    },
+  );
+  const provider = createProviderClient({ url: config.PROVIDER_URL, key: () => providerKey, timeoutMs: config.PROVIDER_TIMEOUT_MS });
   const worker = createWorker({
     workerId,
     consumers,
     store: createSolverStore(database.db),
-    provider: createProviderClient({ url: config.PROVIDER_URL, key: () => providerKey, timeoutMs: config.PROVIDER_TIMEOUT_MS }),
-    events: createEventSink(js, config.REGION, (err) => log.warn({ err: err.message }, "event not published")),
+    provider,
+    slots,
+    breaker,
+    keyRef,
+    threads: config.PROVIDER_THREADS,
+    highReserved: config.HIGH_LANE_RESERVED,
+    events,
     log,
     profile: config.PROVIDER_PROFILE,
     counters: {},
@@ -49,6 +77,8 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       pollIntervalMs: config.POLL_INTERVAL_MS,
       maxPolls: config.MAX_POLLS,
       maxResubmits: config.MAX_RESUBMITS,
+      maxAttempts: config.MAX_ATTEMPTS,
+      slotWaitMs: config.SLOT_WAIT_MS,
       tokenTtlMs: config.TOKEN_TTL_MS,
       retryBaseMs: config.RETRY_BASE_MS,
       retryMaxMs: config.RETRY_MAX_MS,
@@ -58,6 +88,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   log.info({ workerId, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
   return {
     workerId,
+    breaker,
     worker,
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");

@@ -5,6 +5,7 @@ import type { Priority } from "./schemas/task-types.ts";
 export const streams = {
   tasks: (region: string) => `TASKS_${region.toUpperCase()}`,
   events: (region: string) => `EVENTS_${region.toUpperCase()}`,
+  dlq: (region: string) => `DLQ_${region.toUpperCase()}`,
 } as const;
 
 export const DEFAULT_SHARDS = 16;
@@ -50,4 +51,13 @@ export function eventSubject(region: string, kind: string): string {
 
 export function eventSubjects(region: string): string {
   return `events.${region}.>`;
+}
+
+/** `dlq.<region>.<type>`: dead-lettered tasks. */
+export function dlqSubject(region: string, type: string): string {
+  return `dlq.${region}.${type}`;
+}
+
+export function dlqSubjects(region: string): string {
+  return `dlq.${region}.>`;
 }

@@ -19,6 +19,8 @@ export interface SolverStore {
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
   release(id: string, worker: string, r: { code?: string; polls: number }): Promise<TaskRow | undefined>;
+  /** True while this worker still holds the task (not cancelled, lease not lost). */
+  owns(id: string, worker: string): Promise<boolean>;
   /** Extends the lease of every row this worker holds. */
   renewLeases(worker: string, leaseMs: number): Promise<number>;
 }
@@ -126,6 +128,10 @@ export function createSolverStore(db: Db): SolverStore {
         .where(owned(id, worker))
         .returning();
       return out[0];
+    },
+    async owns(id, worker) {
+      const r = await db.select({ id: tasks.id }).from(tasks).where(owned(id, worker));
+      return r.length === 1;
     },
     async renewLeases(worker, leaseMs) {
       const r = await db

@@ -5,6 +5,8 @@ export interface ProviderClient {
   submit(params: Record<string, string>, signal?: AbortSignal): Promise<ProviderReply>;
   /** `res.php?action=get`: `ok.value` is the answer. */
   poll(providerId: string, signal?: AbortSignal): Promise<ProviderReply>;
+  /** `res.php?action=getbalance`: the breaker's half-open probe. */
+  balance(signal?: AbortSignal): Promise<ProviderReply>;
 }
 
 export interface ProviderClientOptions {
@@ -38,5 +40,6 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   return {
     submit: (params, signal) => call("in.php", params, signal),
     poll: (providerId, signal) => call("res.php", { action: "get", id: providerId }, signal),
+    balance: (signal) => call("res.php", { action: "getbalance" }, signal),
   };
 }

@@ -1,10 +1,12 @@
 import type { TaskRow } from "@pipeline/shared/db";
-import { classifyError, toProviderParams, type ProviderProfile, type ProviderReply } from "@pipeline/shared/provider";
-import type { TaskSpec, TaskType } from "@pipeline/shared/schemas";
 import type { Logger } from "@pipeline/shared/log";
+import { classifyError, toProviderParams, type ProviderProfile, type ProviderReply } from "@pipeline/shared/provider";
+import type { Priority, TaskSpec, TaskType } from "@pipeline/shared/schemas";
 import type { EventSink } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
+import type { ProviderSlots } from "../adapters/slots.ts";
+import type { Breaker } from "../domain/breaker.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { backoff, firstPollDelay, tokenExpiry } from "../domain/timing.ts";
 
@@ -12,21 +14,29 @@ export interface HandlerDeps {
   workerId: string;
   store: SolverStore;
   provider: ProviderClient;
+  slots: ProviderSlots;
+  breaker: Breaker;
   events: EventSink;
   log: Logger;
+  /** Reference of the provider key (a hash), never the key. */
+  keyRef: string;
+  threads: number;
   timing: {
     leaseMs: number;
     firstPollMs: number | undefined;
     pollIntervalMs: number;
     maxPolls: number;
     maxResubmits: number;
+    maxAttempts: number;
     tokenTtlMs: number;
     retryBaseMs: number;
     retryMaxMs: number;
+    slotWaitMs: number;
   };
   profile: ProviderProfile;
   /** Counters the worker exposes (dedup acks, resumes...). */
   counters: Record<string, number>;
+  random?: () => number;
 }
 
 /** Sleeps, or throws when the signal aborts (a hard stop). */
@@ -41,112 +51,193 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 const bump = (c: Record<string, number>, k: string) => (c[k] = (c[k] ?? 0) + 1);
 
+export interface Delivery {
+  taskId: string;
+  priority: Priority;
+  deliveries: number;
+}
+
 /**
- * Takes one delivery of a task to its outcome. Guarantees: a task already terminal is acked
- * without calling the provider; a row holding a provider id is polled, never resubmitted; the
- * provider id is stored before the first poll; every write is guarded by the lease.
+ * Takes one delivery of a task to its outcome. Guarantees: nothing calls the provider while the
+ * breaker is open or without a provider slot (fleet-wide thread limit); a task already terminal
+ * is acked without calling the provider; a row holding a provider id is polled, never
+ * resubmitted; the provider id is stored before the first poll; every write is guarded by the
+ * lease; a task past its deadline or attempts is dead-lettered.
  */
-export async function handleTask(taskId: string, deliveries: number, deps: HandlerDeps, signal: AbortSignal): Promise<Outcome> {
-  const { store, provider, events, timing: t, workerId: w, counters } = deps;
+export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Outcome> {
+  const { store, slots, breaker, counters, timing: t } = deps;
+  const random = deps.random ?? Math.random;
+  if (!breaker.allows()) {
+    bump(counters, "breakerWaits");
+    return nak(breaker.retryInMs() + 200 + random() * 800, `breaker ${breaker.state()}`);
+  }
+  const slot = await acquireSlot(d, deps, signal);
+  if (slot === undefined) {
+    bump(counters, "slotWaits");
+    return nak(100 + random() * 400, "no provider slot free");
+  }
+  // On an exception (a hard stop mid-poll) the slot is parked: it frees itself once the task
+  // has no provider task in flight.
+  let keepSlot = true;
+  try {
+    const r = await solveClaimed(d, deps, signal);
+    keepSlot = r.providerTaskInFlight;
+    return r.outcome;
+  } finally {
+    if (keepSlot) await slots.park(deps.keyRef, slot, d.taskId).catch(() => {});
+    else await slots.release(deps.keyRef, slot, d.taskId).catch(() => {});
+  }
+}
+
+async function acquireSlot(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<number | undefined> {
+  const until = Date.now() + deps.timing.slotWaitMs;
+  // High-lane tasks look again sooner, so they win free slots under contention.
+  const every = d.priority === "high" ? 20 : d.priority === "normal" ? 60 : 120;
+  for (;;) {
+    const s = await deps.slots.acquire(deps.keyRef, deps.threads, deps.workerId, d.taskId, deps.timing.leaseMs);
+    if (s !== undefined || Date.now() >= until) return s;
+    await sleep(every + Math.random() * every, signal);
+  }
+}
+
+interface Solved {
+  outcome: Outcome;
+  /** True when the provider still works on the task (its slot must stay taken). */
+  providerTaskInFlight: boolean;
+}
+
+async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Solved> {
+  const { store, provider, events, breaker, timing: t, workerId: w, counters } = deps;
+  const taskId = d.taskId;
+  const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
   const claim = await store.claim(taskId, w, t.leaseMs);
   if (claim.kind === "missing") {
     bump(counters, "orphanMessages");
-    return ack("no row for this task (never accepted)");
+    return done(ack("no row for this task (never accepted)"));
   }
   if (claim.kind === "terminal") {
     bump(counters, "dedupAcks");
-    return ack(`already ${claim.row.state}`);
+    return done(ack(`already ${claim.row.state}`));
   }
   if (claim.kind === "busy") {
     bump(counters, "busyNaks");
-    return nak(claim.leaseLeftMs + 500, "another worker holds the lease");
+    return done(nak(claim.leaseLeftMs + 500, "another worker holds the lease"));
   }
-  const row = claim.row;
-  if (deliveries > 1) bump(counters, "redeliveries");
-  await events.publish({ taskId, kind: "solving", state: "solving", version: row.version, data: { worker: w, attempt: row.attempts } });
+  const row: TaskRow = claim.row;
+  if (d.deliveries > 1) bump(counters, "redeliveries");
   const type = row.type as TaskType;
   let providerId = row.providerId;
   let polls = 0;
   let resubmits = 0;
-  const retryLater = async (code: string | undefined, delayMs: number, why: string): Promise<Outcome> => {
+
+  const deadLetter = async (reason: string, code: string): Promise<Solved> => {
+    const r = await store.fail(taskId, w, { code, message: `dead-lettered: ${reason}`, polls });
+    if (r) {
+      bump(counters, "deadLettered");
+      await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code, deadLetter: reason } });
+      await events.deadLetter(taskId, type, { reason, code, attempts: r.attempts, redrives: r.redrives });
+    }
+    return done(ack(`dead-lettered: ${reason}`));
+  };
+  const pastDeadline = (extraMs = 0) => row.deadlineAt !== null && Date.now() + extraMs > row.deadlineAt.getTime();
+  if (pastDeadline()) return deadLetter("deadline passed", row.errorCode ?? "DEADLINE_EXCEEDED");
+  if (row.attempts > t.maxAttempts) return deadLetter("max attempts", row.errorCode ?? "MAX_ATTEMPTS");
+
+  await events.publish({ taskId, kind: "solving", state: "solving", version: row.version, data: { worker: w, attempt: row.attempts } });
+  const retryLater = async (code: string | undefined, delayMs: number, why: string): Promise<Solved> => {
+    if (row.attempts >= t.maxAttempts) return deadLetter("max attempts", code ?? "MAX_ATTEMPTS");
+    if (pastDeadline(delayMs)) return deadLetter("deadline passed", code ?? "DEADLINE_EXCEEDED");
     const r = await store.release(taskId, w, { polls, ...(code ? { code } : {}) });
     if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code, delayMs } });
-    return nak(delayMs, why);
+    return done(nak(delayMs, why), providerId !== null);
   };
-  const failTask = async (code: string): Promise<Outcome> => {
+  const failTask = async (code: string): Promise<Solved> => {
     const r = await store.fail(taskId, w, { code, polls });
     if (r) await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code } });
-    return ack(`failed: ${code}`);
+    return done(ack(`failed: ${code}`));
   };
   const retryDelay = () => backoff(row.attempts, t.retryBaseMs, t.retryMaxMs);
-  const keyStopDelay = Math.max(t.retryMaxMs, 30_000);
 
-  /** Applies an error code; returns an outcome, or "resubmit" to start a new provider task. */
-  const onError = async (reply: Extract<ProviderReply, { kind: "error" | "transport" }>): Promise<Outcome | "resubmit" | "again"> => {
-    if (reply.kind === "transport") return "again";
+  /** The provider's health as the breaker sees it. */
+  const observe = (reply: ProviderReply) => {
+    if (reply.kind === "transport") return breaker.failure();
+    if (reply.kind !== "error") return breaker.success();
     const cls = classifyError(reply.code, deps.profile);
-    if (cls === "task_fails") return failTask(reply.code);
-    if (cls === "key_stops") {
-      deps.log.error({ taskId, code: reply.code }, "provider key stopped; task waits");
-      return retryLater(reply.code, keyStopDelay, `key stopped: ${reply.code}`);
-    }
-    if (cls === "resubmit") return "resubmit";
-    return "again";
+    if (cls === "key_stops") breaker.keyStopped(reply.code);
+    else if (cls === "retry") breaker.failure();
+    else breaker.success();
+  };
+  /** A key-level error: the task waits (no attempt is spent on it), the breaker is open. */
+  const keyStopped = async (code: string): Promise<Solved> => {
+    deps.log.error({ taskId, code }, "provider key stopped; breaker open, task waits");
+    const r = await store.release(taskId, w, { polls, code });
+    if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code } });
+    return done(nak(breaker.retryInMs() + 500, `key stopped: ${code}`), providerId !== null);
   };
 
   if (providerId) bump(counters, "resumedPolls");
   for (;;) {
     if (!providerId) {
+      // Cancelled (or lease lost) since the claim: never submit afterwards.
+      if (!(await store.owns(taskId, w))) return done(ack("no longer ours (cancelled or taken over)"));
       const reply = await provider.submit(toProviderParams({ type, params: row.params } as TaskSpec), signal);
+      observe(reply);
       if (reply.kind === "ok") {
-        if (!(await store.setProviderId(taskId, w, reply.value))) return ack("lease lost after submit");
+        if (!(await store.setProviderId(taskId, w, reply.value))) return done(ack("lease lost after submit"));
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId } });
         await sleep(firstPollDelay(type, t.firstPollMs), signal);
-      } else if (reply.kind === "not_ready") {
-        return retryLater(undefined, retryDelay(), "unexpected not-ready on submit");
+      } else if (reply.kind === "error") {
+        const cls = classifyError(reply.code, deps.profile);
+        if (cls === "task_fails") return failTask(reply.code);
+        if (cls === "key_stops") return keyStopped(reply.code);
+        if (cls === "resubmit") {
+          resubmits++;
+          if (resubmits > t.maxResubmits) return failTask(reply.code);
+          continue;
+        }
+        return retryLater(reply.code, retryDelay(), `submit: ${reply.code}`);
       } else {
-        const next = await onError(reply);
-        if (next === "again" || next === "resubmit") return retryLater(reply.kind === "error" ? reply.code : "TRANSPORT", retryDelay(), `submit: ${reply.kind === "error" ? reply.code : reply.reason}`);
-        return next;
+        return retryLater(reply.kind === "transport" ? "TRANSPORT" : undefined, retryDelay(), `submit: ${reply.kind === "transport" ? reply.reason : "not ready"}`);
       }
     }
-    const pollOutcome = await pollUntilDone(providerId);
-    if (pollOutcome === "resubmit") {
+    const r = await pollUntilDone(providerId);
+    if (r === "resubmit") {
       resubmits++;
       if (resubmits > t.maxResubmits) return failTask("ERROR_CAPTCHA_UNSOLVABLE");
-      if (!(await store.clearProviderId(taskId, w))) return ack("lease lost");
+      if (!(await store.clearProviderId(taskId, w))) return done(ack("lease lost"));
       providerId = null;
       continue;
     }
-    return pollOutcome;
+    return r;
   }
 
-  async function pollUntilDone(pid: string): Promise<Outcome | "resubmit"> {
+  async function pollUntilDone(pid: string): Promise<Solved | "resubmit"> {
     let transportErrors = 0;
     for (let n = 0; n < t.maxPolls; n++) {
       const reply = await provider.poll(pid, signal);
       polls++;
+      observe(reply);
       if (reply.kind === "ok") {
-        const solvedAt = new Date();
         const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
-        const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, solvedAt, t.tokenTtlMs), polls });
-        if (!r) return ack("lease lost before completion");
+        const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
+        if (!r) return done(ack("lease lost before completion"));
         await events.publish({ taskId, kind: "completed", state: "completed", version: r.version, data: { expiresAt: r.tokenExpiresAt?.toISOString() ?? null } });
-        return ack("completed");
+        return done(ack("completed"));
       }
       if (reply.kind === "not_ready") {
         await sleep(t.pollIntervalMs, signal);
         continue;
       }
-      const next = await onError(reply);
-      if (next === "resubmit") return "resubmit";
-      if (next === "again") {
-        transportErrors++;
-        await sleep(Math.max(t.pollIntervalMs, backoff(transportErrors, t.retryBaseMs, t.retryMaxMs)), signal);
-        continue;
+      if (reply.kind === "error") {
+        const cls = classifyError(reply.code, deps.profile);
+        if (cls === "resubmit") return "resubmit";
+        if (cls === "task_fails") return failTask(reply.code);
+        if (cls === "key_stops") return keyStopped(reply.code);
       }
-      return next;
+      // Retryable while polling: the same request again after a pause, within the poll budget.
+      transportErrors++;
+      await sleep(Math.max(t.pollIntervalMs, backoff(transportErrors, t.retryBaseMs, t.retryMaxMs)), signal);
     }
     // The poll budget is spent: the provider gives up on its own well before 20 polls.
     return "resubmit";

@@ -4,6 +4,7 @@ import { TaskMessage, type Priority } from "@pipeline/shared/schemas";
 import { LANES } from "@pipeline/shared/subjects";
 import { applyOutcome } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
+import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, term, type Outcome } from "../domain/outcome.ts";
 import { handleTask, type HandlerDeps } from "./handle-task.ts";
 
@@ -15,6 +16,9 @@ export interface WorkerDeps extends HandlerDeps {
   fetchBatch: number;
   ackWaitMs: number;
   drainTimeoutMs: number;
+  /** Share of the concurrency only the high lane may use. */
+  highReserved: number;
+  provider: ProviderClient;
 }
 
 export interface Worker {
@@ -36,12 +40,16 @@ export function createWorker(deps: WorkerDeps): Worker {
   const hard = new AbortController();
   const slotWaiters: Array<() => void> = [];
   const loops: Promise<void>[] = [];
-  const free = () => deps.concurrency - inFlight;
+  const reserve = Math.min(deps.concurrency - 1, Math.floor(deps.concurrency * deps.highReserved));
+  // normal and low may not use the reserved share, so a high task always finds a slot quickly.
+  const free = (lane: Priority = "high") => deps.concurrency - inFlight - (lane === "high" ? 0 : reserve);
   const releaseSlot = () => {
     inFlight--;
-    slotWaiters.shift()?.();
+    for (const w of slotWaiters.splice(0)) w();
   };
-  const waitForSlot = () => (free() > 0 ? Promise.resolve() : new Promise<void>((r) => slotWaiters.push(r)));
+  const waitForSlot = async (lane: Priority) => {
+    while (running && free(lane) <= 0) await new Promise<void>((r) => slotWaiters.push(r));
+  };
 
   async function process(msg: JsMsg): Promise<void> {
     const heartbeat = setInterval(() => msg.working(), Math.max(500, Math.floor(deps.ackWaitMs / 3)));
@@ -56,7 +64,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         applyOutcome(msg, outcome);
         return;
       }
-      outcome = await handleTask(parsed.id, msg.info.deliveryCount, deps, hard.signal).catch((err: Error) => {
+      outcome = await handleTask({ taskId: parsed.id, priority: parsed.priority, deliveries: msg.info.deliveryCount }, deps, hard.signal).catch((err: Error) => {
         if (hard.signal.aborted) return nak(0, "aborted by shutdown");
         deps.log.error({ taskId: parsed.id, err: err.message }, "handler error; will retry");
         return nak(Math.min(deps.timing.retryMaxMs, 2000), `handler error: ${err.message}`);
@@ -75,9 +83,9 @@ export function createWorker(deps: WorkerDeps): Worker {
   async function laneLoop(lane: Priority): Promise<void> {
     const consumer = deps.consumers[lane];
     while (running) {
-      await waitForSlot();
+      await waitForSlot(lane);
       if (!running) break;
-      const want = Math.min(free(), deps.fetchBatch);
+      const want = Math.min(free(lane), deps.fetchBatch);
       if (want <= 0) continue;
       inFlight += want;
       let got = 0;
@@ -103,6 +111,7 @@ export function createWorker(deps: WorkerDeps): Worker {
   }
 
   const leaseTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
+  const probeTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
   return {
     counters: deps.counters,
     inFlight: () => active.size,
@@ -111,7 +120,18 @@ export function createWorker(deps: WorkerDeps): Worker {
       for (const lane of LANES) loops.push(laneLoop(lane));
       leaseTimer.id = setInterval(() => {
         deps.store.renewLeases(deps.workerId, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message }, "lease renewal failed"));
+        deps.slots.renew(deps.workerId, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message }, "slot renewal failed"));
       }, Math.max(500, Math.floor(deps.timing.leaseMs / 3)));
+      let probing = false;
+      probeTimer.id = setInterval(() => {
+        if (probing || deps.breaker.state() !== "half_open") return;
+        probing = true;
+        deps.provider
+          .balance(hard.signal)
+          .then((r) => deps.breaker.probed(r.kind === "ok"))
+          .catch(() => deps.breaker.probed(false))
+          .finally(() => (probing = false));
+      }, 200);
     },
     async stop() {
       running = false;
@@ -125,6 +145,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         await Promise.all([...active]);
       }
       clearInterval(leaseTimer.id);
+      clearInterval(probeTimer.id);
     },
   };
 }

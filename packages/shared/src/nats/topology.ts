@@ -11,7 +11,7 @@ import {
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
-import { eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
+import { dlqSubjects, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
 
 /** Raised when the server did not keep a field we asked for (nats-server 2.9 drops unknown fields silently). */
 export class TopologyError extends Error {
@@ -111,6 +111,19 @@ export function eventsStreamConfig(o: TopologyOptions): Partial<StreamConfig> & 
   };
 }
 
+export function dlqStreamConfig(o: TopologyOptions): Partial<StreamConfig> & { name: string } {
+  return {
+    name: streams.dlq(o.region),
+    subjects: [dlqSubjects(o.region)],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: 1,
+    max_age: nanos(30 * 24 * 3600_000),
+    duplicate_window: nanos(2 * 60_000),
+  };
+}
+
 export interface LaneConsumerOptions {
   region: string;
   lane: Priority;
@@ -132,10 +145,11 @@ export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConf
   };
 }
 
-/** Streams of one region (TASKS and EVENTS), created or verified. */
+/** Streams of one region (TASKS, EVENTS, DLQ), created or verified. */
 export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): Promise<void> {
   await ensureStream(jsm, tasksStreamConfig(o));
   await ensureStream(jsm, eventsStreamConfig(o));
+  await ensureStream(jsm, dlqStreamConfig(o));
 }
 
 /** The lane consumers of one version group. */

@@ -1,1 +1,3 @@
+export * from "./provider-slots.ts";
 export * from "./tasks.ts";
+export * from "./webhook-deliveries.ts";

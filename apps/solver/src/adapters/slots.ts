@@ -1,0 +1,71 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "@pipeline/shared/db";
+
+export interface ProviderSlots {
+  /** Makes sure rows 0..threads-1 exist for the key (rows above are ignored, not deleted). */
+  ensure(keyRef: string, threads: number): Promise<void>;
+  /**
+   * Takes a slot for the task: the one it already holds (a resumed task), else a free one. A
+   * slot whose lease expired stays taken while its task still has a provider task in flight.
+   * Returns the slot number, or undefined when every slot is busy.
+   */
+  acquire(keyRef: string, threads: number, owner: string, taskId: string, leaseMs: number): Promise<number | undefined>;
+  release(keyRef: string, slot: number, taskId: string): Promise<void>;
+  /** Leaves the slot to the task (its provider task is still in flight) but no longer to this worker. */
+  park(keyRef: string, slot: number, taskId: string): Promise<void>;
+  /** Extends the lease of every slot this worker holds. */
+  renew(owner: string, leaseMs: number): Promise<void>;
+  /** Slots held now, for metrics and tests. */
+  held(keyRef: string): Promise<number>;
+}
+
+export function createProviderSlots(db: Db): ProviderSlots {
+  return {
+    async ensure(keyRef, threads) {
+      await db.execute(sql`
+        insert into provider_slots (key_ref, slot)
+        select ${keyRef}, g from generate_series(0, ${threads - 1}) g
+        on conflict do nothing`);
+    },
+    async acquire(keyRef, threads, owner, taskId, leaseMs) {
+      const rows = await db.execute<{ slot: number }>(sql`
+        with mine as (
+          select key_ref, slot from provider_slots
+          where key_ref = ${keyRef} and task_id = ${taskId} and slot < ${threads}
+          limit 1 for update skip locked
+        ), free as (
+          select s.key_ref, s.slot from provider_slots s
+          left join tasks t on t.id = s.task_id
+          where s.key_ref = ${keyRef} and s.slot < ${threads}
+            and (s.task_id is null
+                 or (s.lease_until < now()
+                     and (t.id is null or t.provider_id is null or t.state not in ('solving', 'retrying'))))
+          order by s.slot
+          limit 1 for update of s skip locked
+        ), pick as (
+          select * from mine union all select * from free limit 1
+        )
+        update provider_slots p
+        set owner = ${owner}, task_id = ${taskId}, lease_until = now() + ${`${leaseMs} milliseconds`}::interval
+        from pick
+        where p.key_ref = pick.key_ref and p.slot = pick.slot
+        returning p.slot`);
+      return rows[0]?.slot;
+    },
+    async release(keyRef, slot, taskId) {
+      await db.execute(sql`
+        update provider_slots set owner = null, task_id = null, lease_until = null
+        where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
+    },
+    async park(keyRef, slot, taskId) {
+      await db.execute(sql`update provider_slots set owner = null, lease_until = now() where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
+    },
+    async renew(owner, leaseMs) {
+      await db.execute(sql`update provider_slots set lease_until = now() + ${`${leaseMs} milliseconds`}::interval where owner = ${owner} and task_id is not null`);
+    },
+    async held(keyRef) {
+      const rows = await db.execute<{ n: number }>(sql`select count(*)::int as n from provider_slots where key_ref = ${keyRef} and task_id is not null`);
+      return rows[0]?.n ?? 0;
+    },
+  };
+}
