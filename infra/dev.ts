@@ -54,6 +54,7 @@ const childEnv: Record<string, string> = {
   PROVIDER_URL: env.PROVIDER_URL ?? `http://127.0.0.1:${emulatorPort}`,
   PROVIDER_KEY: env.PROVIDER_KEY ?? emulatorKey,
   FIRST_POLL_MS: env.FIRST_POLL_MS ?? "1000",
+  WEBHOOK_SECRET: env.WEBHOOK_SECRET ?? "dev-webhook-secret-0001",
   TURBO_TELEMETRY_DISABLED: "1",
   DO_NOT_TRACK: "1",
   POLL_INTERVAL_MS: env.POLL_INTERVAL_MS ?? "1000",
@@ -65,7 +66,7 @@ const turbo = spawn(join(root, "node_modules", ".bin", "turbo"), ["run", "dev", 
   stdio: "inherit",
 });
 console.log(`
-  gateway   http://127.0.0.1:${gatewayPort}   (API key: ${apiKey})
+  gateway   http://127.0.0.1:${gatewayPort}   (API key: ${apiKey}; callbacks signed with WEBHOOK_SECRET=${childEnv.WEBHOOK_SECRET === "dev-webhook-secret-0001" ? childEnv.WEBHOOK_SECRET : "(yours)"})
   emulator  ${childEnv.PROVIDER_URL}   (provider; stats at /emulator/stats)
   NATS      ${natsUrl}
   Postgres  ${databaseUrl}

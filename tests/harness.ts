@@ -63,6 +63,7 @@ export interface Stack {
 }
 
 export const PROVIDER_KEY = "e2e-provider-key-0001";
+export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const region = o.region ?? "e2e";
@@ -83,6 +84,10 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     POLL_INTERVAL_MS: "100",
     RETRY_BASE_MS: "100",
     RETRY_MAX_MS: "1000",
+    PROVIDER_THREADS: "1000",
+    WEBHOOK_SECRET,
+    WEBHOOK_RETRY_BASE_MS: "100",
+    WEBHOOK_RETRY_MAX_MS: "1000",
     ...o.solverEnv,
   };
   const solvers: Proc[] = [];

@@ -21,6 +21,8 @@ export const GatewayEnv = z.object({
   IMAGE_MAX_BYTES: envInt(DEFAULT_IMAGE_MAX_BYTES, 1024, 8 * 1024 * 1024),
   MAX_WAIT_SECONDS: envInt(60, 0, 300),
   PUBLISH_DEADLINE_MS: envInt(10_000, 100, 120_000),
+  /** A task not finished this long after acceptance (or a redrive) is dead-lettered. */
+  TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   DB_POOL_MAX: envInt(20, 1, 500),
 });
 export type GatewayConfig = z.infer<typeof GatewayEnv>;

@@ -40,6 +40,11 @@ export const SolverEnv = z
     MAX_ATTEMPTS: envInt(10, 1, 1000),
     /** Share of SOLVER_CONCURRENCY that only the high lane may use. */
     HIGH_LANE_RESERVED: z.coerce.number().min(0).max(0.9).default(0.1),
+    /** Signs task callbacks (HMAC-SHA256); without it callbacks are not sent. */
+    WEBHOOK_SECRET: z.string().min(16, "at least 16 characters").optional(),
+    WEBHOOK_TIMEOUT_MS: envInt(5000, 100, 60_000),
+    WEBHOOK_RETRY_BASE_MS: envInt(1000, 10, 600_000),
+    WEBHOOK_RETRY_MAX_MS: envInt(300_000, 10, 3600_000),
     BREAKER_FAILURE_RATE: z.coerce.number().gt(0).max(1).default(0.5),
     BREAKER_MIN_CALLS: envInt(10, 1, 10_000),
     BREAKER_WINDOW_MS: envInt(30_000, 100, 3600_000),

@@ -2,10 +2,12 @@ import { hostname } from "node:os";
 import { jetstream, jetstreamManager, type Consumer } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, ensureLaneConsumers, ensureStreams } from "@pipeline/shared/nats";
+import { connectNats, ensureConsumer, ensureLaneConsumers, ensureStreams, notifierConsumerConfig } from "@pipeline/shared/nats";
 import type { Priority } from "@pipeline/shared/schemas";
 import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
+import { createDeliveryStore } from "./adapters/deliveries.ts";
 import { createEventSink } from "./adapters/nats.ts";
+import { createNotifier } from "./notifier/notifier.ts";
 import { createSolverStore } from "./adapters/pg.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
@@ -85,6 +87,22 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     },
   });
   worker.start();
+  let notifier: ReturnType<typeof createNotifier> | undefined;
+  if (config.WEBHOOK_SECRET) {
+    const ncfg = notifierConsumerConfig(config.REGION);
+    await ensureConsumer(jsm, streams.events(config.REGION), ncfg);
+    notifier = createNotifier({
+      consumer: await js.consumers.get(streams.events(config.REGION), ncfg.durable_name),
+      store: createDeliveryStore(database.db),
+      secret: config.WEBHOOK_SECRET,
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
+      retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
+      concurrency: 50,
+      log,
+    });
+    notifier.start();
+  } else log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
   log.info({ workerId, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
   return {
     workerId,
@@ -92,7 +110,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     worker,
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");
-      await worker.stop();
+      await Promise.all([worker.stop(), notifier?.stop()]);
       await nc.drain().catch(() => {});
       await database.close().catch(() => {});
       log.info({ counters: worker.counters }, "solver stopped");

@@ -5,16 +5,16 @@ import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import { eventSubject, eventSubjects, shardOf, taskSubject } from "@pipeline/shared/subjects";
 
 export interface TaskQueue {
-  /** Publishes the task with Nats-Msg-Id = task id and resolves on the PubAck. */
-  publishTask(msg: TaskMessage): Promise<{ duplicate: boolean }>;
+  /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
+  publishTask(msg: TaskMessage, msgID?: string): Promise<{ duplicate: boolean }>;
   publishEvent(ev: TaskEvent): Promise<void>;
   ping(): Promise<void>;
 }
 
 export function createTaskQueue(nc: NatsConnection, js: JetStreamClient, region: string, deadlineMs: number): TaskQueue {
   return {
-    async publishTask(msg) {
-      const ack = await publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msg.id, deadlineMs);
+    async publishTask(msg, msgID = msg.id) {
+      const ack = await publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msgID, deadlineMs);
       return { duplicate: ack.duplicate };
     },
     async publishEvent(ev) {

@@ -1,4 +1,4 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { tasks, type Db, type NewTaskRow, type TaskRow } from "@pipeline/shared/db";
 
 export interface TaskStore {
@@ -8,6 +8,12 @@ export interface TaskStore {
   /** Removes a row we inserted but could not publish, if nothing happened to it since. */
   deleteUnpublished(id: string): Promise<void>;
   ping(): Promise<void>;
+  /** Cancels a task that is not terminal; undefined when it is not the client's or already final. */
+  cancel(id: string, owner: string): Promise<TaskRow | undefined>;
+  /** failed -> queued with a fresh deadline and attempt count (a dead-letter redrive). */
+  redrive(id: string, owner: string, deadlineMs: number): Promise<TaskRow | undefined>;
+  /** Undoes a redrive whose publish failed. */
+  undoRedrive(row: TaskRow): Promise<void>;
 }
 
 /** The gateway's Postgres adapter: it writes only fresh `queued` rows, and reads. */
@@ -23,6 +29,37 @@ export function createTaskStore(db: Db): TaskStore {
     },
     async deleteUnpublished(id) {
       await db.delete(tasks).where(and(eq(tasks.id, id), eq(tasks.state, "queued"), eq(tasks.version, 0)));
+    },
+    async cancel(id, owner) {
+      const out = await db
+        .update(tasks)
+        .set({ state: "cancelled", version: sql`${tasks.version} + 1`, leaseOwner: null, leaseUntil: null, completedAt: sql`now()`, updatedAt: sql`now()` })
+        .where(and(eq(tasks.id, id), eq(tasks.owner, owner), inArray(tasks.state, ["queued", "retrying", "solving"])))
+        .returning();
+      return out[0];
+    },
+    async redrive(id, owner, deadlineMs) {
+      const out = await db
+        .update(tasks)
+        .set({
+          state: "queued",
+          version: sql`${tasks.version} + 1`,
+          attempts: 0,
+          redrives: sql`${tasks.redrives} + 1`,
+          providerId: null,
+          deadlineAt: sql`now() + ${`${deadlineMs} milliseconds`}::interval`,
+          completedAt: null,
+          updatedAt: sql`now()`,
+        })
+        .where(and(eq(tasks.id, id), eq(tasks.owner, owner), eq(tasks.state, "failed")))
+        .returning();
+      return out[0];
+    },
+    async undoRedrive(row) {
+      await db
+        .update(tasks)
+        .set({ state: "failed", version: sql`${tasks.version} + 1`, completedAt: sql`now()`, updatedAt: sql`now()` })
+        .where(and(eq(tasks.id, row.id), eq(tasks.state, "queued"), eq(tasks.version, row.version)));
     },
     async ping() {
       await db.execute(sql`select 1`);

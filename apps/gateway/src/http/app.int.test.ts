@@ -25,7 +25,7 @@ beforeAll(async () => {
   await ensureStreams(jsm, { region: REGION });
   database = openDatabase(tdb.url, { max: 5 });
   app = createApp({
-    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5 },
+    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
+import { facadeRoutes } from "../facade/routes.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
 import { healthRoutes } from "./health.ts";
 import { openApiDocument } from "./openapi.ts";
@@ -24,6 +25,7 @@ export function createApp(deps: GatewayDeps) {
   app.route("/", healthRoutes(deps));
   const doc = openApiDocument({ imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
   app.get("/openapi.json", (c) => c.json(doc));
+  app.route("/", facadeRoutes(deps)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
   app.route("/v1/tasks", tasksRoutes(deps));
   app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((err, c) => {

@@ -6,7 +6,7 @@ import type { GatewayConfig } from "../config.ts";
 
 /** Everything the HTTP layer needs, built once in main.ts. */
 export interface GatewayDeps {
-  config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS">;
+  config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS" | "TASK_DEADLINE_MS">;
   store: TaskStore;
   queue: TaskQueue;
   watcher: TaskWatcher;

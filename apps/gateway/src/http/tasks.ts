@@ -7,7 +7,8 @@ import { SubmitError, submitTask } from "../usecases/submit-task.ts";
 import { toTaskView, WAITABLE_DONE } from "../domain/task-view.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
 import { ProblemError } from "./problem.ts";
-import type { TaskState } from "@pipeline/shared/schemas";
+import type { Priority, TaskState, TaskType } from "@pipeline/shared/schemas";
+import { streamSSE } from "hono/streaming";
 
 const TaskIdParam = z.uuid();
 
@@ -45,7 +46,7 @@ export function tasksRoutes(deps: GatewayDeps) {
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
     try {
-      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, now }, clientId, parsed.data, idem);
+      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, deadlineMs: deps.config.TASK_DEADLINE_MS, now }, clientId, parsed.data, idem);
       const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
       if (r.replayed) headers["idempotent-replayed"] = "true";
       return c.json({ id: r.id, status: r.status }, 202, headers);
@@ -54,20 +55,83 @@ export function tasksRoutes(deps: GatewayDeps) {
     }
   });
 
+  /** The task of this client named by the path, or a 404 problem. */
+  const ownTask = async (clientId: string, raw: string) => {
+    const id = TaskIdParam.safeParse(raw);
+    if (!id.success) throw new ProblemError(404, "Task Not Found", undefined, [{ field: "path.id", message: "not a task id" }]);
+    const row = await deps.store.get(id.data);
+    if (!row || row.owner !== clientId) throw new ProblemError(404, "Task Not Found", `no task ${id.data} for this API key`);
+    return row;
+  };
+
   app.get("/:id", async (c) => {
     const clientId = c.get("clientId");
-    const id = TaskIdParam.safeParse(c.req.param("id"));
-    if (!id.success) throw new ProblemError(404, "Task Not Found", undefined, [{ field: "path.id", message: "not a task id" }]);
     const wait = WaitQuery.safeParse(c.req.query("wait") ?? undefined);
     if (!wait.success) throw new ProblemError(400, "Invalid Query", undefined, fieldErrors(wait.error, "query.wait"));
     const until = Date.now() + wait.data * 1000;
     for (;;) {
-      const row = await deps.store.get(id.data);
-      if (!row || row.owner !== clientId) throw new ProblemError(404, "Task Not Found", `no task ${id.data} for this API key`);
+      const row = await ownTask(clientId, c.req.param("id"));
       const left = until - Date.now();
       if (WAITABLE_DONE.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, now()));
-      await deps.watcher.waitForChange(id.data, Math.min(left, 1000));
+      await deps.watcher.waitForChange(row.id, Math.min(left, 1000));
     }
+  });
+
+  app.get("/:id/events", async (c) => {
+    const first = await ownTask(c.get("clientId"), c.req.param("id"));
+    return streamSSE(c, async (stream) => {
+      let last = "";
+      let lastWrite = Date.now();
+      while (!stream.aborted && !stream.closed) {
+        const row = (await deps.store.get(first.id)) ?? first;
+        const view = toTaskView(row, now());
+        const key = `${row.version}:${view.status}`;
+        if (key !== last) {
+          await stream.writeSSE({ event: "state", id: String(row.version), data: JSON.stringify(view) });
+          last = key;
+          lastWrite = Date.now();
+        }
+        if (WAITABLE_DONE.includes(row.state as TaskState)) break;
+        await deps.watcher.waitForChange(row.id, 1000);
+        if (Date.now() - lastWrite > 15_000) {
+          await stream.write(": keep-alive\n\n");
+          lastWrite = Date.now();
+        }
+      }
+    });
+  });
+
+  app.delete("/:id", async (c) => {
+    const clientId = c.get("clientId");
+    const row = await ownTask(clientId, c.req.param("id"));
+    const cancelled = await deps.store.cancel(row.id, clientId);
+    if (!cancelled) {
+      const current = (await deps.store.get(row.id)) ?? row;
+      if (current.state === "cancelled") return c.json(toTaskView(current, now()));
+      throw new ProblemError(409, "Task Already Final", `the task is ${current.state}; only unfinished tasks can be cancelled`);
+    }
+    await deps.queue
+      .publishEvent({ taskId: row.id, kind: "cancelled", state: "cancelled", version: cancelled.version, region: deps.config.REGION, at: new Date().toISOString() })
+      .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "cancelled event not published"));
+    return c.json(toTaskView(cancelled, now()));
+  });
+
+  app.post("/:id/retry", async (c) => {
+    const clientId = c.get("clientId");
+    const row = await ownTask(clientId, c.req.param("id"));
+    const redriven = await deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS);
+    if (!redriven) throw new ProblemError(409, "Task Not Failed", `the task is ${row.state}; only failed (dead-lettered) tasks can be retried`);
+    try {
+      // A new message id: the first one may still be inside the duplicate window.
+      await deps.queue.publishTask({ id: row.id, type: row.type as TaskType, priority: row.priority as Priority }, `${row.id}:redrive:${redriven.redrives}`);
+    } catch {
+      await deps.store.undoRedrive(redriven);
+      throw new ProblemError(503, "Queue Unavailable", "the task was not requeued; retry", undefined, { "retry-after": "1" });
+    }
+    await deps.queue
+      .publishEvent({ taskId: row.id, kind: "redriven", state: "queued", version: redriven.version, region: deps.config.REGION, at: new Date().toISOString(), data: { redrives: redriven.redrives } })
+      .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "redriven event not published"));
+    return c.json({ id: row.id, status: "queued" as const }, 202, { location: `/v1/tasks/${row.id}` });
   });
 
   return app;

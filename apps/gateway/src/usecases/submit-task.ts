@@ -22,6 +22,8 @@ export interface SubmitDeps {
   queue: TaskQueue;
   log: Logger;
   region: string;
+  /** Deadline of a new task, from acceptance. */
+  deadlineMs: number;
   now?: () => Date;
 }
 
@@ -49,6 +51,8 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
     type: req.type,
     priority: req.priority,
     params: req.params,
+    callbackUrl: req.callbackUrl ?? null,
+    deadlineAt: new Date((deps.now ?? (() => new Date()))().getTime() + deps.deadlineMs),
     state: "queued",
   });
   const message = { id, type: req.type, priority: req.priority };
@@ -69,7 +73,7 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
       version: 0,
       region: deps.region,
       at: inserted.createdAt.toISOString(),
-      data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idempotencyKey ?? null },
+      data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idempotencyKey ?? null, callbackUrl: req.callbackUrl ?? null, deadlineAt: inserted.deadlineAt?.toISOString() ?? null },
     })
     .catch((err) => deps.log.warn({ taskId: id, err: (err as Error).message }, "accepted event not published"));
   return { id, status: "queued", replayed: false };

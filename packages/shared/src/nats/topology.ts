@@ -156,3 +156,16 @@ export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): 
 export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneConsumerOptions, "lane">): Promise<void> {
   for (const lane of LANES) await ensureConsumer(jsm, streams.tasks(o.region), laneConsumerConfig({ ...o, lane }));
 }
+
+/** The webhook notifier's durable consumer on EVENTS: every event from its creation on. */
+export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
+  return {
+    durable_name: `notifier_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
+    filter_subject: `events.${region}.*`,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.New,
+    ack_wait: nanos(30_000),
+    max_deliver: -1,
+    max_ack_pending: 1000,
+  };
+}

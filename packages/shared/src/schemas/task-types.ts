@@ -78,7 +78,11 @@ export type Priority = z.infer<typeof Priority>;
 
 /** The task a client submits: `POST /v1/tasks` body. */
 export function taskRequest(opts: { imageMaxBytes?: number } = {}) {
-  const common = { priority: Priority.default("normal") };
+  const common = {
+    priority: Priority.default("normal"),
+    /** Receives a signed POST once the task reaches a final state. */
+    callbackUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2048).optional(),
+  };
   return z.discriminatedUnion(
     "type",
     [

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import type { TaskRow } from "@pipeline/shared/db";
-import { toTaskView } from "./task-view.ts";
+import type { TaskRow } from "../db/schema/tasks.ts";
+import { toTaskView } from "./view.ts";
 
 const base: TaskRow = {
   id: "0190a000-0000-7000-8000-000000000001",
@@ -22,6 +22,9 @@ const base: TaskRow = {
   token: "TOKEN-1",
   userAgent: null,
   tokenExpiresAt: new Date("2026-01-01T00:02:00Z"),
+  deadlineAt: null,
+  callbackUrl: null,
+  redrives: 0,
   errorCode: null,
   errorMessage: null,
   createdAt: new Date("2026-01-01T00:00:00Z"),
