@@ -16,6 +16,8 @@ export interface Proc {
   pid: number;
   logFile: string;
   exited: Promise<number | null>;
+  /** The exit code once exited, undefined while running. */
+  exitCode(): number | null | undefined;
   kill(signal?: NodeJS.Signals): Promise<number | null>;
   log(): string;
 }
@@ -30,6 +32,7 @@ export function spawnApp(name: string, script: string, env: Record<string, strin
     pid: p.pid,
     logFile,
     exited: p.exited,
+    exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
     async kill(signal = "SIGTERM") {
       p.kill(signal);
       return p.exited;
@@ -44,6 +47,8 @@ export interface StackOptions {
   solverEnv?: Record<string, string>;
   gatewayEnv?: Record<string, string>;
   solvers?: number;
+  /** A Postgres server of the test's own (to restart it); default: the shared test server. */
+  pgAdminUrl?: string;
 }
 
 export interface Stack {
@@ -55,6 +60,8 @@ export interface Stack {
   db: Database;
   gateway: Proc;
   solvers: Proc[];
+  /** Starts a new gateway process on the same port (after a kill). */
+  restartGateway(): Promise<Proc>;
   logDir: string;
   spawnSolver(extraEnv?: Record<string, string>): Proc;
   /** Every log line written by the apps so far. */
@@ -68,13 +75,15 @@ export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const region = o.region ?? "e2e";
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-e2e-"));
-  const [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("e2e")]);
+  const [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("e2e", o.pgAdminUrl)]);
   const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 0, ...o.emulator });
   await emu.start();
   const apiKey = "e2e-client-key-0001";
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: region, LOG_LEVEL: "info" };
   const gatewayPort = await freePort();
-  const gateway = spawnApp("gateway", "apps/gateway/src/main.ts", { ...common, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv }, logDir);
+  const gatewayEnv = { ...common, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv };
+  let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
+  const gateways = [gateway];
   let solverN = 0;
   const solverEnv = {
     ...common,
@@ -99,8 +108,8 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   for (let i = 0; i < (o.solvers ?? 1); i++) spawnSolver();
   await waitForPort(gatewayPort, 20_000);
   const db = openDatabase(tdb.url, { max: 5 });
-  const logs = () => [gateway, ...solvers].map((p) => p.log()).join("\n");
-  return {
+  const logs = () => [...new Set([...gateways, ...solvers].map((p) => p.logFile))].map((f) => readFileSync(f, "utf8")).join("\n");
+  const stack: Stack = {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     apiKey,
     emu,
@@ -109,16 +118,24 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     db,
     gateway,
     solvers,
+    async restartGateway() {
+      gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
+      gateways.push(gateway);
+      stack.gateway = gateway;
+      await waitForPort(gatewayPort, 20_000);
+      return gateway;
+    },
     logDir,
     spawnSolver,
     logs,
     async stop() {
-      await Promise.all([gateway, ...solvers].map((p) => p.kill("SIGTERM")));
+      await Promise.all([...gateways, ...solvers].map((p) => p.kill("SIGTERM")));
       await db.close();
       await emu.stop();
       await Promise.all([nats.dispose(), tdb.drop()]);
     },
   };
+  return stack;
 }
 
 /** A JSON request to the gateway with the stack's API key. */

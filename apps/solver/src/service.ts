@@ -35,6 +35,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const consumers = {} as Record<Priority, Consumer>;
   for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}` });
+  const checkpoints = openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint` });
   const providerKey = config.PROVIDER_KEY;
   const keyRef = keyRefOf(providerKey);
   const slots = createProviderSlots(database.db);
@@ -58,7 +59,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const worker = createWorker({
     workerId,
     consumers,
-    store: createSolverStore(database.db),
+    store: createSolverStore(database.db, checkpoints.db),
     provider,
     slots,
     breaker,
@@ -81,6 +82,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       maxResubmits: config.MAX_RESUBMITS,
       maxAttempts: config.MAX_ATTEMPTS,
       slotWaitMs: config.SLOT_WAIT_MS,
+      providerTimeoutMs: config.PROVIDER_TIMEOUT_MS,
       tokenTtlMs: config.TOKEN_TTL_MS,
       retryBaseMs: config.RETRY_BASE_MS,
       retryMaxMs: config.RETRY_MAX_MS,
@@ -112,7 +114,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       await Promise.all([worker.stop(), notifier?.stop()]);
       await nc.drain().catch(() => {});
-      await database.close().catch(() => {});
+      await Promise.all([database.close().catch(() => {}), checkpoints.close().catch(() => {})]);
       log.info({ counters: worker.counters }, "solver stopped");
     },
   };

@@ -11,23 +11,38 @@ export type Claim =
 export interface SolverStore {
   /** queued|retrying -> solving, or takes over a `solving` row whose lease expired. */
   claim(id: string, worker: string, leaseMs: number): Promise<Claim>;
-  /** Checkpoints the provider id before the first poll; false when the lease was lost. */
-  setProviderId(id: string, worker: string, providerId: string): Promise<boolean>;
+  /**
+   * Marks an in.php call as started (guarded by the lease); false when the task is no longer
+   * ours (cancelled, taken over): then nothing may be submitted.
+   */
+  beginSubmit(id: string, worker: string): Promise<boolean>;
+  /** Clears the marker after a submit that created no provider task. */
+  endSubmit(id: string, worker: string): Promise<void>;
+  /**
+   * Checkpoints the provider id before the first poll. The submitter writes it even if its lease
+   * was taken over meanwhile (the taker waits for it instead of submitting again);
+   * `stillOwner` says whether it may go on polling.
+   */
+  setProviderId(id: string, worker: string, providerId: string): Promise<{ written: boolean; stillOwner: boolean }>;
+  get(id: string): Promise<TaskRow | undefined>;
   /** Forgets the provider task (unsolvable; submit anew), counting the resubmission. */
   clearProviderId(id: string, worker: string): Promise<boolean>;
   complete(id: string, worker: string, r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number }): Promise<TaskRow | undefined>;
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
   release(id: string, worker: string, r: { code?: string; polls: number }): Promise<TaskRow | undefined>;
-  /** True while this worker still holds the task (not cancelled, lease not lost). */
-  owns(id: string, worker: string): Promise<boolean>;
   /** Extends the lease of every row this worker holds. */
   renewLeases(worker: string, leaseMs: number): Promise<number>;
 }
 
 const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval`;
 
-export function createSolverStore(db: Db): SolverStore {
+/**
+ * `checkpointDb` is a pool of its own for the provider-id write: nothing else queues on it, so
+ * the window between the provider's `OK|id` and the checkpoint (the one place where a crash
+ * costs a second paid submission) stays about one round trip long.
+ */
+export function createSolverStore(db: Db, checkpointDb: Db = db): SolverStore {
   const owned = (id: string, worker: string) => and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
   return {
     async claim(id, worker, leaseMs) {
@@ -62,13 +77,27 @@ export function createSolverStore(db: Db): SolverStore {
       if (found.row.state === "solving") return { kind: "busy", leaseLeftMs: Number(found.leftMs) };
       return { kind: "terminal", row: found.row };
     },
-    async setProviderId(id, worker, providerId) {
-      const r = await db
-        .update(tasks)
-        .set({ providerId, providerSubmissions: sql`${tasks.providerSubmissions} + 1`, updatedAt: sql`now()` })
-        .where(owned(id, worker))
-        .returning({ id: tasks.id });
+    async beginSubmit(id, worker) {
+      const r = await db.update(tasks).set({ submitStartedAt: sql`now()`, submitOwner: worker }).where(owned(id, worker)).returning({ id: tasks.id });
       return r.length === 1;
+    },
+    async endSubmit(id, worker) {
+      await db
+        .update(tasks)
+        .set({ submitStartedAt: null, submitOwner: null })
+        .where(and(eq(tasks.id, id), eq(tasks.submitOwner, worker)));
+    },
+    async setProviderId(id, worker, providerId) {
+      const r = await checkpointDb
+        .update(tasks)
+        .set({ providerId, providerSubmissions: sql`${tasks.providerSubmissions} + 1`, submitStartedAt: null, submitOwner: null, updatedAt: sql`now()` })
+        .where(and(eq(tasks.id, id), isNull(tasks.providerId), eq(tasks.submitOwner, worker), inArray(tasks.state, ["solving", "retrying"])))
+        .returning({ leaseOwner: tasks.leaseOwner, state: tasks.state });
+      const row = r[0];
+      return { written: row !== undefined, stillOwner: row?.leaseOwner === worker && row.state === "solving" };
+    },
+    async get(id) {
+      return (await db.select().from(tasks).where(eq(tasks.id, id)))[0];
     },
     async clearProviderId(id, worker) {
       const r = await db.update(tasks).set({ providerId: null, updatedAt: sql`now()` }).where(owned(id, worker)).returning({ id: tasks.id });
@@ -128,10 +157,6 @@ export function createSolverStore(db: Db): SolverStore {
         .where(owned(id, worker))
         .returning();
       return out[0];
-    },
-    async owns(id, worker) {
-      const r = await db.select({ id: tasks.id }).from(tasks).where(owned(id, worker));
-      return r.length === 1;
     },
     async renewLeases(worker, leaseMs) {
       const r = await db

@@ -32,6 +32,8 @@ export interface HandlerDeps {
     retryBaseMs: number;
     retryMaxMs: number;
     slotWaitMs: number;
+    /** How long an in.php call may take; a taker-over waits this long for a started submit to land. */
+    providerTimeoutMs: number;
   };
   profile: ProviderProfile;
   /** Counters the worker exposes (dedup acks, resumes...). */
@@ -175,15 +177,31 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
     return done(nak(breaker.retryInMs() + 500, `key stopped: ${code}`), providerId !== null);
   };
 
+  // A previous holder presumed dead (its lease ran out) may be alive and mid-submit: wait for its
+  // checkpoint rather than submit the same captcha a second time.
+  if (!providerId && row.submitStartedAt && row.submitOwner !== w) {
+    const graceEnd = row.submitStartedAt.getTime() + t.providerTimeoutMs + 1000;
+    while (!providerId && Date.now() < graceEnd) {
+      await sleep(200, signal);
+      const now = await store.get(taskId);
+      if (!now || now.leaseOwner !== w || now.state !== "solving") return done(nak(t.leaseMs, "no longer ours while waiting for a started submit"));
+      if (now.providerId) {
+        providerId = now.providerId;
+        bump(counters, "adoptedSubmits");
+      } else if (!now.submitStartedAt) break; // that submit created nothing
+    }
+  }
   if (providerId) bump(counters, "resumedPolls");
   for (;;) {
     if (!providerId) {
       // Cancelled (or lease lost) since the claim: never submit afterwards.
-      if (!(await store.owns(taskId, w))) return done(ack("no longer ours (cancelled or taken over)"));
+      if (!(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
       const reply = await provider.submit(toProviderParams({ type, params: row.params } as TaskSpec), signal);
       observe(reply);
+      if (reply.kind !== "ok") await store.endSubmit(taskId, w);
       if (reply.kind === "ok") {
-        if (!(await store.setProviderId(taskId, w, reply.value))) return done(ack("lease lost after submit"));
+        const cp = await store.setProviderId(taskId, w, reply.value);
+        if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId } });
         await sleep(firstPollDelay(type, t.firstPollMs), signal);
@@ -205,7 +223,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
     if (r === "resubmit") {
       resubmits++;
       if (resubmits > t.maxResubmits) return failTask("ERROR_CAPTCHA_UNSOLVABLE");
-      if (!(await store.clearProviderId(taskId, w))) return done(ack("lease lost"));
+      if (!(await store.clearProviderId(taskId, w))) return done(nak(t.leaseMs, "lease lost"));
       providerId = null;
       continue;
     }
@@ -221,7 +239,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       if (reply.kind === "ok") {
         const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
         const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
-        if (!r) return done(ack("lease lost before completion"));
+        if (!r) return done(nak(t.leaseMs, "lease lost before completion; the holder finishes"));
         await events.publish({ taskId, kind: "completed", state: "completed", version: r.version, data: { expiresAt: r.tokenExpiresAt?.toISOString() ?? null } });
         return done(ack("completed"));
       }

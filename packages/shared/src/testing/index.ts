@@ -54,8 +54,8 @@ export interface TestDatabase {
 }
 
 /** A fresh database with every migration applied, of its own for one test file. */
-export async function createTestDatabase(prefix = "t"): Promise<TestDatabase> {
-  const admin = await testPostgresAdminUrl();
+export async function createTestDatabase(prefix = "t", adminUrl?: string): Promise<TestDatabase> {
+  const admin = adminUrl ?? (await testPostgresAdminUrl());
   const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
   const sql = postgres(admin, { max: 1, onnotice: () => {} });
   try {

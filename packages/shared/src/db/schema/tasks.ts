@@ -22,6 +22,9 @@ export const tasks = pgTable(
     providerId: text("provider_id"),
     providerSubmissions: integer("provider_submissions").notNull().default(0),
     providerPolls: integer("provider_polls").notNull().default(0),
+    /** Set just before an in.php call, cleared by its outcome: a taker-over waits for it to land. */
+    submitStartedAt: timestamp("submit_started_at", { withTimezone: true }),
+    submitOwner: text("submit_owner"),
     leaseOwner: text("lease_owner"),
     leaseUntil: timestamp("lease_until", { withTimezone: true }),
     token: text("token"),
