@@ -31,8 +31,11 @@ export interface SolverStore {
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
   release(id: string, worker: string, r: { code?: string; polls: number }): Promise<TaskRow | undefined>;
-  /** Extends the lease of every row this worker holds. */
-  renewLeases(worker: string, leaseMs: number): Promise<number>;
+  /**
+   * Extends the lease of the rows this worker is handling right now (by id: a row left behind
+   * by a failed invocation must expire, so another worker can take it).
+   */
+  renewLeases(worker: string, ids: string[], leaseMs: number): Promise<number>;
 }
 
 const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval`;
@@ -158,11 +161,12 @@ export function createSolverStore(db: Db, checkpointDb: Db = db): SolverStore {
         .returning();
       return out[0];
     },
-    async renewLeases(worker, leaseMs) {
+    async renewLeases(worker, ids, leaseMs) {
+      if (ids.length === 0) return 0;
       const r = await db
         .update(tasks)
         .set({ leaseUntil: leaseUntil(leaseMs) })
-        .where(and(eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker)))
+        .where(and(eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker), inArray(tasks.id, ids)))
         .returning({ id: tasks.id });
       return r.length;
     },

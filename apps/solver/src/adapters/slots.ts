@@ -1,5 +1,5 @@
-import { sql } from "drizzle-orm";
-import type { Db } from "@pipeline/shared/db";
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { providerSlots, type Db } from "@pipeline/shared/db";
 
 export interface ProviderSlots {
   /** Makes sure rows 0..threads-1 exist for the key (rows above are ignored, not deleted). */
@@ -13,8 +13,8 @@ export interface ProviderSlots {
   release(keyRef: string, slot: number, taskId: string): Promise<void>;
   /** Leaves the slot to the task (its provider task is still in flight) but no longer to this worker. */
   park(keyRef: string, slot: number, taskId: string): Promise<void>;
-  /** Extends the lease of every slot this worker holds. */
-  renew(owner: string, leaseMs: number): Promise<void>;
+  /** Extends the lease of the slots of the tasks this worker is handling right now. */
+  renew(owner: string, taskIds: string[], leaseMs: number): Promise<void>;
   /** Slots held now, for metrics and tests. */
   held(keyRef: string): Promise<number>;
 }
@@ -60,8 +60,12 @@ export function createProviderSlots(db: Db): ProviderSlots {
     async park(keyRef, slot, taskId) {
       await db.execute(sql`update provider_slots set owner = null, lease_until = now() where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
     },
-    async renew(owner, leaseMs) {
-      await db.execute(sql`update provider_slots set lease_until = now() + ${`${leaseMs} milliseconds`}::interval where owner = ${owner} and task_id is not null`);
+    async renew(owner, taskIds, leaseMs) {
+      if (taskIds.length === 0) return;
+      await db
+        .update(providerSlots)
+        .set({ leaseUntil: sql`now() + ${`${leaseMs} milliseconds`}::interval` })
+        .where(and(eq(providerSlots.owner, owner), inArray(providerSlots.taskId, taskIds)));
     },
     async held(keyRef) {
       const rows = await db.execute<{ n: number }>(sql`select count(*)::int as n from provider_slots where key_ref = ${keyRef} and task_id is not null`);

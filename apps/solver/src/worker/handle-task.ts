@@ -53,6 +53,19 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 const bump = (c: Record<string, number>, k: string) => (c[k] = (c[k] ?? 0) + 1);
 
+/** Runs a write until it succeeds or `forMs` passes (then rethrows), backing off up to 2 s. */
+async function persist<T>(write: () => Promise<T>, forMs: number, signal: AbortSignal): Promise<T> {
+  const until = Date.now() + forMs;
+  for (let wait = 100; ; wait = Math.min(2000, wait * 2)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (Date.now() + wait > until) throw err;
+      await sleep(wait, signal);
+    }
+  }
+}
+
 export interface Delivery {
   taskId: string;
   priority: Priority;
@@ -200,7 +213,10 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       observe(reply);
       if (reply.kind !== "ok") await store.endSubmit(taskId, w);
       if (reply.kind === "ok") {
-        const cp = await store.setProviderId(taskId, w, reply.value);
+        const pid = reply.value;
+        // The provider has the task now: losing this write means paying for it twice, so it is
+        // retried through a database outage (for as long as a lease could have lasted, at least a minute).
+        const cp = await persist(() => store.setProviderId(taskId, w, pid), Math.max(60_000, t.leaseMs * 2), signal);
         if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId } });

@@ -37,6 +37,8 @@ export function createWorker(deps: WorkerDeps): Worker {
   let running = false;
   let inFlight = 0;
   const active = new Set<Promise<void>>();
+  /** Task ids being handled now: only their leases are renewed. */
+  const handling = new Set<string>();
   const hard = new AbortController();
   const slotWaiters: Array<() => void> = [];
   const loops: Promise<void>[] = [];
@@ -64,13 +66,18 @@ export function createWorker(deps: WorkerDeps): Worker {
         applyOutcome(msg, outcome);
         return;
       }
+      handling.add(parsed.id);
+      let failed = false;
       outcome = await handleTask({ taskId: parsed.id, priority: parsed.priority, deliveries: msg.info.deliveryCount }, deps, hard.signal).catch((err: Error) => {
+        failed = true;
         if (hard.signal.aborted) return nak(0, "aborted by shutdown");
-        deps.log.error({ taskId: parsed.id, err: err.message }, "handler error; will retry");
-        return nak(Math.min(deps.timing.retryMaxMs, 2000), `handler error: ${err.message}`);
+        deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
+        return nak(Math.min(deps.timing.retryMaxMs, 2000), "handler error");
       });
-      if (hard.signal.aborted && outcome.kind === "nak") {
-        // Leave the row to the next worker; it resumes from the stored provider id.
+      handling.delete(parsed.id);
+      if (failed) {
+        // Leave the row to the next worker (it resumes from the stored provider id). If the
+        // database is what failed, the lease, no longer renewed, runs out instead.
         await deps.store.release(parsed.id, deps.workerId, { polls: 0 }).catch(() => {});
       }
       applyOutcome(msg, outcome);
@@ -119,8 +126,9 @@ export function createWorker(deps: WorkerDeps): Worker {
       running = true;
       for (const lane of LANES) loops.push(laneLoop(lane));
       leaseTimer.id = setInterval(() => {
-        deps.store.renewLeases(deps.workerId, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message }, "lease renewal failed"));
-        deps.slots.renew(deps.workerId, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message }, "slot renewal failed"));
+        const ids = [...handling];
+        deps.store.renewLeases(deps.workerId, ids, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
+        deps.slots.renew(deps.workerId, ids, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "slot renewal failed"));
       }, Math.max(500, Math.floor(deps.timing.leaseMs / 3)));
       let probing = false;
       probeTimer.id = setInterval(() => {

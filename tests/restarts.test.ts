@@ -1,0 +1,83 @@
+// Restart nats-server mid-run, and separately Postgres mid-run: nothing lost, the pipeline
+// resumes by itself.
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
+import type { TaskView } from "@pipeline/shared/schemas";
+import { api, startStack, type Stack } from "./harness.ts";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+});
+
+/** Submits `n` tasks with keys, retrying through outages as a client would. */
+async function load(s: Stack, prefix: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (next < n) {
+        const i = next++;
+        for (let tries = 0; ; tries++) {
+          const r = await api<{ id: string }>(s, "/v1/tasks", {
+            method: "POST",
+            body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } },
+            headers: { "idempotency-key": `${prefix}-${i}` },
+          }).catch(() => ({ status: 0, body: { id: "" } }));
+          if (r.status === 202) {
+            ids.push(r.body.id);
+            break;
+          }
+          if (tries > 300) throw new Error(`submit ${prefix}-${i} kept failing (${r.status})`);
+          await Bun.sleep(100);
+        }
+        await Bun.sleep(20);
+      }
+    }),
+  );
+  return ids;
+}
+
+async function allCompleted(s: Stack, ids: string[]) {
+  const views = await Promise.all(ids.map((id) => api<TaskView>(s, `/v1/tasks/${id}?wait=60`)));
+  return views.reduce<Record<string, number>>((m, v) => ((m[v.body.status] = (m[v.body.status] ?? 0) + 1), m), {});
+}
+
+test("nats-server restarted mid-run: every accepted task completes, none twice at the provider", async () => {
+  const s = await startStack({ region: "natsrs", solvers: 2, emulator: { latencyMs: 300 } });
+  cleanups.push(() => s.stop());
+  const loading = load(s, "nats", 200);
+  await Bun.sleep(1000);
+  await s.nats.stop();
+  await Bun.sleep(2000);
+  await s.nats.start();
+  const ids = await loading;
+  expect(new Set(ids).size).toBe(200);
+  expect(await allCompleted(s, ids)).toEqual({ completed: 200 });
+  expect(s.emu.stats().duplicateFingerprints).toBe(0);
+}, 180_000);
+
+test("Postgres restarted mid-run: every accepted task completes, nothing is lost", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "pipeline-pgrs-"));
+  const pg: PostgresHandle = await startPostgres({ dataDir: dir, port: await freePort(), fast: true });
+  cleanups.push(async () => {
+    await pg.stop("immediate");
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const s = await startStack({ region: "pgrs", solvers: 2, emulator: { latencyMs: 300 }, pgAdminUrl: pg.adminUrl, solverEnv: { LEASE_MS: "5000", ACK_WAIT_MS: "5000" } });
+  cleanups.push(() => s.stop());
+  const loading = load(s, "pg", 200);
+  await Bun.sleep(1000);
+  await pg.stop("fast");
+  await Bun.sleep(2000);
+  await pg.start();
+  const ids = await loading;
+  expect(new Set(ids).size).toBe(200);
+  expect(await allCompleted(s, ids)).toEqual({ completed: 200 });
+  // Nothing lost is the guarantee here; a second paid submission is possible when a commit's
+  // acknowledgement is lost in the restart, so it is measured and reported, not asserted away.
+  console.log(`[restarts] Postgres restart: 200 tasks completed, extra provider submissions: ${s.emu.stats().submissions - 200}`);
+}, 180_000);
