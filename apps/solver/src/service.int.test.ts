@@ -147,3 +147,52 @@ test("SIGTERM-style stop drains in-flight work: the task completes before stop r
   expect((await row(id)).state).toBe("completed");
   emu.configure({ latencyMs: 30 });
 });
+
+test("a key-level error opens the breaker; the task waits (not failed) and completes once the key works", async () => {
+  emu.configure({ faults: { forceCode: { inPhp: "ERROR_WRONG_USER_KEY" } } });
+  solver = await startSolver(config({ BREAKER_COOLDOWN_MS: "300", BREAKER_MAX_COOLDOWN_MS: "600" }), log);
+  const id = await enqueue(turnstile());
+  await eventually(() => solver!.breaker.state() !== "closed");
+  expect(solver.breaker.reason()).toBe("ERROR_WRONG_USER_KEY");
+  await Bun.sleep(1000);
+  expect((await row(id)).state).not.toBe("failed");
+  emu.configure({ faults: {} });
+  const done = await settled(id);
+  expect(done.providerSubmissions).toBe(1);
+  expect(solver.breaker.state()).toBe("closed");
+});
+
+test("HTML 500 pages are retried like network errors, then the task completes", async () => {
+  emu.configure({ faults: { http500Rate: 1 } });
+  solver = await startSolver(config({ BREAKER_MIN_CALLS: "1000" }), log);
+  const id = await enqueue(turnstile());
+  await eventually(async () => (await row(id)).attempts >= 2);
+  emu.configure({ faults: {} });
+  const done = await settled(id);
+  expect(done.providerSubmissions).toBe(1);
+});
+
+test("ERROR_ZERO_BALANCE stops the key at 2Captcha but is a retry at CaptchaAI", async () => {
+  emu.configure({ faults: { forceCode: { inPhp: "ERROR_ZERO_BALANCE" } } });
+  solver = await startSolver(config({ PROVIDER_PROFILE: "2captcha", BREAKER_COOLDOWN_MS: "60000", BREAKER_MAX_COOLDOWN_MS: "60000" }), log);
+  const a = await enqueue(turnstile());
+  await eventually(() => solver!.breaker.state() === "open");
+  expect(solver.breaker.reason()).toBe("ERROR_ZERO_BALANCE");
+  expect((await row(a)).state).toBe("retrying");
+  await solver.stop();
+  solver = await startSolver(config({ PROVIDER_PROFILE: "captchaai", BREAKER_MIN_CALLS: "1000" }), log);
+  const b = await enqueue(turnstile());
+  await eventually(async () => (await row(b)).attempts >= 2);
+  expect(solver.breaker.state()).toBe("closed");
+  emu.configure({ faults: {} });
+  await settled(b);
+});
+
+test("a task past its deadline is dead-lettered with its last error, never submitted again", async () => {
+  const id = await enqueue(turnstile(), { deadlineAt: new Date(Date.now() - 1000), errorCode: "ERROR_NO_SLOT_AVAILABLE" });
+  solver = await startSolver(config(), log);
+  const failed = await settled(id, "failed");
+  expect(failed.errorCode).toBe("ERROR_NO_SLOT_AVAILABLE");
+  expect(failed.errorMessage).toBe("dead-lettered: deadline passed");
+  expect(emu.stats().submissions).toBe(0);
+});
