@@ -17,6 +17,8 @@ const base: TaskRow = {
   providerId: "123",
   providerSubmissions: 1,
   providerPolls: 2,
+  submitStartedAt: null,
+  submitOwner: null,
   leaseOwner: null,
   leaseUntil: null,
   token: "TOKEN-1",
