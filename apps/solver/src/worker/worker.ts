@@ -1,4 +1,4 @@
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { TaskMessage, type Priority } from "@pipeline/shared/schemas";
 import { LANES } from "@pipeline/shared/subjects";
@@ -87,19 +87,33 @@ export function createWorker(deps: WorkerDeps): Worker {
     }
   }
 
+  const streams = new Set<ConsumerMessages>();
+  /**
+   * One long-lived pull subscription per lane (nats.js `consume()`): repeated short `fetch()`es
+   * lose a message now and then at the moment a pull expires, which then waits out a whole
+   * AckWait. The lane's buffer is small, and a message waiting there for a slot is kept alive
+   * with `working()`.
+   */
   async function laneLoop(lane: Priority): Promise<void> {
     const consumer = deps.consumers[lane];
+    const buffer = Math.max(1, Math.min(deps.fetchBatch, Math.ceil(deps.concurrency / 4)));
     while (running) {
-      await waitForSlot(lane);
-      if (!running) break;
-      const want = Math.min(free(lane), deps.fetchBatch);
-      if (want <= 0) continue;
-      inFlight += want;
-      let got = 0;
+      let messages: ConsumerMessages | undefined;
       try {
-        const batch = await consumer.fetch({ max_messages: want, expires: 1000 });
-        for await (const msg of batch) {
-          got++;
+        messages = await consumer.consume({ max_messages: buffer });
+        streams.add(messages);
+        for await (const msg of messages) {
+          if (!running) break;
+          if (free(lane) <= 0) {
+            const keepAlive = setInterval(() => msg.working(), Math.max(500, Math.floor(deps.ackWaitMs / 3)));
+            await waitForSlot(lane);
+            clearInterval(keepAlive);
+          }
+          if (!running) {
+            msg.nak(0);
+            break;
+          }
+          inFlight++;
           const p = process(msg).finally(() => {
             active.delete(p);
             releaseSlot();
@@ -108,11 +122,14 @@ export function createWorker(deps: WorkerDeps): Worker {
         }
       } catch (err) {
         if (running) {
-          deps.log.warn({ lane, err: (err as Error).message }, "fetch failed; retrying");
+          deps.log.warn({ lane, err: (err as Error).message }, "consume failed; retrying");
           await Bun.sleep(500);
         }
       } finally {
-        for (let i = got; i < want; i++) releaseSlot();
+        if (messages) {
+          streams.delete(messages);
+          await messages.close().catch(() => {});
+        }
       }
     }
   }
@@ -144,6 +161,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     async stop() {
       running = false;
       for (const w of slotWaiters.splice(0)) w();
+      for (const m of streams) m.stop();
       await Promise.all(loops);
       const deadline = Bun.sleep(deps.drainTimeoutMs).then(() => "timeout" as const);
       const outcome = await Promise.race([Promise.all([...active]).then(() => "done" as const), deadline]);
