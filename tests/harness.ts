@@ -94,6 +94,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     RETRY_BASE_MS: "100",
     RETRY_MAX_MS: "1000",
     PROVIDER_THREADS: "1000",
+    METRICS_PORT: "0",
     WEBHOOK_SECRET,
     WEBHOOK_RETRY_BASE_MS: "100",
     WEBHOOK_RETRY_MAX_MS: "1000",

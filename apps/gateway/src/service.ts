@@ -4,6 +4,7 @@ import type { Logger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams } from "@pipeline/shared/nats";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
+import { createGatewayMetrics } from "./adapters/metrics.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
 import { createApp } from "./http/app.ts";
@@ -28,6 +29,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     watcher,
     apiKeys: createApiKeys(config.API_KEYS),
     log,
+    metrics: createGatewayMetrics(database.db),
   });
   const server = Bun.serve({ hostname: config.GATEWAY_HOST, port: config.GATEWAY_PORT, fetch: app.fetch, idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10) });
   const url = `http://${config.GATEWAY_HOST}:${server.port}`;

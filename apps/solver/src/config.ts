@@ -51,6 +51,9 @@ export const SolverEnv = z
     BREAKER_COOLDOWN_MS: envInt(5000, 10, 3600_000),
     BREAKER_MAX_COOLDOWN_MS: envInt(60_000, 10, 3600_000),
     DB_POOL_MAX: envInt(20, 1, 500),
+    METRICS_HOST: z.string().default("127.0.0.1"),
+    /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
+    METRICS_PORT: envInt(9464, 0, 65535),
   })
   .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
   .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" });

@@ -57,6 +57,7 @@ function config(over: Record<string, string> = {}) {
     ACK_WAIT_MS: "5000",
     LEASE_MS: "5000",
     DRAIN_TIMEOUT_MS: "2000",
+    METRICS_PORT: "0",
     ...over,
   });
 }

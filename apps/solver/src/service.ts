@@ -6,6 +6,7 @@ import { connectNats, ensureConsumer, ensureLaneConsumers, ensureStreams, notifi
 import type { Priority } from "@pipeline/shared/schemas";
 import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
+import { createSolverMetrics, type SolverMetrics } from "./adapters/metrics.ts";
 import { createEventSink } from "./adapters/nats.ts";
 import { createNotifier } from "./notifier/notifier.ts";
 import { createSolverStore } from "./adapters/pg.ts";
@@ -18,6 +19,7 @@ import { createWorker, type Worker } from "./worker/worker.ts";
 
 export interface SolverService {
   workerId: string;
+  metricsUrl: string;
   breaker: Breaker;
   worker: Worker;
   /** Graceful stop: drain in-flight work (up to DRAIN_TIMEOUT_MS), then close NATS and Postgres. */
@@ -55,7 +57,8 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       void events.alert("breaker", { keyRef, state, reason: reason ?? null, worker: workerId });
     },
   );
-  const provider = createProviderClient({ url: config.PROVIDER_URL, key: () => providerKey, timeoutMs: config.PROVIDER_TIMEOUT_MS });
+  let metrics: SolverMetrics | undefined;
+  const provider = createProviderClient({ url: config.PROVIDER_URL, key: () => providerKey, timeoutMs: config.PROVIDER_TIMEOUT_MS, onReply: (c, r) => metrics?.reply(c, r) });
   const worker = createWorker({
     workerId,
     consumers,
@@ -70,6 +73,11 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     log,
     profile: config.PROVIDER_PROFILE,
     counters: {},
+    metrics: {
+      event: (e) => metrics?.event(e),
+      solved: (t, sec) => metrics?.solved(t, sec),
+      outcome: (k) => metrics?.outcome(k),
+    },
     concurrency: config.SOLVER_CONCURRENCY,
     fetchBatch: config.SOLVER_FETCH_BATCH,
     ackWaitMs: config.ACK_WAIT_MS,
@@ -88,6 +96,21 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       retryMaxMs: config.RETRY_MAX_MS,
     },
   });
+  metrics = createSolverMetrics({
+    keyRef,
+    breakerState: () => breaker.state(),
+    inFlight: () => worker.inFlight(),
+    slotsHeld: () => slots.held(keyRef),
+    consumers,
+    jsm,
+    dlqStream: streams.dlq(config.REGION),
+  });
+  const m = metrics;
+  const metricsServer = Bun.serve({
+    hostname: config.METRICS_HOST,
+    port: config.METRICS_PORT,
+    fetch: (req) => (new URL(req.url).pathname === "/metrics" ? m.response() : new Response("not found", { status: 404 })),
+  });
   worker.start();
   let notifier: ReturnType<typeof createNotifier> | undefined;
   if (config.WEBHOOK_SECRET) {
@@ -105,14 +128,16 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     });
     notifier.start();
   } else log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
-  log.info({ workerId, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
+  log.info({ workerId, metrics: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
   return {
     workerId,
+    metricsUrl: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`,
     breaker,
     worker,
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       await Promise.all([worker.stop(), notifier?.stop()]);
+      await metricsServer.stop(true);
       await nc.drain().catch(() => {});
       await Promise.all([database.close().catch(() => {}), checkpoints.close().catch(() => {})]);
       log.info({ counters: worker.counters }, "solver stopped");

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
+import { routePath } from "hono/route";
 import { facadeRoutes } from "../facade/routes.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
 import { healthRoutes } from "./health.ts";
@@ -13,6 +14,17 @@ import { tasksRoutes } from "./tasks.ts";
 export function createApp(deps: GatewayDeps) {
   const app = new Hono<GatewayEnvVars>();
   app.use("*", requestId());
+  app.use("*", async (c, next) => {
+    const t0 = performance.now();
+    await next();
+    const seconds = (performance.now() - t0) / 1000;
+    // The route pattern, never the raw URL: facade GETs carry the client's key in the query.
+    const route = routePath(c, -1) || "unmatched";
+    deps.metrics?.request(c.req.method, route, c.res.status, seconds);
+    if (route !== "/metrics" && route !== "/healthz")
+      deps.log.info({ requestId: c.get("requestId"), method: c.req.method, route, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+  });
+  app.get("/metrics", (c) => (deps.metrics ? deps.metrics.response() : c.text("metrics off", 404)));
   app.use(
     "/v1/*",
     bodyLimit({

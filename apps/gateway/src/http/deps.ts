@@ -3,6 +3,7 @@ import type { TaskQueue, TaskWatcher } from "../adapters/nats.ts";
 import type { TaskStore } from "../adapters/pg.ts";
 import type { ApiKeys } from "../domain/api-keys.ts";
 import type { GatewayConfig } from "../config.ts";
+import type { GatewayMetrics } from "../adapters/metrics.ts";
 
 /** Everything the HTTP layer needs, built once in main.ts. */
 export interface GatewayDeps {
@@ -12,6 +13,7 @@ export interface GatewayDeps {
   watcher: TaskWatcher;
   apiKeys: ApiKeys;
   log: Logger;
+  metrics?: GatewayMetrics;
   now?: () => Date;
 }
 

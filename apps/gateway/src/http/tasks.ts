@@ -47,6 +47,7 @@ export function tasksRoutes(deps: GatewayDeps) {
     if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
     try {
       const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, deadlineMs: deps.config.TASK_DEADLINE_MS, now }, clientId, parsed.data, idem);
+      deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
       const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
       if (r.replayed) headers["idempotent-replayed"] = "true";
       return c.json({ id: r.id, status: r.status }, 202, headers);

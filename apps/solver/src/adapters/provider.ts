@@ -13,6 +13,8 @@ export interface ProviderClientOptions {
   url: string;
   key: () => string;
   timeoutMs: number;
+  /** Sees every reply (metrics). */
+  onReply?: (call: "submit" | "poll" | "balance", reply: ProviderReply) => void;
 }
 
 /**
@@ -37,9 +39,11 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
       return { kind: "transport", reason: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}` };
     }
   }
+  const observed = (name: "submit" | "poll" | "balance", p: Promise<ProviderReply>) =>
+    o.onReply ? p.then((r) => (o.onReply!(name, r), r)) : p;
   return {
-    submit: (params, signal) => call("in.php", params, signal),
-    poll: (providerId, signal) => call("res.php", { action: "get", id: providerId }, signal),
-    balance: (signal) => call("res.php", { action: "getbalance" }, signal),
+    submit: (params, signal) => observed("submit", call("in.php", params, signal)),
+    poll: (providerId, signal) => observed("poll", call("res.php", { action: "get", id: providerId }, signal)),
+    balance: (signal) => observed("balance", call("res.php", { action: "getbalance" }, signal)),
   };
 }

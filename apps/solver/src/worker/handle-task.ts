@@ -38,6 +38,8 @@ export interface HandlerDeps {
   profile: ProviderProfile;
   /** Counters the worker exposes (dedup acks, resumes...). */
   counters: Record<string, number>;
+  /** Metrics hooks (Prometheus in the service; absent in some tests). */
+  metrics?: { event(name: string): void; solved(type: string, seconds: number): void };
   random?: () => number;
 }
 
@@ -51,7 +53,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-const bump = (c: Record<string, number>, k: string) => (c[k] = (c[k] ?? 0) + 1);
 
 /** Runs a write until it succeeds or `forMs` passes (then rethrows), backing off up to 2 s. */
 async function persist<T>(write: () => Promise<T>, forMs: number, signal: AbortSignal): Promise<T> {
@@ -79,16 +80,24 @@ export interface Delivery {
  * resubmitted; the provider id is stored before the first poll; every write is guarded by the
  * lease; a task past its deadline or attempts is dead-lettered.
  */
+function counter(deps: Pick<HandlerDeps, "counters" | "metrics">) {
+  return (k: string) => {
+    deps.counters[k] = (deps.counters[k] ?? 0) + 1;
+    deps.metrics?.event(k);
+  };
+}
+
 export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Outcome> {
-  const { store, slots, breaker, counters, timing: t } = deps;
+  const { slots, breaker, timing: t } = deps;
+  const bump = counter(deps);
   const random = deps.random ?? Math.random;
   if (!breaker.allows()) {
-    bump(counters, "breakerWaits");
+    bump("breakerWaits");
     return nak(breaker.retryInMs() + 200 + random() * 800, `breaker ${breaker.state()}`);
   }
   const slot = await acquireSlot(d, deps, signal);
   if (slot === undefined) {
-    bump(counters, "slotWaits");
+    bump("slotWaits");
     return nak(100 + random() * 400, "no provider slot free");
   }
   // On an exception (a hard stop mid-poll) the slot is parked: it frees itself once the task
@@ -122,24 +131,25 @@ interface Solved {
 }
 
 async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Solved> {
-  const { store, provider, events, breaker, timing: t, workerId: w, counters } = deps;
+  const { store, provider, events, breaker, timing: t, workerId: w } = deps;
+  const bump = counter(deps);
   const taskId = d.taskId;
   const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
   const claim = await store.claim(taskId, w, t.leaseMs);
   if (claim.kind === "missing") {
-    bump(counters, "orphanMessages");
+    bump("orphanMessages");
     return done(ack("no row for this task (never accepted)"));
   }
   if (claim.kind === "terminal") {
-    bump(counters, "dedupAcks");
+    bump("dedupAcks");
     return done(ack(`already ${claim.row.state}`));
   }
   if (claim.kind === "busy") {
-    bump(counters, "busyNaks");
+    bump("busyNaks");
     return done(nak(claim.leaseLeftMs + 500, "another worker holds the lease"));
   }
   const row: TaskRow = claim.row;
-  if (d.deliveries > 1) bump(counters, "redeliveries");
+  if (d.deliveries > 1) bump("redeliveries");
   const type = row.type as TaskType;
   let providerId = row.providerId;
   let polls = 0;
@@ -148,7 +158,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
   const deadLetter = async (reason: string, code: string): Promise<Solved> => {
     const r = await store.fail(taskId, w, { code, message: `dead-lettered: ${reason}`, polls });
     if (r) {
-      bump(counters, "deadLettered");
+      bump("deadLettered");
       await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code, deadLetter: reason } });
       await events.deadLetter(taskId, type, { reason, code, attempts: r.attempts, redrives: r.redrives });
     }
@@ -200,11 +210,11 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       if (!now || now.leaseOwner !== w || now.state !== "solving") return done(nak(t.leaseMs, "no longer ours while waiting for a started submit"));
       if (now.providerId) {
         providerId = now.providerId;
-        bump(counters, "adoptedSubmits");
+        bump("adoptedSubmits");
       } else if (!now.submitStartedAt) break; // that submit created nothing
     }
   }
-  if (providerId) bump(counters, "resumedPolls");
+  if (providerId) bump("resumedPolls");
   for (;;) {
     if (!providerId) {
       // Cancelled (or lease lost) since the claim: never submit afterwards.
@@ -256,6 +266,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
         const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
         const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
         if (!r) return done(nak(t.leaseMs, "lease lost before completion; the holder finishes"));
+        deps.metrics?.solved(type, ((r.completedAt ?? new Date()).getTime() - r.createdAt.getTime()) / 1000);
         await events.publish({ taskId, kind: "completed", state: "completed", version: r.version, data: { expiresAt: r.tokenExpiresAt?.toISOString() ?? null } });
         return done(ack("completed"));
       }

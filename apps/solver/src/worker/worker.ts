@@ -19,6 +19,7 @@ export interface WorkerDeps extends HandlerDeps {
   /** Share of the concurrency only the high lane may use. */
   highReserved: number;
   provider: ProviderClient;
+  metrics?: HandlerDeps["metrics"] & { outcome(kind: string): void };
 }
 
 export interface Worker {
@@ -81,6 +82,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         await deps.store.release(parsed.id, deps.workerId, { polls: 0 }).catch(() => {});
       }
       applyOutcome(msg, outcome);
+      deps.metrics?.outcome(outcome.kind);
       deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
     } finally {
       clearInterval(heartbeat);

@@ -78,3 +78,11 @@ export function findPostgres(log: (m: string) => void = () => {}): PostgresBinar
   const version = Number(/(\d+)/.exec(out)?.[1] ?? 0);
   return { initdb: bin("initdb"), pgCtl: bin("pg_ctl"), pgDump: bin("pg_dump"), pgRestore: bin("pg_restore"), psql: bin("psql"), version };
 }
+
+/** Path of promtool (Prometheus' checker): PATH, or installed from Debian's `prometheus` package. */
+export function findPromtool(log: (m: string) => void = () => {}): string {
+  let p = onPath("promtool");
+  if (!p && aptInstall(["prometheus"], log)) p = onPath("promtool");
+  if (!p) throw new MissingBinaryError("promtool not found; install Debian's prometheus package (apt-get install prometheus)");
+  return p;
+}

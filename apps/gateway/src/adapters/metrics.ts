@@ -1,0 +1,28 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "@pipeline/shared/db";
+import { Counter, createRegistry, Gauge, Histogram, HTTP_BUCKETS, metricsResponse } from "@pipeline/shared/metrics";
+
+/** The gateway's Prometheus metrics; task counts by state are read from Postgres at scrape time. */
+export function createGatewayMetrics(db: Db) {
+  const registry = createRegistry("gateway");
+  const http = new Histogram({ name: "gateway_http_request_duration_seconds", help: "HTTP requests by method, route and status", labelNames: ["method", "route", "status"], buckets: HTTP_BUCKETS, registers: [registry] });
+  const submitted = new Counter({ name: "gateway_tasks_submitted_total", help: "Submissions by type and result (accepted, replayed, rejected)", labelNames: ["type", "result"], registers: [registry] });
+  new Gauge({
+    name: "pipeline_tasks",
+    help: "Tasks by state and type (from Postgres)",
+    labelNames: ["state", "type"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const rows = await db.execute<{ state: string; type: string; n: number }>(sql`select state, type, count(*)::int as n from tasks group by state, type`).catch(() => []);
+      for (const r of rows) this.set({ state: r.state, type: r.type }, r.n);
+    },
+  });
+  return {
+    registry,
+    request: (method: string, route: string, status: number, seconds: number) => http.observe({ method, route, status: String(status) }, seconds),
+    submitted: (type: string, result: "accepted" | "replayed" | "rejected") => submitted.inc({ type, result }),
+    response: () => metricsResponse(registry),
+  };
+}
+export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;

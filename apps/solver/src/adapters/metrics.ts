@@ -1,0 +1,78 @@
+import type { Consumer, JetStreamManager } from "@nats-io/jetstream";
+import { Counter, createRegistry, Gauge, Histogram, metricsResponse, SOLVE_BUCKETS } from "@pipeline/shared/metrics";
+import type { ProviderReply } from "@pipeline/shared/provider";
+import type { Priority } from "@pipeline/shared/schemas";
+import type { BreakerState } from "../domain/breaker.ts";
+
+const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
+
+export interface SolverMetricSources {
+  keyRef: string;
+  breakerState: () => BreakerState;
+  inFlight: () => number;
+  slotsHeld: () => Promise<number>;
+  consumers: Record<Priority, Consumer>;
+  jsm: JetStreamManager;
+  dlqStream: string;
+}
+
+/** The solver's Prometheus metrics; gauges that need I/O are read at scrape time. */
+export function createSolverMetrics(src: SolverMetricSources) {
+  const registry = createRegistry("solver");
+  const outcomes = new Counter({ name: "solver_outcomes_total", help: "Messages handled, by outcome (ack, nak, term)", labelNames: ["kind"], registers: [registry] });
+  const events = new Counter({ name: "solver_worker_events_total", help: "Worker events: dedup acks, redeliveries, resumed polls, slot and breaker waits, dead letters...", labelNames: ["event"], registers: [registry] });
+  const replies = new Counter({ name: "solver_provider_replies_total", help: "Provider replies by call, kind and code", labelNames: ["call", "kind", "code"], registers: [registry] });
+  const solve = new Histogram({ name: "solver_solve_duration_seconds", help: "From acceptance to completed, by task type", labelNames: ["type"], buckets: SOLVE_BUCKETS, registers: [registry] });
+  new Gauge({ name: "solver_in_flight", help: "Tasks this process is handling", registers: [registry], collect() { this.set(src.inFlight()); } });
+  new Gauge({
+    name: "solver_breaker_state",
+    help: "Circuit breaker per provider key: 0 closed, 1 half-open, 2 open",
+    labelNames: ["key"],
+    registers: [registry],
+    collect() {
+      this.set({ key: src.keyRef }, BREAKER_VALUE[src.breakerState()]);
+    },
+  });
+  new Gauge({
+    name: "pipeline_provider_tasks_in_flight",
+    help: "Provider slots held across the fleet, per key (at most PROVIDER_THREADS)",
+    labelNames: ["key"],
+    registers: [registry],
+    async collect() {
+      this.set({ key: src.keyRef }, await src.slotsHeld().catch(() => Number.NaN));
+    },
+  });
+  const consumerGauge = (name: string, help: string, field: "num_pending" | "num_ack_pending") =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["lane"],
+      registers: [registry],
+      async collect() {
+        for (const [lane, c] of Object.entries(src.consumers)) {
+          const info = await c.info(true).catch(() => undefined);
+          this.set({ lane }, info?.[field] ?? Number.NaN);
+        }
+      },
+    });
+  consumerGauge("pipeline_consumer_pending", "Messages waiting in a lane's consumer (lag)", "num_pending");
+  consumerGauge("pipeline_consumer_ack_pending", "Messages delivered and not yet acknowledged, per lane", "num_ack_pending");
+  new Gauge({
+    name: "pipeline_dlq_messages",
+    help: "Dead-lettered tasks kept in the DLQ stream",
+    registers: [registry],
+    async collect() {
+      const info = await src.jsm.streams.info(src.dlqStream).catch(() => undefined);
+      this.set(info?.state.messages ?? Number.NaN);
+    },
+  });
+  return {
+    registry,
+    outcome: (kind: string) => outcomes.inc({ kind }),
+    event: (event: string) => events.inc({ event }),
+    reply: (call: string, r: ProviderReply) => replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),
+    solved: (type: string, seconds: number) => solve.observe({ type }, seconds),
+    response: () => metricsResponse(registry),
+  };
+}
+export type SolverMetrics = ReturnType<typeof createSolverMetrics>;
