@@ -267,7 +267,15 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
         const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
         if (!r) return done(nak(t.leaseMs, "lease lost before completion; the holder finishes"));
         deps.metrics?.solved(type, ((r.completedAt ?? new Date()).getTime() - r.createdAt.getTime()) / 1000);
-        await events.publish({ taskId, kind: "completed", state: "completed", version: r.version, data: { expiresAt: r.tokenExpiresAt?.toISOString() ?? null } });
+        // The token rides in the event: EVENTS is the changelog a restored database is replayed
+        // from (it is a stream, not a log; nothing prints event bodies).
+        await events.publish({
+          taskId,
+          kind: "completed",
+          state: "completed",
+          version: r.version,
+          data: { token: r.token, userAgent: r.userAgent, expiresAt: r.tokenExpiresAt?.toISOString() ?? null, completedAt: r.completedAt?.toISOString() ?? null, providerId: r.providerId },
+        });
         return done(ack("completed"));
       }
       if (reply.kind === "not_ready") {
