@@ -68,6 +68,7 @@ const turbo = spawn(join(root, "node_modules", ".bin", "turbo"), ["run", "dev", 
 console.log(`
   gateway   http://127.0.0.1:${gatewayPort}   (API key: ${apiKey}; callbacks signed with WEBHOOK_SECRET=${childEnv.WEBHOOK_SECRET === "dev-webhook-secret-0001" ? childEnv.WEBHOOK_SECRET : "(yours)"})
   emulator  ${childEnv.PROVIDER_URL}   (provider; stats at /emulator/stats)
+  metrics   http://127.0.0.1:${gatewayPort}/metrics, solver http://127.0.0.1:9464/metrics
   NATS      ${natsUrl}
   Postgres  ${databaseUrl}
 

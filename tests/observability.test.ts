@@ -2,13 +2,16 @@
 // operator needs; logs carry a request or task id and never a key or token.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { findPromtool } from "@pipeline/shared/localstack";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/shared/testing";
-import { api, PROVIDER_KEY, startStack, type Stack } from "./harness.ts";
+import { api, PROVIDER_KEY, ROOT, startStack, type Stack } from "./harness.ts";
 
 let s: Stack;
 let promtool: string;
+let exposed = "";
 beforeAll(async () => {
   promtool = findPromtool((m) => console.error(`[observability] ${m}`));
   s = await startStack({ region: "obs", emulator: { latencyMs: 20 } });
@@ -62,6 +65,7 @@ test("gateway and solver /metrics pass promtool and carry the pipeline's series"
   expect(sample(solver, "pipeline_consumer_pending", { lane: "normal" })).toBe(0);
   expect(sample(solver, "pipeline_dlq_messages")).toBe(0);
   expect(sample(solver, "process_resident_memory_bytes")).toBeGreaterThan(0);
+  exposed = `${gateway}\n${solver}`;
 }, 60_000);
 
 test("log lines are JSON with a request or task id, and never carry a key or token", async () => {
@@ -74,4 +78,14 @@ test("log lines are JSON with a request or task id, and never carry a key or tok
   expect(all).not.toContain(PROVIDER_KEY);
   const tokens = await s.db.sql<{ token: string }[]>`select token from tasks where token is not null`;
   for (const t of tokens) expect(all).not.toContain(t.token);
+});
+
+test("the Prometheus config and alert rules load, and the dashboard only queries series the apps expose", async () => {
+  const cfg = spawnSync(promtool, ["check", "config", join(ROOT, "infra/prometheus/prometheus.yml")], { encoding: "utf8" });
+  expect(cfg.status).toBe(0);
+  const dashboard = JSON.parse(readFileSync(join(ROOT, "infra/grafana/pipeline.json"), "utf8")) as { panels: Array<{ targets: Array<{ expr: string }> }> };
+  const names = new Set(dashboard.panels.flatMap((p) => p.targets.flatMap((t) => [...t.expr.matchAll(/\b((?:pipeline|solver|gateway|process)_[a-z_]+)/g)].map((m) => m[1]!))));
+  expect(names.size).toBeGreaterThan(8);
+  expect(exposed.length).toBeGreaterThan(0);
+  for (const name of names) expect(exposed).toContain(`# TYPE ${name.replace(/_(bucket|count|sum)$/, "")} `);
 });
