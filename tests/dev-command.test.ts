@@ -18,6 +18,7 @@ async function runDev(dataDir: string, ports: Record<string, number>) {
     GATEWAY_PORT: String(ports.gateway),
     EMULATOR_PORT: String(ports.emulator),
     EMULATOR_LATENCY_MS: "200",
+    METRICS_PORT: String(ports.metrics),
   };
   delete env.DATABASE_URL;
   delete env.NATS_URL;
@@ -56,7 +57,7 @@ const auth = { authorization: "Bearer dev-key", "content-type": "application/jso
 
 test("npm run dev serves a task end to end, stops cleanly on Ctrl-C, and a second start keeps the data", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "pipeline-dev-"));
-  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort() };
+  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort() };
   try {
     const dev = await runDev(dataDir, ports);
     const sub = await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks`, {
