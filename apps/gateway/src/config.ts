@@ -1,21 +1,11 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
-import { assertRegion } from "@pipeline/shared/subjects";
-import { envInt, envList, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envInt, envList, parseEnv } from "@pipeline/shared/config";
 import { z } from "zod";
 
 export const GatewayEnv = z.object({
   GATEWAY_HOST: z.string().default("127.0.0.1"),
   GATEWAY_PORT: envInt(8080, 0, 65535),
-  NATS_URL: z.string().min(1).default("nats://127.0.0.1:14222"),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL"),
-  REGION: z.string().default("local").transform((r, ctx) => {
-    try {
-      return assertRegion(r);
-    } catch (e) {
-      ctx.addIssue({ code: "custom", message: (e as Error).message });
-      return z.NEVER;
-    }
-  }),
+  ...commonEnv,
   API_KEYS: envList().pipe(z.array(z.string().min(4, "each key needs at least 4 characters")).min(1, "at least one key")),
   MAX_BODY_BYTES: envInt(256 * 1024, 1024, 16 * 1024 * 1024),
   IMAGE_MAX_BYTES: envInt(DEFAULT_IMAGE_MAX_BYTES, 1024, 8 * 1024 * 1024),

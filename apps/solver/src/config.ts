@@ -1,19 +1,9 @@
-import { envInt, parseEnv } from "@pipeline/shared/config";
-import { assertRegion } from "@pipeline/shared/subjects";
+import { commonEnv, envInt, parseEnv } from "@pipeline/shared/config";
 import { z } from "zod";
 
 export const SolverEnv = z
   .object({
-    NATS_URL: z.string().min(1).default("nats://127.0.0.1:14222"),
-    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL"),
-    REGION: z.string().default("local").transform((r, ctx) => {
-      try {
-        return assertRegion(r);
-      } catch (e) {
-        ctx.addIssue({ code: "custom", message: (e as Error).message });
-        return z.NEVER;
-      }
-    }),
+    ...commonEnv,
     SOLVER_VERSION: z.string().regex(/^[a-z0-9_]+$/, "lower-case letters, digits and '_'").default("v1"),
     WORKER_ID: z.string().min(1).max(64).optional(),
     PROVIDER_URL: z.url().default("http://127.0.0.1:18090"),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { REGION_PATTERN } from "./subjects.ts";
 
 /** Raised when configuration does not parse; the message names every variable at fault. */
 export class ConfigError extends Error {
@@ -39,3 +40,13 @@ export const envList = () =>
     .transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
 
 export const envUrl = (def?: string) => (def === undefined ? z.url() : z.url().default(def));
+
+/** The variables every service shares: NATS, Postgres and the region (one subject token). */
+export const commonEnv = {
+  NATS_URL: z.string().min(1).default("nats://127.0.0.1:14222"),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL"),
+  REGION: z
+    .string()
+    .default("local")
+    .refine((r) => REGION_PATTERN.test(r), "lower-case letters, digits, '-' and '_' (one subject token)"),
+};

@@ -11,7 +11,9 @@ export const streams = {
 export const DEFAULT_SHARDS = 16;
 export const LANES: readonly Priority[] = ["high", "normal", "low"];
 
-const Token = /^[a-z0-9_-]+$/;
+/** A region name is one subject token. */
+export const REGION_PATTERN = /^[a-z0-9_-]+$/;
+const Token = REGION_PATTERN;
 
 /** A region name is one subject token: lower-case letters, digits, '-' and '_'. */
 export function assertRegion(region: string): string {
