@@ -10,7 +10,7 @@ beforeAll(async () => {
     region: "chaos",
     solvers: 3,
     emulator: { latencyMs: 2000, latencyJitterMs: 8000 },
-    solverEnv: { ACK_WAIT_MS: "2000", LEASE_MS: "2000", FIRST_POLL_MS: "1000", POLL_INTERVAL_MS: "1000", SOLVER_CONCURRENCY: "600", DRAIN_TIMEOUT_MS: "1000", PROVIDER_TIMEOUT_MS: "5000" },
+    solverEnv: { ACK_WAIT_MS: "3000", LEASE_MS: "3000", FIRST_POLL_MS: "1000", POLL_INTERVAL_MS: "1000", SOLVER_CONCURRENCY: "600", DRAIN_TIMEOUT_MS: "1000" },
   });
 });
 afterAll(() => s.stop());

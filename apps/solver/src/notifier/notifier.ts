@@ -1,4 +1,4 @@
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { toTaskView } from "@pipeline/shared/tasks";
 import { signWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
@@ -32,6 +32,7 @@ export interface NotifierDeps {
 export function createNotifier(deps: NotifierDeps) {
   let running = false;
   let loop: Promise<void> | undefined;
+  let messages: ConsumerMessages | undefined;
   const inflight = new Set<Promise<void>>();
   const http = deps.fetch ?? fetch;
 
@@ -87,13 +88,11 @@ export function createNotifier(deps: NotifierDeps) {
       loop = (async () => {
         while (running) {
           try {
-            const free = deps.concurrency - inflight.size;
-            if (free <= 0) {
-              await Promise.race(inflight);
-              continue;
-            }
-            const batch = await deps.consumer.fetch({ max_messages: free, expires: 1000 });
-            for await (const msg of batch) {
+            // A long-lived pull (see the worker): short fetches lose a message now and then.
+            messages = await deps.consumer.consume({ max_messages: deps.concurrency, expires: 5000 });
+            for await (const msg of messages) {
+              if (!running) break;
+              while (inflight.size >= deps.concurrency) await Promise.race(inflight);
               const heartbeat = setInterval(() => msg.working(), 10_000);
               const p = handle(msg)
                 .catch((err: Error) => nak(deps.retryBaseMs, `notifier error: ${err.message}`))
@@ -106,7 +105,7 @@ export function createNotifier(deps: NotifierDeps) {
             }
           } catch (err) {
             if (running) {
-              deps.log.warn({ err: (err as Error).message }, "notifier fetch failed; retrying");
+              deps.log.warn({ err: (err as Error).message }, "notifier consume failed; retrying");
               await Bun.sleep(500);
             }
           }
@@ -115,6 +114,7 @@ export function createNotifier(deps: NotifierDeps) {
     },
     async stop() {
       running = false;
+      messages?.stop();
       await loop;
       await Promise.all([...inflight]);
     },

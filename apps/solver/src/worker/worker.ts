@@ -102,7 +102,9 @@ export function createWorker(deps: WorkerDeps): Worker {
     while (running) {
       let messages: ConsumerMessages | undefined;
       try {
-        messages = await consumer.consume({ max_messages: buffer });
+        // A 5 s pull (heartbeat 2.5 s): after a nats-server restart the lost pull is noticed in
+        // seconds, not after the 30 s default.
+        messages = await consumer.consume({ max_messages: buffer, expires: 5000 });
         streams.add(messages);
         for await (const msg of messages) {
           if (!running) break;
