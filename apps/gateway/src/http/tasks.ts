@@ -130,7 +130,7 @@ export function tasksRoutes(deps: GatewayDeps) {
       throw new ProblemError(503, "Queue Unavailable", "the task was not requeued; retry", undefined, { "retry-after": "1" });
     }
     await deps.queue
-      .publishEvent({ taskId: row.id, kind: "redriven", state: "queued", version: redriven.version, region: deps.config.REGION, at: new Date().toISOString(), data: { redrives: redriven.redrives } })
+      .publishEvent({ taskId: row.id, kind: "redriven", state: "queued", version: redriven.version, region: deps.config.REGION, at: new Date().toISOString(), data: { redrives: redriven.redrives, deadlineAt: redriven.deadlineAt?.toISOString() ?? null } })
       .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "redriven event not published"));
     return c.json({ id: row.id, status: "queued" as const }, 202, { location: `/v1/tasks/${row.id}` });
   });

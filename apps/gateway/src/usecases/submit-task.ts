@@ -64,8 +64,9 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
     if (existing.state === "queued") await publishOrThrow(deps, message, false);
     return { id, status: toTaskView(existing, (deps.now ?? (() => new Date()))()).status, replayed: true };
   }
-  await publishOrThrow(deps, message, true);
-  deps.queue
+  // The accepted event is the changelog a lost database is rebuilt from: it is published with
+  // the task and awaited before the 202 (a failure is logged; the task itself is durable).
+  const event = deps.queue
     .publishEvent({
       taskId: id,
       kind: "accepted",
@@ -75,7 +76,8 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
       at: inserted.createdAt.toISOString(),
       data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idempotencyKey ?? null, callbackUrl: req.callbackUrl ?? null, deadlineAt: inserted.deadlineAt?.toISOString() ?? null },
     })
-    .catch((err) => deps.log.warn({ taskId: id, err: (err as Error).message }, "accepted event not published"));
+    .catch((err) => deps.log.error({ taskId: id, err: (err as Error).message }, "accepted event not published"));
+  await Promise.all([publishOrThrow(deps, message, true), event]);
   return { id, status: "queued", replayed: false };
 }
 

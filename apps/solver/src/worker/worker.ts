@@ -67,6 +67,14 @@ export function createWorker(deps: WorkerDeps): Worker {
         applyOutcome(msg, outcome);
         return;
       }
+      if (handling.has(parsed.id)) {
+        // A second copy of a message we are still handling (redelivered after AckWait ran out
+        // while it waited in the pull buffer): never handle one task twice at once.
+        outcome = nak(deps.timing.leaseMs, "already handling this task");
+        applyOutcome(msg, outcome);
+        deps.metrics?.event("duplicateDeliveries");
+        return;
+      }
       handling.add(parsed.id);
       let failed = false;
       outcome = await handleTask({ taskId: parsed.id, priority: parsed.priority, deliveries: msg.info.deliveryCount }, deps, hard.signal).catch((err: Error) => {

@@ -1,0 +1,163 @@
+// The runbook as commands: `bun run recovery <command>`. Exit codes: 0 done / all good,
+// 1 the command failed or something needs a human, 2 a usage or configuration error.
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { ConfigError } from "@pipeline/shared/config";
+import { openDatabase } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+import { assess, renderAssessment } from "./assess/assess.ts";
+import { parseCommand, USAGE, type Command } from "./cli-args.ts";
+import { loadConfig, type RecoveryConfig } from "./config.ts";
+import { openContext, UsageError } from "./context.ts";
+import { rebuildQueue } from "./queue/rebuild-queue.ts";
+import { listSnapshots, resolveSnapshot } from "./snapshot/manifest.ts";
+import { restoreSnapshot } from "./snapshot/restore.ts";
+import { takeSnapshot } from "./snapshot/take-snapshot.ts";
+import { verifySnapshot } from "./snapshot/verify.ts";
+import { recoverStale } from "./sweep/recover-stale.ts";
+
+const log = createLogger("recovery", { level: process.env.LOG_LEVEL ?? "warn" });
+
+/** Connects to NATS or gives up after `ms` (the client itself would wait forever). */
+async function natsWithin(config: RecoveryConfig, ms: number): Promise<NatsConnection> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      connectNats(config.NATS_URL, "recovery-cli"),
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no NATS at ${config.NATS_URL} within ${ms} ms`)), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const print = (json: boolean | undefined, value: unknown, text: string) => console.log(json ? JSON.stringify(value, null, 2) : text);
+
+async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
+  switch (cmd.command) {
+    case "help":
+      console.log(USAGE);
+      return 0;
+    case "assess": {
+      const nc = await natsWithin(config, 3000).catch((e: Error) => e);
+      const jsm = nc instanceof Error ? nc : await jetstreamManager(nc).catch((e: Error) => e);
+      const database = config.DATABASE_URL ? openDatabase(config.DATABASE_URL, { max: 2, appName: "recovery-assess" }) : undefined;
+      const sql = database ? await database.sql`select 1`.then(() => database.sql).catch((e: Error) => e) : new Error("DATABASE_URL is not set");
+      try {
+        const a = await assess({
+          region: config.REGION,
+          jsm,
+          sql,
+          snapshotDir: config.SNAPSHOT_DIR,
+          snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
+          staleAfterMs: config.STALE_AFTER_MS,
+          provider: { url: config.PROVIDER_URL, key: config.PROVIDER_KEY, timeoutMs: config.PROVIDER_TIMEOUT_MS },
+        });
+        print(cmd.json, a, renderAssessment(a));
+        return a.level === "fail" ? 1 : 0;
+      } finally {
+        if (!(nc instanceof Error)) await nc.close();
+        await database?.close();
+      }
+    }
+    case "recover-stale": {
+      const ctx = await openContext(config, log, "recovery-cli");
+      try {
+        const r = await recoverStale(ctx, { staleAfterMs: cmd["older-than"] ?? config.STALE_AFTER_MS });
+        const lines = [
+          `stale sweep: ${r.candidates} candidate(s), ${r.republished} re-published, ${r.withMessage} still have a message, ${r.changed} changed meanwhile, ${r.duplicates} already re-published (${r.ms} ms; scanned ${r.scan.messages} messages)`,
+          ...r.tasks.slice(0, 50).map((t) => `  ${t.id}  ${t.state.padEnd(8)} v${t.version}  ${t.why.padEnd(13)}  ${t.action}`),
+        ];
+        print(cmd.json, r, lines.join("\n"));
+        return 0;
+      } finally {
+        await ctx.close();
+      }
+    }
+    case "rebuild-queue": {
+      const ctx = await openContext(config, log, "recovery-cli");
+      try {
+        const r = await rebuildQueue(ctx, { gatewayGraceMs: config.GATEWAY_PUBLISH_GRACE_MS });
+        print(
+          cmd.json,
+          r,
+          `rebuild-queue: ${r.stream} ${r.created ? "was missing and is created" : "exists"}; ${r.open} unfinished task(s): ${r.republished} re-published, ${r.withMessage} already had a message, ${r.duplicates} deduplicated, ${r.deferred} fresh ones re-checked after the gateway's grace (${r.ms} ms)\n` +
+            "next: restart the solvers if TASKS was recreated (they recreate their consumers on start)",
+        );
+        return 0;
+      } finally {
+        await ctx.close();
+      }
+    }
+    case "snapshot": {
+      if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for snapshot");
+      const nc = await natsWithin(config, 5000);
+      try {
+        const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: await jetstreamManager(nc), log });
+        print(cmd.json, s.manifest, `snapshot ${s.manifest.name}: ${s.manifest.bytes} bytes, sha256 ${s.manifest.sha256.slice(0, 16)}…, EVENTS seq ${s.manifest.events.lastSeq}, ${s.manifest.tookMs} ms\n  ${s.dumpPath}`);
+        return 0;
+      } finally {
+        await nc.close();
+      }
+    }
+    case "snapshots": {
+      const all = listSnapshots(config.SNAPSHOT_DIR);
+      print(
+        cmd.json,
+        all.map((s) => s.manifest),
+        all.length ? all.map((s) => `${s.manifest.name}  ${String(s.manifest.bytes).padStart(10)} B  events seq ${s.manifest.events.lastSeq}`).join("\n") : `no snapshot in ${config.SNAPSHOT_DIR}`,
+      );
+      return 0;
+    }
+    case "restore": {
+      const snapshot = resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
+      const nc = cmd["no-replay"] ? undefined : await natsWithin(config, 5000);
+      try {
+        const r = await restoreSnapshot({
+          snapshot,
+          intoUrl: cmd.into,
+          ...(nc ? { nats: { js: jetstream(nc), jsm: await jetstreamManager(nc) } } : {}),
+          ...(cmd["allow-gap"] ? { allowGap: true } : {}),
+        });
+        const replay = r.replay ? `replayed ${r.replay.events} events (seq ${r.replay.fromSeq}..${r.replay.toSeq}): ${Object.entries(r.replay.counts).map(([k, v]) => `${k}=${v}`).join(" ")}` : "no replay (--no-replay)";
+        print(cmd.json, r, `restored ${r.snapshot} into ${r.into} in ${r.restoreMs} ms; ${replay}; ${r.totalMs} ms in all\ntasks: ${Object.entries(r.tasks).map(([k, v]) => `${k}=${v}`).join(" ")}\nnext: point the apps at it (DATABASE_URL, or rename the database), then recover-stale`);
+        return 0;
+      } finally {
+        await nc?.close();
+      }
+    }
+    case "verify": {
+      if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for verify (its server hosts the scratch database)");
+      const r = await verifySnapshot(resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]), config.DATABASE_URL);
+      print(cmd.json, r, `verified ${r.snapshot}: checksum ok, restored into a scratch database (${r.ms} ms)\n${Object.entries(r.tables).map(([k, v]) => `  ${k.padEnd(40)} ${v}`).join("\n")}`);
+      return 0;
+    }
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const parsed = parseCommand(argv);
+  if (!parsed.ok) {
+    console.error(`recovery: ${parsed.error}\n\n${USAGE}`);
+    return 2;
+  }
+  let config: RecoveryConfig;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`recovery: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+  try {
+    return await run(parsed.command, config);
+  } catch (err) {
+    const e = err as Error;
+    console.error(`recovery ${parsed.command.command}: ${e.name === "Error" ? "" : `${e.name}: `}${e.message}`);
+    return e instanceof UsageError ? 2 : 1;
+  }
+}
+
+process.exit(await main(Bun.argv.slice(2)));

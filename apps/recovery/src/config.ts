@@ -1,0 +1,45 @@
+import { join, resolve } from "node:path";
+import { commonEnv, envInt, parseEnv } from "@pipeline/shared/config";
+import { z } from "zod";
+
+const repoRoot = resolve(import.meta.dir, "..", "..", "..");
+
+const PostgresUrl = z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL");
+
+export const RecoveryEnv = z
+  .object({
+    NATS_URL: commonEnv.NATS_URL,
+    /** Required by every command that reads the live database (all but `restore`). */
+    DATABASE_URL: PostgresUrl.optional(),
+    REGION: commonEnv.REGION,
+    DATA_DIR: z.string().default(join(repoRoot, ".data")),
+    /** Where snapshots live; default `<DATA_DIR>/snapshots`. */
+    SNAPSHOT_DIR: z.string().optional(),
+    SNAPSHOT_KEEP: envInt(12, 1, 10_000),
+    /** Scheduled snapshots of the service; 0 turns them off. */
+    SNAPSHOT_INTERVAL_MS: envInt(300_000, 0, 7 * 24 * 3600_000),
+    /** `assess` fails when the newest snapshot is older than this. */
+    SNAPSHOT_MAX_AGE_MS: envInt(900_000, 1000, 30 * 24 * 3600_000),
+    /** Stale sweep period of the service; 0 turns it off. */
+    SWEEP_INTERVAL_MS: envInt(30_000, 0, 24 * 3600_000),
+    /** A queued/retrying row not updated for this long, with no message in TASKS, is re-published. */
+    STALE_AFTER_MS: envInt(60_000, 1000, 7 * 24 * 3600_000),
+    /** How long the gateway may still be publishing a fresh row (its PUBLISH_DEADLINE_MS plus margin). */
+    GATEWAY_PUBLISH_GRACE_MS: envInt(15_000, 0, 600_000),
+    PUBLISH_DEADLINE_MS: envInt(10_000, 100, 600_000),
+    PROVIDER_URL: z.url().default("http://127.0.0.1:18090"),
+    /** Only `assess` uses it (getbalance); never printed. */
+    PROVIDER_KEY: z.string().min(1).optional(),
+    PROVIDER_TIMEOUT_MS: envInt(5000, 100, 60_000),
+    DB_POOL_MAX: envInt(5, 1, 100),
+  })
+  .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
+export type RecoveryConfig = z.infer<typeof RecoveryEnv>;
+
+/** Parses the recovery environment; throws a ConfigError naming each variable at fault (never its value). */
+export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
+  return parseEnv(RecoveryEnv, env);
+}
+
+/** Validates a Postgres URL given on the command line (`--into`). */
+export const DatabaseUrl = PostgresUrl;

@@ -1,0 +1,41 @@
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { openDatabase, type Database } from "@pipeline/shared/db";
+import type { Logger } from "@pipeline/shared/log";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+import type { RecoveryConfig } from "./config.ts";
+
+/** What the recovery commands work on: one NATS connection and one database pool. */
+export interface RecoveryContext {
+  region: string;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  database: Database;
+  log: Logger;
+  publishDeadlineMs: number;
+}
+
+/** Raised when a command misses a setting it needs; the CLI prints it without a stack. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** Connects to NATS and Postgres; `close()` drains the one and ends the other. */
+export async function openContext(config: RecoveryConfig, log: Logger, name = "recovery"): Promise<RecoveryContext & { close(): Promise<void> }> {
+  if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for this command");
+  const nc = await connectNats(config.NATS_URL, name);
+  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: name });
+  return {
+    region: config.REGION,
+    nc,
+    js: jetstream(nc),
+    jsm: await jetstreamManager(nc),
+    database,
+    log,
+    publishDeadlineMs: config.PUBLISH_DEADLINE_MS,
+    async close() {
+      await nc.drain().catch(() => {});
+      await database.close();
+    },
+  };
+}

@@ -1,0 +1,89 @@
+import { ensureStreams } from "@pipeline/shared/nats";
+import { streams } from "@pipeline/shared/subjects";
+import { republishTask, scanTasksStream, type RepublishRow } from "../adapters/tasks-stream.ts";
+import type { RecoveryContext } from "../context.ts";
+
+export interface RebuildReport {
+  at: string;
+  stream: string;
+  /** True when TASKS did not exist and was created. */
+  created: boolean;
+  /** Non-terminal rows in Postgres. */
+  open: number;
+  /** Messages stored. */
+  republished: number;
+  /** Rows whose message was already in TASKS (nothing to do). */
+  withMessage: number;
+  /** Publishes deduplicated by JetStream (a rebuild of the same version ran before). */
+  duplicates: number;
+  /** Fresh `queued` rows left to the gateway's own publish during the first pass, then re-checked. */
+  deferred: number;
+  ms: number;
+}
+
+export interface RebuildOptions {
+  /**
+   * A `queued` row at version 0 younger than this may still be in the gateway's publish retry
+   * (PUBLISH_DEADLINE_MS): publishing it now as well would put two messages for one task in
+   * the queue. Such rows get a second pass once the grace has passed, if still without message.
+   */
+  gatewayGraceMs: number;
+  /** Waits between passes (tests pass a fake). */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+interface OpenRow extends RepublishRow {
+  young: boolean;
+  ageMs: number;
+}
+
+/**
+ * Makes TASKS whole again from Postgres, the truth: creates the stream if missing (verified
+ * read-back, as every service does), then publishes every non-terminal task (queued, retrying,
+ * solving) that has no message in the stream, with message id `<id>:rebuild:<version>`. The queue
+ * can therefore be lost outright. Safe to repeat and safe on a healthy queue: a task that has a
+ * message is skipped, and the solver's Postgres claim dedups any message left over.
+ */
+export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Promise<RebuildReport> {
+  const started = Date.now();
+  const sleep = o.sleep ?? Bun.sleep;
+  const name = streams.tasks(ctx.region);
+  const before = await scanTasksStream(ctx.jsm, ctx.region);
+  await ensureStreams(ctx.jsm, { region: ctx.region });
+  const report: RebuildReport = { at: new Date(started).toISOString(), stream: name, created: !before.exists, open: 0, republished: 0, withMessage: 0, duplicates: 0, deferred: 0, ms: 0 };
+  const openRows = async (ids?: string[]) =>
+    ctx.database.sql<OpenRow[]>`
+      select id, type, priority, version,
+        (state = 'queued' and version = 0 and created_at > now() - ${`${o.gatewayGraceMs} milliseconds`}::interval) as young,
+        (extract(epoch from now() - created_at) * 1000)::float8 as "ageMs"
+      from tasks
+      where state in ('queued', 'retrying', 'solving') ${ids ? ctx.database.sql`and id = any(${ids}::uuid[])` : ctx.database.sql``}
+      order by case priority when 'high' then 0 when 'normal' then 1 else 2 end, created_at`;
+  // Rows are read after the stream exists: a row inserted later is published by its gateway.
+  const rows = await openRows();
+  report.open = rows.length;
+  ctx.log.debug({ created: report.created, open: rows.length, young: rows.filter((r) => r.young).length }, "rebuild: stream ensured, rows read");
+  const publish = async (list: OpenRow[]) => {
+    const scan = await scanTasksStream(ctx.jsm, ctx.region);
+    ctx.log.debug({ rows: list.length, messages: scan.messages }, "rebuild: pass");
+    for (const r of list) {
+      if (scan.ids.has(r.id)) {
+        report.withMessage++;
+        continue;
+      }
+      if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs)) report.republished++;
+      else report.duplicates++;
+    }
+  };
+  await publish(rows.filter((r) => !r.young));
+  const young = rows.filter((r) => r.young);
+  report.deferred = young.length;
+  if (young.length > 0) {
+    const oldest = Math.max(...young.map((r) => r.ageMs));
+    await sleep(Math.max(0, o.gatewayGraceMs - oldest));
+    await publish(await openRows(young.map((r) => r.id)));
+  }
+  report.ms = Date.now() - started;
+  ctx.log.warn({ stream: name, created: report.created, republished: report.republished, open: report.open }, "TASKS rebuilt from Postgres");
+  return report;
+}

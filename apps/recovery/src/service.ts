@@ -1,0 +1,56 @@
+import type { Logger } from "@pipeline/shared/log";
+import { ensureStreams } from "@pipeline/shared/nats";
+import type { RecoveryConfig } from "./config.ts";
+import { openContext } from "./context.ts";
+import { takeSnapshot } from "./snapshot/take-snapshot.ts";
+import { recoverStale } from "./sweep/recover-stale.ts";
+
+export interface RecoveryService {
+  /** Waits for a sweep or snapshot in progress, then closes NATS and Postgres. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The long-running part: a stale sweep every SWEEP_INTERVAL_MS and a snapshot every
+ * SNAPSHOT_INTERVAL_MS (0 turns either off). A run never overlaps itself; a failed run is logged
+ * and the next one is tried on schedule.
+ */
+export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
+  const ctx = await openContext(config, log, "recovery");
+  // Like every service, it creates or verifies the topology it uses (the first snapshot needs EVENTS).
+  await ensureStreams(ctx.jsm, { region: config.REGION });
+  const running = new Set<Promise<unknown>>();
+  const timers: Array<ReturnType<typeof setInterval>> = [];
+  const every = (ms: number, name: string, job: () => Promise<unknown>) => {
+    if (ms <= 0) return;
+    let busy = false;
+    const tick = () => {
+      if (busy) return;
+      busy = true;
+      const p = job()
+        .catch((err: Error) => log.error({ job: name, err: err.message }, `${name} failed`))
+        .finally(() => {
+          busy = false;
+          running.delete(p);
+        });
+      running.add(p);
+    };
+    timers.push(setInterval(tick, ms));
+    tick();
+  };
+  every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
+    const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
+    if (r.candidates) log.info({ candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms }, "stale sweep");
+  });
+  every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () =>
+    takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log }),
+  );
+  log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");
+  return {
+    async stop() {
+      for (const t of timers) clearInterval(t);
+      await Promise.allSettled([...running]);
+      await ctx.close();
+    },
+  };
+}

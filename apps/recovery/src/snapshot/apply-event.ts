@@ -1,0 +1,98 @@
+import type postgres from "postgres";
+import { z } from "zod";
+import type { TaskEvent } from "@pipeline/shared/schemas";
+
+/** What one event did to the rows. */
+export type Applied = "inserted" | "applied" | "stale" | "missing" | "skipped";
+
+const Accepted = z.object({
+  owner: z.string(),
+  type: z.string(),
+  priority: z.string(),
+  params: z.record(z.string(), z.unknown()),
+  requestHash: z.string(),
+  idempotencyKey: z.string().nullable().optional(),
+  callbackUrl: z.string().nullable().optional(),
+  deadlineAt: z.string().nullable().optional(),
+});
+const Str = z.string().nullable().optional().catch(null);
+const Completed = z.object({ token: z.string(), userAgent: Str, expiresAt: Str, completedAt: Str, providerId: Str });
+const Loose = z.object({ code: Str, worker: Str, providerId: Str, deadLetter: Str, attempt: z.number().int().optional().catch(undefined), redrives: z.number().int().optional().catch(undefined) });
+
+type Tx = postgres.TransactionSql | postgres.Sql;
+
+/**
+ * Applies one EVENTS entry to `tasks`, idempotently by version: an event whose version is not
+ * newer than the row's changes nothing, so replaying a range twice, or events the dump already
+ * holds, is harmless. `accepted` inserts the row when missing (it carries the whole task);
+ * `submitted` does not bump the version (the solver checkpoints the provider id inside a claim),
+ * so it fills the provider id at the same version, which keeps a restored task polling its
+ * provider task instead of paying for a second one. Lease fields are cleared: a restored
+ * `solving` row may be taken over at once (the provider id, when known, is resumed).
+ */
+export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
+  const at = new Date(ev.at);
+  if (ev.kind === "accepted") {
+    const d = Accepted.safeParse(ev.data ?? {});
+    if (!d.success) return "skipped";
+    const a = d.data;
+    const r = await sql`
+      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, state, version, deadline_at, callback_url, created_at, updated_at)
+      values (${ev.taskId}, ${a.owner}, ${a.idempotencyKey ?? null}, ${a.requestHash}, ${ev.region}, ${a.type}, ${a.priority}, ${JSON.stringify(a.params)}::text::jsonb,
+              'queued', ${ev.version}, ${a.deadlineAt ? new Date(a.deadlineAt) : null}, ${a.callbackUrl ?? null}, ${at}, ${at})
+      on conflict (id) do nothing`;
+    return r.count === 1 ? "inserted" : "stale";
+  }
+  const d = Loose.parse(ev.data ?? {});
+  const v = ev.version;
+  let r: postgres.RowList<postgres.Row[]>;
+  switch (ev.kind) {
+    case "submitted":
+      r = await sql`
+        update tasks set provider_id = ${d.providerId ?? null}, submit_started_at = null, submit_owner = null, updated_at = greatest(updated_at, ${at})
+        where id = ${ev.taskId} and version <= ${v} and state in ('queued', 'solving', 'retrying') and ${d.providerId ?? null}::text is not null`;
+      break;
+    case "solving":
+      r = await sql`
+        update tasks set state = 'solving', version = ${v}, attempts = greatest(attempts, ${d.attempt ?? 0}), lease_owner = ${d.worker ?? null}, lease_until = null,
+          started_at = coalesce(started_at, ${at}), updated_at = ${at}
+        where id = ${ev.taskId} and version < ${v}`;
+      break;
+    case "retrying":
+      r = await sql`
+        update tasks set state = 'retrying', version = ${v}, error_code = ${d.code ?? null}, lease_owner = null, lease_until = null, updated_at = ${at}
+        where id = ${ev.taskId} and version < ${v}`;
+      break;
+    case "completed": {
+      const c = Completed.safeParse(ev.data ?? {});
+      if (!c.success) return "skipped";
+      r = await sql`
+        update tasks set state = 'completed', version = ${v}, token = ${c.data.token}, user_agent = ${c.data.userAgent ?? null},
+          token_expires_at = ${c.data.expiresAt ? new Date(c.data.expiresAt) : null}, completed_at = ${c.data.completedAt ? new Date(c.data.completedAt) : at},
+          provider_id = coalesce(${c.data.providerId ?? null}, provider_id), lease_owner = null, lease_until = null, error_code = null, error_message = null, updated_at = ${at}
+        where id = ${ev.taskId} and version < ${v}`;
+      break;
+    }
+    case "failed":
+      r = await sql`
+        update tasks set state = 'failed', version = ${v}, error_code = coalesce(${d.code ?? null}, error_code),
+          error_message = ${d.deadLetter ? `dead-lettered: ${d.deadLetter}` : null}, lease_owner = null, lease_until = null, completed_at = ${at}, updated_at = ${at}
+        where id = ${ev.taskId} and version < ${v}`;
+      break;
+    case "cancelled":
+      r = await sql`
+        update tasks set state = 'cancelled', version = ${v}, lease_owner = null, lease_until = null, completed_at = ${at}, updated_at = ${at}
+        where id = ${ev.taskId} and version < ${v}`;
+      break;
+    case "redriven":
+      // The event does not carry the new deadline: the original allowance is granted again from the redrive.
+      r = await sql`
+        update tasks set state = 'queued', version = ${v}, attempts = 0, redrives = coalesce(${d.redrives ?? null}::int, redrives + 1), provider_id = null, completed_at = null,
+          deadline_at = case when deadline_at is null then null else ${at}::timestamptz + (deadline_at - created_at) end, updated_at = ${at}
+        where id = ${ev.taskId} and version < ${v}`;
+      break;
+  }
+  if (r.count === 1) return "applied";
+  const exists = await sql`select 1 from tasks where id = ${ev.taskId}`;
+  return exists.length ? "stale" : "missing";
+}

@@ -1,0 +1,93 @@
+// Stale sweep: a task Postgres says is unfinished but that no message will ever deliver is
+// re-published and completes; a task that still has its message is left alone; a second
+// sweep does nothing.
+import { afterAll, expect, test } from "bun:test";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats } from "@pipeline/shared/nats";
+import { eventually } from "@pipeline/shared/testing";
+import type { RecoveryContext } from "../apps/recovery/src/context.ts";
+import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
+import { api, startStack, type Stack } from "./harness.ts";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+});
+
+async function recoveryContext(s: Stack, region: string): Promise<RecoveryContext> {
+  const nc = await connectNats(s.nats.url, "recovery-test");
+  cleanups.push(() => nc.close());
+  return { region, nc, js: jetstream(nc), jsm: await jetstreamManager(nc), database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 5000 };
+}
+
+const params = (n: string) => ({ sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/sweep/${n}` });
+
+test("stale sweep re-publishes a `solving` row with an expired lease and no message; it completes once, and a second sweep does nothing", async () => {
+  const s = await startStack({ region: "rsweep", solvers: 1, emulator: { latencyMs: 100 } });
+  cleanups.push(() => s.stop());
+  const ctx = await recoveryContext(s, "rsweep");
+  const id = crypto.randomUUID();
+  // A worker claimed it, then died after its message was gone (the state a lost queue leaves).
+  await s.db.sql`
+    insert into tasks (id, owner, request_hash, region, type, priority, params, state, version, attempts, lease_owner, lease_until, deadline_at, created_at, updated_at)
+    values (${id}, 'owner-sweep', 'hash', 'rsweep', 'turnstile', 'normal', ${JSON.stringify(params("orphan"))}::text::jsonb, 'solving', 1, 1, 'dead-worker',
+            now() - interval '1 minute', now() + interval '10 minutes', now() - interval '2 minutes', now() - interval '2 minutes')`;
+  const first = await recoverStale(ctx, { staleAfterMs: 60_000 });
+  expect(first).toMatchObject({ candidates: 1, republished: 1, withMessage: 0 });
+  const t0 = Date.now();
+  const row = await eventually(async () => {
+    const [r] = await s.db.sql<{ state: string; token: string | null }[]>`select state, token from tasks where id = ${id}`;
+    return r?.state === "completed" ? r : undefined;
+  }, 20_000);
+  expect(row.token).toBeTruthy();
+  console.log(`[recovery-sweep] orphaned solving row: re-published by the sweep, completed ${Date.now() - t0} ms later`);
+  const second = await recoverStale(ctx, { staleAfterMs: 60_000 });
+  expect(second).toMatchObject({ candidates: 0, republished: 0 });
+  expect(s.emu.stats().submissions).toBe(1);
+}, 60_000);
+
+test("stale sweep leaves a stale `queued` row alone while its message is still in TASKS", async () => {
+  const s = await startStack({ region: "rsweepq", solvers: 1, emulator: { latencyMs: 100 } });
+  cleanups.push(() => s.stop());
+  const ctx = await recoveryContext(s, "rsweepq");
+  await s.solvers[0]!.kill();
+  const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: "turnstile", params: params("backlog") } });
+  expect(r.status).toBe(202);
+  // Old, but only because nobody pulls: its message is waiting.
+  await s.db.sql`update tasks set updated_at = now() - interval '10 minutes' where id = ${r.body.id}`;
+  const report = await recoverStale(ctx, { staleAfterMs: 60_000 });
+  expect(report).toMatchObject({ candidates: 1, withMessage: 1, republished: 0 });
+  s.spawnSolver();
+  await eventually(async () => (await s.db.sql`select 1 from tasks where id = ${r.body.id} and state = 'completed'`).length === 1, 20_000);
+  expect(s.emu.stats()).toMatchObject({ submissions: 1, duplicateFingerprints: 0 });
+}, 60_000);
+
+test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot writes one, bad arguments exit 2", async () => {
+  const { PROVIDER_KEY } = await import("./harness.ts");
+  const { mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const s = await startStack({ region: "rcli", solvers: 1 });
+  cleanups.push(() => s.stop());
+  const env = { ...process.env, NATS_URL: s.nats.url, DATABASE_URL: s.tdb.url, REGION: "rcli", PROVIDER_URL: s.emu.url, PROVIDER_KEY, SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "recovery-cli-")) };
+  const cli = async (...args: string[]) => {
+    const p = Bun.spawn([process.execPath, "apps/recovery/src/cli.ts", ...args], { cwd: join(import.meta.dir, ".."), env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    return { out, err, code };
+  };
+  const first = await cli("assess", "--json");
+  const a = JSON.parse(first.out) as { level: string; queue: { lanes: unknown[] }; provider: { balance: string } };
+  expect(a.queue.lanes.length).toBe(3);
+  expect(Number(a.provider.balance)).toBeGreaterThan(0);
+  expect(first.out).not.toContain(PROVIDER_KEY);
+  expect(a.level).toBe("warn"); // no snapshot yet
+  expect((await cli("snapshot")).code).toBe(0);
+  const second = await cli("assess");
+  expect(second.code).toBe(0);
+  console.log(`[recovery-cli] assess:\n${second.out}`);
+  expect((await cli("verify", "latest")).code).toBe(0);
+  const bad = await cli("restore", "latest");
+  expect(bad.code).toBe(2);
+  expect(bad.err).toContain("--into");
+}, 60_000);
