@@ -1,0 +1,116 @@
+// 4. Latency overhead: what a client waits from POST /v1/tasks to seeing `completed` through
+// GET /v1/tasks/:id?wait=30, minus the provider's own latency, at half the end-to-end maximum
+// rate. Baseline: a client calling the provider (the same emulator) directly at the same rate.
+import type postgres from "postgres";
+import { PROVIDER_KEY } from "../tests/harness.ts";
+import { clients, concurrency, e2eTasks, pipelineThroughput } from "./end-to-end.ts";
+import { envCount, type Benchmark } from "./support/context.ts";
+import { closedLoop, openLoop, quantile } from "./support/load.ts";
+import { API_KEY, startPipeline, submitTask } from "./support/pipeline.ts";
+
+const PROVIDER_LATENCY_MS = 200;
+const POLL_INTERVAL_MS = 10;
+
+/** Submit, then long-poll until the task is final; ms from the submit to the answer that shows it completed. */
+async function throughGateway(gatewayUrl: string, i: number, run: string): Promise<{ id: string; ms: number }> {
+  const t0 = performance.now();
+  const id = await submitTask(gatewayUrl, i, run);
+  for (;;) {
+    const res = await fetch(`${gatewayUrl}/v1/tasks/${id}?wait=30`, { headers: { authorization: `Bearer ${API_KEY}` } });
+    const view = (await res.json()) as { status?: string };
+    if (view.status === "completed") return { id, ms: performance.now() - t0 };
+    if (view.status === "failed" || view.status === "cancelled" || res.status !== 200) throw new Error(`task ${id}: ${res.status} ${JSON.stringify(view).slice(0, 200)}`);
+  }
+}
+
+/** The same task sent straight to the provider: in.php, first poll after its latency, then every POLL_INTERVAL_MS. */
+async function direct(emulatorUrl: string, i: number): Promise<number> {
+  const call = async (path: string, fields: Record<string, string>) => {
+    const res = await fetch(`${emulatorUrl}/${path}`, { method: "POST", body: new URLSearchParams({ ...fields, key: PROVIDER_KEY, json: "1" }) });
+    return (await res.json()) as { status: number; request: string };
+  };
+  const t0 = performance.now();
+  const sub = await call("in.php", { method: "turnstile", sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://bench.example.com/direct/${i}` });
+  if (sub.status !== 1) throw new Error(`in.php: ${sub.request}`);
+  await Bun.sleep(PROVIDER_LATENCY_MS);
+  for (;;) {
+    const r = await call("res.php", { action: "get", id: sub.request });
+    if (r.status === 1) return performance.now() - t0;
+    if (r.request !== "CAPCHA_NOT_READY") throw new Error(`res.php: ${r.request}`);
+    await Bun.sleep(POLL_INTERVAL_MS);
+  }
+}
+
+function settledValues<T>(settled: PromiseSettledResult<T>[], what: string): T[] {
+  const failed = settled.filter((s) => s.status === "rejected");
+  if (failed.length) throw new Error(`${failed.length} ${what} requests failed: ${String((failed[0] as PromiseRejectedResult).reason)}`);
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+}
+
+/** Medians of where a task's time went, from the row's own timestamps (one clock: Postgres now()). */
+async function breakdown(sql: postgres.Sql, done: { id: string; ms: number }[]): Promise<Record<string, number>> {
+  const rows = await sql<{ id: string; queued: number; solving: number; stored: number }[]>`
+    select id::text,
+           extract(epoch from started_at - created_at) * 1000 as queued,
+           extract(epoch from completed_at - started_at) * 1000 as solving,
+           extract(epoch from completed_at - created_at) * 1000 as stored
+    from tasks where id = any(${done.map((d) => d.id)}::uuid[])`;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  const col = (f: (r: { queued: number; solving: number; stored: number }, ms: number) => number) =>
+    quantile(done.flatMap((d) => (byId.has(d.id) ? [f(byId.get(d.id)!, d.ms)] : [])), 0.5);
+  return {
+    acceptedToClaimedMs: col((r) => Number(r.queued)),
+    claimedToCompletedMs: col((r) => Number(r.solving)),
+    clientSawItAfterRowMs: col((r, ms) => ms - Number(r.stored)),
+  };
+}
+
+export const latency: Benchmark = {
+  name: "latency",
+  title: `submit -> completed (GET ?wait=30) minus a ${PROVIDER_LATENCY_MS} ms provider, at half the end-to-end maximum rate`,
+  async run(ctx) {
+    let maxRate = ctx.earlier.find((f) => f.bench === "end-to-end")?.ours;
+    let source = "the end-to-end figure of this run";
+    if (maxRate === undefined) {
+      const tasks = Math.min(1500, e2eTasks());
+      ctx.log(`latency: no end-to-end figure in this run; measuring the maximum rate first (${tasks} tasks)`);
+      maxRate = (await pipelineThroughput(ctx, { tasks, solvers: 1, run: "latency-max" })).perSecond;
+      source = `a ${tasks}-task end-to-end run made for it`;
+    }
+    const rate = maxRate / 2;
+    const count = Math.max(200, Math.min(envCount("BENCH_LATENCY_TASKS", 3000), Math.round(rate * 20)));
+    const p = await startPipeline(ctx.scope, ctx, {
+      solvers: 1,
+      emulator: { latencyMs: PROVIDER_LATENCY_MS, threads: 1000 },
+      solverEnv: { FIRST_POLL_MS: String(PROVIDER_LATENCY_MS), POLL_INTERVAL_MS: String(POLL_INTERVAL_MS), SOLVER_CONCURRENCY: String(concurrency()) },
+    });
+    ctx.log(`latency: ${count} tasks at ${rate.toFixed(0)}/s (half of ${maxRate.toFixed(0)}/s from ${source})`);
+    const warm = await closedLoop(100, clients(), (i) => throughGateway(p.gatewayUrl, i, "latency-warmup"));
+    if (warm.errors) throw new Error(`warm-up: ${warm.firstError}`);
+    const done = settledValues(await openLoop(count, rate, (i) => throughGateway(p.gatewayUrl, i, "latency")), "pipeline");
+    const ours = done.map((d) => d.ms);
+    const base = settledValues(await openLoop(count, rate, (i) => direct(p.emulatorUrl, i)), "direct");
+    const parts = await breakdown(p.db.sql, done);
+    const row = (q: number, label: string) => {
+      const o = quantile(ours, q) - PROVIDER_LATENCY_MS;
+      const b = quantile(base, q) - PROVIDER_LATENCY_MS;
+      return { o, b, label };
+    };
+    const p50 = row(0.5, "p50");
+    const p99 = row(0.99, "p99");
+    ctx.detail.latency = { rate, maxRate, source, count, providerLatencyMs: PROVIDER_LATENCY_MS, pipelineMs: { p50: quantile(ours, 0.5), p90: quantile(ours, 0.9), p99: quantile(ours, 0.99), max: quantile(ours, 1) }, directMs: { p50: quantile(base, 0.5), p90: quantile(base, 0.9), p99: quantile(base, 0.99), max: quantile(base, 1) }, pipelineMedians: parts };
+    return [p50, p99].map((r, k) => ({
+      bench: "latency",
+      figure: `${r.label} overhead over the provider`,
+      ours: r.o,
+      unit: "ms",
+      baseline: { label: "client -> provider direct", value: r.b },
+      ratio: r.o / r.b,
+      ...(k === 0
+        ? {
+            note: `latency: ${count} tasks at ${rate.toFixed(0)}/s (open loop; half of ${maxRate.toFixed(0)}/s from ${source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}. Overhead = (POST -> GET ?wait=30 shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
+          }
+        : {}),
+    }));
+  },
+};

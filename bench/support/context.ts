@@ -1,0 +1,30 @@
+import type { Figure } from "./report.ts";
+import type { Scope } from "./scope.ts";
+
+/** What every benchmark gets from run.ts. */
+export interface BenchContext {
+  /** Admin URL of the run's one Postgres cluster (real commits: fsync on). */
+  pgAdminUrl: string;
+  /** Where the processes a benchmark starts write their logs (kept when the run fails). */
+  logDir: string;
+  /** Stops what the benchmark started, when it ends. */
+  scope: Scope;
+  log(message: string): void;
+  /** Figures of the benchmarks already run in this process (the latency one reads end-to-end's). */
+  earlier: Figure[];
+  /** Facts worth keeping in the JSON beside the figures (timings of phases, counters). */
+  detail: Record<string, unknown>;
+}
+
+export interface Benchmark {
+  name: string;
+  /** One line: what it measures. */
+  title: string;
+  run(ctx: BenchContext): Promise<Figure[]>;
+}
+
+/** A positive integer from the environment (to shrink a benchmark on a slow machine), or the default. */
+export function envCount(name: string, def: number): number {
+  const v = Number(process.env[name]);
+  return Number.isInteger(v) && v > 0 ? v : def;
+}
