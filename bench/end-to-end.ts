@@ -12,12 +12,12 @@ import { createTestDatabase, startTestNats } from "@pipeline/shared/testing";
 import { spawnApp } from "../tests/harness.ts";
 import type { BaselineTask } from "./baselines/task-row.ts";
 import { waitForCompleted } from "./support/completion.ts";
+import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
 import { startPipeline, submitTask } from "./support/pipeline.ts";
 import { stopProc, waitForLog } from "./support/processes.ts";
 import { startRedis } from "./support/redis-server.ts";
-import { Scope } from "./support/scope.ts";
 
 const WARMUP = 200;
 /** Tasks in flight per worker process, ours and the baselines' alike. */
@@ -27,6 +27,8 @@ export const clients = () => envCount("BENCH_CLIENTS", 32);
 
 export interface Throughput {
   perSecond: number;
+  /** CPU milliseconds per task by process group while the measured tasks ran (bench = the clients). */
+  cpuMsPerTask: Record<string, number>;
   /** From the first submit to the poll that saw the last row completed. */
   elapsedMs: number;
   /** From the first submit to the last acceptance. */
@@ -37,35 +39,39 @@ export interface Throughput {
  * Times `count` tasks from the first submit to the last completion (the same `tasks` table
  * query for every system), after a warm-up of WARMUP tasks run to completion the same way.
  */
-async function measure(sql: postgres.Sql, count: number, submit: (i: number) => Promise<unknown>, afterWarmup: () => Promise<void> = async () => {}): Promise<Throughput> {
+async function measure(ctx: BenchContext, sql: postgres.Sql, count: number, submit: (i: number) => Promise<unknown>, processes: Record<string, () => number[]>, afterWarmup: () => Promise<void> = async () => {}): Promise<Throughput> {
   const warm = await closedLoop(WARMUP, clients(), submit);
   if (warm.errors) throw new Error(`${warm.errors} warm-up submissions failed: ${warm.firstError}`);
   await waitForCompleted(sql, WARMUP, 60_000);
   await afterWarmup();
+  const cpu = cpuMeter({ ...processes, postgres: () => postgresPids(ctx.pgDataDir) });
+  cpu.start();
   const done = waitForCompleted(sql, WARMUP + count, 240_000);
   done.catch(() => {}); // awaited below; this only keeps a failed submit phase from leaving it unhandled
   const sent = await closedLoop(count, clients(), submit, WARMUP);
   if (sent.errors) throw new Error(`${sent.errors} of ${count} submissions failed: ${sent.firstError}`);
   const end = await done;
-  return { perSecond: (count * 1000) / (end - sent.startedAt), elapsedMs: end - sent.startedAt, acceptMs: sent.endedAt - sent.startedAt };
+  const cpuMsPerTask = perTask(cpu.stop(), count);
+  return { perSecond: (count * 1000) / (end - sent.startedAt), cpuMsPerTask, elapsedMs: end - sent.startedAt, acceptMs: sent.endedAt - sent.startedAt };
 }
 
 export interface PipelineThroughput extends Throughput {
-  /** Provider HTTP calls (in.php + res.php) per task, and claims beyond the first. */
+  /** Provider HTTP calls (in.php, accepted or not, + res.php) per measured task. */
   providerCallsPerTask: number;
+  /** Claims beyond the first, over the completed rows (warm-up included). */
   redeliveries: number;
 }
 
 /** Our pipeline with `solvers` solver processes: gateway, solver(s), emulator at zero latency. */
 export async function pipelineThroughput(ctx: BenchContext, o: { tasks: number; solvers: number; run: string }): Promise<PipelineThroughput> {
-  const scope = new Scope(ctx.log);
+  const scope = ctx.scope.child();
   try {
     const p = await startPipeline(scope, ctx, {
       solvers: o.solvers,
       emulator: { latencyMs: 0, threads: 1000 },
       solverEnv: { FIRST_POLL_MS: "0", POLL_INTERVAL_MS: "10", SOLVER_CONCURRENCY: String(concurrency()) },
     });
-    const t = await measure(p.db.sql, o.tasks, (i) => submitTask(p.gatewayUrl, i, o.run), () => p.resetEmulatorStats());
+    const t = await measure(ctx, p.db.sql, o.tasks, (i) => submitTask(p.gatewayUrl, i, o.run), p.pids, () => p.resetEmulatorStats());
     const stats = await p.emulatorStats();
     const [row] = await p.db.sql<{ extra: number }[]>`select (sum(attempts) - count(*))::int as extra from tasks where state = 'completed'`;
     if (stats.submissions !== o.tasks) ctx.log(`${o.run}: the emulator saw ${stats.submissions} submissions for ${o.tasks} tasks`);
@@ -83,7 +89,7 @@ const baselineTask = (i: number, run: string): BaselineTask => ({
 
 /** Baseline (a): bench/baselines/jetstream-worker.ts; the bench publishes with Nats-Msg-Id and awaits each PubAck. */
 async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Throughput> {
-  const scope = new Scope(ctx.log);
+  const scope = ctx.scope.child();
   try {
     const region = "baseline";
     const nats = await startTestNats();
@@ -98,10 +104,11 @@ async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Th
     const js = jetstream(nc);
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {} });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
-    return await measure(sql, tasks, async (i) => {
+    const pids = { worker: () => [worker.pid], nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined) };
+    return await measure(ctx, sql, tasks, async (i) => {
       const t = baselineTask(i, "jetstream");
       await js.publish(taskSubject(region, "normal", shardOf(t.id)), JSON.stringify(t), { msgID: t.id });
-    });
+    }, pids);
   } finally {
     await scope.close();
   }
@@ -109,7 +116,7 @@ async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Th
 
 /** Baseline (b): bench/baselines/bullmq-worker.ts on a redis-server of its own (AOF, fsync every second). */
 async function bullmqThroughput(ctx: BenchContext, tasks: number): Promise<Throughput> {
-  const scope = new Scope(ctx.log);
+  const scope = ctx.scope.child();
   try {
     const redis = await startRedis(scope);
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
@@ -121,10 +128,10 @@ async function bullmqThroughput(ctx: BenchContext, tasks: number): Promise<Throu
     scope.defer("bullmq queue", () => queue.close());
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {} });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
-    return await measure(sql, tasks, async (i) => {
+    return await measure(ctx, sql, tasks, async (i) => {
       const t = baselineTask(i, "bullmq");
       await queue.add("solve", t, { jobId: t.id });
-    });
+    }, { worker: () => [worker.pid], redis: () => [redis.pid] });
   } finally {
     await scope.close();
   }
@@ -151,7 +158,7 @@ export const endToEnd: Benchmark = {
         unit: "/s",
         baseline: { label: "JetStream->PG loop", value: js.perSecond },
         ratio: ours.perSecond / js.perSecond,
-        note: `end-to-end: ${how} Ours accepted all in ${(ours.acceptMs / 1000).toFixed(1)} s and finished in ${(ours.elapsedMs / 1000).toFixed(1)} s; ${ours.providerCallsPerTask.toFixed(2)} provider calls/task, ${ours.redeliveries} redeliveries. Baselines: INSERT + UPDATE per task, no provider call.`,
+        note: `end-to-end: ${how} Ours accepted all in ${(ours.acceptMs / 1000).toFixed(1)} s and finished in ${(ours.elapsedMs / 1000).toFixed(1)} s; ${ours.providerCallsPerTask.toFixed(2)} provider calls/task, ${ours.redeliveries} redeliveries. Baselines: INSERT + UPDATE per task, no provider call. CPU ms per task: ours ${cpuText(ours.cpuMsPerTask)}; JetStream loop ${cpuText(js.cpuMsPerTask)}; BullMQ ${cpuText(bull.cpuMsPerTask)}.`,
       },
       {
         bench: "end-to-end",

@@ -49,7 +49,11 @@ let pg: PostgresHandle | undefined;
 const pgDir = mkdtempSync(join(tmpdir(), "pipeline-bench-pg-"));
 const logDir = mkdtempSync(join(tmpdir(), "pipeline-bench-logs-"));
 
-async function shutdown(): Promise<void> {
+let interrupted = false;
+let shuttingDown: Promise<void> | undefined;
+/** Stops the running benchmark's processes and servers, then Postgres; once, whoever asks first. */
+const shutdown = () => (shuttingDown ??= stopEverything());
+async function stopEverything(): Promise<void> {
   await current?.close();
   await pg?.stop("fast").catch((err: Error) => log(`stopping Postgres failed: ${err.message}`));
   rmSync(pgDir, { recursive: true, force: true });
@@ -59,6 +63,7 @@ async function shutdown(): Promise<void> {
 for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.once(sig, () => {
     log(`${sig}: stopping everything`);
+    interrupted = true;
     errors.push({ bench: "run", message: `interrupted by ${sig}` });
     void shutdown().then(() => process.exit(130));
   });
@@ -68,12 +73,13 @@ try {
   pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: false, log });
   log(`Postgres ${pg.bins.version} on ${pg.adminUrl} (fsync on), benchmarks: ${selected.map((b) => b.name).join(", ")}`);
   for (const b of selected) {
+    if (interrupted) break;
     const scope = (current = new Scope(log));
     const started = performance.now();
     loads[b.name] = { before: loadAverage() };
     log(`${b.name}: ${b.title} (load average ${loads[b.name]!.before} on ${cpus().length} CPUs)`);
     try {
-      const got = await b.run({ pgAdminUrl: pg.adminUrl, logDir, scope, log, earlier: figures, detail });
+      const got = await b.run({ pgAdminUrl: pg.adminUrl, pgDataDir: pg.dataDir, logDir, scope, log, earlier: figures, detail });
       figures.push(...got);
       console.log(`${renderTable(got)}\n`);
     } catch (err) {

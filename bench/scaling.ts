@@ -2,6 +2,7 @@
 // processes, each as a ratio to the 1-process figure of this benchmark.
 import { cpus } from "node:os";
 import { concurrency, e2eTasks, pipelineThroughput, type PipelineThroughput } from "./end-to-end.ts";
+import { cpuText } from "./support/cpu.ts";
 import type { Benchmark } from "./support/context.ts";
 
 const SOLVERS = [1, 2, 4];
@@ -31,7 +32,7 @@ export const scaling: Benchmark = {
       baseline: { label: "1 solver process", value: one },
       ratio: runs[n]!.perSecond / one,
       ...(n === 1
-        ? { note: `scaling: ${tasks} tasks per run as in end-to-end${reused ? " (the 1-process run is end-to-end's own)" : ""}, SOLVER_CONCURRENCY=${concurrency()} per process, one gateway; all processes share this machine's ${cpus().length} CPUs with nats-server, Postgres and the client.` }
+        ? { note: `scaling: ${tasks} tasks per run as in end-to-end${reused ? " (the 1-process run is end-to-end's own)" : ""}, SOLVER_CONCURRENCY=${concurrency()} per process, one gateway; all processes share this machine's ${cpus().length} CPUs with nats-server, Postgres and the client. CPU ms per task: ${SOLVERS.map((k) => `${k} process${k > 1 ? "es" : ""} ${cpuText(runs[k]!.cpuMsPerTask)}`).join("; ")}.` }
         : {}),
     }));
   },

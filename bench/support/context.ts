@@ -5,6 +5,8 @@ import type { Scope } from "./scope.ts";
 export interface BenchContext {
   /** Admin URL of the run's one Postgres cluster (real commits: fsync on). */
   pgAdminUrl: string;
+  /** Its data folder (to find its processes, for CPU accounting). */
+  pgDataDir: string;
   /** Where the processes a benchmark starts write their logs (kept when the run fails). */
   logDir: string;
   /** Stops what the benchmark started, when it ends. */

@@ -29,6 +29,8 @@ export interface Pipeline {
   db: Database;
   gateway: Proc;
   solvers: Proc[];
+  /** Process ids by part, for CPU accounting (solvers: those started so far). */
+  pids: { gateway: () => number[]; solvers: () => number[]; nats: () => number[]; emulator: () => number[] };
   /** Starts one more solver process; resolves once it has logged "solver started". */
   startSolver(): Promise<Proc>;
   emulatorUrl: string;
@@ -98,6 +100,12 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
     db,
     gateway,
     solvers,
+    pids: {
+      gateway: () => [gateway.pid],
+      solvers: () => solvers.map((p) => p.pid),
+      nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined),
+      emulator: () => [emulator.pid],
+    },
     async startSolver() {
       const p = spawnSolver(solvers.length + 1);
       await started(p);

@@ -9,7 +9,7 @@ import type { Scope } from "./scope.ts";
  * A redis-server of the bench's own on 127.0.0.1 and a free port, persisting as BullMQ users are
  * told to (AOF, fsync every second, no RDB snapshots), its files in a temp folder.
  */
-export async function startRedis(scope: Scope): Promise<{ port: number }> {
+export async function startRedis(scope: Scope): Promise<{ port: number; pid: number }> {
   const bin = process.env.REDIS_SERVER_BIN ?? "/usr/bin/redis-server";
   const dir = mkdtempSync(join(tmpdir(), "pipeline-bench-redis-"));
   scope.defer("redis data", async () => rmSync(dir, { recursive: true, force: true }));
@@ -24,5 +24,5 @@ export async function startRedis(scope: Scope): Promise<{ port: number }> {
     await exited;
   });
   await waitForPort(port, 10_000);
-  return { port };
+  return { port, pid: child.pid! };
 }
