@@ -1,6 +1,6 @@
 // 3. In-flight capacity: N tasks (10,000 by default) waiting on a slow provider (30 s) at once in
 // ONE solver process: its peak RSS, redeliveries while they wait, provider HTTP calls per task.
-import { PROVIDER_KEY } from "../tests/harness.ts";
+import { PROVIDER_KEY, type Proc } from "../tests/harness.ts";
 import { stateCounts, waitForCompleted } from "./support/completion.ts";
 import { envCount, type Benchmark } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
@@ -15,6 +15,24 @@ const TARGET = 10_000;
  * BENCH_INFLIGHT_TASKS=10000 measures the full target.
  */
 const DEFAULT_TASKS = 5_000;
+
+/**
+ * The solver's `solver_worker_events_total` counters (redeliveries, duplicate deliveries it
+ * refused while still handling the task, ...) from its metrics endpoint, named in its
+ * "solver started" line; undefined when it has none.
+ */
+async function workerEvents(solver: Proc): Promise<Record<string, number> | undefined> {
+  const url = /"metrics":"([^"]+)"/.exec(solver.log())?.[1];
+  if (!url) return undefined;
+  try {
+    const text = await (await fetch(url, { signal: AbortSignal.timeout(10_000) })).text();
+    const events: Record<string, number> = {};
+    for (const m of text.matchAll(/^solver_worker_events_total\{[^}]*event="([^"]+)"[^}]*\} (\S+)$/gm)) events[m[1]!] = Number(m[2]);
+    return events;
+  } catch {
+    return undefined;
+  }
+}
 
 export const inFlight: Benchmark = {
   name: "in-flight",
@@ -52,6 +70,7 @@ export const inFlight: Benchmark = {
     }
     const mem = memoryOf(solver.pid);
     const stats = await p.emulatorStats();
+    const events = await workerEvents(solver);
     await stopProc(solver);
     const counters = /"counters":(\{[^}]*\})/.exec(solver.log())?.[1];
     const [row] = await p.db.sql<{ extra: number; claimSpreadS: number }[]>`
@@ -75,6 +94,7 @@ export const inFlight: Benchmark = {
       states,
       redeliveries: row?.extra,
       solverCounters: counters ? JSON.parse(counters) : null,
+      solverWorkerEvents: events ?? null,
     };
     const scaled = n < TARGET ? ` MEASURED AT ${n} TASKS, NOT ${TARGET}.` : "";
     return [
@@ -105,7 +125,7 @@ export const inFlight: Benchmark = {
         unit: "",
         target: "= 0",
         met: row?.extra === 0,
-        note: `in-flight: sum(attempts) - count(*) over the tasks table; the provider saw ${stats.submissions - completed} in.php submissions beyond one per task (${stats.duplicateFingerprints} fingerprints submitted twice).`,
+        note: `in-flight: sum(attempts) - count(*) over the tasks table; the provider saw ${stats.submissions - completed} in.php submissions beyond one per task (${stats.duplicateFingerprints} fingerprints submitted twice); the solver's worker events: ${events ? JSON.stringify(events) : "(no metrics endpoint)"}.`,
       },
       {
         bench: "in-flight",

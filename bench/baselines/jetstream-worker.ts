@@ -1,5 +1,5 @@
 // Baseline (a): the least a JetStream -> Postgres worker does. One durable pull consumer; it
-// fetches only into free slots (as our solver does), and per message: INSERT + UPDATE, then ack.
+// fetches only into free slots (pulls of up to 64), and per message: INSERT + UPDATE, then ack.
 //   NATS_URL=... DATABASE_URL=... REGION=... CONCURRENCY=200 bun bench/baselines/jetstream-worker.ts
 import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import postgres from "postgres";
