@@ -18,39 +18,13 @@ import { restoreSnapshot, TargetNotEmptyError } from "../apps/recovery/src/snaps
 import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
 import { verifySnapshot } from "../apps/recovery/src/snapshot/verify.ts";
 import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
-import { api, startStack, type Stack } from "./harness.ts";
+import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 });
 
-function steadyLoad(s: Stack, prefix: string, n: number, clients: number, pauseMs: number) {
-  const acked: Array<{ id: string; at: number }> = [];
-  let next = 0;
-  const done = Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < n) {
-        const i = next++;
-        for (let tries = 0; ; tries++) {
-          const r = await api<{ id: string }>(s, "/v1/tasks", {
-            method: "POST",
-            body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } },
-            headers: { "idempotency-key": `${prefix}-${i}` },
-          }).catch(() => ({ status: 0, body: { id: "" } }));
-          if (r.status === 202) {
-            acked.push({ id: r.body.id, at: Date.now() });
-            break;
-          }
-          if (tries > 600) throw new Error(`submit ${prefix}-${i} kept failing (${r.status})`);
-          await Bun.sleep(100);
-        }
-        await Bun.sleep(pauseMs);
-      }
-    }),
-  );
-  return { acked, done };
-}
 
 test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowledged task is back with its latest state", async () => {
   const region = "rdbloss";

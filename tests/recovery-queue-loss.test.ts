@@ -9,40 +9,13 @@ import { streams } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/shared/testing";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
 import { rebuildQueue } from "../apps/recovery/src/queue/rebuild-queue.ts";
-import { api, startStack, type Stack } from "./harness.ts";
+import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 });
 
-/** A steady load: `clients` clients submit with Idempotency-Keys and retry through outages, as real clients do. */
-function steadyLoad(s: Stack, prefix: string, n: number, clients: number, pauseMs: number) {
-  const acked: Array<{ id: string; at: number }> = [];
-  let next = 0;
-  const done = Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < n) {
-        const i = next++;
-        for (let tries = 0; ; tries++) {
-          const r = await api<{ id: string }>(s, "/v1/tasks", {
-            method: "POST",
-            body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } },
-            headers: { "idempotency-key": `${prefix}-${i}` },
-          }).catch(() => ({ status: 0, body: { id: "" } }));
-          if (r.status === 202) {
-            acked.push({ id: r.body.id, at: Date.now() });
-            break;
-          }
-          if (tries > 600) throw new Error(`submit ${prefix}-${i} kept failing (${r.status})`);
-          await Bun.sleep(100);
-        }
-        await Bun.sleep(pauseMs);
-      }
-    }),
-  );
-  return { acked, done };
-}
 
 test("TASKS deleted mid-run: rebuild-queue + solver restart complete every acknowledged task, none submitted twice", async () => {
   const region = "rqloss";
