@@ -50,7 +50,7 @@ export function createSolverMetrics(src: SolverMetricSources) {
       registers: [registry],
       async collect() {
         for (const [lane, c] of Object.entries(src.consumers)) {
-          const info = await c.info(true).catch(() => undefined);
+          const info = await c.info().catch(() => undefined);
           this.set({ lane }, info?.[field] ?? Number.NaN);
         }
       },
