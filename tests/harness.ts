@@ -176,3 +176,35 @@ export function steadyLoad(s: Stack, prefix: string, n: number, clients: number,
   );
   return { acked, done };
 }
+
+/**
+ * The solvers' own account of every task the provider saw more than once: each log line that
+ * names the task (submits, checkpoints, retries, kills in between), oldest first. Needs the
+ * solvers' LOG_LEVEL at debug ("provider submit" is a debug line).
+ */
+export function submittedTwice(s: Stack): string[] {
+  const byTask = new Map<string, { file: string; line: Record<string, unknown> }[]>();
+  for (const p of s.solvers) {
+    for (const text of p.log().split("\n")) {
+      if (!text.startsWith("{")) continue;
+      let line: Record<string, unknown>;
+      try {
+        line = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        continue;
+      }
+      if (typeof line.taskId !== "string") continue;
+      const list = byTask.get(line.taskId) ?? [];
+      list.push({ file: p.logFile.split("/").pop()!, line });
+      byTask.set(line.taskId, list);
+    }
+  }
+  const out: string[] = [];
+  for (const [taskId, lines] of byTask) {
+    if (lines.filter((l) => l.line.msg === "provider submit").length < 2) continue;
+    const at = (l: { line: Record<string, unknown> }) => Date.parse(String(l.line.time));
+    lines.sort((a, b) => at(a) - at(b));
+    out.push(`${taskId}:\n${lines.map((l) => `  ${String(l.line.time).slice(11, 23)} ${l.file} ${l.line.msg} ${JSON.stringify({ ...l.line, msg: undefined, time: undefined, taskId: undefined, level: undefined, pid: undefined, hostname: undefined, service: undefined })}`).join("\n")}`);
+  }
+  return out;
+}

@@ -219,14 +219,19 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
     if (!providerId) {
       // Cancelled (or lease lost) since the claim: never submit afterwards.
       if (!(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
+      deps.log.debug({ taskId, attempt: row.attempts, delivery: d.deliveries, resubmits, earlier: row.providerSubmissions }, "provider submit");
       const reply = await provider.submit(toProviderParams({ type, params: row.params } as TaskSpec), signal);
       observe(reply);
       if (reply.kind !== "ok") await store.endSubmit(taskId, w);
+      // A timed-out in.php may have created a provider task we will never hear of: the retry
+      // then pays twice. Said at warn so an operator can count them.
+      if (reply.kind === "transport") deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
       if (reply.kind === "ok") {
         const pid = reply.value;
         // The provider has the task now: losing this write means paying for it twice, so it is
         // retried through a database outage (for as long as a lease could have lasted, at least a minute).
         const cp = await persist(() => store.setProviderId(taskId, w, pid), Math.max(60_000, t.leaseMs * 2), signal);
+        deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
         if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId } });
@@ -284,7 +289,10 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       }
       if (reply.kind === "error") {
         const cls = classifyError(reply.code, deps.profile);
-        if (cls === "resubmit") return "resubmit";
+        if (cls === "resubmit") {
+          deps.log.info({ taskId, code: reply.code }, "provider gave the task up; submitting anew");
+          return "resubmit";
+        }
         if (cls === "task_fails") return failTask(reply.code);
         if (cls === "key_stops") return keyStopped(reply.code);
       }
@@ -293,6 +301,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       await sleep(Math.max(t.pollIntervalMs, backoff(transportErrors, t.retryBaseMs, t.retryMaxMs)), signal);
     }
     // The poll budget is spent: the provider gives up on its own well before 20 polls.
+    deps.log.warn({ taskId, polls: t.maxPolls }, "poll budget spent; submitting anew");
     return "resubmit";
   }
 }
