@@ -1,4 +1,5 @@
 import { commonEnv, envInt, parseEnv } from "@pipeline/shared/config";
+import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
 
 export const SolverEnv = z
@@ -7,7 +8,11 @@ export const SolverEnv = z
     SOLVER_VERSION: z.string().regex(/^[a-z0-9_]+$/, "lower-case letters, digits and '_'").default("v1"),
     WORKER_ID: z.string().min(1).max(64).optional(),
     PROVIDER_URL: z.url().default("http://127.0.0.1:18090"),
-    PROVIDER_KEY: z.string().min(1, "the provider API key is required"),
+    /** The provider key when there is one; its name (for the config bucket) is PROVIDER_KEY_NAME. */
+    PROVIDER_KEY: z.string().min(1).optional(),
+    PROVIDER_KEY_NAME: z.string().regex(KEY_NAME, "letters, digits, '_' and '-'").default("default"),
+    /** JSON `{ "<name>": "<key>" }`, re-read at each config change: the keys `rotate-key` may switch to. */
+    PROVIDER_KEYS_FILE: z.string().min(1).optional(),
     PROVIDER_PROFILE: z.enum(["2captcha", "captchaai"]).default("captchaai"),
     PROVIDER_TIMEOUT_MS: envInt(15_000, 100, 120_000),
     SOLVER_CONCURRENCY: envInt(200, 1, 20_000),
@@ -45,6 +50,7 @@ export const SolverEnv = z
     /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
     METRICS_PORT: envInt(9464, 0, 65535),
   })
+  .refine((c) => c.PROVIDER_KEY !== undefined || c.PROVIDER_KEYS_FILE !== undefined, { path: ["PROVIDER_KEY"], message: "the provider API key is required (PROVIDER_KEY or PROVIDER_KEYS_FILE)" })
   .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
   .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" });
 export type SolverConfig = z.infer<typeof SolverEnv>;

@@ -12,15 +12,21 @@ import { createNotifier } from "./notifier/notifier.ts";
 import { createSolverStore } from "./adapters/pg.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
+import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { startHeartbeat } from "./adapters/heartbeat.ts";
+import { keySource, startLiveConfig, type LiveConfig } from "./adapters/live-config.ts";
 import { createBreaker, type Breaker } from "./domain/breaker.ts";
-import { keyRefOf } from "./domain/key-ref.ts";
+import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "./domain/keyring.ts";
 import type { SolverConfig } from "./config.ts";
 import { createWorker, type Worker } from "./worker/worker.ts";
 
 export interface SolverService {
   workerId: string;
   metricsUrl: string;
-  breaker: Breaker;
+  /** The breaker of the key in use. */
+  readonly breaker: Breaker;
+  keys: KeyRing;
+  config: LiveConfig;
   worker: Worker;
   /** Graceful stop: drain in-flight work (up to DRAIN_TIMEOUT_MS), then close NATS and Postgres. */
   stop(): Promise<void>;
@@ -38,12 +44,9 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}` });
   const checkpoints = openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint` });
-  const providerKey = config.PROVIDER_KEY;
-  const keyRef = keyRefOf(providerKey);
   const slots = createProviderSlots(database.db);
-  await slots.ensure(keyRef, config.PROVIDER_THREADS);
   const events = createEventSink(js, config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
-  const breaker = createBreaker(
+  const makeBreaker = ({ ref: keyRef }: ProviderKeyInUse) => createBreaker(
     {
       failureRate: config.BREAKER_FAILURE_RATE,
       minCalls: config.BREAKER_MIN_CALLS,
@@ -57,16 +60,49 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       void events.alert("breaker", { keyRef, state, reason: reason ?? null, worker: workerId });
     },
   );
+  const timing = {
+    leaseMs: config.LEASE_MS,
+    firstPollMs: config.FIRST_POLL_MS,
+    pollIntervalMs: config.POLL_INTERVAL_MS,
+    maxPolls: config.MAX_POLLS,
+    maxResubmits: config.MAX_RESUBMITS,
+    maxAttempts: config.MAX_ATTEMPTS,
+    slotWaitMs: config.SLOT_WAIT_MS,
+    providerTimeoutMs: config.PROVIDER_TIMEOUT_MS,
+    tokenTtlMs: config.TOKEN_TTL_MS,
+    retryBaseMs: config.RETRY_BASE_MS,
+    retryMaxMs: config.RETRY_MAX_MS,
+  };
+  // The key and the live-tunable timing come from the region's config bucket (zod-checked; an
+  // invalid revision is refused and the last good one stays), else from the environment.
+  let keys: KeyRing | undefined;
   let metrics: SolverMetrics | undefined;
-  const provider = createProviderClient({ url: config.PROVIDER_URL, key: () => providerKey, timeoutMs: config.PROVIDER_TIMEOUT_MS, onReply: (c, r) => metrics?.reply(c, r) });
+  const liveConfig = await startLiveConfig({
+    kv: await openConfigBucket(nc, config.REGION),
+    keys: keySource({ keyName: config.PROVIDER_KEY_NAME, key: config.PROVIDER_KEY, file: config.PROVIDER_KEYS_FILE }),
+    defaultKeyName: config.PROVIDER_KEY_NAME,
+    envTiming: { pollIntervalMs: config.POLL_INTERVAL_MS, maxPolls: config.MAX_POLLS, maxResubmits: config.MAX_RESUBMITS },
+    async apply(key, live) {
+      await slots.ensure(key.ref, config.PROVIDER_THREADS);
+      Object.assign(timing, live);
+      if (!keys) keys = createKeyRing(key, makeBreaker);
+      else if (keys.current().ref !== key.ref) {
+        log.warn({ from: keys.current().ref, to: key.ref, keyName: key.name }, "provider key rotated: new calls use the new key");
+        keys.use(key);
+      }
+    },
+    onRejected: () => metrics?.event("configRejected"),
+    log,
+  });
+  const keyRing = keys!;
+  const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, onReply: (c, r) => metrics?.reply(c, r) });
   const worker = createWorker({
     workerId,
     consumers,
     store: createSolverStore(database.db, checkpoints.db),
     provider,
     slots,
-    breaker,
-    keyRef,
+    keys: keyRing,
     threads: config.PROVIDER_THREADS,
     highReserved: config.HIGH_LANE_RESERVED,
     events,
@@ -82,25 +118,13 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     fetchBatch: config.SOLVER_FETCH_BATCH,
     ackWaitMs: config.ACK_WAIT_MS,
     drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
-    timing: {
-      leaseMs: config.LEASE_MS,
-      firstPollMs: config.FIRST_POLL_MS,
-      pollIntervalMs: config.POLL_INTERVAL_MS,
-      maxPolls: config.MAX_POLLS,
-      maxResubmits: config.MAX_RESUBMITS,
-      maxAttempts: config.MAX_ATTEMPTS,
-      slotWaitMs: config.SLOT_WAIT_MS,
-      providerTimeoutMs: config.PROVIDER_TIMEOUT_MS,
-      tokenTtlMs: config.TOKEN_TTL_MS,
-      retryBaseMs: config.RETRY_BASE_MS,
-      retryMaxMs: config.RETRY_MAX_MS,
-    },
+    timing,
   });
   metrics = createSolverMetrics({
-    keyRef,
-    breakerState: () => breaker.state(),
+    keyRef: () => keyRing.current().ref,
+    breakerState: () => keyRing.breaker(keyRing.current().ref).state(),
     inFlight: () => worker.inFlight(),
-    slotsHeld: () => slots.held(keyRef),
+    slotsHeld: () => slots.held(keyRing.current().ref),
     consumers,
     jsm,
     dlqStream: streams.dlq(config.REGION),
@@ -112,6 +136,28 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     fetch: (req) => (new URL(req.url).pathname === "/metrics" ? m.response() : new Response("not found", { status: 404 })),
   });
   worker.start();
+  const startedAt = new Date().toISOString();
+  const heartbeat = startHeartbeat(
+    await openWorkersBucket(nc, config.REGION),
+    () => {
+      const key = keyRing.current();
+      const st = liveConfig.status();
+      return {
+        workerId,
+        pid: process.pid,
+        host: hostname(),
+        version: config.SOLVER_VERSION,
+        startedAt,
+        inFlight: worker.inFlight(),
+        keyName: key.name,
+        keyRef: key.ref,
+        breaker: keyRing.breaker(key.ref).state(),
+        configRevision: st.revision,
+        configRejected: st.rejected,
+      };
+    },
+    log,
+  );
   let notifier: ReturnType<typeof createNotifier> | undefined;
   if (config.WEBHOOK_SECRET) {
     const ncfg = notifierConsumerConfig(config.REGION);
@@ -132,12 +178,18 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   return {
     workerId,
     metricsUrl: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`,
-    breaker,
+    get breaker() {
+      return keyRing.breaker(keyRing.current().ref);
+    },
+    keys: keyRing,
+    config: liveConfig,
     worker,
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");
+      liveConfig.stop();
       await Promise.all([worker.stop(), notifier?.stop()]);
       await metricsServer.stop(true);
+      await heartbeat.stop();
       await nc.drain().catch(() => {});
       await Promise.all([database.close().catch(() => {}), checkpoints.close().catch(() => {})]);
       log.info({ counters: worker.counters }, "solver stopped");

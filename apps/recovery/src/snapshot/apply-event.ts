@@ -17,7 +17,7 @@ const Accepted = z.object({
 });
 const Str = z.string().nullable().optional().catch(null);
 const Completed = z.object({ token: z.string(), userAgent: Str, expiresAt: Str, completedAt: Str, providerId: Str });
-const Loose = z.object({ code: Str, worker: Str, providerId: Str, deadLetter: Str, attempt: z.number().int().optional().catch(undefined), redrives: z.number().int().optional().catch(undefined) });
+const Loose = z.object({ code: Str, worker: Str, providerId: Str, keyRef: Str, deadLetter: Str, attempt: z.number().int().optional().catch(undefined), redrives: z.number().int().optional().catch(undefined) });
 
 type Tx = postgres.TransactionSql | postgres.Sql;
 
@@ -49,7 +49,7 @@ export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
   switch (ev.kind) {
     case "submitted":
       r = await sql`
-        update tasks set provider_id = ${d.providerId ?? null}, submit_started_at = null, submit_owner = null, updated_at = greatest(updated_at, ${at})
+        update tasks set provider_id = ${d.providerId ?? null}, provider_key_ref = ${d.keyRef ?? null}, submit_started_at = null, submit_owner = null, updated_at = greatest(updated_at, ${at})
         where id = ${ev.taskId} and version <= ${v} and state in ('queued', 'solving', 'retrying') and ${d.providerId ?? null}::text is not null`;
       break;
     case "solving":

@@ -7,7 +7,8 @@ import type { BreakerState } from "../domain/breaker.ts";
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 
 export interface SolverMetricSources {
-  keyRef: string;
+  /** The key in use (it changes on rotation: the gauges then drop the old label). */
+  keyRef: () => string;
   breakerState: () => BreakerState;
   inFlight: () => number;
   slotsHeld: () => Promise<number>;
@@ -30,7 +31,8 @@ export function createSolverMetrics(src: SolverMetricSources) {
     labelNames: ["key"],
     registers: [registry],
     collect() {
-      this.set({ key: src.keyRef }, BREAKER_VALUE[src.breakerState()]);
+      this.reset();
+      this.set({ key: src.keyRef() }, BREAKER_VALUE[src.breakerState()]);
     },
   });
   new Gauge({
@@ -39,7 +41,9 @@ export function createSolverMetrics(src: SolverMetricSources) {
     labelNames: ["key"],
     registers: [registry],
     async collect() {
-      this.set({ key: src.keyRef }, await src.slotsHeld().catch(() => Number.NaN));
+      const v = await src.slotsHeld().catch(() => Number.NaN);
+      this.reset();
+      this.set({ key: src.keyRef() }, v);
     },
   });
   const consumerGauge = (name: string, help: string, field: "num_pending" | "num_ack_pending") =>

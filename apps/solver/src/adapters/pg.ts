@@ -23,7 +23,7 @@ export interface SolverStore {
    * was taken over meanwhile (the taker waits for it instead of submitting again);
    * `stillOwner` says whether it may go on polling.
    */
-  setProviderId(id: string, worker: string, providerId: string): Promise<{ written: boolean; stillOwner: boolean }>;
+  setProviderId(id: string, worker: string, providerId: string, keyRef: string): Promise<{ written: boolean; stillOwner: boolean }>;
   get(id: string): Promise<TaskRow | undefined>;
   /** Forgets the provider task (unsolvable; submit anew), counting the resubmission. */
   clearProviderId(id: string, worker: string): Promise<boolean>;
@@ -90,10 +90,10 @@ export function createSolverStore(db: Db, checkpointDb: Db = db): SolverStore {
         .set({ submitStartedAt: null, submitOwner: null })
         .where(and(eq(tasks.id, id), eq(tasks.submitOwner, worker)));
     },
-    async setProviderId(id, worker, providerId) {
+    async setProviderId(id, worker, providerId, keyRef) {
       const r = await checkpointDb
         .update(tasks)
-        .set({ providerId, providerSubmissions: sql`${tasks.providerSubmissions} + 1`, submitStartedAt: null, submitOwner: null, updatedAt: sql`now()` })
+        .set({ providerId, providerKeyRef: keyRef, providerSubmissions: sql`${tasks.providerSubmissions} + 1`, submitStartedAt: null, submitOwner: null, updatedAt: sql`now()` })
         .where(and(eq(tasks.id, id), isNull(tasks.providerId), eq(tasks.submitOwner, worker), inArray(tasks.state, ["solving", "retrying"])))
         .returning({ leaseOwner: tasks.leaseOwner, state: tasks.state });
       const row = r[0];
@@ -103,7 +103,7 @@ export function createSolverStore(db: Db, checkpointDb: Db = db): SolverStore {
       return (await db.select().from(tasks).where(eq(tasks.id, id)))[0];
     },
     async clearProviderId(id, worker) {
-      const r = await db.update(tasks).set({ providerId: null, updatedAt: sql`now()` }).where(owned(id, worker)).returning({ id: tasks.id });
+      const r = await db.update(tasks).set({ providerId: null, providerKeyRef: null, updatedAt: sql`now()` }).where(owned(id, worker)).returning({ id: tasks.id });
       return r.length === 1;
     },
     async complete(id, worker, r) {

@@ -2,29 +2,28 @@ import { parseProviderReply, type ProviderReply } from "@pipeline/shared/provide
 
 export interface ProviderClient {
   /** `in.php`: submits a task; `ok.value` is the provider's task id. */
-  submit(params: Record<string, string>, signal?: AbortSignal): Promise<ProviderReply>;
-  /** `res.php?action=get`: `ok.value` is the answer. */
-  poll(providerId: string, signal?: AbortSignal): Promise<ProviderReply>;
+  submit(params: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply>;
+  /** `res.php?action=get`: `ok.value` is the answer. Only the key that submitted may poll. */
+  poll(providerId: string, key: string, signal?: AbortSignal): Promise<ProviderReply>;
   /** `res.php?action=getbalance`: the breaker's half-open probe. */
-  balance(signal?: AbortSignal): Promise<ProviderReply>;
+  balance(key: string, signal?: AbortSignal): Promise<ProviderReply>;
 }
 
 export interface ProviderClientOptions {
   url: string;
-  key: () => string;
   timeoutMs: number;
   /** Sees every reply (metrics). */
   onReply?: (call: "submit" | "poll" | "balance", reply: ProviderReply) => void;
 }
 
 /**
- * The provider over HTTP. Everything goes in POST bodies with `json=1`, so the key is never in a
+ * The provider over HTTP. The key is an argument of each call (keys rotate at run time). Everything goes in POST bodies with `json=1`, so the key is never in a
  * URL (or an access log). Network errors and timeouts come back as `transport` replies.
  */
 export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   const base = o.url.replace(/\/+$/, "");
-  async function call(path: string, fields: Record<string, string>, signal?: AbortSignal): Promise<ProviderReply> {
-    const body = new URLSearchParams({ ...fields, key: o.key(), json: "1" });
+  async function call(path: string, fields: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply> {
+    const body = new URLSearchParams({ ...fields, key, json: "1" });
     const timeout = AbortSignal.timeout(o.timeoutMs);
     try {
       const res = await fetch(`${base}/${path}`, {
@@ -42,8 +41,8 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   const observed = (name: "submit" | "poll" | "balance", p: Promise<ProviderReply>) =>
     o.onReply ? p.then((r) => (o.onReply!(name, r), r)) : p;
   return {
-    submit: (params, signal) => observed("submit", call("in.php", params, signal)),
-    poll: (providerId, signal) => observed("poll", call("res.php", { action: "get", id: providerId }, signal)),
-    balance: (signal) => observed("balance", call("res.php", { action: "getbalance" }, signal)),
+    submit: (params, key, signal) => observed("submit", call("in.php", params, key, signal)),
+    poll: (providerId, key, signal) => observed("poll", call("res.php", { action: "get", id: providerId }, key, signal)),
+    balance: (key, signal) => observed("balance", call("res.php", { action: "getbalance" }, key, signal)),
   };
 }

@@ -7,6 +7,7 @@ import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots } from "../adapters/slots.ts";
 import type { Breaker } from "../domain/breaker.ts";
+import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { backoff, firstPollDelay, tokenExpiry } from "../domain/timing.ts";
 
@@ -15,11 +16,10 @@ export interface HandlerDeps {
   store: SolverStore;
   provider: ProviderClient;
   slots: ProviderSlots;
-  breaker: Breaker;
+  /** The provider key in use (it may change between two tasks: key rotation) and a breaker per key. */
+  keys: KeyRing;
   events: EventSink;
   log: Logger;
-  /** Reference of the provider key (a hash), never the key. */
-  keyRef: string;
   threads: number;
   timing: {
     leaseMs: number;
@@ -88,14 +88,16 @@ function counter(deps: Pick<HandlerDeps, "counters" | "metrics">) {
 }
 
 export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Outcome> {
-  const { slots, breaker, timing: t } = deps;
+  const { slots } = deps;
   const bump = counter(deps);
   const random = deps.random ?? Math.random;
+  const key = deps.keys.current();
+  const breaker = deps.keys.breaker(key.ref);
   if (!breaker.allows()) {
     bump("breakerWaits");
     return nak(breaker.retryInMs() + 200 + random() * 800, `breaker ${breaker.state()}`);
   }
-  const slot = await acquireSlot(d, deps, signal);
+  const slot = await acquireSlot(d, deps, key.ref, signal);
   if (slot === undefined) {
     bump("slotWaits");
     return nak(100 + random() * 400, "no provider slot free");
@@ -104,21 +106,21 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   // has no provider task in flight.
   let keepSlot = true;
   try {
-    const r = await solveClaimed(d, deps, signal);
+    const r = await solveClaimed(d, deps, key, breaker, signal);
     keepSlot = r.providerTaskInFlight;
     return r.outcome;
   } finally {
-    if (keepSlot) await slots.park(deps.keyRef, slot, d.taskId).catch(() => {});
-    else await slots.release(deps.keyRef, slot, d.taskId).catch(() => {});
+    if (keepSlot) await slots.park(key.ref, slot, d.taskId).catch(() => {});
+    else await slots.release(key.ref, slot, d.taskId).catch(() => {});
   }
 }
 
-async function acquireSlot(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<number | undefined> {
+async function acquireSlot(d: Delivery, deps: HandlerDeps, keyRef: string, signal: AbortSignal): Promise<number | undefined> {
   const until = Date.now() + deps.timing.slotWaitMs;
   // High-lane tasks look again sooner, so they win free slots under contention.
   const every = d.priority === "high" ? 20 : d.priority === "normal" ? 60 : 120;
   for (;;) {
-    const s = await deps.slots.acquire(deps.keyRef, deps.threads, deps.workerId, d.taskId, deps.timing.leaseMs);
+    const s = await deps.slots.acquire(keyRef, deps.threads, deps.workerId, d.taskId, deps.timing.leaseMs);
     if (s !== undefined || Date.now() >= until) return s;
     await sleep(every + Math.random() * every, signal);
   }
@@ -130,8 +132,8 @@ interface Solved {
   providerTaskInFlight: boolean;
 }
 
-async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Solved> {
-  const { store, provider, events, breaker, timing: t, workerId: w } = deps;
+async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, signal: AbortSignal): Promise<Solved> {
+  const { store, provider, events, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   const taskId = d.taskId;
   const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
@@ -214,13 +216,21 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       } else if (!now.submitStartedAt) break; // that submit created nothing
     }
   }
+  // A provider task of a key no longer in use (rotated away, maybe leaked) is never polled with
+  // it again: the task is submitted anew with the current key.
+  if (providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
+    deps.log.info({ taskId, from: row.providerKeyRef, to: key.ref }, "provider key rotated; submitting anew with the current key");
+    if (!(await store.clearProviderId(taskId, w))) return done(nak(t.leaseMs, "lease lost"));
+    bump("keyRotationResubmits");
+    providerId = null;
+  }
   if (providerId) bump("resumedPolls");
   for (;;) {
     if (!providerId) {
       // Cancelled (or lease lost) since the claim: never submit afterwards.
       if (!(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
       deps.log.debug({ taskId, attempt: row.attempts, delivery: d.deliveries, resubmits, earlier: row.providerSubmissions }, "provider submit");
-      const reply = await provider.submit(toProviderParams({ type, params: row.params } as TaskSpec), signal);
+      const reply = await provider.submit(toProviderParams({ type, params: row.params } as TaskSpec), key.value, signal);
       observe(reply);
       if (reply.kind !== "ok") await store.endSubmit(taskId, w);
       // A timed-out in.php may have created a provider task we will never hear of: the retry
@@ -230,11 +240,11 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
         const pid = reply.value;
         // The provider has the task now: losing this write means paying for it twice, so it is
         // retried through a database outage (for as long as a lease could have lasted, at least a minute).
-        const cp = await persist(() => store.setProviderId(taskId, w, pid), Math.max(60_000, t.leaseMs * 2), signal);
+        const cp = await persist(() => store.setProviderId(taskId, w, pid, key.ref), Math.max(60_000, t.leaseMs * 2), signal);
         deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
         if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
         providerId = reply.value;
-        await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId } });
+        await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId, keyRef: key.ref } });
         await sleep(firstPollDelay(type, t.firstPollMs), signal);
       } else if (reply.kind === "error") {
         const cls = classifyError(reply.code, deps.profile);
@@ -251,6 +261,14 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
       }
     }
     const r = await pollUntilDone(providerId);
+    if (r === "rotated") {
+      // The key changed mid-poll: the next delivery submits with the new key (and its slots).
+      deps.log.info({ taskId, from: key.ref, to: deps.keys.current().ref }, "provider key rotated while polling; submitting anew with the current key");
+      if (!(await store.clearProviderId(taskId, w))) return done(nak(t.leaseMs, "lease lost"));
+      bump("keyRotationResubmits");
+      providerId = null;
+      return retryLater(undefined, 50, "provider key rotated");
+    }
     if (r === "resubmit") {
       resubmits++;
       if (resubmits > t.maxResubmits) return failTask("ERROR_CAPTCHA_UNSOLVABLE");
@@ -261,10 +279,11 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, signal: AbortSignal)
     return r;
   }
 
-  async function pollUntilDone(pid: string): Promise<Solved | "resubmit"> {
+  async function pollUntilDone(pid: string): Promise<Solved | "resubmit" | "rotated"> {
     let transportErrors = 0;
     for (let n = 0; n < t.maxPolls; n++) {
-      const reply = await provider.poll(pid, signal);
+      if (deps.keys.current().ref !== key.ref) return "rotated";
+      const reply = await provider.poll(pid, key.value, signal);
       polls++;
       observe(reply);
       if (reply.kind === "ok") {

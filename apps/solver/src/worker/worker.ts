@@ -161,12 +161,14 @@ export function createWorker(deps: WorkerDeps): Worker {
       }, Math.max(500, Math.floor(deps.timing.leaseMs / 3)));
       let probing = false;
       probeTimer.id = setInterval(() => {
-        if (probing || deps.breaker.state() !== "half_open") return;
+        const key = deps.keys.current();
+        const breaker = deps.keys.breaker(key.ref);
+        if (probing || breaker.state() !== "half_open") return;
         probing = true;
         deps.provider
-          .balance(hard.signal)
-          .then((r) => deps.breaker.probed(r.kind === "ok"))
-          .catch(() => deps.breaker.probed(false))
+          .balance(key.value, hard.signal)
+          .then((r) => breaker.probed(r.kind === "ok"))
+          .catch(() => breaker.probed(false))
           .finally(() => (probing = false));
       }, 200);
     },

@@ -15,6 +15,7 @@ const base: TaskRow = {
   version: 3,
   attempts: 1,
   providerId: "123",
+  providerKeyRef: null,
   providerSubmissions: 1,
   providerPolls: 2,
   submitStartedAt: null,

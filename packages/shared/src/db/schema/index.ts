@@ -1,3 +1,4 @@
 export * from "./provider-slots.ts";
 export * from "./tasks.ts";
 export * from "./webhook-deliveries.ts";
+export * from "./audit-log.ts";

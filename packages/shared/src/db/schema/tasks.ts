@@ -20,6 +20,8 @@ export const tasks = pgTable(
     version: integer("version").notNull().default(0),
     attempts: integer("attempts").notNull().default(0),
     providerId: text("provider_id"),
+    /** Which provider key (its hash reference, never the key) owns provider_id: only that key polls it. */
+    providerKeyRef: text("provider_key_ref"),
     providerSubmissions: integer("provider_submissions").notNull().default(0),
     providerPolls: integer("provider_polls").notNull().default(0),
     /** Set just before an in.php call, cleared by its outcome: a taker-over waits for it to land. */

@@ -1,0 +1,24 @@
+import type { KV } from "@nats-io/kv";
+import type { Logger } from "@pipeline/shared/log";
+import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/runtime";
+
+/** Puts this worker's heartbeat in the region's workers bucket every few seconds; removes it on stop. */
+export function startHeartbeat(kv: KV, beat: () => Omit<Heartbeat, "at">, log: Logger, everyMs = HEARTBEAT_EVERY_MS): { stop(): Promise<void> } {
+  let failing = false;
+  const put = () =>
+    kv
+      .put(beat().workerId, JSON.stringify({ ...beat(), at: new Date().toISOString() }))
+      .then(() => (failing = false))
+      .catch((err: Error) => {
+        if (!failing) log.warn({ err: err.message }, "heartbeat not written");
+        failing = true;
+      });
+  void put();
+  const timer = setInterval(put, everyMs);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await kv.delete(beat().workerId).catch(() => {});
+    },
+  };
+}
