@@ -1,7 +1,12 @@
+import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
 import { DatabaseUrl } from "./config.ts";
+import { SCENARIOS } from "./drill/scenarios.ts";
 
 const Flag = z.literal(true).optional();
+/** Who runs a change (audited) and why. */
+const Actor = { by: z.string().min(1).max(64).optional(), reason: z.string().min(1).max(200).optional() };
+const Ms = z.coerce.number().int().min(0).max(3_600_000).optional();
 
 /** One variant per command; unknown flags are refused (strict). */
 export const Command = z.discriminatedUnion("command", [
@@ -12,6 +17,32 @@ export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("snapshots"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("restore"), args: z.tuple([z.string().min(1)], { error: "restore takes one snapshot (a name, `latest`, or a path)" }), into: DatabaseUrl, json: Flag, "no-replay": Flag, "allow-gap": Flag }).strict(),
   z.object({ command: z.literal("verify"), args: z.tuple([z.string().min(1)], { error: "verify takes one snapshot (a name, `latest`, or a path)" }), json: Flag }).strict(),
+  z
+    .object({
+      command: z.literal("config"),
+      args: z.union(
+        [z.tuple([z.literal("show")]), z.tuple([z.literal("history")]), z.tuple([z.literal("set"), z.string().min(1)]), z.tuple([z.literal("rollback")]), z.tuple([z.literal("rollback"), z.coerce.number().int().positive()])],
+        { error: "config takes: show | history | set <file.json|-> | rollback [revision]" },
+      ),
+      json: Flag,
+      ...Actor,
+    })
+    .strict(),
+  z.object({ command: z.literal("rotate-key"), args: z.tuple([]), to: z.string().regex(KEY_NAME, "a key name of the solvers' key file"), wait: Ms, json: Flag, ...Actor }).strict(),
+  z.object({ command: z.literal("workers"), args: z.tuple([]), json: Flag }).strict(),
+  z.object({ command: z.literal("audit"), args: z.tuple([]), limit: z.coerce.number().int().min(1).max(1000).optional(), json: Flag }).strict(),
+  z
+    .object({
+      command: z.literal("drill"),
+      args: z.tuple([z.enum(SCENARIOS, { error: `drill takes one of: ${SCENARIOS.join(", ")}` })], { error: `drill takes one of: ${SCENARIOS.join(", ")}` }),
+      rate: z.coerce.number().min(0.5).max(1000).optional(),
+      baseline: Ms,
+      timeout: Ms,
+      to: z.string().regex(KEY_NAME, "a key name of the solvers' key file").optional(),
+      json: Flag,
+      ...Actor,
+    })
+    .strict(),
   z.object({ command: z.literal("help"), args: z.array(z.string()) }).strict(),
 ]);
 export type Command = z.infer<typeof Command>;
@@ -26,9 +57,22 @@ export const USAGE = `usage: bun run recovery <command> [options]
   restore <snapshot> --into <url> [--no-replay] [--allow-gap] [--json]
                                           restore into an EMPTY database, then replay EVENTS after the snapshot
   verify <snapshot> [--json]              checksum + restore into a scratch database + row counts; drops it
+  workers [--json]                        live solvers (heartbeats): key, config revision, breaker, in flight
+  config show|history [--json]            the solvers' runtime config in KV, and its kept revisions
+  config set <file.json|-> [--by WHO] [--reason WHY]
+                                          validate, then store a new revision (solvers apply it live)
+  config rollback [revision] [--by WHO]   store again the given revision, or the last good one before the current
+  rotate-key --to <name> [--wait MS] [--by WHO] [--reason WHY]
+                                          switch every solver to another key of their key file; waits until all applied it
+  audit [--limit N] [--json]              who changed what (config, keys, drills), newest first
+  drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--json]
+                                          run a fault under steady load; measure RPO and RTO (scenarios: ${SCENARIOS.join(", ")})
 
   <snapshot> is a name (snap-...), 'latest', or a path to its .json/.dump.
-  Environment: NATS_URL, DATABASE_URL, REGION, SNAPSHOT_DIR, PROVIDER_URL, PROVIDER_KEY (see apps/recovery/README.md).`;
+  Environment: NATS_URL, DATABASE_URL, REGION, SNAPSHOT_DIR, PROVIDER_URL, PROVIDER_KEY; drills also GATEWAY_URL and
+  DRILL_API_KEY (see apps/recovery/README.md).`;
+
+const VALUE_FLAGS = ["into", "older-than", "by", "reason", "to", "wait", "limit", "rate", "baseline", "timeout"];
 
 /** Splits argv into command, positionals and flags (`--a`, `--a value`, `--a=value`). */
 export function tokenize(argv: string[]): Record<string, unknown> {
@@ -39,7 +83,7 @@ export function tokenize(argv: string[]): Record<string, unknown> {
     if (a.startsWith("--")) {
       const eq = a.indexOf("=");
       if (eq > 0) out[a.slice(2, eq)] = a.slice(eq + 1);
-      else if (rest[i + 1] !== undefined && !rest[i + 1]!.startsWith("--") && ["into", "older-than"].includes(a.slice(2))) out[a.slice(2)] = rest[++i];
+      else if (rest[i + 1] !== undefined && !rest[i + 1]!.startsWith("--") && VALUE_FLAGS.includes(a.slice(2))) out[a.slice(2)] = rest[++i];
       else out[a.slice(2)] = true;
     } else (out.args as string[]).push(a);
   }

@@ -7,6 +7,7 @@ import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { assess, renderAssessment } from "./assess/assess.ts";
 import { parseCommand, USAGE, type Command } from "./cli-args.ts";
+import { runRuntimeCommand } from "./cli-runtime.ts";
 import { loadConfig, type RecoveryConfig } from "./config.ts";
 import { openContext, UsageError } from "./context.ts";
 import { rebuildQueue } from "./queue/rebuild-queue.ts";
@@ -126,6 +127,12 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
         await nc?.close();
       }
     }
+    case "workers":
+    case "config":
+    case "rotate-key":
+    case "audit":
+    case "drill":
+      return runRuntimeCommand(cmd, config, log);
     case "verify": {
       if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for verify (its server hosts the scratch database)");
       const r = await verifySnapshot(resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]), config.DATABASE_URL);

@@ -32,6 +32,11 @@ export const RecoveryEnv = z
     PROVIDER_KEY: z.string().min(1).optional(),
     PROVIDER_TIMEOUT_MS: envInt(5000, 100, 60_000),
     DB_POOL_MAX: envInt(5, 1, 100),
+    /** Drills send their steady load through this gateway... */
+    GATEWAY_URL: z.url().default("http://127.0.0.1:8080"),
+    /** ...with this client API key (one of the gateway's API_KEYS). */
+    DRILL_API_KEY: z.string().min(1).optional(),
+    DRILL_RATE: z.coerce.number().min(0.5).max(1000).default(10),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
 export type RecoveryConfig = z.infer<typeof RecoveryEnv>;

@@ -95,6 +95,35 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     log,
   });
   const keyRing = keys!;
+  // Queue loss: the TASKS stream (or a lane consumer) vanished. The stream and consumers are
+  // recreated here so that new tasks flow again at once; `rebuild-queue` (or the recovery
+  // service's sweep) re-publishes the unfinished tasks whose messages were lost.
+  let recreating: Promise<void> | undefined;
+  const recreateTopology = (lane: Priority, what: string) =>
+    (recreating ??= (async () => {
+      log.error({ lane, what }, "task consumer missing: recreating the TASKS topology (run `recovery rebuild-queue` to re-publish lost messages)");
+      // Several solvers notice at once: spread them out (nats-server 2.9 can leave a consumer
+      // half-created when two create it at the same instant).
+      await Bun.sleep(Math.random() * 500);
+      let halfCreated = false;
+      for (let i = 0; ; i++) {
+        try {
+          if (halfCreated) {
+            // A half-created consumer ("meta.inf: no such file") answers every update with an
+            // error: delete it and create it anew (a work-queue stream keeps its messages).
+            for (const l of LANES) await jsm.consumers.delete(streams.tasks(config.REGION), laneConsumer(config.REGION, l, config.SOLVER_VERSION)).catch(() => {});
+          }
+          await ensureStreams(jsm, { region: config.REGION });
+          await ensureLaneConsumers(jsm, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS });
+          log.warn({ lane }, "TASKS topology recreated");
+          return;
+        } catch (err) {
+          halfCreated = /no such file/.test((err as Error).message);
+          if (i % 10 === 0) log.warn({ err: (err as Error).message }, "recreating the TASKS topology failed; retrying");
+          await Bun.sleep(500 + Math.random() * 1000);
+        }
+      }
+    })().finally(() => (recreating = undefined)));
   const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, onReply: (c, r) => metrics?.reply(c, r) });
   const worker = createWorker({
     workerId,
@@ -114,6 +143,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       solved: (t, sec) => metrics?.solved(t, sec),
       outcome: (k) => metrics?.outcome(k),
     },
+    onConsumerMissing: (lane, what) => void recreateTopology(lane, what),
     concurrency: config.SOLVER_CONCURRENCY,
     fetchBatch: config.SOLVER_FETCH_BATCH,
     ackWaitMs: config.ACK_WAIT_MS,

@@ -32,6 +32,7 @@ export async function handleInPhp(state: EmulatorState, call: ProtocolParams): P
   const { params } = call;
   const style = replyStyleOf(params);
   const faults = state.settings.faults;
+  state.stats.called(params.key, state.now());
   await delay(faults.slowResponseMs);
 
   const reject = (code: string): Response => {

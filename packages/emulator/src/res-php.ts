@@ -77,6 +77,7 @@ export async function handleResPhp(state: EmulatorState, call: ProtocolParams): 
   const style = replyStyleOf(params);
   const action = params.action ?? "";
   state.stats.resCall();
+  state.stats.called(params.key, state.now());
   if (action === "get" || action === "get2") state.stats.poll(requestedIds(params)?.ids ?? []);
 
   const faults = state.settings.faults;

@@ -20,6 +20,8 @@ export interface EmulatorStats {
   duplicateFingerprints: number;
   /** reportbad / reportgood calls that were recorded. */
   reports: { bad: number; good: number };
+  /** When each key (valid or not) last called in.php or res.php (epoch ms): "was the old key used again?". */
+  lastCallAtByKey: Record<string, number>;
 }
 
 /** Counters behind EmulatorStats; one per emulator. */
@@ -33,6 +35,12 @@ export class StatsRecorder {
   private maxInFlightByKey: Record<string, number> = {};
   private duplicateFingerprints = 0;
   private reports = { bad: 0, good: 0 };
+  private lastCallAtByKey: Record<string, number> = {};
+
+  /** Notes a call made with `key` (any endpoint, any outcome). */
+  called(key: string | undefined, at: number): void {
+    if (key) this.lastCallAtByKey[key] = at;
+  }
 
   /** Counts an accepted submission and the key's in-flight count after it. */
   accepted(fingerprint: string, key: string, inFlightNow: number): void {
@@ -75,6 +83,7 @@ export class StatsRecorder {
     this.maxInFlightByKey = Object.fromEntries(Object.entries(inFlightNow).filter(([, n]) => n > 0));
     this.duplicateFingerprints = 0;
     this.reports = { bad: 0, good: 0 };
+    this.lastCallAtByKey = {};
   }
 
   /** A deep copy of the counters with the current in-flight counts. */
@@ -90,6 +99,7 @@ export class StatsRecorder {
       maxInFlightByKey: { ...this.maxInFlightByKey },
       duplicateFingerprints: this.duplicateFingerprints,
       reports: { ...this.reports },
+      lastCallAtByKey: { ...this.lastCallAtByKey },
     };
   }
 }

@@ -85,3 +85,14 @@ export async function adminStatement(serverUrl: string, statement: "create" | "d
     await sql.end({ timeout: 5 });
   }
 }
+
+/** Renames a database (no one may be connected to it: used once a restore is complete). */
+export async function renameDatabase(serverUrl: string, from: string, to: string): Promise<void> {
+  for (const n of [from, to]) if (!/^[a-z0-9_]+$/.test(n)) throw new Error(`refusing database name "${n}"`);
+  const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`alter database "${from}" rename to "${to}"`);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}

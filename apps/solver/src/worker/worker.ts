@@ -20,6 +20,11 @@ export interface WorkerDeps extends HandlerDeps {
   highReserved: number;
   provider: ProviderClient;
   metrics?: HandlerDeps["metrics"] & { outcome(kind: string): void };
+  /**
+   * The lane's consumer (or the TASKS stream) is gone (queue loss): recreate the topology. The
+   * pull subscription resumes by itself once the consumer exists again.
+   */
+  onConsumerMissing?(lane: Priority, what: string): void;
 }
 
 export interface Worker {
@@ -114,6 +119,12 @@ export function createWorker(deps: WorkerDeps): Worker {
         // seconds, not after the 30 s default.
         messages = await consumer.consume({ max_messages: buffer, expires: 5000 });
         streams.add(messages);
+        const watched = messages;
+        void (async () => {
+          for await (const s of watched.status()) {
+            if (s.type === "consumer_not_found" || s.type === "consumer_deleted" || s.type === "stream_not_found") deps.onConsumerMissing?.(lane, s.type);
+          }
+        })().catch(() => {});
         for await (const msg of messages) {
           if (!running) break;
           if (free(lane) <= 0) {

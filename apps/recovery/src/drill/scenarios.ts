@@ -1,0 +1,12 @@
+/** The runbook's five scenarios, each a `drill`. */
+export const SCENARIOS = ["worker-crash", "queue-loss", "db-loss", "key-compromise", "config-corruption"] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+/** RTO targets (ms) a drill is held to; RPO must be 0 in every scenario. */
+export const RTO_TARGET_MS: Record<Scenario, number> = {
+  "worker-crash": 10_000,
+  "config-corruption": 10_000,
+  "key-compromise": 30_000,
+  "queue-loss": 60_000,
+  "db-loss": 120_000,
+};
