@@ -1,6 +1,7 @@
 // `npm run dev`: NATS and Postgres of the project's own under .data/, migrations, then every
 // app through `turbo run dev`. Ctrl-C stops everything; a second start reuses the data.
 import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { migrateDatabase } from "@pipeline/shared/db";
 import { portInUse, startNatsServer, startPostgres } from "@pipeline/shared/localstack";
@@ -43,6 +44,10 @@ await migrateDatabase(databaseUrl);
 log("migrations applied");
 
 const emulatorKey = "emulator-key";
+const spareKey = "emulator-key-spare";
+// The solvers' key file: `recovery rotate-key --to spare` switches the fleet to the second key.
+const keysFile = env.PROVIDER_KEYS_FILE ?? join(dataDir, "provider-keys.json");
+if (!env.PROVIDER_KEYS_FILE) writeFileSync(keysFile, JSON.stringify({ default: env.PROVIDER_KEY ?? emulatorKey, spare: spareKey }, null, 2), { mode: 0o600 });
 const childEnv: Record<string, string> = {
   ...(env as Record<string, string>),
   NATS_URL: natsUrl,
@@ -50,7 +55,9 @@ const childEnv: Record<string, string> = {
   GATEWAY_PORT: String(gatewayPort),
   API_KEYS: env.API_KEYS ?? "dev-key",
   EMULATOR_PORT: String(emulatorPort),
-  EMULATOR_KEYS: env.EMULATOR_KEYS ?? `${emulatorKey}:50`,
+  EMULATOR_KEYS: env.EMULATOR_KEYS ?? `${emulatorKey}:50,${spareKey}:50`,
+  PROVIDER_KEYS_FILE: keysFile,
+  DRILL_API_KEY: env.DRILL_API_KEY ?? (env.API_KEYS ?? "dev-key").split(",")[0]!,
   PROVIDER_URL: env.PROVIDER_URL ?? `http://127.0.0.1:${emulatorPort}`,
   PROVIDER_KEY: env.PROVIDER_KEY ?? emulatorKey,
   FIRST_POLL_MS: env.FIRST_POLL_MS ?? "1000",

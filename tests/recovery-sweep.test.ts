@@ -90,4 +90,35 @@ test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot 
   const bad = await cli("restore", "latest");
   expect(bad.code).toBe(2);
   expect(bad.err).toContain("--into");
-}, 60_000);
+
+  // The fleet commands: heartbeats, config in KV, rotation refused by a solver that lacks the key.
+  const { writeFileSync } = await import("node:fs");
+  expect((a as unknown as { workers: { workerId: string }[] }).workers.map((w) => w.workerId)).toEqual(["solver-1"]);
+  const workers = await cli("workers");
+  expect(workers.out).toContain("solver-1");
+  expect(workers.out).toContain("config rev env");
+  const cfg = join(env.SNAPSHOT_DIR, "solver-config.json");
+  writeFileSync(cfg, JSON.stringify({ providerKey: "default", pollIntervalMs: 100 }));
+  const set = await cli("config", "set", cfg, "--by", "ops-test", "--reason", "first");
+  expect(set.code).toBe(0);
+  writeFileSync(cfg, JSON.stringify({ providerKey: "default", pollIntervalMs: 5 }));
+  const refused = await cli("config", "set", cfg);
+  expect(refused.code).toBe(1);
+  expect(refused.err).toContain("pollIntervalMs");
+  const rotate = await cli("rotate-key", "--to", "not-in-the-file", "--wait", "8000");
+  expect(rotate.code).toBe(1);
+  expect(rotate.out).toContain("REFUSED by solver-1");
+  const assessed = await cli("assess");
+  expect(assessed.out).toContain("refuses config rev");
+  const rollback = await cli("config", "rollback", "--by", "ops-test");
+  expect(rollback.code).toBe(0);
+  const history = await cli("config", "history");
+  console.log(`[recovery-cli] config history:\n${history.out}`);
+  expect(history.out).toContain("ops-test@");
+  const audit = await cli("audit");
+  expect(audit.out).toContain("key.rotate");
+  expect(audit.out).toContain("config.rollback");
+  expect(audit.out).not.toContain(PROVIDER_KEY);
+  expect((await cli("drill", "meteor-strike")).code).toBe(2);
+  expect((await cli("rotate-key")).err).toContain("--to");
+}, 90_000);

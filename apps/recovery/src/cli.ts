@@ -5,6 +5,7 @@ import { ConfigError } from "@pipeline/shared/config";
 import { openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+import { liveWorkers, openWorkersBucket } from "@pipeline/shared/runtime";
 import { assess, renderAssessment } from "./assess/assess.ts";
 import { parseCommand, USAGE, type Command } from "./cli-args.ts";
 import { runRuntimeCommand } from "./cli-runtime.ts";
@@ -45,7 +46,9 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
       const database = config.DATABASE_URL ? openDatabase(config.DATABASE_URL, { max: 2, appName: "recovery-assess" }) : undefined;
       const sql = database ? await database.sql`select 1`.then(() => database.sql).catch((e: Error) => e) : new Error("DATABASE_URL is not set");
       try {
+        const workers = nc instanceof Error ? undefined : await openWorkersBucket(nc, config.REGION).then((kv) => liveWorkers(kv)).then((w) => w.workers).catch((e: Error) => e);
         const a = await assess({
+          ...(workers ? { workers } : {}),
           region: config.REGION,
           jsm,
           sql,

@@ -2,6 +2,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import type postgres from "postgres";
 import { parseProviderReply } from "@pipeline/shared/provider";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
+import type { Heartbeat } from "@pipeline/shared/runtime";
 import { listSnapshots } from "../snapshot/manifest.ts";
 
 export type Level = "ok" | "warn" | "fail";
@@ -42,6 +43,7 @@ export interface Assessment {
   snapshot: { name: string; ageSec: number } | null;
   provider: { url: string; reachable: boolean; balance: string | null; error: string | null } | null;
   breaker: { state: string; reason: string | null; worker: string | null; at: string } | null;
+  workers: Heartbeat[] | null;
 }
 
 export interface AssessDeps {
@@ -52,6 +54,8 @@ export interface AssessDeps {
   snapshotMaxAgeMs: number;
   staleAfterMs: number;
   provider: { url: string; key: string | undefined; timeoutMs: number };
+  /** Live solvers from their heartbeats (an Error when the bucket cannot be read). */
+  workers?: Heartbeat[] | Error;
 }
 
 /** Asks the provider for the balance (`res.php`, action=getbalance, key in the POST body). */
@@ -81,7 +85,7 @@ const worst = (a: Level, b: Level): Level => (a === "fail" || b === "fail" ? "fa
 export async function assess(d: AssessDeps): Promise<Assessment> {
   const checks: Check[] = [];
   const add = (c: Check) => checks.push(c);
-  const out: Assessment = { at: new Date().toISOString(), region: d.region, level: "ok", checks, queue: null, dlq: null, tasks: null, snapshot: null, provider: null, breaker: null };
+  const out: Assessment = { at: new Date().toISOString(), region: d.region, level: "ok", checks, queue: null, dlq: null, tasks: null, snapshot: null, provider: null, breaker: null, workers: null };
 
   if (d.jsm instanceof Error) add({ name: "nats", level: "fail", summary: `NATS unreachable: ${d.jsm.message}`, hint: "start nats-server; the apps reconnect by themselves" });
   else {
@@ -183,6 +187,20 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
     else if (p.error) add({ name: "provider", level: "fail", summary: `provider answered ${p.error}`, hint: "fix the key or account (PROVIDER_KEY)" });
     else if (!(bal > 0)) add({ name: "provider", level: "fail", summary: `balance ${p.balance}`, hint: "top up the provider account" });
     else add({ name: "provider", level: "ok", summary: `reachable, balance ${p.balance}` });
+  }
+  if (d.workers instanceof Error) add({ name: "workers", level: "warn", summary: `heartbeats unreadable: ${d.workers.message}` });
+  else if (d.workers) {
+    const ws = (out.workers = d.workers);
+    if (ws.length === 0) add({ name: "workers", level: "fail", summary: "no live solver (no heartbeat in 10 s): nothing is being solved", hint: "start a solver; check its log (systemctl status / journalctl)" });
+    else {
+      add({ name: "workers", level: "ok", summary: `${ws.length} alive: ${ws.map((w) => `${w.workerId} (${w.inFlight} in flight, breaker ${w.breaker})`).join(", ")}` });
+      const refusing = ws.filter((w) => w.configRejected);
+      if (refusing.length) add({ name: "config", level: "warn", summary: `${refusing.map((w) => `${w.workerId} refuses config rev ${w.configRejected!.revision} (${w.configRejected!.error})`).join("; ")}; they keep rev ${refusing[0]!.configRevision ?? "env"}`, hint: "bun run recovery config rollback (or config set a fixed one)" });
+      const keys = [...new Set(ws.map((w) => w.keyName))];
+      const revs = [...new Set(ws.map((w) => String(w.configRevision ?? "env")))];
+      if (keys.length > 1 || revs.length > 1) add({ name: "config", level: "warn", summary: `solvers disagree: keys ${keys.join(", ")}; config revisions ${revs.join(", ")}`, hint: "bun run recovery workers; a refusing solver lacks the key in its key file" });
+      else if (!refusing.length) add({ name: "config", level: "ok", summary: `every solver on config rev ${revs[0]}, key ${keys[0]}` });
+    }
   }
   out.level = checks.reduce<Level>((l, c) => worst(l, c.level), "ok");
   return out;
