@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { api, startStack, type Stack } from "./harness.ts";
+import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
@@ -14,31 +14,11 @@ afterAll(async () => {
 });
 
 /** Submits `n` tasks with keys, retrying through outages as a client would. */
+/** 10 clients submit `n` tasks (retrying refusals with the same Idempotency-Key); the acknowledged ids. */
 async function load(s: Stack, prefix: string, n: number): Promise<string[]> {
-  const ids: string[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 10 }, async () => {
-      while (next < n) {
-        const i = next++;
-        for (let tries = 0; ; tries++) {
-          const r = await api<{ id: string }>(s, "/v1/tasks", {
-            method: "POST",
-            body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } },
-            headers: { "idempotency-key": `${prefix}-${i}` },
-          }).catch(() => ({ status: 0, body: { id: "" } }));
-          if (r.status === 202) {
-            ids.push(r.body.id);
-            break;
-          }
-          if (tries > 300) throw new Error(`submit ${prefix}-${i} kept failing (${r.status})`);
-          await Bun.sleep(100);
-        }
-        await Bun.sleep(20);
-      }
-    }),
-  );
-  return ids;
+  const l = steadyLoad(s, prefix, n, 10, 20);
+  await l.done;
+  return l.acked.map((a) => a.id);
 }
 
 async function allCompleted(s: Stack, ids: string[]) {

@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { tasks, type Db, type NewTaskRow, type TaskRow } from "@pipeline/shared/db";
+import { isConnectionError, tasks, type Db, type NewTaskRow, type TaskRow } from "@pipeline/shared/db";
 
 export interface TaskStore {
   /** Inserts a `queued` row; returns it, or undefined when the id already exists. */
@@ -24,8 +24,14 @@ export function createTaskStore(db: Db): TaskStore {
       return out[0];
     },
     async get(id) {
-      const out = await db.select().from(tasks).where(eq(tasks.id, id)).limit(1);
-      return out[0];
+      const read = async () => (await db.select().from(tasks).where(eq(tasks.id, id)).limit(1))[0];
+      // A read is safe to repeat: after a Postgres restart the pool's first use of a dead
+      // connection fails; the retry gets a fresh one.
+      return read().catch(async (err) => {
+        if (!isConnectionError(err)) throw err;
+        await Bun.sleep(100);
+        return read();
+      });
     },
     async deleteUnpublished(id) {
       await db.delete(tasks).where(and(eq(tasks.id, id), eq(tasks.state, "queued"), eq(tasks.version, 0)));

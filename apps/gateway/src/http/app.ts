@@ -3,6 +3,7 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import { routePath } from "hono/route";
+import { isConnectionError } from "@pipeline/shared/db";
 import { facadeRoutes } from "../facade/routes.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
 import { healthRoutes } from "./health.ts";
@@ -43,6 +44,11 @@ export function createApp(deps: GatewayDeps) {
   app.onError((err, c) => {
     if (err instanceof ProblemError) return problemResponse(c, err);
     if (err instanceof HTTPException) return problemResponse(c, new ProblemError(err.status as 400, err.message || "HTTP Error"));
+    if (isConnectionError(err)) {
+      deps.log.warn({ requestId: c.get("requestId"), err: err.message }, "database unavailable");
+      c.header("retry-after", "1");
+      return problemResponse(c, new ProblemError(503, "Database Unavailable", "Postgres is unreachable right now; retry shortly"));
+    }
     deps.log.error({ requestId: c.get("requestId"), err: { name: err.name, message: err.message, stack: err.stack } }, "unhandled error");
     return problemResponse(c, new ProblemError(500, "Internal Server Error", "unexpected error; quote the requestId"));
   });

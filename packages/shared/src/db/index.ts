@@ -40,3 +40,16 @@ export async function migrateDatabase(url: string): Promise<void> {
     await sql.end({ timeout: 5 });
   }
 }
+
+const CONNECTION_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT", "57P01", "57P02", "57P03", "08000", "08003", "08006"]);
+
+/**
+ * True when a query failed because the connection or the server went away (a restart, a
+ * failover), not because of the query: worth one retry on a fresh connection, or a 503.
+ */
+export function isConnectionError(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === "string" && CONNECTION_CODES.has(e.code)) return true;
+  }
+  return false;
+}
