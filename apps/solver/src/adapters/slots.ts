@@ -34,16 +34,22 @@ export function createProviderSlots(db: Db): ProviderSlots {
           where key_ref = ${keyRef} and task_id = ${taskId} and slot < ${threads}
           limit 1 for update skip locked
         ), free as (
+          select key_ref, slot from provider_slots
+          where key_ref = ${keyRef} and slot < ${threads} and task_id is null
+          order by slot
+          limit 1 for update skip locked
+        ), reclaimable as (
+          -- Only read when no slot is free (the append below stops at its first row): slots
+          -- whose holder's lease ran out and whose task no longer has a provider task running.
           select s.key_ref, s.slot from provider_slots s
           left join tasks t on t.id = s.task_id
-          where s.key_ref = ${keyRef} and s.slot < ${threads}
-            and (s.task_id is null
-                 or (s.lease_until < now()
-                     and (t.id is null or t.provider_id is null or t.state not in ('solving', 'retrying'))))
+          where s.key_ref = ${keyRef} and s.slot < ${threads} and s.task_id is not null
+            and s.lease_until < now()
+            and (t.id is null or t.provider_id is null or t.state not in ('solving', 'retrying'))
           order by s.slot
           limit 1 for update of s skip locked
         ), pick as (
-          select * from mine union all select * from free limit 1
+          select * from mine union all select * from free union all select * from reclaimable limit 1
         )
         update provider_slots p
         set owner = ${owner}, task_id = ${taskId}, lease_until = now() + ${`${leaseMs} milliseconds`}::interval

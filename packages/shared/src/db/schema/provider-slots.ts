@@ -1,4 +1,5 @@
-import { integer, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { index, integer, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
 
 /**
  * The provider's threads as rows: one row per (key reference, slot). A solver holds a slot from
@@ -14,6 +15,12 @@ export const providerSlots = pgTable(
     taskId: uuid("task_id"),
     leaseUntil: timestamp("lease_until", { withTimezone: true }),
   },
-  (t) => [primaryKey({ columns: [t.keyRef, t.slot] })],
+  (t) => [
+    primaryKey({ columns: [t.keyRef, t.slot] }),
+    // "my slot" (a redelivered task finds the slot it parked) and "a free slot" in one index
+    // probe each, instead of a scan of every slot of the key per acquire.
+    index("provider_slots_task_idx").on(t.keyRef, t.taskId),
+    index("provider_slots_free_idx").on(t.keyRef, t.slot).where(sql`${t.taskId} is null`),
+  ],
 );
 export type ProviderSlotRow = typeof providerSlots.$inferSelect;

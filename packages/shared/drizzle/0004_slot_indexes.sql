@@ -1,0 +1,2 @@
+CREATE INDEX "provider_slots_task_idx" ON "provider_slots" USING btree ("key_ref","task_id");--> statement-breakpoint
+CREATE INDEX "provider_slots_free_idx" ON "provider_slots" USING btree ("key_ref","slot") WHERE "provider_slots"."task_id" is null;
