@@ -1,4 +1,4 @@
-import { commonEnv, envInt, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envBool, envInt, parseEnv } from "@pipeline/shared/config";
 import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
 
@@ -23,6 +23,8 @@ export const SolverEnv = z
     FIRST_POLL_MS: z.coerce.number().int().min(0).max(300_000).optional(),
     POLL_INTERVAL_MS: envInt(5000, 10, 60_000),
     MAX_POLLS: envInt(20, 1, 20),
+    /** Fold concurrent polls into `res.php?action=get&ids=` requests (up to 100 ids). Off for providers without bulk get. */
+    BULK_POLL: envBool(true),
     MAX_RESUBMITS: envInt(3, 0, 20),
     TOKEN_TTL_MS: envInt(120_000, 1000, 24 * 3600_000),
     RETRY_BASE_MS: envInt(1000, 10, 600_000),

@@ -10,6 +10,7 @@ import { createSolverMetrics, type SolverMetrics } from "./adapters/metrics.ts";
 import { createEventSink } from "./adapters/nats.ts";
 import { createNotifier } from "./notifier/notifier.ts";
 import { createSolverStore } from "./adapters/pg.ts";
+import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/runtime";
@@ -125,7 +126,9 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       }
     })().finally(() => (recreating = undefined)));
   const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, onReply: (c, r) => metrics?.reply(c, r) });
+  const poller = config.BULK_POLL ? createBulkPoller(provider) : undefined;
   const worker = createWorker({
+    ...(poller ? { poller } : {}),
     workerId,
     consumers,
     store: createSolverStore(database.db, checkpoints.db),

@@ -5,6 +5,8 @@ export interface ProviderClient {
   submit(params: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply>;
   /** `res.php?action=get`: `ok.value` is the answer. Only the key that submitted may poll. */
   poll(providerId: string, key: string, signal?: AbortSignal): Promise<ProviderReply>;
+  /** `res.php?action=get&ids=a,b,c`: one reply for several ids (`ok.value` is the `|`-joined answers). */
+  pollMany(providerIds: string[], key: string, signal?: AbortSignal): Promise<ProviderReply>;
   /** `res.php?action=getbalance`: the breaker's half-open probe. */
   balance(key: string, signal?: AbortSignal): Promise<ProviderReply>;
 }
@@ -43,6 +45,7 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   return {
     submit: (params, key, signal) => observed("submit", call("in.php", params, key, signal)),
     poll: (providerId, key, signal) => observed("poll", call("res.php", { action: "get", id: providerId }, key, signal)),
+    pollMany: (providerIds, key, signal) => observed("poll", call("res.php", { action: "get", ids: providerIds.join(",") }, key, signal)),
     balance: (key, signal) => observed("balance", call("res.php", { action: "getbalance" }, key, signal)),
   };
 }

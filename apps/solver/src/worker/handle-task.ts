@@ -4,6 +4,7 @@ import { classifyError, toProviderParams, type ProviderProfile, type ProviderRep
 import type { Priority, TaskSpec, TaskType } from "@pipeline/shared/schemas";
 import type { EventSink } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
+import type { Poller } from "../adapters/bulk-poller.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots } from "../adapters/slots.ts";
 import type { Breaker } from "../domain/breaker.ts";
@@ -15,6 +16,8 @@ export interface HandlerDeps {
   workerId: string;
   store: SolverStore;
   provider: ProviderClient;
+  /** Folds polls into bulk requests; without it each poll is its own request. */
+  poller?: Poller;
   slots: ProviderSlots;
   /** The provider key in use (it may change between two tasks: key rotation) and a breaker per key. */
   keys: KeyRing;
@@ -283,7 +286,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
     let transportErrors = 0;
     for (let n = 0; n < t.maxPolls; n++) {
       if (deps.keys.current().ref !== key.ref) return "rotated";
-      const reply = await provider.poll(pid, key.value, signal);
+      const reply = deps.poller ? await deps.poller.poll(pid, key.value, type, signal) : await provider.poll(pid, key.value, signal);
       polls++;
       observe(reply);
       if (reply.kind === "ok") {

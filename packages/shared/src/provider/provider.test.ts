@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { classifyError } from "./classify.ts";
 import { toProviderParams } from "./params.ts";
-import { parseProviderReply } from "./replies.ts";
+import { parseProviderReply, splitBulkAnswer } from "./replies.ts";
 
 describe("provider replies", () => {
   test("plain and JSON answers", () => {
@@ -65,5 +65,18 @@ describe("in.php params", () => {
   });
   test("images go as base64 with hints", () => {
     expect(toProviderParams({ type: "image", params: { body: "aGk=", case_sensitive: true, numeric: 1 } })).toEqual({ method: "base64", body: "aGk=", regsense: "1", numeric: "1" });
+  });
+});
+
+describe("bulk get answers", () => {
+  test("one reply per id, in order: answers, not ready, task errors", () => {
+    expect(splitBulkAnswer("0.TOKEN-1|CAPCHA_NOT_READY|ERROR_CAPTCHA_UNSOLVABLE", 3)).toEqual([
+      { kind: "ok", value: "0.TOKEN-1" },
+      { kind: "not_ready" },
+      { kind: "error", code: "ERROR_CAPTCHA_UNSOLVABLE" },
+    ]);
+  });
+  test("a count that does not match (an answer holding '|') is refused, so the ids are polled one by one", () => {
+    expect(splitBulkAnswer('{"geetest_seccode":"abc|jordan"}|CAPCHA_NOT_READY', 2)).toBeUndefined();
   });
 });

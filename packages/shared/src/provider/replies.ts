@@ -51,3 +51,20 @@ export function parseProviderReply(httpStatus: number, body: string): ProviderRe
   if (CODE.test(request)) return { kind: "error", code: request.replace(/^ERROR: ?(\d+)$/, "ERROR: $1") };
   return { kind: "transport", reason: "non-protocol error body" };
 }
+
+/**
+ * Splits the answer of a bulk `res.php?action=get&ids=a,b,c` (`|`-joined, in the order asked)
+ * into one reply per id. Undefined when the count does not match (an answer that itself holds a
+ * `|`, such as GeeTest's seccode): the caller then polls those ids one by one.
+ */
+export function splitBulkAnswer(value: string, count: number): ProviderReply[] | undefined {
+  const parts = value.split("|");
+  if (parts.length !== count) return undefined;
+  return parts.map((p): ProviderReply => {
+    const t = p.trim();
+    if (t === "CAPCHA_NOT_READY" || t === "CAPTCHA_NOT_READY") return { kind: "not_ready" };
+    if (CODE.test(t)) return { kind: "error", code: t.replace(/^ERROR: ?(\d+)$/, "ERROR: $1") };
+    if (t === "") return { kind: "transport", reason: "empty part in a bulk answer" };
+    return { kind: "ok", value: t };
+  });
+}
