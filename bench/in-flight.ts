@@ -134,7 +134,7 @@ export const inFlight: Benchmark = {
         unit: "",
         target: "<= 1.5",
         met: calls / completed <= 1.5,
-        note: `in-flight: (in.php ${stats.submissions} + rejected ${stats.rejectedSubmissions} + res.php ${stats.resCalls}) / ${completed} completed. That is ${(stats.resCalls / completed).toFixed(1)} polls per task: the solver polls each task on its own (res.php?action=get&id=...), first 10 s after the submit, then 5 s after each answer, so a 30 s task costs 1 submit + 5 polls when polls answer at once (fewer when they are slow, as on a saturated machine).`,
+        note: `in-flight: (in.php ${stats.submissions} + rejected ${stats.rejectedSubmissions} + res.php ${stats.resCalls}) / ${completed} completed. That is ${(stats.resCalls / completed).toFixed(2)} res.php requests per task: the solver folds the polls of its tasks into bulk requests (res.php?action=get&ids=..., up to 100 ids), first 10 s after the submit, then every 5 s; a turnstile answer is then read once more on its own for its user agent (the bulk reply carries only the token), which is the floor of 2 calls per task for this type (1.0x for reCAPTCHA).`,
       },
     ];
   },

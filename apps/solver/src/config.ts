@@ -15,6 +15,8 @@ export const SolverEnv = z
     PROVIDER_KEYS_FILE: z.string().min(1).optional(),
     PROVIDER_PROFILE: z.enum(["2captcha", "captchaai"]).default("captchaai"),
     PROVIDER_TIMEOUT_MS: envInt(15_000, 100, 120_000),
+    /** Provider HTTP requests in flight at once per process; more wait their turn. */
+    PROVIDER_MAX_CONNECTIONS: envInt(64, 1, 10_000),
     SOLVER_CONCURRENCY: envInt(200, 1, 20_000),
     SOLVER_FETCH_BATCH: envInt(64, 1, 1000),
     ACK_WAIT_MS: envInt(30_000, 1000, 600_000),

@@ -125,7 +125,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
         }
       }
     })().finally(() => (recreating = undefined)));
-  const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, onReply: (c, r) => metrics?.reply(c, r) });
+  const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, maxConcurrent: config.PROVIDER_MAX_CONNECTIONS, onReply: (c, r) => metrics?.reply(c, r) });
   const poller = config.BULK_POLL ? createBulkPoller(provider) : undefined;
   const worker = createWorker({
     ...(poller ? { poller } : {}),

@@ -16,6 +16,25 @@ export interface ProviderClientOptions {
   timeoutMs: number;
   /** Sees every reply (metrics). */
   onReply?: (call: "submit" | "poll" | "balance", reply: ProviderReply) => void;
+  /**
+   * HTTP requests in flight at once (the rest wait their turn, their timeout not yet running):
+   * thousands of tasks starting together must not open thousands of sockets.
+   */
+  maxConcurrent?: number;
+}
+
+/** A counting semaphore: `acquire` resolves when a permit is free; `release` hands it on. */
+function permits(max: number) {
+  let free = max;
+  const waiting: Array<() => void> = [];
+  return {
+    acquire: (): Promise<void> => (free > 0 ? (free--, Promise.resolve()) : new Promise<void>((r) => waiting.push(r))),
+    release: () => {
+      const next = waiting.shift();
+      if (next) next();
+      else free++;
+    },
+  };
 }
 
 /**
@@ -24,7 +43,17 @@ export interface ProviderClientOptions {
  */
 export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   const base = o.url.replace(/\/+$/, "");
+  const slots = permits(o.maxConcurrent ?? 64);
   async function call(path: string, fields: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply> {
+    await slots.acquire();
+    try {
+      if (signal?.aborted) throw signal.reason;
+      return await send(path, fields, key, signal);
+    } finally {
+      slots.release();
+    }
+  }
+  async function send(path: string, fields: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply> {
     const body = new URLSearchParams({ ...fields, key, json: "1" });
     const timeout = AbortSignal.timeout(o.timeoutMs);
     try {
