@@ -19,6 +19,8 @@ export const SolverEnv = z
     PROVIDER_MAX_CONNECTIONS: envInt(64, 1, 10_000),
     SOLVER_CONCURRENCY: envInt(200, 1, 20_000),
     SOLVER_FETCH_BATCH: envInt(64, 1, 1000),
+    /** Tasks in their start phase (slot, claim, submit, checkpoint) at once; the rest wait their turn. */
+    SOLVER_START_CONCURRENCY: envInt(64, 1, 20_000),
     ACK_WAIT_MS: envInt(30_000, 1000, 600_000),
     LEASE_MS: envInt(30_000, 1000, 600_000),
     /** Overrides every type's first-poll delay (tests use small values); unset = per-type defaults. */

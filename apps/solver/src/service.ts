@@ -18,6 +18,7 @@ import { startHeartbeat } from "./adapters/heartbeat.ts";
 import { keySource, startLiveConfig, type LiveConfig } from "./adapters/live-config.ts";
 import { createBreaker, type Breaker } from "./domain/breaker.ts";
 import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "./domain/keyring.ts";
+import { createPermits } from "./domain/permits.ts";
 import type { SolverConfig } from "./config.ts";
 import { createWorker, type Worker } from "./worker/worker.ts";
 
@@ -129,6 +130,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const poller = config.BULK_POLL ? createBulkPoller(provider) : undefined;
   const worker = createWorker({
     ...(poller ? { poller } : {}),
+    admission: createPermits(config.SOLVER_START_CONCURRENCY),
     workerId,
     consumers,
     store: createSolverStore(database.db, checkpoints.db),

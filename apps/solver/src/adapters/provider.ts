@@ -1,4 +1,5 @@
 import { parseProviderReply, type ProviderReply } from "@pipeline/shared/provider";
+import { createPermits } from "../domain/permits.ts";
 
 export interface ProviderClient {
   /** `in.php`: submits a task; `ok.value` is the provider's task id. */
@@ -23,27 +24,9 @@ export interface ProviderClientOptions {
   maxConcurrent?: number;
 }
 
-/** A counting semaphore: `acquire` resolves when a permit is free; `release` hands it on. */
-function permits(max: number) {
-  let free = max;
-  const waiting: Array<() => void> = [];
-  return {
-    acquire: (): Promise<void> => (free > 0 ? (free--, Promise.resolve()) : new Promise<void>((r) => waiting.push(r))),
-    release: () => {
-      const next = waiting.shift();
-      if (next) next();
-      else free++;
-    },
-  };
-}
-
-/**
- * The provider over HTTP. The key is an argument of each call (keys rotate at run time). Everything goes in POST bodies with `json=1`, so the key is never in a
- * URL (or an access log). Network errors and timeouts come back as `transport` replies.
- */
 export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   const base = o.url.replace(/\/+$/, "");
-  const slots = permits(o.maxConcurrent ?? 64);
+  const slots = createPermits(o.maxConcurrent ?? 64);
   async function call(path: string, fields: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply> {
     await slots.acquire();
     try {

@@ -9,6 +9,7 @@ import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots } from "../adapters/slots.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
+import type { Permits } from "../domain/permits.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { backoff, firstPollDelay, tokenExpiry } from "../domain/timing.ts";
 
@@ -18,6 +19,12 @@ export interface HandlerDeps {
   provider: ProviderClient;
   /** Folds polls into bulk requests; without it each poll is its own request. */
   poller?: Poller;
+  /**
+   * Caps the tasks in their start phase (slot, claim, submit, checkpoint: the Postgres-heavy
+   * part) at once; a task leaves it when it starts waiting for the provider. Without it,
+   * thousands of deliveries arriving together queue thousands of queries at once.
+   */
+  admission?: Permits;
   slots: ProviderSlots;
   /** The provider key in use (it may change between two tasks: key rotation) and a breaker per key. */
   keys: KeyRing;
@@ -91,15 +98,31 @@ function counter(deps: Pick<HandlerDeps, "counters" | "metrics">) {
 }
 
 export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Outcome> {
-  const { slots } = deps;
-  const bump = counter(deps);
-  const random = deps.random ?? Math.random;
   const key = deps.keys.current();
   const breaker = deps.keys.breaker(key.ref);
   if (!breaker.allows()) {
-    bump("breakerWaits");
-    return nak(breaker.retryInMs() + 200 + random() * 800, `breaker ${breaker.state()}`);
+    counter(deps)("breakerWaits");
+    return nak(breaker.retryInMs() + 200 + (deps.random ?? Math.random)() * 800, `breaker ${breaker.state()}`);
   }
+  let admitted = false;
+  const leave = () => {
+    if (admitted) (admitted = false), deps.admission!.release();
+  };
+  try {
+    if (deps.admission) {
+      await deps.admission.acquire();
+      admitted = true;
+    }
+    return await admittedTask(d, deps, key, breaker, leave, signal);
+  } finally {
+    leave();
+  }
+}
+
+async function admittedTask(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal): Promise<Outcome> {
+  const { slots } = deps;
+  const bump = counter(deps);
+  const random = deps.random ?? Math.random;
   const slot = await acquireSlot(d, deps, key.ref, signal);
   if (slot === undefined) {
     bump("slotWaits");
@@ -109,7 +132,7 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   // has no provider task in flight.
   let keepSlot = true;
   try {
-    const r = await solveClaimed(d, deps, key, breaker, signal);
+    const r = await solveClaimed(d, deps, key, breaker, leave, signal);
     keepSlot = r.providerTaskInFlight;
     return r.outcome;
   } finally {
@@ -135,7 +158,7 @@ interface Solved {
   providerTaskInFlight: boolean;
 }
 
-async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, signal: AbortSignal): Promise<Solved> {
+async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal): Promise<Solved> {
   const { store, provider, events, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   const taskId = d.taskId;
@@ -248,6 +271,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
         if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId, keyRef: key.ref } });
+        leave();
         await sleep(firstPollDelay(type, t.firstPollMs), signal);
       } else if (reply.kind === "error") {
         const cls = classifyError(reply.code, deps.profile);
@@ -284,6 +308,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
 
   async function pollUntilDone(pid: string): Promise<Solved | "resubmit" | "rotated"> {
     let transportErrors = 0;
+    leave();
     for (let n = 0; n < t.maxPolls; n++) {
       if (deps.keys.current().ref !== key.ref) return "rotated";
       const reply = deps.poller ? await deps.poller.poll(pid, key.value, type, signal) : await provider.poll(pid, key.value, signal);

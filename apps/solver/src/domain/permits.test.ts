@@ -1,0 +1,22 @@
+import { expect, test } from "bun:test";
+import { createPermits } from "./permits.ts";
+
+test("at most `max` holders at once; waiters get permits in order as they are released", async () => {
+  const p = createPermits(2);
+  let holding = 0;
+  let most = 0;
+  const order: number[] = [];
+  await Promise.all(
+    Array.from({ length: 6 }, async (_, i) => {
+      await p.acquire();
+      holding++;
+      most = Math.max(most, holding);
+      order.push(i);
+      await Bun.sleep(5);
+      holding--;
+      p.release();
+    }),
+  );
+  expect(most).toBe(2);
+  expect(order).toEqual([0, 1, 2, 3, 4, 5]);
+});
