@@ -133,7 +133,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     admission: createPermits(config.SOLVER_START_CONCURRENCY),
     workerId,
     consumers,
-    store: createSolverStore(database.db, checkpoints.db),
+    store: createSolverStore(database.db, checkpoints.sql),
     provider,
     slots,
     keys: keyRing,

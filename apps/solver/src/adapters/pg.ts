@@ -1,5 +1,7 @@
 import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import type postgres from "postgres";
 import { tasks, type Db, type TaskRow } from "@pipeline/shared/db";
+import { createCheckpointWriter } from "./checkpoints.ts";
 
 export type Claim =
   | { kind: "claimed"; row: TaskRow }
@@ -41,11 +43,13 @@ export interface SolverStore {
 const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval`;
 
 /**
- * `checkpointDb` is a pool of its own for the provider-id write: nothing else queues on it, so
- * the window between the provider's `OK|id` and the checkpoint (the one place where a crash
- * costs a second paid submission) stays about one round trip long.
+ * `checkpointSql` is a pool of its own for the provider-id writes, which are group-committed
+ * (checkpoints.ts): nothing else queues on it, so the window between the provider's `OK|id` and
+ * the checkpoint (the one place where a crash costs a second paid submission) stays about one
+ * statement long, also under a burst. Without it the writes go one by one through `db`.
  */
-export function createSolverStore(db: Db, checkpointDb: Db = db): SolverStore {
+export function createSolverStore(db: Db, checkpointSql?: postgres.Sql): SolverStore {
+  const checkpoints = checkpointSql ? createCheckpointWriter(checkpointSql) : undefined;
   const owned = (id: string, worker: string) => and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
   return {
     async claim(id, worker, leaseMs) {
@@ -91,7 +95,8 @@ export function createSolverStore(db: Db, checkpointDb: Db = db): SolverStore {
         .where(and(eq(tasks.id, id), eq(tasks.submitOwner, worker)));
     },
     async setProviderId(id, worker, providerId, keyRef) {
-      const r = await checkpointDb
+      if (checkpoints) return checkpoints.write({ id, worker, providerId, keyRef });
+      const r = await db
         .update(tasks)
         .set({ providerId, providerKeyRef: keyRef, providerSubmissions: sql`${tasks.providerSubmissions} + 1`, submitStartedAt: null, submitOwner: null, updatedAt: sql`now()` })
         .where(and(eq(tasks.id, id), isNull(tasks.providerId), eq(tasks.submitOwner, worker), inArray(tasks.state, ["solving", "retrying"])))
