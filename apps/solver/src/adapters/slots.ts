@@ -1,5 +1,5 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
-import { providerSlots, type Db } from "@pipeline/shared/db";
+import { sql } from "drizzle-orm";
+import type { Db } from "@pipeline/shared/db";
 
 export interface ProviderSlots {
   /** Makes sure rows 0..threads-1 exist for the key (rows above are ignored, not deleted). */
@@ -68,10 +68,9 @@ export function createProviderSlots(db: Db): ProviderSlots {
     },
     async renew(owner, taskIds, leaseMs) {
       if (taskIds.length === 0) return;
-      await db
-        .update(providerSlots)
-        .set({ leaseUntil: sql`now() + ${`${leaseMs} milliseconds`}::interval` })
-        .where(and(eq(providerSlots.owner, owner), inArray(providerSlots.taskId, taskIds)));
+      await db.$client`
+        update provider_slots set lease_until = now() + ${`${leaseMs} milliseconds`}::interval
+        where owner = ${owner} and task_id = any(${taskIds}::uuid[])`;
     },
     async held(keyRef) {
       const rows = await db.execute<{ n: number }>(sql`select count(*)::int as n from provider_slots where key_ref = ${keyRef} and task_id is not null`);

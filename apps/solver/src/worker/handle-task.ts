@@ -108,18 +108,32 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   const leave = () => {
     if (admitted) (admitted = false), deps.admission!.release();
   };
+  // Back in for the finish (completion write, events): thousands of answers arriving together
+  // must not queue thousands of writes either.
+  const enter = async () => {
+    if (admitted || !deps.admission) return;
+    await deps.admission.acquire();
+    admitted = true;
+  };
   try {
     if (deps.admission) {
       await deps.admission.acquire();
       admitted = true;
     }
-    return await admittedTask(d, deps, key, breaker, leave, signal);
+    return await admittedTask(d, deps, key, breaker, { leave, enter }, signal);
   } finally {
     leave();
   }
 }
 
-async function admittedTask(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal): Promise<Outcome> {
+interface Admission {
+  /** Leaves the capped phase (the task starts waiting for the provider). */
+  leave(): void;
+  /** Enters it again (the answer is there: the finishing writes). */
+  enter(): Promise<void>;
+}
+
+async function admittedTask(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, admission: Admission, signal: AbortSignal): Promise<Outcome> {
   const { slots } = deps;
   const bump = counter(deps);
   const random = deps.random ?? Math.random;
@@ -132,7 +146,7 @@ async function admittedTask(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
   // has no provider task in flight.
   let keepSlot = true;
   try {
-    const r = await solveClaimed(d, deps, key, breaker, leave, signal);
+    const r = await solveClaimed(d, deps, key, breaker, admission, signal);
     keepSlot = r.providerTaskInFlight;
     return r.outcome;
   } finally {
@@ -158,7 +172,8 @@ interface Solved {
   providerTaskInFlight: boolean;
 }
 
-async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal): Promise<Solved> {
+async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, admission: Admission, signal: AbortSignal): Promise<Solved> {
+  const { leave } = admission;
   const { store, provider, events, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   const taskId = d.taskId;
@@ -315,6 +330,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
       polls++;
       observe(reply);
       if (reply.kind === "ok") {
+        await admission.enter();
         const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
         const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
         if (!r) return done(nak(t.leaseMs, "lease lost before completion; the holder finishes"));

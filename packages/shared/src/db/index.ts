@@ -7,7 +7,7 @@ import * as schema from "./schema/index.ts";
 export * from "./schema/index.ts";
 export { schema };
 
-export type Db = PostgresJsDatabase<typeof schema>;
+export type Db = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql };
 
 export interface Database {
   /** The drizzle handle over the pool. */
