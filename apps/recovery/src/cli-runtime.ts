@@ -12,7 +12,8 @@ import { rollbackConfig, rotateKey, setConfig } from "./runtime/config-ops.ts";
 
 type RuntimeCommand = Extract<Command, { command: "workers" | "config" | "rotate-key" | "audit" | "drill" }>;
 
-const print = (json: boolean | undefined, value: unknown, text: string) => console.log(json ? JSON.stringify(value, null, 2) : text);
+/** Prints the value as JSON (`--json`) or the text for people. */
+export const print = (json: boolean | undefined, value: unknown, text: string) => console.log(json ? JSON.stringify(value, null, 2) : text);
 
 /** Who is acting: --by, else the login (audited with the host). */
 const actorOf = (by: string | undefined) => `${by ?? process.env.SUDO_USER ?? process.env.USER ?? "unknown"}@${hostname()}`;

@@ -8,7 +8,7 @@ import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { liveWorkers, openWorkersBucket } from "@pipeline/shared/runtime";
 import { assess, renderAssessment } from "./assess/assess.ts";
 import { parseCommand, USAGE, type Command } from "./cli-args.ts";
-import { runRuntimeCommand } from "./cli-runtime.ts";
+import { print, runRuntimeCommand } from "./cli-runtime.ts";
 import { loadConfig, type RecoveryConfig } from "./config.ts";
 import { openContext, UsageError } from "./context.ts";
 import { rebuildQueue } from "./queue/rebuild-queue.ts";
@@ -33,7 +33,6 @@ async function natsWithin(config: RecoveryConfig, ms: number): Promise<NatsConne
   }
 }
 
-const print = (json: boolean | undefined, value: unknown, text: string) => console.log(json ? JSON.stringify(value, null, 2) : text);
 
 async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
   switch (cmd.command) {

@@ -1,6 +1,6 @@
 import type { KV } from "@nats-io/kv";
 import type { Db } from "@pipeline/shared/db";
-import { configHistory, liveWorkers, putSolverConfig, SolverRuntimeConfig, type ConfigRevision, type Heartbeat } from "@pipeline/shared/runtime";
+import { configHistory, describeIssues, liveWorkers, putSolverConfig, SolverRuntimeConfig, type ConfigRevision, type Heartbeat } from "@pipeline/shared/runtime";
 import { recordAudit } from "./audit.ts";
 
 export interface ConfigDeps {
@@ -19,7 +19,7 @@ export class ConfigCommandError extends Error {
 
 function stamp(doc: unknown, actor: string, reason?: string): unknown {
   const edited = Editable.safeParse(doc);
-  if (!edited.success) throw new ConfigCommandError(`invalid config: ${edited.error.issues.map((i) => `${i.path.join(".") || "(document)"}: ${i.message}`).join("; ")}`);
+  if (!edited.success) throw new ConfigCommandError(`invalid config: ${describeIssues(edited.error)}`);
   return { ...edited.data, ...(reason !== undefined ? { reason } : {}), changedBy: actor, changedAt: new Date().toISOString() };
 }
 

@@ -5,14 +5,16 @@ import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/runtime";
 /** Puts this worker's heartbeat in the region's workers bucket every few seconds; removes it on stop. */
 export function startHeartbeat(kv: KV, beat: () => Omit<Heartbeat, "at">, log: Logger, everyMs = HEARTBEAT_EVERY_MS): { stop(): Promise<void> } {
   let failing = false;
-  const put = () =>
-    kv
-      .put(beat().workerId, JSON.stringify({ ...beat(), at: new Date().toISOString() }))
+  const put = () => {
+    const b = beat();
+    return kv
+      .put(b.workerId, JSON.stringify({ ...b, at: new Date().toISOString() }))
       .then(() => (failing = false))
       .catch((err: Error) => {
         if (!failing) log.warn({ err: err.message }, "heartbeat not written");
         failing = true;
       });
+  };
   void put();
   const timer = setInterval(put, everyMs);
   return {
