@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import type { KV } from "@nats-io/kv";
-import { liveWorkers, parseSolverConfig, SOLVER_CONFIG_KEY } from "@pipeline/shared/runtime";
+import { latestValidConfig, liveWorkers, SOLVER_CONFIG_KEY } from "@pipeline/shared/runtime";
 import { streams } from "@pipeline/shared/subjects";
 import { adminStatement, databaseName, renameDatabase, withDatabase } from "../adapters/pg-tools.ts";
 import type { RecoveryContext } from "../context.ts";
@@ -120,10 +120,7 @@ export function faultFor(scenario: Scenario, d: FaultDeps): Fault {
           const seen = await awaitConvergence(d.workersKv, revision, 10_000);
           d.step(`solvers: ${seen.refused.length} refused it, ${seen.applied.length} applied it, ${seen.pending.length} silent (${seen.ms} ms)`);
           if (seen.applied.length) throw new DrillError(`solvers applied a corrupt config: ${seen.applied.join(", ")}`);
-          const before = await d.configKv.history({ key: SOLVER_CONFIG_KEY });
-          let valid = 0;
-          for await (const e of before) if (e.operation === "PUT" && parseSolverConfig(e.value).ok) valid++;
-          if (valid === 0) {
+          if (!(await latestValidConfig(d.configKv))) {
             await d.configKv.purge(SOLVER_CONFIG_KEY);
             d.step("no valid revision to roll back to: the corrupt one is purged; the solvers keep their environment's config");
             return { corruptRevision: revision, refusedBy: seen.refused.map((r) => r.workerId), rolledBackTo: null };
