@@ -53,7 +53,6 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
     params: req.params,
     callbackUrl: req.callbackUrl ?? null,
     deadlineAt: new Date((deps.now ?? (() => new Date()))().getTime() + deps.deadlineMs),
-    state: "queued",
   });
   const message = { id, type: req.type, priority: req.priority };
   if (!inserted) {

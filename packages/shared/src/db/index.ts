@@ -53,3 +53,5 @@ export function isConnectionError(err: unknown): boolean {
   }
   return false;
 }
+
+export { groupCommit, type GroupCommit, type GroupCommitOptions } from "./group-commit.ts";
