@@ -32,7 +32,7 @@ export interface TaskStore {
 
 /** The gateway's Postgres adapter: it writes only fresh `queued` rows, and reads. */
 export function createTaskStore(db: Db): TaskStore {
-  const insert = groupCommit(insertBatch(db), { isolateFailures: (err) => !isConnectionError(err) });
+  const insert = groupCommit(insertBatch(db), { batchWide: isConnectionError });
   return {
     insertQueued: insert,
     async get(id) {

@@ -1,5 +1,5 @@
 import type postgres from "postgres";
-import { groupCommit } from "@pipeline/shared/db";
+import { groupCommit, isConnectionError } from "@pipeline/shared/db";
 
 export interface CheckpointRequest {
   id: string;
@@ -33,6 +33,6 @@ export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number
       const r = byId.get(b.id);
       return { written: r !== undefined, stillOwner: r !== undefined && r.lease_owner === b.worker && r.state === "solving" };
     });
-  }, o);
+  }, { ...o, batchWide: isConnectionError, key: (r) => r.id });
   return { write };
 }

@@ -1,6 +1,7 @@
-import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type postgres from "postgres";
 import { tasks, type Db, type TaskRow } from "@pipeline/shared/db";
+import { createBatchedWrites } from "./batched-writes.ts";
 import { createCheckpointWriter } from "./checkpoints.ts";
 
 export type Claim =
@@ -50,31 +51,12 @@ const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval
  */
 export function createSolverStore(db: Db, checkpointSql?: postgres.Sql): SolverStore {
   const checkpoints = checkpointSql ? createCheckpointWriter(checkpointSql) : undefined;
+  const batched = createBatchedWrites(db.$client);
   const owned = (id: string, worker: string) => and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
   return {
     async claim(id, worker, leaseMs) {
-      const claimed = await db
-        .update(tasks)
-        .set({
-          state: "solving",
-          version: sql`${tasks.version} + 1`,
-          attempts: sql`${tasks.attempts} + 1`,
-          leaseOwner: worker,
-          leaseUntil: leaseUntil(leaseMs),
-          startedAt: sql`coalesce(${tasks.startedAt}, now())`,
-          updatedAt: sql`now()`,
-        })
-        .where(
-          and(
-            eq(tasks.id, id),
-            or(
-              inArray(tasks.state, ["queued", "retrying"]),
-              and(eq(tasks.state, "solving"), or(isNull(tasks.leaseUntil), lt(tasks.leaseUntil, sql`now()`), eq(tasks.leaseOwner, worker))),
-            ),
-          ),
-        )
-        .returning();
-      if (claimed[0]) return { kind: "claimed", row: claimed[0] };
+      const claimed = await batched.claim({ id, worker, leaseMs });
+      if (claimed) return { kind: "claimed", row: claimed };
       const rows = await db
         .select({ row: tasks, leftMs: sql<number>`greatest(0, extract(epoch from (${tasks.leaseUntil} - now())) * 1000)::float8` })
         .from(tasks)
@@ -84,10 +66,7 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql): SolverS
       if (found.row.state === "solving") return { kind: "busy", leaseLeftMs: Number(found.leftMs) };
       return { kind: "terminal", row: found.row };
     },
-    async beginSubmit(id, worker) {
-      const r = await db.update(tasks).set({ submitStartedAt: sql`now()`, submitOwner: worker }).where(owned(id, worker)).returning({ id: tasks.id });
-      return r.length === 1;
-    },
+    beginSubmit: (id, worker) => batched.beginSubmit({ id, worker }),
     async endSubmit(id, worker) {
       await db
         .update(tasks)
@@ -111,27 +90,7 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql): SolverS
       const r = await db.update(tasks).set({ providerId: null, providerKeyRef: null, updatedAt: sql`now()` }).where(owned(id, worker)).returning({ id: tasks.id });
       return r.length === 1;
     },
-    async complete(id, worker, r) {
-      const out = await db
-        .update(tasks)
-        .set({
-          state: "completed",
-          version: sql`${tasks.version} + 1`,
-          token: r.token,
-          userAgent: r.userAgent ?? null,
-          tokenExpiresAt: r.expiresAt,
-          providerPolls: sql`${tasks.providerPolls} + ${r.polls}`,
-          leaseOwner: null,
-          leaseUntil: null,
-          errorCode: null,
-          errorMessage: null,
-          completedAt: sql`now()`,
-          updatedAt: sql`now()`,
-        })
-        .where(owned(id, worker))
-        .returning();
-      return out[0];
-    },
+    complete: (id, worker, r) => batched.complete({ id, worker, token: r.token, userAgent: r.userAgent ?? null, expiresAt: r.expiresAt, polls: r.polls }),
     async fail(id, worker, r) {
       const out = await db
         .update(tasks)

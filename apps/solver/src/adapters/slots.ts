@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "@pipeline/shared/db";
+import { groupCommit, isConnectionError, type Db } from "@pipeline/shared/db";
 
 export interface ProviderSlots {
   /** Makes sure rows 0..threads-1 exist for the key (rows above are ignored, not deleted). */
@@ -20,6 +20,19 @@ export interface ProviderSlots {
 }
 
 export function createProviderSlots(db: Db): ProviderSlots {
+  // Releases are group-committed (one UPDATE … FROM unnest per batch): every finished task frees
+  // its slot, so under load they are as many as the completions.
+  const release = groupCommit(
+    async (batch: Array<{ keyRef: string; slot: number; taskId: string }>) => {
+      await db.$client`
+        update provider_slots p set owner = null, task_id = null, lease_until = null
+        from unnest(${batch.map((b) => b.keyRef)}::text[], ${batch.map((b) => String(b.slot))}::int[], ${batch.map((b) => b.taskId)}::uuid[])
+             as v(key_ref, slot, task_id)
+        where p.key_ref = v.key_ref and p.slot = v.slot and p.task_id = v.task_id`;
+      return batch.map(() => undefined);
+    },
+    { batchWide: isConnectionError, key: (r) => `${r.keyRef}\u0000${r.slot}` },
+  );
   return {
     async ensure(keyRef, threads) {
       await db.execute(sql`
@@ -58,11 +71,7 @@ export function createProviderSlots(db: Db): ProviderSlots {
         returning p.slot`);
       return rows[0]?.slot;
     },
-    async release(keyRef, slot, taskId) {
-      await db.execute(sql`
-        update provider_slots set owner = null, task_id = null, lease_until = null
-        where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
-    },
+    release: (keyRef, slot, taskId) => release({ keyRef, slot, taskId }),
     async park(keyRef, slot, taskId) {
       await db.execute(sql`update provider_slots set owner = null, lease_until = now() where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
     },

@@ -38,7 +38,18 @@ export function createBreaker(o: BreakerOptions, now: () => number = Date.now, o
   let openedUntil = 0;
   let cooldown = o.cooldownMs;
   let why: string | undefined;
-  let calls: Array<{ at: number; ok: boolean }> = [];
+  // The window as a queue (times and outcomes) with a moving head and running counts: each call
+  // costs O(1) amortized, also at thousands of provider replies per second.
+  let at: number[] = [];
+  let ok: boolean[] = [];
+  let head = 0;
+  let failures = 0;
+  const clear = () => {
+    at = [];
+    ok = [];
+    head = 0;
+    failures = 0;
+  };
   const set = (s: BreakerState, reason?: string) => {
     if (s === state) return;
     state = s;
@@ -47,19 +58,26 @@ export function createBreaker(o: BreakerOptions, now: () => number = Date.now, o
   const open = (reason: string) => {
     why = reason;
     openedUntil = now() + cooldown;
-    calls = [];
+    clear();
     set("open", reason);
   };
   const tick = () => {
     if (state === "open" && now() >= openedUntil) set("half_open");
   };
-  const record = (ok: boolean) => {
+  const record = (good: boolean) => {
     if (state !== "closed") return;
     const t = now();
-    calls.push({ at: t, ok });
-    calls = calls.filter((c) => c.at > t - o.windowMs);
-    const failures = calls.filter((c) => !c.ok).length;
-    if (calls.length >= o.minCalls && failures / calls.length >= o.failureRate) open("error rate");
+    at.push(t);
+    ok.push(good);
+    if (!good) failures++;
+    while (head < at.length && at[head]! <= t - o.windowMs) if (!ok[head++]) failures--;
+    if (head > 1024 && head * 2 > at.length) {
+      at = at.slice(head);
+      ok = ok.slice(head);
+      head = 0;
+    }
+    const n = at.length - head;
+    if (n >= o.minCalls && failures / n >= o.failureRate) open("error rate");
   };
   return {
     state: () => (tick(), state),

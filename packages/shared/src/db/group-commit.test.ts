@@ -52,7 +52,7 @@ test("a row-level failure in a batch fails only its own caller; a batch-wide fai
   const connErr = Object.assign(new Error("connection lost"), { code: "CONNECTION_CLOSED" });
   let connectionDown = false;
   const w = gatedWriter((batch) => (connectionDown ? connErr : batch.includes(3) ? rowErr : undefined));
-  const commit = groupCommit(w.write, { maxInFlight: 1, isolateFailures: (e) => (e as { code?: string }).code === "CONNECTION_CLOSED" });
+  const commit = groupCommit(w.write, { maxInFlight: 1, batchWide: (e) => (e as { code?: string }).code === "CONNECTION_CLOSED" });
 
   const blocker = commit(0);
   const mixed = [2, 3, 4].map((n) => commit(n).then((v) => ({ v }), (e: Error) => ({ e: e.message })));
@@ -82,4 +82,18 @@ test("a writer that answers the wrong number of results fails the batch instead 
   const commit = groupCommit(async (batch: number[]) => batch.slice(1), { maxInFlight: 1 });
   const a = commit(1).catch((e: Error) => e.message);
   expect(await a).toContain("0 results for 1 requests");
+});
+
+test("with a key, two requests for the same row never share a batch and apply in call order", async () => {
+  const w = gatedWriter();
+  const commit = groupCommit(w.write, { maxInFlight: 1, key: (n) => String(n % 10) });
+  const all = [1, 2, 11, 3, 21, 12].map(commit);
+  await tick();
+  w.open();
+  for (let i = 0; i < 4; i++) {
+    await tick();
+    w.open();
+  }
+  expect(await Promise.all(all)).toEqual([10, 20, 110, 30, 210, 120]);
+  expect(w.batches).toEqual([[1], [2, 11, 3], [21, 12]]);
 });

@@ -6,22 +6,28 @@
  *
  * `write` gets the batch and returns one result per request, in order.
  */
-export interface GroupCommitOptions {
+export interface GroupCommitOptions<Req = never> {
   /** Requests per statement (default 500). */
   maxBatch?: number;
   /** Statements on the wire at once (default 2): the next batch gathers while they run. */
   maxInFlight?: number;
   /**
-   * When a batch of several fails, write each request alone, so one bad row fails only its own
-   * caller. Give the predicate that says an error is about the batch as a whole (a lost
-   * connection): those fail every caller at once, without the retries.
+   * When a batch of several fails, each request is written again alone, so one bad row fails
+   * only its own caller. This predicate names the errors that are about the batch as a whole (a
+   * lost connection: `isConnectionError`): those fail every caller at once, without the retries.
    */
-  isolateFailures?: (err: unknown) => boolean;
+  batchWide?: (err: unknown) => boolean;
+  /**
+   * The row a request writes: two requests for the same row never share a statement (an
+   * UPDATE … FROM unnest would apply only one of them yet report both); the later one waits for
+   * the next batch, so they apply in call order.
+   */
+  key?: (req: Req) => string;
 }
 
 export type GroupCommit<Req, Res> = (req: Req) => Promise<Res>;
 
-export function groupCommit<Req, Res>(write: (batch: Req[]) => Promise<Res[]>, o: GroupCommitOptions = {}): GroupCommit<Req, Res> {
+export function groupCommit<Req, Res>(write: (batch: Req[]) => Promise<Res[]>, o: GroupCommitOptions<Req> = {}): GroupCommit<Req, Res> {
   const maxBatch = o.maxBatch ?? 500;
   const maxInFlight = o.maxInFlight ?? 2;
   type Waiter = { req: Req; resolve(r: Res): void; reject(e: unknown): void };
@@ -33,7 +39,7 @@ export function groupCommit<Req, Res>(write: (batch: Req[]) => Promise<Res[]>, o
     try {
       results = await write(batch.map((b) => b.req));
     } catch (err) {
-      if (batch.length === 1 || !o.isolateFailures || o.isolateFailures(err)) {
+      if (batch.length === 1 || o.batchWide?.(err)) {
         for (const b of batch) b.reject(err);
         return;
       }
@@ -48,10 +54,30 @@ export function groupCommit<Req, Res>(write: (batch: Req[]) => Promise<Res[]>, o
     for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!);
   }
 
-  function pump(): void {
-    while (inFlight < maxInFlight && waiting.length > 0) {
+  /** The next batch off the front of the queue: up to maxBatch, one request per key. */
+  function take(): Waiter[] {
+    if (!o.key) {
       const batch = waiting.length <= maxBatch ? waiting : waiting.slice(0, maxBatch);
       waiting = waiting.length <= maxBatch ? [] : waiting.slice(maxBatch);
+      return batch;
+    }
+    const batch: Waiter[] = [];
+    const later: Waiter[] = [];
+    const keys = new Set<string>();
+    let i = 0;
+    for (; i < waiting.length && batch.length < maxBatch; i++) {
+      const w = waiting[i]!;
+      const k = o.key(w.req);
+      if (keys.has(k)) later.push(w);
+      else keys.add(k), batch.push(w);
+    }
+    waiting = later.concat(waiting.slice(i));
+    return batch;
+  }
+
+  function pump(): void {
+    while (inFlight < maxInFlight && waiting.length > 0) {
+      const batch = take();
       inFlight++;
       run(batch).finally(() => {
         inFlight--;

@@ -55,3 +55,4 @@ export function isConnectionError(err: unknown): boolean {
 }
 
 export { groupCommit, type GroupCommit, type GroupCommitOptions } from "./group-commit.ts";
+export { driverRowMapper } from "./row-mapper.ts";

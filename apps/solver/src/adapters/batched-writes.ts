@@ -1,0 +1,81 @@
+import type postgres from "postgres";
+import { driverRowMapper, groupCommit, isConnectionError, tasks, type TaskRow } from "@pipeline/shared/db";
+
+/**
+ * The solver's per-task state transitions, group-committed: the claims (or completions)
+ * arriving while one statement runs go together in the next, as one
+ * `UPDATE … FROM unnest(…)`. Each request keeps its own guard (state, lease owner) inside the
+ * statement, so a batch changes exactly the rows the same calls one by one would have changed;
+ * two requests for one row never share a statement (group-commit `key`). Under load this turns
+ * thousands of single-row commits (and socket writes) per second into a few dozen statements.
+ */
+export interface BatchedWrites {
+  /** queued|retrying -> solving, or takes over an expired (or own) `solving` lease; undefined when not claimable. */
+  claim(r: { id: string; worker: string; leaseMs: number }): Promise<TaskRow | undefined>;
+  /** Marks an in.php call as started, if the task is still ours. */
+  beginSubmit(r: { id: string; worker: string }): Promise<boolean>;
+  complete(r: { id: string; worker: string; token: string; userAgent: string | null; expiresAt: Date | null; polls: number }): Promise<TaskRow | undefined>;
+}
+
+const toTaskRow = driverRowMapper(tasks);
+type Raw = Record<string, unknown> & { id: string };
+
+export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number } = {}): BatchedWrites {
+  const opts = { ...o, batchWide: isConnectionError };
+  const byId = <R extends { id: string }>(batch: R[], rows: Raw[]) => {
+    const found = new Map(rows.map((r) => [r.id, r]));
+    return batch.map((b) => found.get(b.id));
+  };
+
+  const claim = groupCommit(
+    async (batch: Array<{ id: string; worker: string; leaseMs: number }>) => {
+      const rows = await sql<Raw[]>`
+        update tasks t
+        set state = 'solving', version = t.version + 1, attempts = t.attempts + 1, lease_owner = v.worker,
+            lease_until = now() + v.lease_ms * interval '1 millisecond',
+            started_at = coalesce(t.started_at, now()), updated_at = now()
+        from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => String(b.leaseMs))}::int[])
+             as v(id, worker, lease_ms)
+        where t.id = v.id
+          and (t.state in ('queued', 'retrying')
+               or (t.state = 'solving' and (t.lease_until is null or t.lease_until < now() or t.lease_owner = v.worker)))
+        returning t.*`;
+      return byId(batch, rows).map((r) => (r ? toTaskRow(r) : undefined));
+    },
+    { ...opts, key: (r) => r.id },
+  );
+
+  const beginSubmit = groupCommit(
+    async (batch: Array<{ id: string; worker: string }>) => {
+      const rows = await sql<Raw[]>`
+        update tasks t set submit_started_at = now(), submit_owner = v.worker
+        from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[]) as v(id, worker)
+        where t.id = v.id and t.state = 'solving' and t.lease_owner = v.worker
+        returning t.id`;
+      return byId(batch, rows).map((r) => r !== undefined);
+    },
+    { ...opts, key: (r) => r.id },
+  );
+
+  const complete = groupCommit(
+    async (batch: Array<{ id: string; worker: string; token: string; userAgent: string | null; expiresAt: Date | null; polls: number }>) => {
+      // Timestamps go as text: drizzle turns postgres.js's timestamptz[] serializer off.
+      const rows = await sql<Raw[]>`
+        update tasks t
+        set state = 'completed', version = t.version + 1, token = v.token, user_agent = v.ua,
+            token_expires_at = v.expires::timestamptz, provider_polls = t.provider_polls + v.polls,
+            lease_owner = null, lease_until = null, error_code = null, error_message = null,
+            completed_at = now(), updated_at = now()
+        from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.token)}::text[],
+                    ${batch.map((b) => b.userAgent)}::text[], ${batch.map((b) => b.expiresAt?.toISOString() ?? null)}::text[],
+                    ${batch.map((b) => String(b.polls))}::int[])
+             as v(id, worker, token, ua, expires, polls)
+        where t.id = v.id and t.state = 'solving' and t.lease_owner = v.worker
+        returning t.*`;
+      return byId(batch, rows).map((r) => (r ? toTaskRow(r) : undefined));
+    },
+    { ...opts, key: (r) => r.id },
+  );
+
+  return { claim, beginSubmit, complete };
+}
