@@ -52,6 +52,11 @@ export const SolverEnv = z
     BREAKER_COOLDOWN_MS: envInt(5000, 10, 3600_000),
     BREAKER_MAX_COOLDOWN_MS: envInt(60_000, 10, 3600_000),
     DB_POOL_MAX: envInt(20, 1, 500),
+    /**
+     * Runs a full garbage collection (and returns the allocator's free pages) whenever the
+     * resident set has grown by this many MB since the last one; 0 leaves it to the runtime.
+     */
+    GC_GROWTH_MB: envInt(16, 0, 4096),
     METRICS_HOST: z.string().default("127.0.0.1"),
     /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
     METRICS_PORT: envInt(9464, 0, 65535),

@@ -15,6 +15,8 @@ import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/runtime";
 import { startHeartbeat } from "./adapters/heartbeat.ts";
+import { createSleeper } from "./worker/sleeps.ts";
+import { startMemoryGovernor, type MemoryGovernor } from "./adapters/memory.ts";
 import { keySource, startLiveConfig, type LiveConfig } from "./adapters/live-config.ts";
 import { createBreaker, type Breaker } from "./domain/breaker.ts";
 import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "./domain/keyring.ts";
@@ -30,6 +32,7 @@ export interface SolverService {
   keys: KeyRing;
   config: LiveConfig;
   worker: Worker;
+  memory: MemoryGovernor;
   /** Graceful stop: drain in-flight work (up to DRAIN_TIMEOUT_MS), then close NATS and Postgres. */
   stop(): Promise<void>;
 }
@@ -143,6 +146,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     log,
     profile: config.PROVIDER_PROFILE,
     counters: {},
+    sleeper: createSleeper(),
     metrics: {
       event: (e) => metrics?.event(e),
       solved: (t, sec) => metrics?.solved(t, sec),
@@ -170,6 +174,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     port: config.METRICS_PORT,
     fetch: (req) => (new URL(req.url).pathname === "/metrics" ? m.response() : new Response("not found", { status: 404 })),
   });
+  const memory = startMemoryGovernor({ checkMs: 100, growthBytes: config.GC_GROWTH_MB * 1024 * 1024 });
   worker.start();
   const startedAt = new Date().toISOString();
   const heartbeat = startHeartbeat(
@@ -219,10 +224,12 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     keys: keyRing,
     config: liveConfig,
     worker,
+    memory,
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       liveConfig.stop();
       await Promise.all([worker.stop(), notifier?.stop()]);
+      memory.stop();
       await metricsServer.stop(true);
       await heartbeat.stop();
       await nc.drain().catch(() => {});

@@ -19,6 +19,14 @@ export interface ProviderSlots {
   held(keyRef: string): Promise<number>;
 }
 
+interface AcquireRequest {
+  keyRef: string;
+  threads: number;
+  owner: string;
+  taskId: string;
+  leaseMs: number;
+}
+
 export function createProviderSlots(db: Db): ProviderSlots {
   // Releases are group-committed (one UPDATE … FROM unnest per batch): every finished task frees
   // its slot, so under load they are as many as the completions.
@@ -33,22 +41,20 @@ export function createProviderSlots(db: Db): ProviderSlots {
     },
     { batchWide: isConnectionError, key: (r) => `${r.keyRef}\u0000${r.slot}` },
   );
-  return {
-    async ensure(keyRef, threads) {
-      await db.execute(sql`
-        insert into provider_slots (key_ref, slot)
-        select ${keyRef}, g from generate_series(0, ${threads - 1}) g
-        on conflict do nothing`);
-    },
-    async acquire(keyRef, threads, owner, taskId, leaseMs) {
-      const rows = await db.execute<{ slot: number }>(sql`
+  // Acquisitions gathered while one batch runs go in one transaction, pipelined (one socket
+  // write, one commit): each is still its own statement, run in order, so a later one sees the
+  // slot an earlier one took and never takes it again. The row locks live until that commit, a
+  // few milliseconds; another solver skips them (SKIP LOCKED) as it skips any taken slot.
+  const acquire = groupCommit(
+    async (batch: AcquireRequest[]) =>
+      db.$client.begin((tx) => batch.map((r) => tx<{ slot: number }[]>`
         with mine as (
           select key_ref, slot from provider_slots
-          where key_ref = ${keyRef} and task_id = ${taskId} and slot < ${threads}
+          where key_ref = ${r.keyRef} and task_id = ${r.taskId} and slot < ${r.threads}
           limit 1 for update skip locked
         ), free as (
           select key_ref, slot from provider_slots
-          where key_ref = ${keyRef} and slot < ${threads} and task_id is null
+          where key_ref = ${r.keyRef} and slot < ${r.threads} and task_id is null
           order by slot
           limit 1 for update skip locked
         ), reclaimable as (
@@ -56,7 +62,7 @@ export function createProviderSlots(db: Db): ProviderSlots {
           -- whose holder's lease ran out and whose task no longer has a provider task running.
           select s.key_ref, s.slot from provider_slots s
           left join tasks t on t.id = s.task_id
-          where s.key_ref = ${keyRef} and s.slot < ${threads} and s.task_id is not null
+          where s.key_ref = ${r.keyRef} and s.slot < ${r.threads} and s.task_id is not null
             and s.lease_until < now()
             and (t.id is null or t.provider_id is null or t.state not in ('solving', 'retrying'))
           order by s.slot
@@ -65,12 +71,20 @@ export function createProviderSlots(db: Db): ProviderSlots {
           select * from mine union all select * from free union all select * from reclaimable limit 1
         )
         update provider_slots p
-        set owner = ${owner}, task_id = ${taskId}, lease_until = now() + ${`${leaseMs} milliseconds`}::interval
+        set owner = ${r.owner}, task_id = ${r.taskId}, lease_until = now() + ${`${r.leaseMs} milliseconds`}::interval
         from pick
         where p.key_ref = pick.key_ref and p.slot = pick.slot
-        returning p.slot`);
-      return rows[0]?.slot;
+        returning p.slot`.then((rows) => rows[0]?.slot))),
+    { batchWide: isConnectionError, key: (r) => r.taskId, maxBatch: 100 },
+  );
+  return {
+    async ensure(keyRef, threads) {
+      await db.execute(sql`
+        insert into provider_slots (key_ref, slot)
+        select ${keyRef}, g from generate_series(0, ${threads - 1}) g
+        on conflict do nothing`);
     },
+    acquire: (keyRef, threads, owner, taskId, leaseMs) => acquire({ keyRef, threads, owner, taskId, leaseMs }),
     release: (keyRef, slot, taskId) => release({ keyRef, slot, taskId }),
     async park(keyRef, slot, taskId) {
       await db.execute(sql`update provider_slots set owner = null, lease_until = now() where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);

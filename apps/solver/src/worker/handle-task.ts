@@ -12,6 +12,7 @@ import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 import type { Permits } from "../domain/permits.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { backoff, firstPollDelay, tokenExpiry } from "../domain/timing.ts";
+import type { Sleeper } from "./sleeps.ts";
 
 export interface HandlerDeps {
   workerId: string;
@@ -51,28 +52,21 @@ export interface HandlerDeps {
   /** Metrics hooks (Prometheus in the service; absent in some tests). */
   metrics?: { event(name: string): void; solved(type: string, seconds: number): void };
   random?: () => number;
+  /** The waits between steps (slot retries, first poll, poll interval): one timer for them all. */
+  sleeper: Sleeper;
 }
 
-/** Sleeps, or throws when the signal aborts (a hard stop). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(() => (signal.removeEventListener("abort", onAbort), resolve()), ms);
-    const onAbort = () => (clearTimeout(t), reject(signal.reason));
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
 
 
 /** Runs a write until it succeeds or `forMs` passes (then rethrows), backing off up to 2 s. */
-async function persist<T>(write: () => Promise<T>, forMs: number, signal: AbortSignal): Promise<T> {
+async function persist<T>(write: () => Promise<T>, forMs: number, sleeper: Sleeper, signal: AbortSignal): Promise<T> {
   const until = Date.now() + forMs;
   for (let wait = 100; ; wait = Math.min(2000, wait * 2)) {
     try {
       return await write();
     } catch (err) {
       if (Date.now() + wait > until) throw err;
-      await sleep(wait, signal);
+      await sleeper.sleep(wait, signal);
     }
   }
 }
@@ -162,7 +156,7 @@ async function acquireSlot(d: Delivery, deps: HandlerDeps, keyRef: string, signa
   for (;;) {
     const s = await deps.slots.acquire(keyRef, deps.threads, deps.workerId, d.taskId, deps.timing.leaseMs);
     if (s !== undefined || Date.now() >= until) return s;
-    await sleep(every + Math.random() * every, signal);
+    await deps.sleeper.sleep(every + Math.random() * every, signal);
   }
 }
 
@@ -248,7 +242,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
   if (!providerId && row.submitStartedAt && row.submitOwner !== w) {
     const graceEnd = row.submitStartedAt.getTime() + t.providerTimeoutMs + 1000;
     while (!providerId && Date.now() < graceEnd) {
-      await sleep(200, signal);
+      await deps.sleeper.sleep(200, signal);
       const now = await store.get(taskId);
       if (!now || now.leaseOwner !== w || now.state !== "solving") return done(nak(t.leaseMs, "no longer ours while waiting for a started submit"));
       if (now.providerId) {
@@ -281,13 +275,13 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
         const pid = reply.value;
         // The provider has the task now: losing this write means paying for it twice, so it is
         // retried through a database outage (for as long as a lease could have lasted, at least a minute).
-        const cp = await persist(() => store.setProviderId(taskId, w, pid, key.ref), Math.max(60_000, t.leaseMs * 2), signal);
+        const cp = await persist(() => store.setProviderId(taskId, w, pid, key.ref), Math.max(60_000, t.leaseMs * 2), deps.sleeper, signal);
         deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
         if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId, keyRef: key.ref } });
         leave();
-        await sleep(firstPollDelay(type, t.firstPollMs), signal);
+        await deps.sleeper.sleep(firstPollDelay(type, t.firstPollMs), signal);
       } else if (reply.kind === "error") {
         const cls = classifyError(reply.code, deps.profile);
         if (cls === "task_fails") return failTask(reply.code);
@@ -347,7 +341,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
         return done(ack("completed"));
       }
       if (reply.kind === "not_ready") {
-        await sleep(t.pollIntervalMs, signal);
+        await deps.sleeper.sleep(t.pollIntervalMs, signal);
         continue;
       }
       if (reply.kind === "error") {
@@ -361,7 +355,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
       }
       // Retryable while polling: the same request again after a pause, within the poll budget.
       transportErrors++;
-      await sleep(Math.max(t.pollIntervalMs, backoff(transportErrors, t.retryBaseMs, t.retryMaxMs)), signal);
+      await deps.sleeper.sleep(Math.max(t.pollIntervalMs, backoff(transportErrors, t.retryBaseMs, t.retryMaxMs)), signal);
     }
     // The poll budget is spent: the provider gives up on its own well before 20 polls.
     deps.log.warn({ taskId, polls: t.maxPolls }, "poll budget spent; submitting anew");

@@ -59,8 +59,15 @@ export function createWorker(deps: WorkerDeps): Worker {
     while (running && free(lane) <= 0) await new Promise<void>((r) => slotWaiters.push(r));
   };
 
+  /**
+   * Messages held now (handled, or waiting for a slot): one timer keeps them all alive with
+   * `working()` every third of the AckWait, rather than a timer (and closure) per message.
+   */
+  const held = new Set<JsMsg>();
+  const workingTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
+
   async function process(msg: JsMsg): Promise<void> {
-    const heartbeat = setInterval(() => msg.working(), Math.max(500, Math.floor(deps.ackWaitMs / 3)));
+    held.add(msg);
     let outcome: Outcome;
     try {
       let parsed: TaskMessage;
@@ -98,7 +105,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       deps.metrics?.outcome(outcome.kind);
       deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
     } finally {
-      clearInterval(heartbeat);
+      held.delete(msg);
     }
   }
 
@@ -128,9 +135,9 @@ export function createWorker(deps: WorkerDeps): Worker {
         for await (const msg of messages) {
           if (!running) break;
           if (free(lane) <= 0) {
-            const keepAlive = setInterval(() => msg.working(), Math.max(500, Math.floor(deps.ackWaitMs / 3)));
+            held.add(msg);
             await waitForSlot(lane);
-            clearInterval(keepAlive);
+            held.delete(msg);
           }
           if (!running) {
             msg.nak(0);
@@ -164,6 +171,9 @@ export function createWorker(deps: WorkerDeps): Worker {
     inFlight: () => active.size,
     start() {
       running = true;
+      workingTimer.id = setInterval(() => {
+        for (const m of held) m.working();
+      }, Math.max(500, Math.floor(deps.ackWaitMs / 3)));
       for (const lane of LANES) loops.push(laneLoop(lane));
       leaseTimer.id = setInterval(() => {
         const ids = [...handling];
@@ -197,6 +207,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       }
       clearInterval(leaseTimer.id);
       clearInterval(probeTimer.id);
+      clearInterval(workingTimer.id);
     },
   };
 }

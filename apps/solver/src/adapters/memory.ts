@@ -1,0 +1,46 @@
+/**
+ * Collects garbage when the process has grown, instead of when JavaScriptCore gets round to it.
+ *
+ * With thousands of tasks in flight, bursts (thousands of claims, submits or completions within
+ * seconds) allocate far faster than JSC's full collections run: measured at 5,000 in flight, the
+ * JS heap held 40 MB of live objects but grew to 160 MB of capacity with garbage, and mimalloc
+ * (the native side: sockets, fetch and query buffers) kept what the bursts had used, so the
+ * peak RSS was about twice what a collection every 2 s gave. `Bun.gc(true)` runs a full JSC
+ * collection and returns mimalloc's free pages to the OS.
+ *
+ * A collection runs when the resident set has grown by `growthBytes` since the last one (checked
+ * every `checkMs`), so an idle or steady process pays nothing, and a burst costs one full
+ * collection (tens of ms at 10,000 tasks in flight) per `growthBytes` it allocates.
+ */
+export interface MemoryGovernor {
+  stop(): void;
+  /** Collections run so far and the time they took (metrics, tests). */
+  collections(): number;
+  collectMs(): number;
+}
+
+export function startMemoryGovernor(o: { checkMs: number; growthBytes: number; rss?: () => number; collect?: () => void }): MemoryGovernor {
+  const rss = o.rss ?? (() => process.memoryUsage.rss());
+  const collect = o.collect ?? (() => Bun.gc(true));
+  let runs = 0;
+  let spent = 0;
+  if (o.growthBytes <= 0) return { stop() {}, collections: () => runs, collectMs: () => spent };
+  let floor = rss();
+  const timer = setInterval(() => {
+    const now = rss();
+    // The floor follows the resident set down (memory given back without a collection of ours).
+    if (now < floor) floor = now;
+    if (now - floor < o.growthBytes) return;
+    const t0 = performance.now();
+    collect();
+    spent += performance.now() - t0;
+    runs++;
+    floor = rss();
+  }, o.checkMs);
+  timer.unref?.();
+  return {
+    stop: () => clearInterval(timer),
+    collections: () => runs,
+    collectMs: () => spent,
+  };
+}
