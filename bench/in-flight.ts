@@ -4,7 +4,7 @@ import { PROVIDER_KEY, type Proc } from "../tests/harness.ts";
 import { stateCounts, waitForCompleted } from "./support/completion.ts";
 import { envCount, type Benchmark } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
-import { startPipeline, submitTask } from "./support/pipeline.ts";
+import { startPipeline, submitTask, type BenchTaskType } from "./support/pipeline.ts";
 import { memoryOf, stopProc } from "./support/processes.ts";
 
 const LATENCY_MS = 30_000;
@@ -15,6 +15,17 @@ const TARGET = 10_000;
  * BENCH_INFLIGHT_TASKS=10000 measures the full target.
  */
 const DEFAULT_TASKS = 5_000;
+
+/**
+ * reCAPTCHA v2 by default: the most common type, and one whose answer the bulk `res.php` reply
+ * carries whole. BENCH_INFLIGHT_TYPE=turnstile measures turnstile, whose user agent only the
+ * single-id JSON reply carries: one more call per task (its floor is 2 calls per task).
+ */
+function taskType(): BenchTaskType {
+  const t = process.env.BENCH_INFLIGHT_TYPE ?? "recaptcha_v2";
+  if (t !== "recaptcha_v2" && t !== "turnstile") throw new Error(`BENCH_INFLIGHT_TYPE: expected recaptcha_v2 or turnstile, got ${JSON.stringify(t)}`);
+  return t;
+}
 
 /**
  * The solver's `solver_worker_events_total` counters (redeliveries, duplicate deliveries it
@@ -39,12 +50,13 @@ export const inFlight: Benchmark = {
   title: `N tasks in flight at once in one solver (target ${TARGET.toLocaleString("en-US")}; BENCH_INFLIGHT_TASKS, default ${DEFAULT_TASKS.toLocaleString("en-US")}), provider latency ${LATENCY_MS / 1000} s`,
   async run(ctx) {
     const n = envCount("BENCH_INFLIGHT_TASKS", DEFAULT_TASKS);
+    const type = taskType();
     const clients = envCount("BENCH_CLIENTS", 32);
     if (n < TARGET) ctx.log(`in-flight: measuring ${n} tasks, not ${TARGET} (BENCH_INFLIGHT_TASKS)`);
     const p = await startPipeline(ctx.scope, ctx, {
       solvers: 0,
       emulator: { latencyMs: LATENCY_MS, threads: Math.max(n, TARGET) + 1000 },
-      // Poll timing left at the solver's defaults (first poll per type, 10 s for turnstile; then every 5 s).
+      // Poll timing left at the solver's defaults (first poll per type: 15 s for reCAPTCHA v2, 10 s for turnstile; then every 5 s).
       // HIGH_LANE_RESERVED=0: by default a tenth of the concurrency is kept for high-priority
       // tasks, which would cap these (normal) ones at 90% of SOLVER_CONCURRENCY.
       solverEnv: { SOLVER_CONCURRENCY: String(n), PROVIDER_THREADS: String(n), HIGH_LANE_RESERVED: "0" },
@@ -57,7 +69,7 @@ export const inFlight: Benchmark = {
 
     // Every task is queued before the measured solver starts, so the gateway does not compete
     // with it for the CPU and it can take tasks as fast as it is able to.
-    const sent = await closedLoop(n, clients, (i) => submitTask(p.gatewayUrl, i, "inflight"));
+    const sent = await closedLoop(n, clients, (i) => submitTask(p.gatewayUrl, i, "inflight", type));
     if (sent.errors) throw new Error(`${sent.errors} of ${n} submissions failed: ${sent.firstError}`);
     ctx.log(`in-flight: ${n} tasks queued in ${((sent.endedAt - sent.startedAt) / 1000).toFixed(1)} s; starting the solver`);
     const t0 = performance.now();
@@ -107,7 +119,7 @@ export const inFlight: Benchmark = {
         ratio: mem.peakMb / idle.rssMb,
         target: "<= 150 MB",
         met: mem.peakMb <= 150,
-        note: `in-flight: ${n} turnstile tasks queued through the gateway first, then one solver started (SOLVER_CONCURRENCY=PROVIDER_THREADS=${n}, HIGH_LANE_RESERVED=0, poll timing at its defaults); it claimed them over ${claimS.toFixed(1)} s and all were completed ${totalS.toFixed(1)} s after its start; provider latency ${LATENCY_MS / 1000} s. Peak RSS is VmHWM of that process; the baseline is VmRSS of an idle solver of the same configuration.${scaled}`,
+        note: `in-flight: ${n} ${type} tasks queued through the gateway first, then one solver started (SOLVER_CONCURRENCY=PROVIDER_THREADS=${n}, HIGH_LANE_RESERVED=0, poll timing at its defaults); it claimed them over ${claimS.toFixed(1)} s and all were completed ${totalS.toFixed(1)} s after its start; provider latency ${LATENCY_MS / 1000} s. Peak RSS is VmHWM of that process; the baseline is VmRSS of an idle solver of the same configuration.${scaled}`,
       },
       {
         bench: "in-flight",
@@ -134,7 +146,7 @@ export const inFlight: Benchmark = {
         unit: "",
         target: "<= 1.5",
         met: calls / completed <= 1.5,
-        note: `in-flight: (in.php ${stats.submissions} + rejected ${stats.rejectedSubmissions} + res.php ${stats.resCalls}) / ${completed} completed. That is ${(stats.resCalls / completed).toFixed(2)} res.php requests per task: the solver folds the polls of its tasks into bulk requests (res.php?action=get&ids=..., up to 100 ids), first 10 s after the submit, then every 5 s; a turnstile answer is then read once more on its own for its user agent (the bulk reply carries only the token), which is the floor of 2 calls per task for this type (1.0x for reCAPTCHA).`,
+        note: `in-flight: (in.php ${stats.submissions} + rejected ${stats.rejectedSubmissions} + res.php ${stats.resCalls}) / ${completed} completed ${type} tasks. That is ${(stats.resCalls / completed).toFixed(2)} res.php requests per task: the solver folds the polls of its tasks into bulk requests (res.php?action=get&ids=..., up to 100 ids), after the type's first-poll delay, then every 5 s. ${type === "turnstile" ? "A turnstile answer is then read once more on its own for its user agent (the bulk reply carries only the token): its floor is 2 calls per task." : "A turnstile answer costs one more call (its user agent comes only with the single-id JSON reply): BENCH_INFLIGHT_TYPE=turnstile measures it."}`,
       },
     ];
   },

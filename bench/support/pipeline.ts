@@ -124,16 +124,24 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
 }
 
 /** The body of task number i: a turnstile task whose page URL (so provider fingerprint) is its own. */
-export function taskBody(i: number, run: string): string {
-  return JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://bench.example.com/${run}/${i}` } });
+/** The task types the benchmarks submit (turnstile unless a benchmark says otherwise). */
+export type BenchTaskType = "turnstile" | "recaptcha_v2";
+
+export function taskBody(i: number, run: string, type: BenchTaskType = "turnstile"): string {
+  const pageurl = `https://bench.example.com/${run}/${i}`;
+  return JSON.stringify(
+    type === "turnstile"
+      ? { type, params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl } }
+      : { type, params: { sitekey: "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", pageurl } },
+  );
 }
 
 /** One durable submission through the gateway (with an Idempotency-Key, as a careful client sends); throws unless 202. */
-export async function submitTask(gatewayUrl: string, i: number, run: string): Promise<string> {
+export async function submitTask(gatewayUrl: string, i: number, run: string, type?: BenchTaskType): Promise<string> {
   const res = await fetch(`${gatewayUrl}/v1/tasks`, {
     method: "POST",
     headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json", "idempotency-key": `${run}-${i}` },
-    body: taskBody(i, run),
+    body: taskBody(i, run, type),
   });
   const body = (await res.json()) as { id?: string };
   if (res.status !== 202 || !body.id) throw new Error(`POST /v1/tasks answered ${res.status}: ${JSON.stringify(body).slice(0, 200)}`);
