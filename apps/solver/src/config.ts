@@ -56,7 +56,7 @@ export const SolverEnv = z
      * Runs a full garbage collection (and returns the allocator's free pages) whenever the
      * resident set has grown by this many MB since the last one; 0 leaves it to the runtime.
      */
-    GC_GROWTH_MB: envInt(16, 0, 4096),
+    GC_GROWTH_MB: envInt(4, 0, 4096),
     METRICS_HOST: z.string().default("127.0.0.1"),
     /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
     METRICS_PORT: envInt(9464, 0, 65535),

@@ -10,7 +10,10 @@
  *
  * A collection runs when the resident set has grown by `growthBytes` since the last one (checked
  * every `checkMs`), so an idle or steady process pays nothing, and a burst costs one full
- * collection (tens of ms at 10,000 tasks in flight) per `growthBytes` it allocates.
+ * collection (tens of ms at 10,000 tasks in flight) per `growthBytes` it allocates. Measured with
+ * `bun bench/run.ts in-flight` (5,000 tasks): peak RSS 246 MB without it, 197 MB at 16 MB,
+ * 177 MB at 8 MB, 167 MB at 4 MB (the default); end-to-end throughput did not move (4 vs 16 MB,
+ * two runs each).
  */
 export interface MemoryGovernor {
   stop(): void;
