@@ -38,7 +38,8 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   cleanups.push(async () => rmSync(snapDir, { recursive: true, force: true }));
   const adminUrl = withDatabase(s.tdb.url, "postgres");
 
-  const load = steadyLoad(s, "db", 300, 8, 40);
+  // ~80 submissions/s for ~4 s: the snapshot (at 2 s) falls inside the load.
+  const load = steadyLoad(s, "db", 300, 8, 100);
   await Bun.sleep(2000);
   const snap = await takeSnapshot({ databaseUrl: s.tdb.url, dir: snapDir, keep: 3, region, jsm });
   const snapAt = Date.parse(snap.manifest.createdAt);

@@ -30,13 +30,17 @@ test("TASKS deleted mid-run: rebuild-queue + solver restart complete every ackno
   const jsm = await jetstreamManager(nc);
   const ctx: RecoveryContext = { region, nc, js: jetstream(nc), jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };
 
-  const load = steadyLoad(s, "ql", 400, 8, 40);
+  // ~80 submissions/s for ~5 s: the fault (at 2.5 s) falls inside the load.
+  const load = steadyLoad(s, "ql", 400, 8, 100);
   await Bun.sleep(2500);
   // The fault: the queue is gone, messages and consumers with it.
   const fault = Date.now();
   await jsm.streams.delete(streams.tasks(region));
   const openAtFault = (await s.db.sql<{ id: string; state: string }[]>`select id, state from tasks where state in ('queued', 'retrying', 'solving')`).map((r) => r);
   const ackedAtFault = load.acked.length;
+  // The fault came mid-run: submissions still coming, tasks unfinished.
+  expect(ackedAtFault).toBeLessThan(400);
+  expect(openAtFault.length).toBeGreaterThan(0);
   // Detection (assess: "TASKS does not exist") and the command, then the solver restart.
   await Bun.sleep(500);
   const rebuilding = rebuildQueue(ctx, { gatewayGraceMs: 12_000 });
