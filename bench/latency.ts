@@ -71,7 +71,12 @@ export const latency: Benchmark = {
   async run(ctx) {
     let maxRate = ctx.earlier.find((f) => f.bench === "end-to-end")?.ours;
     let source = "the end-to-end figure of this run";
-    if (maxRate === undefined) {
+    // A fixed rate (BENCH_LATENCY_RATE, tasks/s), to compare runs whose maxima differ.
+    const fixed = envCount("BENCH_LATENCY_RATE", 0);
+    if (fixed > 0) {
+      maxRate = fixed * 2;
+      source = "BENCH_LATENCY_RATE";
+    } else if (maxRate === undefined) {
       const tasks = Math.min(1500, e2eTasks());
       ctx.log(`latency: no end-to-end figure in this run; measuring the maximum rate first (${tasks} tasks)`);
       maxRate = (await pipelineThroughput(ctx, { tasks, solvers: 1, run: "latency-max" })).perSecond;
