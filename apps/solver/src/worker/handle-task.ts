@@ -54,6 +54,39 @@ export interface HandlerDeps {
   random?: () => number;
   /** The waits between steps (slot retries, first poll, poll interval): one timer for them all. */
   sleeper: Sleeper;
+  /**
+   * Park a task once its provider task is known (`{ kind: "parked" }`) instead of polling it
+   * here: the worker's waiting room (waiting.ts) polls it and finishes it, so a waiting task is
+   * a small record, not a suspended handler. Without it, the handler polls until the end.
+   */
+  parking?: boolean;
+}
+
+/** A task waiting for the provider's answer, as the handler leaves it to the waiting room. */
+export interface Parked {
+  taskId: string;
+  type: TaskType;
+  providerId: string;
+  key: ProviderKeyInUse;
+  /** The provider slot the task holds (released when it finishes). */
+  slot: number;
+  /** res.php calls made for it so far in this delivery. */
+  polls: number;
+  /** New provider tasks this delivery made for it (bounded by maxResubmits). */
+  resubmits: number;
+  firstDelayMs: number;
+}
+
+/** What the handler decided: an outcome for the message, or a task parked in the waiting room. */
+export type Handled = Outcome | { kind: "parked"; parked: Parked };
+
+/** Where the waiting room hands a task back to the handler: a reply it does not handle itself. */
+export interface Resume {
+  parked: Parked;
+  /** The reply to act on first (an error); none when the key rotated or the poll budget ran out. */
+  reply?: ProviderReply;
+  /** Polls the waiting room made (they count against the poll budget). */
+  pollsWaited: number;
 }
 
 
@@ -91,10 +124,10 @@ function counter(deps: Pick<HandlerDeps, "counters" | "metrics">) {
   };
 }
 
-export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Outcome> {
+export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal, resume?: Resume): Promise<Handled> {
   const key = deps.keys.current();
   const breaker = deps.keys.breaker(key.ref);
-  if (!breaker.allows()) {
+  if (!resume && !breaker.allows()) {
     counter(deps)("breakerWaits");
     return nak(breaker.retryInMs() + 200 + (deps.random ?? Math.random)() * 800, `breaker ${breaker.state()}`);
   }
@@ -110,11 +143,12 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     admitted = true;
   };
   try {
-    if (deps.admission) {
+    // A resumed task enters the cap only for its finishing writes (enter()).
+    if (deps.admission && !resume) {
       await deps.admission.acquire();
       admitted = true;
     }
-    return await admittedTask(d, deps, key, breaker, { leave, enter }, signal);
+    return await admittedTask(d, deps, key, breaker, { leave, enter }, signal, resume);
   } finally {
     leave();
   }
@@ -127,25 +161,34 @@ interface Admission {
   enter(): Promise<void>;
 }
 
-async function admittedTask(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, admission: Admission, signal: AbortSignal): Promise<Outcome> {
+async function admittedTask(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, admission: Admission, signal: AbortSignal, resume?: Resume): Promise<Handled> {
   const { slots } = deps;
   const bump = counter(deps);
   const random = deps.random ?? Math.random;
-  const slot = await acquireSlot(d, deps, key.ref, signal);
+  // A resumed task still holds the slot it was parked with (under the key it was submitted with).
+  const slot = resume ? resume.parked.slot : await acquireSlot(d, deps, key.ref, signal);
+  const slotKeyRef = resume ? resume.parked.key.ref : key.ref;
   if (slot === undefined) {
     bump("slotWaits");
     return nak(100 + random() * 400, "no provider slot free");
   }
   // On an exception (a hard stop mid-poll) the slot is parked: it frees itself once the task
-  // has no provider task in flight.
+  // has no provider task in flight. A task parked in the waiting room keeps it.
   let keepSlot = true;
+  let parked = false;
   try {
-    const r = await solveClaimed(d, deps, key, breaker, admission, signal);
+    const r = await solveClaimed(d, deps, key, breaker, admission, signal, resume);
+    if (r.park) {
+      parked = true;
+      return { kind: "parked", parked: { ...r.park, slot } };
+    }
     keepSlot = r.providerTaskInFlight;
     return r.outcome;
   } finally {
-    if (keepSlot) await slots.park(key.ref, slot, d.taskId).catch(() => {});
-    else await slots.release(key.ref, slot, d.taskId).catch(() => {});
+    if (parked) {
+      // the waiting room releases it
+    } else if (keepSlot) await slots.park(slotKeyRef, slot, d.taskId).catch(() => {});
+    else await slots.release(slotKeyRef, slot, d.taskId).catch(() => {});
   }
 }
 
@@ -164,33 +207,89 @@ interface Solved {
   outcome: Outcome;
   /** True when the provider still works on the task (its slot must stay taken). */
   providerTaskInFlight: boolean;
+  /** Set when the task goes to the waiting room (`outcome` is then unused). */
+  park?: Omit<Parked, "slot">;
 }
 
-async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, admission: Admission, signal: AbortSignal): Promise<Solved> {
+/** The breaker's reading of a provider reply: the provider's health, per key. */
+export function observeReply(breaker: Breaker, profile: ProviderProfile, reply: ProviderReply): void {
+  if (reply.kind === "transport") return breaker.failure();
+  if (reply.kind !== "error") return breaker.success();
+  const cls = classifyError(reply.code, profile);
+  if (cls === "key_stops") breaker.keyStopped(reply.code);
+  else if (cls === "retry") breaker.failure();
+  else breaker.success();
+}
+
+/**
+ * The finish of a solved task: the completion (guarded by the lease), the solve-time metric, the
+ * `completed` event. Shared by the handler and the waiting room.
+ */
+export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
+  const { store, events, timing: t, workerId: w } = deps;
+  const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
+  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
+  if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
+  deps.metrics?.solved(type, ((r.completedAt ?? new Date()).getTime() - r.createdAt.getTime()) / 1000);
+  // The token rides in the event: EVENTS is the changelog a restored database is replayed
+  // from (it is a stream, not a log; nothing prints event bodies).
+  await events.publish({
+    taskId,
+    kind: "completed",
+    state: "completed",
+    version: r.version,
+    data: { token: r.token, userAgent: r.userAgent, expiresAt: r.tokenExpiresAt?.toISOString() ?? null, completedAt: r.completedAt?.toISOString() ?? null, providerId: r.providerId },
+  });
+  return ack("completed");
+}
+
+/** The row of a task handed back by the waiting room, if it is still this worker's to finish. */
+async function resumedRow(deps: HandlerDeps, taskId: string): Promise<{ row: TaskRow } | { outcome: Outcome }> {
+  const row = await deps.store.get(taskId);
+  if (!row) return { outcome: ack("no row for this task any more") };
+  if (row.state === "completed" || row.state === "failed" || row.state === "cancelled") return { outcome: ack(`already ${row.state}`) };
+  if (row.state !== "solving" || row.leaseOwner !== deps.workerId) return { outcome: nak(deps.timing.leaseMs, "no longer ours after waiting") };
+  return { row };
+}
+
+async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, admission: Admission, signal: AbortSignal, resume?: Resume): Promise<Solved> {
   const { leave } = admission;
   const { store, provider, events, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   const taskId = d.taskId;
   const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
-  const claim = await store.claim(taskId, w, t.leaseMs);
-  if (claim.kind === "missing") {
-    bump("orphanMessages");
-    return done(ack("no row for this task (never accepted)"));
+  let row: TaskRow;
+  if (resume) {
+    // Handed back by the waiting room: still claimed by this worker, nothing to claim again.
+    const r = await resumedRow(deps, taskId);
+    if ("outcome" in r) return done(r.outcome);
+    row = r.row;
+  } else {
+    const claim = await store.claim(taskId, w, t.leaseMs);
+    if (claim.kind === "missing") {
+      bump("orphanMessages");
+      return done(ack("no row for this task (never accepted)"));
+    }
+    if (claim.kind === "terminal") {
+      bump("dedupAcks");
+      return done(ack(`already ${claim.row.state}`));
+    }
+    if (claim.kind === "busy") {
+      bump("busyNaks");
+      return done(nak(claim.leaseLeftMs + 500, "another worker holds the lease"));
+    }
+    row = claim.row;
+    if (d.deliveries > 1) bump("redeliveries");
   }
-  if (claim.kind === "terminal") {
-    bump("dedupAcks");
-    return done(ack(`already ${claim.row.state}`));
-  }
-  if (claim.kind === "busy") {
-    bump("busyNaks");
-    return done(nak(claim.leaseLeftMs + 500, "another worker holds the lease"));
-  }
-  const row: TaskRow = claim.row;
-  if (d.deliveries > 1) bump("redeliveries");
   const type = row.type as TaskType;
   let providerId = row.providerId;
-  let polls = 0;
-  let resubmits = 0;
+  let polls = resume ? resume.parked.polls : 0;
+  let resubmits = resume?.parked.resubmits ?? 0;
+  /** The reply the waiting room handed back, and its polls (the budget), for the first poll round. */
+  let pending = resume?.reply;
+  let pollsWaited = resume?.pollsWaited ?? 0;
+  /** How long a parked task waits before its first poll (after a fresh submit: the type's delay). */
+  let firstDelayMs = 0;
 
   const deadLetter = async (reason: string, code: string): Promise<Solved> => {
     const r = await store.fail(taskId, w, { code, message: `dead-lettered: ${reason}`, polls });
@@ -202,10 +301,11 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
     return done(ack(`dead-lettered: ${reason}`));
   };
   const pastDeadline = (extraMs = 0) => row.deadlineAt !== null && Date.now() + extraMs > row.deadlineAt.getTime();
-  if (pastDeadline()) return deadLetter("deadline passed", row.errorCode ?? "DEADLINE_EXCEEDED");
-  if (row.attempts > t.maxAttempts) return deadLetter("max attempts", row.errorCode ?? "MAX_ATTEMPTS");
-
-  await events.publish({ taskId, kind: "solving", state: "solving", version: row.version, data: { worker: w, attempt: row.attempts } });
+  if (!resume) {
+    if (pastDeadline()) return deadLetter("deadline passed", row.errorCode ?? "DEADLINE_EXCEEDED");
+    if (row.attempts > t.maxAttempts) return deadLetter("max attempts", row.errorCode ?? "MAX_ATTEMPTS");
+    await events.publish({ taskId, kind: "solving", state: "solving", version: row.version, data: { worker: w, attempt: row.attempts } });
+  }
   const retryLater = async (code: string | undefined, delayMs: number, why: string): Promise<Solved> => {
     if (row.attempts >= t.maxAttempts) return deadLetter("max attempts", code ?? "MAX_ATTEMPTS");
     if (pastDeadline(delayMs)) return deadLetter("deadline passed", code ?? "DEADLINE_EXCEEDED");
@@ -221,14 +321,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
   const retryDelay = () => backoff(row.attempts, t.retryBaseMs, t.retryMaxMs);
 
   /** The provider's health as the breaker sees it. */
-  const observe = (reply: ProviderReply) => {
-    if (reply.kind === "transport") return breaker.failure();
-    if (reply.kind !== "error") return breaker.success();
-    const cls = classifyError(reply.code, deps.profile);
-    if (cls === "key_stops") breaker.keyStopped(reply.code);
-    else if (cls === "retry") breaker.failure();
-    else breaker.success();
-  };
+  const observe = (reply: ProviderReply) => observeReply(breaker, deps.profile, reply);
   /** A key-level error: the task waits (no attempt is spent on it), the breaker is open. */
   const keyStopped = async (code: string): Promise<Solved> => {
     deps.log.error({ taskId, code }, "provider key stopped; breaker open, task waits");
@@ -259,7 +352,7 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
     bump("keyRotationResubmits");
     providerId = null;
   }
-  if (providerId) bump("resumedPolls");
+  if (providerId && !resume) bump("resumedPolls");
   for (;;) {
     if (!providerId) {
       // Cancelled (or lease lost) since the claim: never submit afterwards.
@@ -281,7 +374,8 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
         providerId = reply.value;
         await events.publish({ taskId, kind: "submitted", state: "solving", version: row.version, data: { providerId, keyRef: key.ref } });
         leave();
-        await deps.sleeper.sleep(firstPollDelay(type, t.firstPollMs), signal);
+        if (deps.parking) firstDelayMs = firstPollDelay(type, t.firstPollMs);
+        else await deps.sleeper.sleep(firstPollDelay(type, t.firstPollMs), signal);
       } else if (reply.kind === "error") {
         const cls = classifyError(reply.code, deps.profile);
         if (cls === "task_fails") return failTask(reply.code);
@@ -296,7 +390,12 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
         return retryLater(reply.kind === "transport" ? "TRANSPORT" : undefined, retryDelay(), `submit: ${reply.kind === "transport" ? reply.reason : "not ready"}`);
       }
     }
+    if (deps.parking && pending === undefined && pollsWaited === 0) {
+      // The wait goes on in the waiting room.
+      return { outcome: ack("parked"), providerTaskInFlight: true, park: { taskId, type, providerId, key, polls, resubmits, firstDelayMs } };
+    }
     const r = await pollUntilDone(providerId);
+    firstDelayMs = 0;
     if (r === "rotated") {
       // The key changed mid-poll: the next delivery submits with the new key (and its slots).
       deps.log.info({ taskId, from: key.ref, to: deps.keys.current().ref }, "provider key rotated while polling; submitting anew with the current key");
@@ -318,27 +417,23 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
   async function pollUntilDone(pid: string): Promise<Solved | "resubmit" | "rotated"> {
     let transportErrors = 0;
     leave();
-    for (let n = 0; n < t.maxPolls; n++) {
-      if (deps.keys.current().ref !== key.ref) return "rotated";
-      const reply = deps.poller ? await deps.poller.poll(pid, key.value, type, signal) : await provider.poll(pid, key.value, signal);
-      polls++;
-      observe(reply);
+    // A task handed back by the waiting room acts on its reply first, its polls counted.
+    const start = pollsWaited;
+    pollsWaited = 0;
+    for (let n = start; n < t.maxPolls; n++) {
+      let reply: ProviderReply;
+      if (pending) {
+        reply = pending;
+        pending = undefined;
+      } else {
+        if (deps.keys.current().ref !== key.ref) return "rotated";
+        reply = deps.poller ? await deps.poller.poll(pid, key.value, type, signal) : await provider.poll(pid, key.value, signal);
+        polls++;
+        observe(reply);
+      }
       if (reply.kind === "ok") {
         await admission.enter();
-        const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
-        const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
-        if (!r) return done(nak(t.leaseMs, "lease lost before completion; the holder finishes"));
-        deps.metrics?.solved(type, ((r.completedAt ?? new Date()).getTime() - r.createdAt.getTime()) / 1000);
-        // The token rides in the event: EVENTS is the changelog a restored database is replayed
-        // from (it is a stream, not a log; nothing prints event bodies).
-        await events.publish({
-          taskId,
-          kind: "completed",
-          state: "completed",
-          version: r.version,
-          data: { token: r.token, userAgent: r.userAgent, expiresAt: r.tokenExpiresAt?.toISOString() ?? null, completedAt: r.completedAt?.toISOString() ?? null, providerId: r.providerId },
-        });
-        return done(ack("completed"));
+        return done(await completeSolved(deps, taskId, type, polls, reply));
       }
       if (reply.kind === "not_ready") {
         await deps.sleeper.sleep(t.pollIntervalMs, signal);

@@ -6,7 +6,8 @@ import { applyOutcome } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, term, type Outcome } from "../domain/outcome.ts";
-import { handleTask, type HandlerDeps } from "./handle-task.ts";
+import { handleTask, type Handled, type HandlerDeps } from "./handle-task.ts";
+import { createWaitingRoom, type WaitResult } from "./waiting.ts";
 
 export interface WorkerDeps extends HandlerDeps {
   consumers: Record<Priority, Consumer>;
@@ -46,6 +47,7 @@ export function createWorker(deps: WorkerDeps): Worker {
   /** Task ids being handled now: only their leases are renewed. */
   const handling = new Set<string>();
   const hard = new AbortController();
+  const room = createWaitingRoom(deps, hard.signal);
   const slotWaiters: Array<() => void> = [];
   const loops: Promise<void>[] = [];
   const reserve = Math.min(deps.concurrency - 1, Math.floor(deps.concurrency * deps.highReserved));
@@ -89,12 +91,22 @@ export function createWorker(deps: WorkerDeps): Worker {
       }
       handling.add(parsed.id);
       let failed = false;
-      outcome = await handleTask({ taskId: parsed.id, priority: parsed.priority, deliveries: msg.info.deliveryCount }, deps, hard.signal).catch((err: Error) => {
+      const onError = (err: Error) => {
         failed = true;
         if (hard.signal.aborted) return nak(0, "aborted by shutdown");
         deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
         return nak(Math.min(deps.timing.retryMaxMs, 2000), "handler error");
-      });
+      };
+      const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries: msg.info.deliveryCount };
+      let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
+      // A parked task waits in the waiting room (which finishes it), or comes back to the
+      // handler with what the room could not decide; it may be parked again (a resubmit).
+      while (handled.kind === "parked") {
+        const waited: WaitResult | Outcome = await room.wait(handled.parked).catch(onError);
+        if (waited.kind === "resume") handled = await handleTask(delivery, deps, hard.signal, waited.resume).catch(onError);
+        else handled = waited.kind === "done" ? waited.outcome : waited;
+      }
+      outcome = handled;
       handling.delete(parsed.id);
       if (failed) {
         // Leave the row to the next worker (it resumes from the stored provider id). If the
