@@ -88,10 +88,13 @@ test("submit markers and completions are guarded by state and lease owner, per r
     [...mine, theirs, cancelled].map((id, i) => w.complete({ id, worker: "w1", token: `tok-${i}`, userAgent: i % 2 ? "UA/1" : null, expiresAt: i % 3 ? expiresAt : null, polls: 3 })),
   );
   expect(results.slice(60)).toEqual([undefined, undefined]);
+  const stored = await database.db.select().from(tasks).where(inArray(tasks.id, mine));
   for (const [i, r] of results.slice(0, 60).entries()) {
-    expect(r).toMatchObject({ state: "completed", token: `tok-${i}`, userAgent: i % 2 ? "UA/1" : null, providerPolls: 3, leaseOwner: null, version: 1 });
-    expect(r!.tokenExpiresAt?.getTime() ?? null).toBe(i % 3 ? expiresAt.getTime() : null);
-    expect(r!.completedAt).toBeInstanceOf(Date);
+    const s = stored.find((x) => x.id === mine[i])!;
+    expect(s).toMatchObject({ state: "completed", token: `tok-${i}`, userAgent: i % 2 ? "UA/1" : null, providerPolls: 3, leaseOwner: null, version: 1 });
+    expect(s.tokenExpiresAt?.getTime() ?? null).toBe(i % 3 ? expiresAt.getTime() : null);
+    // What the completion reports is the stored row's.
+    expect(r).toEqual({ version: s.version, createdAt: s.createdAt, completedAt: s.completedAt!, providerId: s.providerId });
   }
   const [other] = await database.db.select().from(tasks).where(eq(tasks.id, theirs));
   expect(other).toMatchObject({ state: "solving", token: null, submitOwner: null });

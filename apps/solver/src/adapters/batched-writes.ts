@@ -14,7 +14,18 @@ export interface BatchedWrites {
   claim(r: { id: string; worker: string; leaseMs: number }): Promise<TaskRow | undefined>;
   /** Marks an in.php call as started, if the task is still ours. */
   beginSubmit(r: { id: string; worker: string }): Promise<boolean>;
-  complete(r: { id: string; worker: string; token: string; userAgent: string | null; expiresAt: Date | null; polls: number }): Promise<TaskRow | undefined>;
+  complete(r: { id: string; worker: string; token: string; userAgent: string | null; expiresAt: Date | null; polls: number }): Promise<Completed | undefined>;
+}
+
+/**
+ * What a completion reports back: only what the caller does not already hold (not the row: at
+ * thousands of completions a second, whole rows back were most of the solver's garbage).
+ */
+export interface Completed {
+  version: number;
+  createdAt: Date;
+  completedAt: Date;
+  providerId: string | null;
 }
 
 const toTaskRow = driverRowMapper(tasks);
@@ -71,8 +82,10 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
                     ${batch.map((b) => String(b.polls))}::int[])
              as v(id, worker, token, ua, expires, polls)
         where t.id = v.id and t.state = 'solving' and t.lease_owner = v.worker
-        returning t.*`;
-      return byId(batch, rows).map((r) => (r ? toTaskRow(r) : undefined));
+        returning t.id, t.version, t.created_at, t.completed_at, t.provider_id`;
+      return byId(batch, rows).map((r) =>
+        r ? { version: Number(r.version), createdAt: new Date(r.created_at as string | Date), completedAt: new Date(r.completed_at as string | Date), providerId: (r.provider_id as string | null) ?? null } : undefined,
+      );
     },
     { ...opts, key: (r) => r.id },
   );

@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type postgres from "postgres";
 import { tasks, type Db, type TaskRow } from "@pipeline/shared/db";
-import { createBatchedWrites } from "./batched-writes.ts";
+import { createBatchedWrites, type Completed } from "./batched-writes.ts";
 import { createCheckpointWriter } from "./checkpoints.ts";
 
 export type Claim =
@@ -30,7 +30,7 @@ export interface SolverStore {
   get(id: string): Promise<TaskRow | undefined>;
   /** Forgets the provider task (unsolvable; submit anew), counting the resubmission. */
   clearProviderId(id: string, worker: string): Promise<boolean>;
-  complete(id: string, worker: string, r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number }): Promise<TaskRow | undefined>;
+  complete(id: string, worker: string, r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number }): Promise<Completed | undefined>;
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
   release(id: string, worker: string, r: { code?: string; polls: number }): Promise<TaskRow | undefined>;

@@ -228,9 +228,10 @@ export function observeReply(breaker: Breaker, profile: ProviderProfile, reply: 
 export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
   const { store, events, timing: t, workerId: w } = deps;
   const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
-  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt: tokenExpiry(type, new Date(), t.tokenTtlMs), polls });
+  const expiresAt = tokenExpiry(type, new Date(), t.tokenTtlMs);
+  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });
   if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
-  deps.metrics?.solved(type, ((r.completedAt ?? new Date()).getTime() - r.createdAt.getTime()) / 1000);
+  deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);
   // The token rides in the event: EVENTS is the changelog a restored database is replayed
   // from (it is a stream, not a log; nothing prints event bodies).
   await events.publish({
@@ -238,7 +239,7 @@ export async function completeSolved(deps: HandlerDeps, taskId: string, type: Ta
     kind: "completed",
     state: "completed",
     version: r.version,
-    data: { token: r.token, userAgent: r.userAgent, expiresAt: r.tokenExpiresAt?.toISOString() ?? null, completedAt: r.completedAt?.toISOString() ?? null, providerId: r.providerId },
+    data: { token: reply.value, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId },
   });
   return ack("completed");
 }
