@@ -59,6 +59,13 @@ export const SolverEnv = z
      * resident set has grown by this many MB since the last one; 0 leaves it to the runtime.
      */
     GC_GROWTH_MB: envInt(4, 0, 4096),
+    /**
+     * Above this resident set (MB) the governor collects after every GC_GROWTH_ABOVE_LIMIT_MB
+     * instead: a soft limit that holds bursts down where it matters (thousands of tasks in
+     * flight) without paying for it below (steady throughput). 0: no soft limit.
+     */
+    GC_SOFT_LIMIT_MB: envInt(128, 0, 65_536),
+    GC_GROWTH_ABOVE_LIMIT_MB: envInt(1, 1, 4096),
     METRICS_HOST: z.string().default("127.0.0.1"),
     /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
     METRICS_PORT: envInt(9464, 0, 65535),

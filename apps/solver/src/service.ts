@@ -175,7 +175,13 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     port: config.METRICS_PORT,
     fetch: (req) => (new URL(req.url).pathname === "/metrics" ? m.response() : new Response("not found", { status: 404 })),
   });
-  const memory = startMemoryGovernor({ checkMs: 25, growthBytes: config.GC_GROWTH_MB * 1024 * 1024 });
+  const MB = 1024 * 1024;
+  const memory = startMemoryGovernor({
+    checkMs: 25,
+    growthBytes: config.GC_GROWTH_MB * MB,
+    softLimitBytes: config.GC_SOFT_LIMIT_MB * MB,
+    growthAboveLimitBytes: config.GC_GROWTH_ABOVE_LIMIT_MB * MB,
+  });
   worker.start();
   const startedAt = new Date().toISOString();
   const heartbeat = startHeartbeat(

@@ -44,3 +44,25 @@ test("a threshold of 0 never collects", async () => {
   g.stop();
   expect(collected).toBe(0);
 });
+
+test("above the soft limit the governor collects after the smaller growth", async () => {
+  let rss = 100;
+  let collected = 0;
+  const g = startMemoryGovernor({ checkMs: 5, growthBytes: 10, softLimitBytes: 150, growthAboveLimitBytes: 2, rss: () => rss, collect: () => void collected++ });
+  try {
+    rss = 105; // below the limit: 5 < 10
+    await Bun.sleep(30);
+    expect(collected).toBe(0);
+    rss = 152; // above it: grown 52 since the floor
+    await Bun.sleep(30);
+    expect(collected).toBe(1);
+    rss = 153; // 1 above the new floor (152): not yet
+    await Bun.sleep(30);
+    expect(collected).toBe(1);
+    rss = 154;
+    await Bun.sleep(30);
+    expect(collected).toBe(2);
+  } finally {
+    g.stop();
+  }
+});
