@@ -154,6 +154,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       outcome: (k) => metrics?.outcome(k),
     },
     onConsumerMissing: (lane, what) => void recreateTopology(lane, what),
+    ackPublish: (subject, payload) => nc.publish(subject, payload),
     concurrency: config.SOLVER_CONCURRENCY,
     fetchBatch: config.SOLVER_FETCH_BATCH,
     ackWaitMs: config.ACK_WAIT_MS,

@@ -2,7 +2,7 @@ import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { TaskMessage, type Priority } from "@pipeline/shared/schemas";
 import { LANES } from "@pipeline/shared/subjects";
-import { applyOutcome } from "../adapters/nats.ts";
+import { ackHandle, applyOutcome, type Acknowledgeable } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, term, type Outcome } from "../domain/outcome.ts";
@@ -26,6 +26,20 @@ export interface WorkerDeps extends HandlerDeps {
    * pull subscription resumes by itself once the consumer exists again.
    */
   onConsumerMissing?(lane: Priority, what: string): void;
+  /**
+   * Publishes on the connection the consumers use: with it a held task keeps an AckHandle (its
+   * reply subject) instead of its JetStream message. Without it the messages are kept.
+   */
+  ackPublish?: (subject: string, payload: Uint8Array) => void;
+}
+
+/** A delivery as the worker holds it: what it needs of the message, not the message. */
+interface Received {
+  handle: Acknowledgeable;
+  body: unknown;
+  seq: number;
+  subject: string;
+  deliveries: number;
 }
 
 export interface Worker {
@@ -65,19 +79,34 @@ export function createWorker(deps: WorkerDeps): Worker {
    * Messages held now (handled, or waiting for a slot): one timer keeps them all alive with
    * `working()` every third of the AckWait, rather than a timer (and closure) per message.
    */
-  const held = new Set<JsMsg>();
+  const held = new Set<Acknowledgeable>();
   const workingTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
 
-  async function process(msg: JsMsg): Promise<void> {
+  function receive(msg: JsMsg): Received {
+    let body: unknown;
+    try {
+      body = msg.json();
+    } catch {
+      body = undefined;
+    }
+    // The client's JsMsg has the reply subject but its interface does not say so: checked here,
+    // and the message itself kept when it is not an ack subject.
+    const reply = (msg as { reply?: unknown }).reply;
+    const handle = deps.ackPublish && typeof reply === "string" && reply.startsWith("$JS.ACK.") ? ackHandle(deps.ackPublish, reply) : msg;
+    return { handle, body, seq: msg.seq, subject: msg.subject, deliveries: msg.info.deliveryCount };
+  }
+
+  async function process(r: Received): Promise<void> {
+    const msg = r.handle;
     held.add(msg);
     let outcome: Outcome;
     try {
       let parsed: TaskMessage;
       try {
-        parsed = TaskMessage.parse(msg.json());
+        parsed = TaskMessage.parse(r.body);
       } catch {
         outcome = term("unparseable task message");
-        deps.log.error({ seq: msg.seq, subject: msg.subject }, "unparseable task message; terminated");
+        deps.log.error({ seq: r.seq, subject: r.subject }, "unparseable task message; terminated");
         applyOutcome(msg, outcome);
         return;
       }
@@ -97,7 +126,7 @@ export function createWorker(deps: WorkerDeps): Worker {
         deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
         return nak(Math.min(deps.timing.retryMaxMs, 2000), "handler error");
       };
-      const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries: msg.info.deliveryCount };
+      const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries: r.deliveries };
       let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
       // A parked task waits in the waiting room (which finishes it), or comes back to the
       // handler with what the room could not decide; it may be parked again (a resubmit).
@@ -146,17 +175,18 @@ export function createWorker(deps: WorkerDeps): Worker {
         })().catch(() => {});
         for await (const msg of messages) {
           if (!running) break;
+          const r = receive(msg);
           if (free(lane) <= 0) {
-            held.add(msg);
+            held.add(r.handle);
             await waitForSlot(lane);
-            held.delete(msg);
+            held.delete(r.handle);
           }
           if (!running) {
-            msg.nak(0);
+            r.handle.nak(0);
             break;
           }
           inFlight++;
-          const p = process(msg).finally(() => {
+          const p = process(r).finally(() => {
             active.delete(p);
             releaseSlot();
           });
