@@ -58,7 +58,7 @@ export const SolverEnv = z
      * Runs a full garbage collection (and returns the allocator's free pages) whenever the
      * resident set has grown by this many MB since the last one; 0 leaves it to the runtime.
      */
-    GC_GROWTH_MB: envInt(4, 0, 4096),
+    GC_GROWTH_MB: envInt(16, 0, 4096),
     /**
      * Above this resident set (MB) the governor collects after every GC_GROWTH_ABOVE_LIMIT_MB
      * instead: a soft limit that holds bursts down where it matters (thousands of tasks in
