@@ -118,6 +118,34 @@ test("a task-level error fails the task with the provider's code", async () => {
   expect(failed.errorCode).toBe("ERROR_PAGEURL");
 });
 
+test("an error code on res.php while the task waits goes back to the handler: failed with the code, claimed once", async () => {
+  emu.configure({ faults: { forceCode: { resPhp: "ERROR_WRONG_CAPTCHA_ID" } } });
+  solver = await startSolver(config(), log);
+  const id = await enqueue(turnstile());
+  const failed = await settled(id, "failed");
+  expect(failed.errorCode).toBe("ERROR_WRONG_CAPTCHA_ID");
+  expect(failed.providerSubmissions).toBe(1);
+  // Handed back by the waiting room without a second claim (no attempt spent on it).
+  expect(failed.attempts).toBe(1);
+  expect(solver.worker.counters.redeliveries ?? 0).toBe(0);
+});
+
+test("waiting tasks live in the waiting room, not in handlers: the room holds them while the provider works", async () => {
+  emu.configure({ latencyMs: 1500 });
+  try {
+    // Polls every 200 ms: 20 of them (the budget) outlast the provider's 1.5 s.
+    solver = await startSolver(config({ PROVIDER_THREADS: "20", POLL_INTERVAL_MS: "200" }), log);
+    const ids = await Promise.all(Array.from({ length: 20 }, () => enqueue(turnstile())));
+    // All 20 submitted and waiting at once (the provider takes 1.5 s).
+    await eventually(() => (solver!.worker.waiting() === 20 ? true : undefined), 10_000);
+    for (const id of ids) await settled(id);
+    expect(solver.worker.waiting()).toBe(0);
+    expect(emu.stats().submissions).toBe(20);
+  } finally {
+    emu.configure({ latencyMs: 30 });
+  }
+});
+
 test("a retryable error is retried with backoff until it passes", async () => {
   emu.configure({ faults: { forceCode: { inPhp: "ERROR_NO_SLOT_AVAILABLE" } } });
   solver = await startSolver(config(), log);

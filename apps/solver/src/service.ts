@@ -165,6 +165,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     keyRef: () => keyRing.current().ref,
     breakerState: () => keyRing.breaker(keyRing.current().ref).state(),
     inFlight: () => worker.inFlight(),
+    waiting: () => worker.waiting(),
     slotsHeld: () => slots.held(keyRing.current().ref),
     consumers,
     jsm,

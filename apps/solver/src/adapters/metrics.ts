@@ -11,6 +11,8 @@ export interface SolverMetricSources {
   keyRef: () => string;
   breakerState: () => BreakerState;
   inFlight: () => number;
+  /** Of those, the ones in the waiting room (their provider task running). */
+  waiting?: () => number;
   slotsHeld: () => Promise<number>;
   consumers: Record<Priority, Consumer>;
   jsm: JetStreamManager;
@@ -25,6 +27,7 @@ export function createSolverMetrics(src: SolverMetricSources) {
   const replies = new Counter({ name: "solver_provider_replies_total", help: "Provider replies by call, kind and code", labelNames: ["call", "kind", "code"], registers: [registry] });
   const solve = new Histogram({ name: "solver_solve_duration_seconds", help: "From acceptance to completed, by task type", labelNames: ["type"], buckets: SOLVE_BUCKETS, registers: [registry] });
   new Gauge({ name: "solver_in_flight", help: "Tasks this process is handling", registers: [registry], collect() { this.set(src.inFlight()); } });
+  new Gauge({ name: "solver_waiting", help: "Tasks of this process waiting for the provider's answer (the waiting room)", registers: [registry], collect() { this.set(src.waiting?.() ?? 0); } });
   new Gauge({
     name: "solver_breaker_state",
     help: "Circuit breaker per provider key: 0 closed, 1 half-open, 2 open",

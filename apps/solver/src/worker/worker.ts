@@ -47,6 +47,8 @@ export interface Worker {
   /** Stops fetching, lets in-flight tasks finish until the deadline, then aborts the rest (they are released for redelivery). */
   stop(): Promise<void>;
   inFlight(): number;
+  /** Tasks in the waiting room now (their provider task running, no handler held for them). */
+  waiting(): number;
   counters: Record<string, number>;
 }
 
@@ -211,6 +213,7 @@ export function createWorker(deps: WorkerDeps): Worker {
   return {
     counters: deps.counters,
     inFlight: () => active.size,
+    waiting: () => room.size(),
     start() {
       running = true;
       workingTimer.id = setInterval(() => {
