@@ -66,6 +66,8 @@ export const SolverEnv = z
      */
     GC_SOFT_LIMIT_MB: envInt(128, 0, 65_536),
     GC_GROWTH_ABOVE_LIMIT_MB: envInt(1, 1, 4096),
+    /** Above the soft limit, the most of the time (percent) those collections may take. */
+    GC_MAX_CPU_PERCENT: envInt(50, 1, 100),
     METRICS_HOST: z.string().default("127.0.0.1"),
     /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
     METRICS_PORT: envInt(9464, 0, 65535),

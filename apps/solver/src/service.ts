@@ -183,6 +183,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     growthBytes: config.GC_GROWTH_MB * MB,
     softLimitBytes: config.GC_SOFT_LIMIT_MB * MB,
     growthAboveLimitBytes: config.GC_GROWTH_ABOVE_LIMIT_MB * MB,
+    maxCpuShareAboveLimit: config.GC_MAX_CPU_PERCENT / 100,
   });
   worker.start();
   const startedAt = new Date().toISOString();

@@ -66,3 +66,41 @@ test("above the soft limit the governor collects after the smaller growth", asyn
     g.stop();
   }
 });
+
+test("above the soft limit the small threshold is rate-limited to the CPU share; the large one is not", async () => {
+  let clock = 0;
+  let rss = 200;
+  let collected = 0;
+  const g = startMemoryGovernor({
+    checkMs: 2,
+    growthBytes: 50,
+    softLimitBytes: 150,
+    growthAboveLimitBytes: 2,
+    maxCpuShareAboveLimit: 0.25,
+    now: () => clock,
+    rss: () => rss,
+    collect: () => {
+      collected++;
+      clock += 10; // 10 ms each: the next small-threshold collection may start 40 ms after this one began
+    },
+  });
+  try {
+    rss = 203;
+    await Bun.sleep(20);
+    expect(collected).toBe(1); // at clock 0
+    rss = 206; // grown 3 above the floor (203), but within the budget window (until 40)
+    clock = 30;
+    await Bun.sleep(20);
+    expect(collected).toBe(1);
+    clock = 40;
+    await Bun.sleep(20);
+    expect(collected).toBe(2);
+    // A growth past the large threshold is collected whatever the budget says.
+    rss = 300;
+    clock = 55;
+    await Bun.sleep(20);
+    expect(collected).toBe(3);
+  } finally {
+    g.stop();
+  }
+});
