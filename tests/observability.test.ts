@@ -62,6 +62,7 @@ test("gateway and solver /metrics pass promtool and carry the pipeline's series"
   expect(sample(solver, "solver_solve_duration_seconds_count", { type: "turnstile" })).toBe(5);
   expect(sample(solver, "solver_breaker_state")).toBe(0);
   expect(sample(solver, "solver_waiting")).toBe(0);
+  expect(sample(solver, "solver_gc_collections_total")).toBeGreaterThanOrEqual(0);
   expect(sample(solver, "pipeline_provider_tasks_in_flight")).toBe(0);
   expect(sample(solver, "pipeline_consumer_pending", { lane: "normal" })).toBe(0);
   expect(sample(solver, "pipeline_dlq_messages")).toBe(0);

@@ -166,6 +166,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     breakerState: () => keyRing.breaker(keyRing.current().ref).state(),
     inFlight: () => worker.inFlight(),
     waiting: () => worker.waiting(),
+    gc: () => ({ collections: memory.collections(), seconds: memory.collectMs() / 1000 }),
     slotsHeld: () => slots.held(keyRing.current().ref),
     consumers,
     jsm,
