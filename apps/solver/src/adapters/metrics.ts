@@ -29,28 +29,22 @@ export function createSolverMetrics(src: SolverMetricSources) {
   const replies = new Counter({ name: "solver_provider_replies_total", help: "Provider replies by call, kind and code", labelNames: ["call", "kind", "code"], registers: [registry] });
   const solve = new Histogram({ name: "solver_solve_duration_seconds", help: "From acceptance to completed, by task type", labelNames: ["type"], buckets: SOLVE_BUCKETS, registers: [registry] });
   new Gauge({ name: "solver_in_flight", help: "Tasks this process is handling", registers: [registry], collect() { this.set(src.inFlight()); } });
-  // Counters read from the governor at scrape time: incremented by what it did since the last scrape.
-  const seen = { collections: 0, seconds: 0 };
-  new Counter({
-    name: "solver_gc_collections_total",
-    help: "Full garbage collections the memory governor ran (GC_GROWTH_MB, GC_SOFT_LIMIT_MB)",
-    registers: [registry],
-    collect() {
-      const now = src.gc?.().collections ?? 0;
-      if (now > seen.collections) this.inc(now - seen.collections);
-      seen.collections = now;
-    },
-  });
-  new Counter({
-    name: "solver_gc_seconds_total",
-    help: "Time the memory governor's collections took",
-    registers: [registry],
-    collect() {
-      const now = src.gc?.().seconds ?? 0;
-      if (now > seen.seconds) this.inc(now - seen.seconds);
-      seen.seconds = now;
-    },
-  });
+  // Counters mirrored from the governor at scrape time: incremented by what it did since the last scrape.
+  const mirrored = (name: string, help: string, read: () => number) => {
+    let seen = 0;
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const now = read();
+        if (now > seen) this.inc(now - seen);
+        seen = now;
+      },
+    });
+  };
+  mirrored("solver_gc_collections_total", "Full garbage collections the memory governor ran (GC_GROWTH_MB, GC_SOFT_LIMIT_MB)", () => src.gc?.().collections ?? 0);
+  mirrored("solver_gc_seconds_total", "Time the memory governor's collections took", () => src.gc?.().seconds ?? 0);
   new Gauge({ name: "solver_waiting", help: "Tasks of this process waiting for the provider's answer (the waiting room)", registers: [registry], collect() { this.set(src.waiting?.() ?? 0); } });
   new Gauge({
     name: "solver_breaker_state",

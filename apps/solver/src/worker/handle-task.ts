@@ -396,7 +396,6 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
       return { outcome: ack("parked"), providerTaskInFlight: true, park: { taskId, type, providerId, key, polls, resubmits, firstDelayMs } };
     }
     const r = await pollUntilDone(providerId);
-    firstDelayMs = 0;
     if (r === "rotated") {
       // The key changed mid-poll: the next delivery submits with the new key (and its slots).
       deps.log.info({ taskId, from: key.ref, to: deps.keys.current().ref }, "provider key rotated while polling; submitting anew with the current key");
