@@ -3,7 +3,7 @@
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, waitForPort } from "@pipeline/shared/localstack";
-import { startTestNats } from "@pipeline/shared/testing";
+import { natsEnv, startTestNats } from "@pipeline/shared/testing";
 import { spawnApp } from "../tests/harness.ts";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
@@ -38,7 +38,7 @@ async function ceilingRate(ctx: BenchContext, count: number, clients: number): P
     const nats = await startTestNats();
     scope.defer("nats-server", () => nats.dispose());
     const port = await freePort();
-    const server = spawnApp("publish-only", "bench/baselines/publish-only-server.ts", { NATS_URL: nats.url, PORT: String(port), REGION: "ceiling" }, mkdtempSync(join(ctx.logDir, "baseline-")));
+    const server = spawnApp("publish-only", "bench/baselines/publish-only-server.ts", { NATS_URL: nats.url, ...natsEnv(nats, "admin"), PORT: String(port), REGION: "ceiling" }, mkdtempSync(join(ctx.logDir, "baseline-")));
     scope.defer("publish-only server", () => stopProc(server));
     await waitForPort(port, 20_000);
     return await submitRate(`http://127.0.0.1:${port}`, count, clients, "ceiling", { server: () => [server.pid], nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined) });

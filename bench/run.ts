@@ -113,7 +113,7 @@ const file = writeResults(join(import.meta.dir, "results"), {
     cpuModel: cpus()[0]?.model,
     memoryGb: Math.round(totalmem() / 2 ** 30),
     bun: Bun.version,
-    natsServer: version(findNatsServer(), ["--version"]),
+    natsServer: findNatsServer().version,
     postgres: pg?.bins.version,
     redis: version(process.env.REDIS_SERVER_BIN ?? "/usr/bin/redis-server", ["--version"]),
   },

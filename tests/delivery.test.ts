@@ -70,7 +70,7 @@ test("a task past its max attempts is failed with its last error, dead-lettered,
   } finally {
     s.emu.configure({ faults: {} });
   }
-  const nc = await connectNats(s.nats.url, "dlq-check");
+  const nc = await connectNats(s.nats.url, "dlq-check", s.nats.auth("admin"));
   const jsm = await jetstreamManager(nc);
   const dead = await jsm.streams.getMessage(streams.dlq("dl"), { last_by_subj: "dlq.dl.turnstile" });
   expect(dead!.json<{ taskId: string; reason: string }>()).toMatchObject({ taskId: id!, reason: "max attempts" });

@@ -37,7 +37,7 @@ beforeAll(async () => {
     emulator: { latencyMs: 300, keys: { [PROVIDER_KEY]: { threads: 1000 }, [SPARE_KEY]: { threads: 1000 } } },
     solverEnv: { PROVIDER_KEY_NAME: "primary", PROVIDER_KEYS_FILE: keysFile, ACK_WAIT_MS: "4000", LEASE_MS: "4000", DRAIN_TIMEOUT_MS: "2000" },
   });
-  nc = await connectNats(s.nats.url, "drills-test");
+  nc = await connectNats(s.nats.url, "drills-test", s.nats.auth("admin"));
   const jsm = await jetstreamManager(nc);
   ctx = { region, nc, js: jetstream(nc), jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };
   configKv = await openConfigBucket(nc, region);

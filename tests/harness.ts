@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, waitForPort } from "@pipeline/shared/localstack";
+import { freePort, natsEnv, waitForPort } from "@pipeline/shared/localstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 
 export const ROOT = join(import.meta.dir, "..");
@@ -75,18 +75,19 @@ export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const region = o.region ?? "e2e";
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-e2e-"));
-  const [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("e2e", o.pgAdminUrl)]);
+  const [nats, tdb] = await Promise.all([startTestNats({ regions: [region] }), createTestDatabase("e2e", o.pgAdminUrl)]);
   const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 0, ...o.emulator });
   await emu.start();
   const apiKey = "e2e-client-key-0001";
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: region, LOG_LEVEL: "info" };
   const gatewayPort = await freePort();
-  const gatewayEnv = { ...common, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv };
+  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv };
   let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
   const gateways = [gateway];
   let solverN = 0;
   const solverEnv = {
     ...common,
+    ...natsEnv(nats, "solver"),
     PROVIDER_URL: emu.url,
     PROVIDER_KEY,
     FIRST_POLL_MS: "50",

@@ -30,7 +30,7 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   const region = "rdbloss";
   const s = await startStack({ region, solvers: 2, emulator: { latencyMs: 300 } });
   cleanups.push(() => s.stop());
-  const nc = await connectNats(s.nats.url, "recovery-test");
+  const nc = await connectNats(s.nats.url, "recovery-test", s.nats.auth("admin"));
   cleanups.push(() => nc.close());
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);

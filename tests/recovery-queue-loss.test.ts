@@ -25,7 +25,7 @@ test("TASKS deleted mid-run: rebuild-queue + solver restart complete every ackno
   // a solver matter, reported; the rebuild itself puts one message per task.
   const s = await startStack({ region, solvers: 1, emulator: { latencyMs: 500 }, solverEnv: { DRAIN_TIMEOUT_MS: "3000" } });
   cleanups.push(() => s.stop());
-  const nc = await connectNats(s.nats.url, "recovery-test");
+  const nc = await connectNats(s.nats.url, "recovery-test", s.nats.auth("admin"));
   cleanups.push(() => nc.close());
   const jsm = await jetstreamManager(nc);
   const ctx: RecoveryContext = { region, nc, js: jetstream(nc), jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };

@@ -5,7 +5,7 @@ import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually, natsEnv } from "@pipeline/shared/testing";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
 import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
 import { api, startStack, type Stack } from "./harness.ts";
@@ -16,7 +16,7 @@ afterAll(async () => {
 });
 
 async function recoveryContext(s: Stack, region: string): Promise<RecoveryContext> {
-  const nc = await connectNats(s.nats.url, "recovery-test");
+  const nc = await connectNats(s.nats.url, "recovery-test", s.nats.auth("admin"));
   cleanups.push(() => nc.close());
   return { region, nc, js: jetstream(nc), jsm: await jetstreamManager(nc), database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 5000 };
 }
@@ -70,7 +70,7 @@ test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot 
   const { join } = await import("node:path");
   const s = await startStack({ region: "rcli", solvers: 1 });
   cleanups.push(() => s.stop());
-  const env = { ...process.env, NATS_URL: s.nats.url, DATABASE_URL: s.tdb.url, REGION: "rcli", PROVIDER_URL: s.emu.url, PROVIDER_KEY, SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "recovery-cli-")) };
+  const env = { ...process.env, NATS_URL: s.nats.url, ...natsEnv(s.nats, "recovery"), DATABASE_URL: s.tdb.url, REGION: "rcli", PROVIDER_URL: s.emu.url, PROVIDER_KEY, SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "recovery-cli-")) };
   const cli = async (...args: string[]) => {
     const p = Bun.spawn([process.execPath, "apps/recovery/src/cli.ts", ...args], { cwd: join(import.meta.dir, ".."), env, stdout: "pipe", stderr: "pipe" });
     const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);

@@ -10,7 +10,7 @@ import { recordTask, type BaselineTask } from "./task-row.ts";
 const region = process.env.REGION ?? "baseline";
 const concurrency = Number(process.env.CONCURRENCY ?? 200);
 const sql = postgres(process.env.DATABASE_URL!, { max: Number(process.env.DB_POOL_MAX ?? 20), onnotice: () => {} });
-const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-jetstream-worker");
+const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-jetstream-worker", { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
 const jsm = await jetstreamManager(nc);
 await ensureStreams(jsm, { region });
 const cfg = laneConsumerConfig({ region, lane: "normal", version: "baseline", ackWaitMs: 30_000 });

@@ -8,7 +8,7 @@ import { connectNats, ensureStreams } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 
 const region = process.env.REGION ?? "ceiling";
-const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-publish-only");
+const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-publish-only", { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
 await ensureStreams(await jetstreamManager(nc), { region });
 const js = jetstream(nc);
 

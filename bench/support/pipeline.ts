@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { EmulatorStats } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, waitForPort } from "@pipeline/shared/localstack";
-import { createTestDatabase, startTestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
 import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "../../tests/harness.ts";
 import { stopProc, waitForLog } from "./processes.ts";
 import type { Scope } from "./scope.ts";
@@ -44,7 +44,7 @@ export interface Pipeline {
  */
 export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; logDir: string }, o: PipelineOptions): Promise<Pipeline> {
   const logDir = mkdtempSync(join(env.logDir, "pipeline-"));
-  const nats = await startTestNats();
+  const nats = await startTestNats({ regions: [REGION] });
   scope.defer("nats-server", () => nats.dispose());
   const tdb = await createTestDatabase("bench", env.pgAdminUrl);
   scope.defer(`database ${tdb.name}`, () => tdb.drop());
@@ -61,13 +61,14 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
 
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: REGION, LOG_LEVEL: "warn" };
   const gatewayPort = await freePort();
-  const gateway = spawnApp("gateway", "apps/gateway/src/main.ts", { ...common, GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY }, logDir);
+  const gateway = spawnApp("gateway", "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY }, logDir);
   scope.defer("gateway", () => stopProc(gateway));
 
   const solvers: Proc[] = [];
   const spawnSolver = (i: number) => {
     const solverEnv = {
       ...common,
+      ...natsEnv(nats, "solver"),
       // "solver started" is an info line: the readiness signal.
       LOG_LEVEL: "info",
       WORKER_ID: `bench-solver-${i}`,

@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, ensureStreams } from "@pipeline/shared/nats";
+import { connectNats, ensureStreams, natsAuthFromEnv } from "@pipeline/shared/nats";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
@@ -17,7 +17,7 @@ export interface GatewayService {
 
 /** Wires config -> adapters -> Hono app and serves it. */
 export async function startGateway(config: GatewayConfig, log: Logger): Promise<GatewayService> {
-  const nc = await connectNats(config.NATS_URL, "gateway");
+  const nc = await connectNats(config.NATS_URL, "gateway", natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: config.REGION });
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });

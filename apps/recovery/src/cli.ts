@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { ConfigError } from "@pipeline/shared/config";
 import { openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
-import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
 import { liveWorkers, openWorkersBucket } from "@pipeline/shared/runtime";
 import { assess, renderAssessment } from "./assess/assess.ts";
 import { parseCommand, USAGE, type Command } from "./cli-args.ts";
@@ -25,7 +25,7 @@ async function natsWithin(config: RecoveryConfig, ms: number): Promise<NatsConne
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     return await Promise.race([
-      connectNats(config.NATS_URL, "recovery-cli"),
+      connectNats(config.NATS_URL, "recovery-cli", natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error")),
       new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no NATS at ${config.NATS_URL} within ${ms} ms`)), ms))),
     ]);
   } finally {

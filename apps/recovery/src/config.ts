@@ -1,5 +1,5 @@
 import { join, resolve } from "node:path";
-import { commonEnv, envInt, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envInt, natsAuthEnv, parseEnv } from "@pipeline/shared/config";
 import { z } from "zod";
 
 const repoRoot = resolve(import.meta.dir, "..", "..", "..");
@@ -12,6 +12,7 @@ export const RecoveryEnv = z
     /** Required by every command that reads the live database (all but `restore`). */
     DATABASE_URL: PostgresUrl.optional(),
     REGION: commonEnv.REGION,
+    ...natsAuthEnv,
     DATA_DIR: z.string().default(join(repoRoot, ".data")),
     /** Where snapshots live; default `<DATA_DIR>/snapshots`. */
     SNAPSHOT_DIR: z.string().optional(),

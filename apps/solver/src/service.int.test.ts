@@ -7,7 +7,7 @@ import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { toProviderParams } from "@pipeline/shared/provider";
 import type { TaskSpec } from "@pipeline/shared/schemas";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 import { eq } from "drizzle-orm";
 import { loadConfig } from "./config.ts";
 import { startSolver, type SolverService } from "./service.ts";
@@ -23,10 +23,10 @@ let database: Database;
 let solver: SolverService | undefined;
 
 beforeAll(async () => {
-  [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("sv")]);
+  [nats, tdb] = await Promise.all([startTestNats({ regions: [REGION] }), createTestDatabase("sv")]);
   emu = createEmulator({ port: 0, keys: { [KEY]: { threads: 50 } }, latencyMs: 30 });
   await emu.start();
-  nc = await connectNats(nats.url, "solver-test");
+  nc = await connectNats(nats.url, "solver-test", nats.auth("admin"));
   js = jetstream(nc);
   database = openDatabase(tdb.url, { max: 5 });
 });
@@ -46,6 +46,7 @@ afterAll(async () => {
 function config(over: Record<string, string> = {}) {
   return loadConfig({
     NATS_URL: nats.url,
+    ...natsEnv(nats, "solver"),
     DATABASE_URL: tdb.url,
     REGION,
     PROVIDER_URL: emu.url,

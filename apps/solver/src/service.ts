@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { jetstream, jetstreamManager, type Consumer } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, ensureConsumer, ensureLaneConsumers, ensureStreams, notifierConsumerConfig } from "@pipeline/shared/nats";
+import { connectNats, natsAuthFromEnv, ensureConsumer, ensureLaneConsumers, ensureStreams, notifierConsumerConfig } from "@pipeline/shared/nats";
 import type { Priority } from "@pipeline/shared/schemas";
 import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
@@ -40,7 +40,7 @@ export interface SolverService {
 /** Wires config -> adapters -> worker and starts it. */
 export async function startSolver(config: SolverConfig, log: Logger): Promise<SolverService> {
   const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
-  const nc = await connectNats(config.NATS_URL, `solver-${workerId}`);
+  const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: config.REGION });
   await ensureLaneConsumers(jsm, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS });

@@ -41,12 +41,32 @@ export const envList = () =>
 
 export const envUrl = (def?: string) => (def === undefined ? z.url() : z.url().default(def));
 
+const optionalFile = (what: string) => z.string().min(1, `must be the path of ${what}`).optional();
+
+/**
+ * How an app authenticates to NATS: a user and password (the dev stack and the tests) or a creds
+ * file (operator mode), and TLS files. Never part of NATS_URL, so the URL can be printed.
+ */
+export const natsAuthEnv = {
+  NATS_USER: z.string().min(1).optional(),
+  NATS_PASSWORD: z.string().min(1).optional(),
+  NATS_CREDS: optionalFile("a .creds file"),
+  NATS_TLS_CA: optionalFile("a PEM CA bundle"),
+  NATS_TLS_CERT: optionalFile("a PEM client certificate"),
+  NATS_TLS_KEY: optionalFile("a PEM client key"),
+};
+
 /** The variables every service shares: NATS, Postgres and the region (one subject token). */
 export const commonEnv = {
-  NATS_URL: z.string().min(1).default("nats://127.0.0.1:14222"),
+  NATS_URL: z
+    .string()
+    .min(1)
+    .default("nats://127.0.0.1:14222")
+    .refine((u) => !/\/\/[^/@]*@/.test(u), "must not carry credentials (use NATS_USER/NATS_PASSWORD or NATS_CREDS)"),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL"),
   REGION: z
     .string()
     .default("local")
     .refine((r) => REGION_PATTERN.test(r), "lower-case letters, digits, '-' and '_' (one subject token)"),
+  ...natsAuthEnv,
 };

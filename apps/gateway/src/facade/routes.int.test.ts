@@ -26,7 +26,7 @@ let app: ReturnType<typeof createApp>;
 
 beforeAll(async () => {
   [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("facade")]);
-  nc = await connectNats(nats.url, "facade-test");
+  nc = await connectNats(nats.url, "facade-test", nats.auth("admin"));
   jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: REGION });
   database = openDatabase(tdb.url, { max: 5 });

@@ -20,7 +20,7 @@ let app: ReturnType<typeof createApp>;
 
 beforeAll(async () => {
   [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("gw")]);
-  nc = await connectNats(nats.url, "gateway-test");
+  nc = await connectNats(nats.url, "gateway-test", nats.auth("admin"));
   jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: REGION });
   database = openDatabase(tdb.url, { max: 5 });

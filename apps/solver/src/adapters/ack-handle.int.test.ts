@@ -12,7 +12,7 @@ let nc: NatsConnection;
 
 beforeAll(async () => {
   nats = await startTestNats();
-  nc = await connectNats(nats.url, "ack-handle-test");
+  nc = await connectNats(nats.url, "ack-handle-test", nats.auth("admin"));
 });
 afterAll(async () => {
   await nc.close();

@@ -7,7 +7,8 @@ export class MissingBinaryError extends Error {
   override name = "MissingBinaryError";
 }
 
-function onPath(name: string): string | undefined {
+/** The first `name` on PATH (and the sbin folders, which root's PATH may lack). */
+export function onPath(name: string): string | undefined {
   const dirs = (process.env.PATH ?? "").split(":").concat(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"]);
   for (const d of dirs) {
     const p = join(d, name);
@@ -31,19 +32,6 @@ function aptInstall(pkgs: string[], log: (m: string) => void): boolean {
   log(`apt-get install ${pkgs.join(" ")}`);
   const r = spawnSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...pkgs], { stdio: "inherit", env });
   return r.status === 0;
-}
-
-/** Path of nats-server: NATS_SERVER_BIN, PATH, or installed from Debian's `nats-server` package. */
-export function findNatsServer(log: (m: string) => void = () => {}): string {
-  const fromEnv = process.env.NATS_SERVER_BIN;
-  if (fromEnv) {
-    if (!existsSync(fromEnv)) throw new MissingBinaryError(`NATS_SERVER_BIN=${fromEnv} does not exist`);
-    return fromEnv;
-  }
-  let p = onPath("nats-server");
-  if (!p && aptInstall(["nats-server"], log)) p = onPath("nats-server");
-  if (!p) throw new MissingBinaryError("nats-server not found; install Debian's nats-server package (apt-get install nats-server) or set NATS_SERVER_BIN");
-  return p;
 }
 
 export interface PostgresBinaries {

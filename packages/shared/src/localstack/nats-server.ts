@@ -1,19 +1,36 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, openSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { findNatsServer } from "./binaries.ts";
+import type { NatsAuth } from "../nats/connection.ts";
+import { NATS_ROLES, rolePermissions, type NatsRole } from "../nats/permissions.ts";
 import { waitForPort } from "./free-port.ts";
+import { findNatsServer } from "./nats-binary.ts";
 
 export interface NatsServerOptions {
   port: number;
   storeDir: string;
   name?: string;
+  /** Regions whose streams and buckets the app users may touch (default: ["local"]). */
+  regions?: string[];
   log?: (m: string) => void;
 }
 
+export interface NatsCredentials {
+  user: string;
+  password: string;
+}
+
 export interface NatsServerHandle {
+  /** `nats://127.0.0.1:<port>`: never carries credentials. */
   url: string;
   port: number;
+  /** The server's version (`2.15.1`). */
+  version: string;
+  /** The 0600 file holding every user's password (see `readNatsCredentials`). */
+  credentialsFile: string;
+  /** Connection options of one role's user. */
+  auth(role: NatsRole): NatsAuth;
   pid(): number | undefined;
   /** SIGTERM and wait for exit. */
   stop(): Promise<void>;
@@ -23,10 +40,62 @@ export interface NatsServerHandle {
   start(): Promise<void>;
 }
 
-/** Runs a nats-server with JetStream on 127.0.0.1:port, its store and log under storeDir. */
+export type CredentialsFile = Record<NatsRole | "system", NatsCredentials>;
+
+/** The passwords of a store: read when present (a second start reuses them), else generated. */
+function loadOrCreateCredentials(file: string): CredentialsFile {
+  if (existsSync(file)) {
+    const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
+    if ([...NATS_ROLES, "system" as const].every((r) => typeof parsed[r]?.password === "string")) return parsed as CredentialsFile;
+  }
+  const creds = Object.fromEntries([...NATS_ROLES, "system"].map((r) => [r, { user: r, password: randomBytes(18).toString("base64url") }])) as CredentialsFile;
+  writeFileSync(file, `${JSON.stringify(creds, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return creds;
+}
+
+/** Reads one role's user and password from a credentials file written by `startNatsServer`. */
+export function readNatsCredentials(file: string, role: NatsRole): NatsCredentials {
+  const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
+  const c = parsed[role];
+  if (!c || typeof c.user !== "string" || typeof c.password !== "string") throw new Error(`${file}: no credentials for role "${role}"`);
+  return c;
+}
+
+/**
+ * The server's configuration (JSON, which nats-server reads as its own format): a system account
+ * and one PIPELINE account with JetStream, holding one user per app with the subject permissions
+ * of `rolePermissions`. Passwords are stored as bcrypt hashes.
+ */
+export function natsServerConfig(o: { port: number; storeDir: string; name: string; regions: string[]; creds: CredentialsFile }): string {
+  const hash = (p: string) => Bun.password.hashSync(p, { algorithm: "bcrypt", cost: 4 });
+  const users = NATS_ROLES.map((role) => ({ user: o.creds[role].user, password: hash(o.creds[role].password), permissions: rolePermissions(role, o.regions) }));
+  const config = {
+    listen: `127.0.0.1:${o.port}`,
+    server_name: o.name,
+    jetstream: { store_dir: o.storeDir },
+    accounts: {
+      SYS: { users: [{ user: o.creds.system.user, password: hash(o.creds.system.password) }] },
+      PIPELINE: { jetstream: "enabled", users },
+    },
+    system_account: "SYS",
+  };
+  return `${JSON.stringify(config, null, 2)}\n`;
+}
+
+/**
+ * Runs a nats-server (>= MIN_NATS_SERVER) with JetStream and authentication on 127.0.0.1:port;
+ * its store, config, credentials (0600) and log under storeDir.
+ */
 export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerHandle> {
-  const bin = findNatsServer(o.log);
-  mkdirSync(o.storeDir, { recursive: true });
+  const server = findNatsServer(o.log);
+  mkdirSync(o.storeDir, { recursive: true, mode: 0o700 });
+  const credentialsFile = join(o.storeDir, "credentials.json");
+  const creds = loadOrCreateCredentials(credentialsFile);
+  const configFile = join(o.storeDir, "nats-server.conf");
+  const name = o.name ?? `nats-${o.port}`;
+  writeFileSync(configFile, natsServerConfig({ port: o.port, storeDir: o.storeDir, name, regions: o.regions ?? ["local"], creds }), { mode: 0o600 });
+  chmodSync(configFile, 0o600);
   let child: ChildProcess | undefined;
   const exited = () =>
     new Promise<void>((res) => {
@@ -35,11 +104,13 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
     });
   const start = async () => {
     const out = openSync(join(o.storeDir, "nats-server.log"), "a");
-    child = spawn(bin, ["-a", "127.0.0.1", "-p", String(o.port), "-js", "-sd", o.storeDir, "-n", o.name ?? `nats-${o.port}`], {
-      stdio: ["ignore", out, out],
-    });
+    child = spawn(server.bin, ["-c", configFile], { stdio: ["ignore", out, out] });
     child.unref();
-    await waitForPort(o.port, 15_000);
+    const failed = new Promise<never>((_, rej) =>
+      child!.once("exit", (code) => rej(new Error(`nats-server exited (code ${code}) at start; see ${join(o.storeDir, "nats-server.log")}`))),
+    );
+    failed.catch(() => {});
+    await Promise.race([waitForPort(o.port, 15_000), failed]);
   };
   await start();
   const signal = async (sig: NodeJS.Signals) => {
@@ -50,9 +121,18 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
   return {
     url: `nats://127.0.0.1:${o.port}`,
     port: o.port,
+    version: server.version,
+    credentialsFile,
+    auth: (role) => ({ user: creds[role].user, pass: creds[role].password }),
     pid: () => child?.pid,
     stop: () => signal("SIGTERM"),
     kill: () => signal("SIGKILL"),
     start,
   };
+}
+
+/** The environment an app of `role` needs to connect to this server (NATS_USER, NATS_PASSWORD). */
+export function natsEnv(server: Pick<NatsServerHandle, "auth">, role: NatsRole): { NATS_USER: string; NATS_PASSWORD: string } {
+  const a = server.auth(role);
+  return { NATS_USER: a.user!, NATS_PASSWORD: a.pass! };
 }

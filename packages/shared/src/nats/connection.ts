@@ -1,13 +1,39 @@
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { readFileSync } from "node:fs";
+import { connect, credsAuthenticator, type NatsConnection } from "@nats-io/transport-node";
 
 export type { NatsConnection };
 
+/** How a client proves who it is: user and password, or a creds file; TLS when configured. */
+export interface NatsAuth {
+  user?: string;
+  pass?: string;
+  /** A `.creds` file (JWT and nkey seed) of an operator-mode deployment. */
+  credsFile?: string;
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+}
+
+/** The NATS credentials of an app, from its parsed environment (see `natsEnv`). */
+export function natsAuthFromEnv(env: { NATS_USER?: string | undefined; NATS_PASSWORD?: string | undefined; NATS_CREDS?: string | undefined; NATS_TLS_CA?: string | undefined; NATS_TLS_CERT?: string | undefined; NATS_TLS_KEY?: string | undefined }): NatsAuth {
+  const auth: NatsAuth = {};
+  if (env.NATS_USER) auth.user = env.NATS_USER;
+  if (env.NATS_PASSWORD) auth.pass = env.NATS_PASSWORD;
+  if (env.NATS_CREDS) auth.credsFile = env.NATS_CREDS;
+  if (env.NATS_TLS_CA || env.NATS_TLS_CERT || env.NATS_TLS_KEY) {
+    auth.tls = {};
+    if (env.NATS_TLS_CA) auth.tls.caFile = env.NATS_TLS_CA;
+    if (env.NATS_TLS_CERT) auth.tls.certFile = env.NATS_TLS_CERT;
+    if (env.NATS_TLS_KEY) auth.tls.keyFile = env.NATS_TLS_KEY;
+  }
+  return auth;
+}
+
 /**
  * Connects with reconnects forever (a restarted nats-server must not stop a service); the caller
- * drains on shutdown.
+ * drains on shutdown. Errors the server reports asynchronously (a permissions violation) go to
+ * `onError`, which never sees a credential.
  */
-export async function connectNats(servers: string, name: string): Promise<NatsConnection> {
-  return connect({
+export async function connectNats(servers: string, name: string, auth: NatsAuth = {}, onError: (err: Error) => void = (e) => console.error(`[nats ${name}] ${e.message}`)): Promise<NatsConnection> {
+  const nc = await connect({
     servers: servers.split(","),
     name,
     maxReconnectAttempts: -1,
@@ -18,7 +44,15 @@ export async function connectNats(servers: string, name: string): Promise<NatsCo
     // two Error objects up front, stack trace included, for a timeout that rarely comes: a few
     // percent of the gateway's and the solver's CPU. Errors keep their types and messages.
     noAsyncTraces: true,
+    ...(auth.user !== undefined ? { user: auth.user } : {}),
+    ...(auth.pass !== undefined ? { pass: auth.pass } : {}),
+    ...(auth.credsFile ? { authenticator: credsAuthenticator(new Uint8Array(readFileSync(auth.credsFile))) } : {}),
+    ...(auth.tls ? { tls: auth.tls } : {}),
   });
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "error") onError(s.error);
+  })().catch(() => {});
+  return nc;
 }
 
 /**

@@ -1,3 +1,4 @@
 export * from "./connection.ts";
 export * from "./topology.ts";
 export * from "./publish.ts";
+export * from "./permissions.ts";

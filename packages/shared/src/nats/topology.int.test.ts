@@ -2,14 +2,15 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager, RetentionPolicy, type JetStreamManager } from "@nats-io/jetstream";
 import { startTestNats, type TestNats } from "../testing/index.ts";
 import { connectNats, type NatsConnection } from "./connection.ts";
-import { ensureLaneConsumers, ensureStream, ensureStreams, TopologyError } from "./topology.ts";
+import { MIN_NATS_SERVER, versionAtLeast } from "../localstack/nats-binary.ts";
+import { ensureConsumer, ensureLaneConsumers, ensureStream, ensureStreams, TopologyError } from "./topology.ts";
 
 let nats: TestNats;
 let nc: NatsConnection;
 let jsm: JetStreamManager;
 beforeAll(async () => {
   nats = await startTestNats();
-  nc = await connectNats(nats.url, "topology-test");
+  nc = await connectNats(nats.url, "topology-test", nats.auth("admin"));
   jsm = await jetstreamManager(nc);
 });
 afterAll(async () => {
@@ -29,8 +30,29 @@ test("streams and lane consumers are created once and verified on every start", 
   expect(consumers.sort()).toEqual(["solver_r1_high_v1", "solver_r1_low_v1", "solver_r1_normal_v1"]);
 });
 
-test("a field the server does not keep fails loudly (2.9 drops unknown fields)", async () => {
-  // `allow_msg_ttl` arrived in nats-server 2.11: 2.9.10 silently drops it.
-  const cfg = { name: "DROPPY", subjects: ["droppy.>"], allow_msg_ttl: true } as never;
-  await expect(ensureStream(jsm, cfg)).rejects.toBeInstanceOf(TopologyError);
+test("fields of the current server stick: per-message TTL (2.11) and consumer pause (2.11) read back", async () => {
+  await ensureStream(jsm, { name: "TTLS", subjects: ["ttls.>"], allow_msg_ttl: true } as never);
+  expect(((await jsm.streams.info("TTLS")).config as unknown as Record<string, unknown>).allow_msg_ttl).toBe(true);
+  const until = new Date(Date.now() + 3600_000).toISOString();
+  await ensureConsumer(jsm, "TTLS", { durable_name: "paused", filter_subjects: ["ttls.a", "ttls.b"], pause_until: until } as never);
+  const c = await jsm.consumers.info("TTLS", "paused");
+  expect(c.config.filter_subjects).toEqual(["ttls.a", "ttls.b"]);
+  expect(c.paused).toBe(true);
+});
+
+test("an unknown field is refused by the server (2.9 dropped it silently) and the error names it", async () => {
+  const cfg = { name: "DROPPY", subjects: ["droppy.>"], made_up_field: true } as never;
+  await expect(ensureStream(jsm, cfg)).rejects.toThrow(/unknown field "made_up_field"/);
+});
+
+test("a value the server does not keep as asked still fails loudly: the read-back guard stays", async () => {
+  // The server stores 0 replicas as 1: accepted, not kept. The guard names the field.
+  const err = await ensureStream(jsm, { name: "ZERO", subjects: ["zero.>"], num_replicas: 0 }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(TopologyError);
+  expect((err as TopologyError).field).toBe("num_replicas");
+});
+
+test("the server is at least the version the project needs", async () => {
+  expect(versionAtLeast(nats.version, MIN_NATS_SERVER)).toBe(true);
+  expect(versionAtLeast(nc.info!.version, MIN_NATS_SERVER)).toBe(true);
 });

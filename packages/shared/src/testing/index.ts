@@ -12,11 +12,15 @@ export interface TestNats extends NatsServerHandle {
   dispose(): Promise<void>;
 }
 
-/** A real nats-server with JetStream on a free port and a fresh store, for one test file. */
-export async function startTestNats(): Promise<TestNats> {
+/**
+ * A real nats-server with JetStream and authentication on a free port and a fresh store, for one
+ * test file; its users' permissions cover `regions` (default ["local"]). Connect with
+ * `connectNats(nats.url, name, nats.auth("admin"))`.
+ */
+export async function startTestNats(o: { regions?: string[] } = {}): Promise<TestNats> {
   const dir = mkdtempSync(join(tmpdir(), "pipeline-nats-"));
   const port = await freePort();
-  const h = await startNatsServer({ port, storeDir: dir });
+  const h = await startNatsServer({ port, storeDir: dir, regions: o.regions ?? ["local"] });
   return {
     ...h,
     async dispose() {
@@ -94,3 +98,4 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
     await Bun.sleep(everyMs);
   }
 }
+export { natsEnv } from "../localstack/nats-server.ts";
