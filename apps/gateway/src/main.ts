@@ -1,8 +1,10 @@
 import { createLogger } from "@pipeline/shared/log";
+import { survivePeerResets } from "@pipeline/shared/runtime";
 import { loadConfig } from "./config.ts";
 import { startGateway } from "./service.ts";
 
 const log = createLogger("gateway");
+survivePeerResets(log);
 const service = await startGateway(loadConfig(process.env), log);
 let stopping = false;
 async function stop(signal: string) {

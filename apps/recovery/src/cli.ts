@@ -3,6 +3,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { ConfigError } from "@pipeline/shared/config";
 import { openDatabase } from "@pipeline/shared/db";
+import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/localstack";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
 import { liveWorkers, openWorkersBucket } from "@pipeline/shared/runtime";
@@ -48,6 +49,7 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
         const workers = nc instanceof Error ? undefined : await openWorkersBucket(nc, config.REGION).then((kv) => liveWorkers(kv)).then((w) => w.workers).catch((e: Error) => e);
         const a = await assess({
           ...(workers ? { workers } : {}),
+          ...(nc instanceof Error || !nc.info ? {} : { natsServer: { version: nc.info.version, url: config.NATS_URL } }),
           region: config.REGION,
           jsm,
           sql,
@@ -144,6 +146,16 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
   }
 }
 
+/**
+ * With neither DATABASE_URL nor NATS_URL set, the settings of a running dev stack (`npm run dev`
+ * writes them to .data/dev-stack.json; DEV_STACK_FILE overrides), as the recovery user.
+ */
+function withDevStack(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  if (env.DATABASE_URL || env.NATS_URL) return env;
+  const stack = readDevStack(devStackFile(env));
+  return stack ? { ...env, ...devStackEnv(stack, "recovery", env) } : env;
+}
+
 async function main(argv: string[]): Promise<number> {
   const parsed = parseCommand(argv);
   if (!parsed.ok) {
@@ -152,7 +164,7 @@ async function main(argv: string[]): Promise<number> {
   }
   let config: RecoveryConfig;
   try {
-    config = loadConfig(process.env);
+    config = loadConfig(withDevStack(process.env));
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`recovery: ${err.message}`);

@@ -107,23 +107,15 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const recreateTopology = (lane: Priority, what: string) =>
     (recreating ??= (async () => {
       log.error({ lane, what }, "task consumer missing: recreating the TASKS topology (run `recovery rebuild-queue` to re-publish lost messages)");
-      // Several solvers notice at once: spread them out (nats-server 2.9 can leave a consumer
-      // half-created when two create it at the same instant).
-      await Bun.sleep(Math.random() * 500);
-      let halfCreated = false;
+      // Several solvers notice at once; creating a stream or a consumer that another one has just
+      // created is a no-op on the current server, so each simply ensures the topology.
       for (let i = 0; ; i++) {
         try {
-          if (halfCreated) {
-            // A half-created consumer ("meta.inf: no such file") answers every update with an
-            // error: delete it and create it anew (a work-queue stream keeps its messages).
-            for (const l of LANES) await jsm.consumers.delete(streams.tasks(config.REGION), laneConsumer(config.REGION, l, config.SOLVER_VERSION)).catch(() => {});
-          }
           await ensureStreams(jsm, { region: config.REGION });
           await ensureLaneConsumers(jsm, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS });
           log.warn({ lane }, "TASKS topology recreated");
           return;
         } catch (err) {
-          halfCreated = /no such file/.test((err as Error).message);
           if (i % 10 === 0) log.warn({ err: (err as Error).message }, "recreating the TASKS topology failed; retrying");
           await Bun.sleep(500 + Math.random() * 1000);
         }

@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import { parseProviderReply } from "@pipeline/shared/provider";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import type { Heartbeat } from "@pipeline/shared/runtime";
+import { MIN_NATS_SERVER, versionAtLeast } from "@pipeline/shared/localstack";
 import { listSnapshots } from "../snapshot/manifest.ts";
 
 export type Level = "ok" | "warn" | "fail";
@@ -54,6 +55,8 @@ export interface AssessDeps {
   snapshotMaxAgeMs: number;
   staleAfterMs: number;
   provider: { url: string; key: string | undefined; timeoutMs: number };
+  /** The NATS server the CLI is connected to (its version from the INFO it sent). */
+  natsServer?: { version: string; url: string };
   /** Live solvers from their heartbeats (an Error when the bucket cannot be read). */
   workers?: Heartbeat[] | Error;
 }
@@ -90,6 +93,14 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
   if (d.jsm instanceof Error) add({ name: "nats", level: "fail", summary: `NATS unreachable: ${d.jsm.message}`, hint: "start nats-server; the apps reconnect by themselves" });
   else {
     const jsm = d.jsm;
+    if (d.natsServer) {
+      const old = !versionAtLeast(d.natsServer.version, MIN_NATS_SERVER);
+      add(
+        old
+          ? { name: "nats", level: "warn", summary: `nats-server ${d.natsServer.version} at ${d.natsServer.url}: older than ${MIN_NATS_SERVER}`, hint: "upgrade the server (docs/nats.md): the project relies on 2.14's WorkQueue sourcing and +TERM reasons" }
+          : { name: "nats", level: "ok", summary: `nats-server ${d.natsServer.version} at ${d.natsServer.url}` },
+      );
+    }
     const name = streams.tasks(d.region);
     try {
       const info = await jsm.streams.info(name).catch((err: Error) => {
@@ -133,6 +144,8 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
   else {
     const sql = d.sql;
     try {
+      const [v] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
+      add({ name: "postgres", level: "ok", summary: `PostgreSQL ${v?.v ?? "?"} reachable` });
       const states = await sql<{ state: string; n: number }[]>`select state, count(*)::int as n from tasks group by state`;
       const stale = `${d.staleAfterMs} milliseconds`;
       const [s] = await sql<{ stuck: number; stuck_old: number; oldest_stuck: number | null; stale_queued: number; oldest_queued: number | null }[]>`

@@ -2,6 +2,7 @@
 // do what JsMsg's do (ack, nak with a delay, term, working), judged by what JetStream redelivers.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import type { Msg } from "@nats-io/transport-node";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { startTestNats, type TestNats } from "@pipeline/shared/testing";
 import { term } from "../domain/outcome.ts";
@@ -62,13 +63,20 @@ test("term: never delivered again", async () => {
   expect(await c.next(2000)).toBeNull();
 });
 
-// JsMsg.term(reason) sends `+TERM <reason>`, which nats-server 2.9 does not parse: it redelivers.
-test("applyOutcome's term sticks on this nats-server", async () => {
-  const c = await oneMessage("TERMJS");
-  const m = (await c.next())!;
-  applyOutcome(m, term("unparseable task message"));
-  await nc.flush();
-  expect(await c.next(2000)).toBeNull();
+// `+TERM <reason>` (nats-server 2.9 did not parse it and redelivered; we sent a plain +TERM then).
+test("applyOutcome's term sticks and its reason reaches the server's advisory", async () => {
+  const advisories = nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>");
+  const it = advisories[Symbol.asyncIterator]();
+  for (const [name, handle] of [["TERMJS", (m: JsMsg) => m], ["TERMAH", handleOf]] as const) {
+    const c = await oneMessage(name);
+    const m = (await c.next())!;
+    applyOutcome(handle(m), term("unparseable task message"));
+    await nc.flush();
+    expect(await c.next(2000)).toBeNull();
+    const adv = ((await it.next()).value as Msg).json() as { stream: string; reason: string };
+    expect(adv).toMatchObject({ stream: name, reason: "unparseable task message" });
+  }
+  advisories.unsubscribe();
 });
 
 test("working: keeps a delivery past its AckWait; then ack ends it", async () => {

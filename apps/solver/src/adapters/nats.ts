@@ -65,9 +65,9 @@ class AckHandle implements Acknowledgeable {
   nak(millis?: number): void {
     this.send(millis && millis > 0 ? encoder.encode(`-NAK ${JSON.stringify({ delay: millis * 1_000_000 })}`) : NAK);
   }
-  /** Plain `+TERM`: see applyOutcome. */
-  term(): void {
-    this.send(TERM);
+  /** `+TERM <reason>`: the server keeps the reason in its MSG_TERMINATED advisory. */
+  term(reason?: string): void {
+    this.send(reason ? encoder.encode(`+TERM ${reason}`) : TERM);
   }
   working(): void {
     this.send(WPI, false);
@@ -78,8 +78,7 @@ class AckHandle implements Acknowledgeable {
 export function applyOutcome(msg: Acknowledgeable, o: Outcome): void {
   if (o.kind === "ack") msg.ack();
   else if (o.kind === "nak") msg.nak(o.delayMs);
-  // Without the reason: nats-server 2.9 (Debian's) does not parse `+TERM <reason>` (newer
-  // servers do) and redelivers the message after AckWait as if unacknowledged; the reason is in
-  // our own log line. (ack-handle.int.test.ts shows it.)
-  else msg.term();
+  // With the reason: the server (>= 2.11) puts it in the MSG_TERMINATED advisory, where an
+  // operator watching `$JS.EVENT.ADVISORY.>` sees why. (ack-handle.int.test.ts shows it.)
+  else msg.term(o.reason);
 }

@@ -3,3 +3,4 @@ export * from "./free-port.ts";
 export * from "./nats-binary.ts";
 export * from "./nats-server.ts";
 export * from "./postgres.ts";
+export * from "./dev-stack.ts";

@@ -1,2 +1,3 @@
 export * from "./config.ts";
 export * from "./kv.ts";
+export * from "./peer-errors.ts";

@@ -1,0 +1,118 @@
+// The `dev` task of the @pipeline/infra workspace: NATS (a current server, authentication on)
+// and Postgres of the project's own under .data/, migrations, and `.data/dev-stack.json` that the
+// apps' dev tasks wait for (infra/with-stack.ts). `turbo run dev` runs it beside the apps;
+// Ctrl-C stops the servers and removes the file; a second start reuses the data.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { migrateDatabase } from "@pipeline/shared/db";
+import { devStackFile, portInUse, removeDevStack, startNatsServer, startPostgres, writeDevStack } from "@pipeline/shared/localstack";
+
+const root = join(import.meta.dir, "..");
+const env = process.env;
+const log = (m: string) => console.log(`[dev] ${m}`);
+const num = (name: string, def: number) => {
+  const v = env[name];
+  if (v === undefined || v === "") return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Error(`${name} must be a port number (got "${v}")`);
+  return n;
+};
+
+const dataDir = env.DATA_DIR ?? join(root, ".data");
+const stackFile = devStackFile(env);
+const region = env.REGION ?? "local";
+const natsPort = num("NATS_PORT", 14222);
+const pgPort = num("PG_PORT", 15432);
+const gatewayPort = num("GATEWAY_PORT", 8080);
+const emulatorPort = num("EMULATOR_PORT", 18090);
+
+const stops: Array<() => Promise<void>> = [];
+let stopping = false;
+async function shutdown(code: number) {
+  if (stopping) return;
+  stopping = true;
+  log("stopping");
+  removeDevStack(stackFile);
+  for (const stop of stops.reverse()) await stop().catch((e) => log(`stop failed: ${(e as Error).message}`));
+  log("stopped");
+  process.exit(code);
+}
+process.on("SIGINT", () => void shutdown(0));
+process.on("SIGTERM", () => void shutdown(0));
+
+try {
+  // NATS_URL set: the apps use that server with the NATS_USER/NATS_PASSWORD or NATS_CREDS you give them.
+  let nats: { url: string; version: string; credentialsFile: string | undefined } = { url: env.NATS_URL ?? "", version: "(yours)", credentialsFile: undefined };
+  if (!env.NATS_URL) {
+    if (await portInUse(natsPort)) throw new Error(`port ${natsPort} is taken; is another dev stack running? Set NATS_PORT`);
+    const own = await startNatsServer({ port: natsPort, storeDir: join(dataDir, "nats"), name: "dev", regions: [region], log });
+    stops.push(() => own.stop());
+    nats = own;
+    log(`NATS ${own.version} (JetStream, authentication on) on ${own.url}; credentials in ${own.credentialsFile} (0600)`);
+  }
+
+  let databaseUrl = env.DATABASE_URL;
+  if (!databaseUrl) {
+    const pg = await startPostgres({ dataDir: join(dataDir, "pg"), port: pgPort, log });
+    stops.push(() => pg.stop());
+    await pg.ensureDatabase("pipeline");
+    databaseUrl = pg.urlFor("pipeline");
+    log(`Postgres on ${databaseUrl} (data ${pg.dataDir})`);
+  }
+  await migrateDatabase(databaseUrl);
+  log("migrations applied");
+
+  const emulatorKey = "emulator-key";
+  const spareKey = "emulator-key-spare";
+  // The solvers' key file: `recovery rotate-key --to spare` switches the fleet to the second key.
+  const keysFile = join(dataDir, "provider-keys.json");
+  if (!env.PROVIDER_KEYS_FILE) writeFileSync(keysFile, JSON.stringify({ default: env.PROVIDER_KEY ?? emulatorKey, spare: spareKey }, null, 2), { mode: 0o600 });
+  // Dev defaults of what the user did not set: the apps merge them under their own environment.
+  const defaults: Record<string, string> = {
+    REGION: region,
+    GATEWAY_PORT: String(gatewayPort),
+    API_KEYS: "dev-key",
+    EMULATOR_PORT: String(emulatorPort),
+    EMULATOR_KEYS: `${emulatorKey}:50,${spareKey}:50`,
+    PROVIDER_KEYS_FILE: keysFile,
+    DRILL_API_KEY: (env.API_KEYS ?? "dev-key").split(",")[0]!,
+    PROVIDER_URL: `http://127.0.0.1:${emulatorPort}`,
+    PROVIDER_KEY: emulatorKey,
+    FIRST_POLL_MS: "1000",
+    POLL_INTERVAL_MS: "1000",
+    WEBHOOK_SECRET: "dev-webhook-secret-0001",
+    DATA_DIR: dataDir,
+  };
+  for (const k of Object.keys(defaults)) if (env[k]) delete defaults[k];
+  writeDevStack(stackFile, {
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+    natsUrl: nats.url,
+    natsVersion: nats.version,
+    ...(nats.credentialsFile ? { natsCredentials: nats.credentialsFile } : {}),
+    databaseUrl,
+    env: defaults,
+  });
+
+  const apiKey = (env.API_KEYS ?? "dev-key").split(",")[0];
+  const provider = env.PROVIDER_URL ?? defaults.PROVIDER_URL;
+  console.log(`
+  gateway   http://127.0.0.1:${gatewayPort}   (API key: ${env.API_KEYS ? "(yours)" : apiKey}; callbacks signed with WEBHOOK_SECRET=${env.WEBHOOK_SECRET ? "(yours)" : defaults.WEBHOOK_SECRET})
+  emulator  ${provider}   (provider; stats at /emulator/stats)
+  metrics   http://127.0.0.1:${gatewayPort}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
+  NATS      ${nats.url}   (nats-server ${nats.version}${nats.credentialsFile ? `; users per app, passwords in ${nats.credentialsFile}` : ""})
+  Postgres  ${databaseUrl}
+  settings  ${stackFile}   (read by the apps' dev tasks and by \`npm run recovery -- <command>\`)
+
+  try:  curl -s -X POST http://127.0.0.1:${gatewayPort}/v1/tasks -H 'authorization: Bearer ${env.API_KEYS ? "<your key>" : apiKey}' \\
+          -H 'content-type: application/json' \\
+          -d '{"type":"turnstile","params":{"sitekey":"0x4AAAAAAA","pageurl":"https://example.com/login"}}'
+        curl -s 'http://127.0.0.1:${gatewayPort}/v1/tasks/<id>?wait=30' -H 'authorization: Bearer ${env.API_KEYS ? "<your key>" : apiKey}'
+        npm run recovery -- assess
+`);
+} catch (err) {
+  log(`cannot start the dev stack: ${(err as Error).message}`);
+  await shutdown(1);
+}
+// Stays up until Ctrl-C (turbo forwards it): the servers are this task's children.
+setInterval(() => {}, 1 << 30);
