@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, portInUse } from "@pipeline/shared/localstack";
@@ -8,11 +8,15 @@ import { eventually } from "@pipeline/shared/testing";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { ROOT } from "./harness.ts";
 
-/** `npm run dev` as a user runs it: NATS and Postgres of its own, the emulator, gateway and solver. */
-async function runDev(dataDir: string, ports: Record<string, number>) {
+/**
+ * The dev stack as a user starts it (`npx turbo run dev` in a fresh clone, or the README's
+ * `npm run dev`): NATS and Postgres of its own, the emulator, gateway, solver and recovery.
+ */
+async function runDev(how: "turbo" | "npm", dataDir: string, ports: Record<string, number>) {
   const env: Record<string, string | undefined> = {
     ...process.env,
     DATA_DIR: dataDir,
+    TURBO_TELEMETRY_DISABLED: "1",
     NATS_PORT: String(ports.nats),
     PG_PORT: String(ports.pg),
     GATEWAY_PORT: String(ports.gateway),
@@ -24,7 +28,8 @@ async function runDev(dataDir: string, ports: Record<string, number>) {
   delete env.NATS_URL;
   delete env.TEST_PG_ADMIN_URL;
   let out = "";
-  const child = spawn("npm", ["run", "dev"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const cmd = how === "npm" ? ["npm", "run", "dev"] : ["npx", "turbo", "run", "dev", "--ui=stream"];
+  const child = spawn(cmd[0]!, cmd.slice(1), { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   child.stdout!.on("data", (b) => (out += b));
   child.stderr!.on("data", (b) => (out += b));
   const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
@@ -49,17 +54,40 @@ async function runDev(dataDir: string, ports: Record<string, number>) {
       expect(code === 0 || signal === "SIGINT").toBe(true);
       for (const p of Object.values(ports)) await eventually(async () => !(await portInUse(p)), 30_000, 100);
       await eventually(() => out.includes("[dev] stopped"), 30_000, 100);
+      // Nothing left behind: no process of this stack (each names the data folder or runs in its group).
+      await eventually(() => leftovers(dataDir, child.pid!).length === 0, 30_000, 200).catch(() => {
+        throw new Error(`processes left behind:\n${leftovers(dataDir, child.pid!).join("\n")}`);
+      });
+      expect(existsSync(join(dataDir, "dev-stack.json"))).toBe(false);
     },
   };
 }
 
+/** Processes still running in the dev command's process group or naming its data folder. */
+function leftovers(dataDir: string, pgid: number): string[] {
+  const ps = spawnSync("ps", ["-eo", "pid=,pgid=,args="], { encoding: "utf8" }).stdout.split("\n");
+  return ps.filter((l) => {
+    const [, pid, group, args] = /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(l) ?? [];
+    if (!pid || Number(pid) === process.pid) return false;
+    return Number(group) === pgid || (args ?? "").includes(dataDir);
+  });
+}
+
+/** `npm run recovery -- assess` in a second terminal: it finds the running stack by itself. */
+function assessAgainstDev(dataDir: string): { code: number | null; out: string } {
+  const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir };
+  for (const k of ["DATABASE_URL", "NATS_URL", "NATS_USER", "NATS_PASSWORD", "TEST_PG_ADMIN_URL"]) delete env[k];
+  const r = spawnSync("npm", ["run", "-s", "recovery", "--", "assess"], { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+  return { code: r.status, out: `${r.stdout}${r.stderr}` };
+}
+
 const auth = { authorization: "Bearer dev-key", "content-type": "application/json" };
 
-test("npm run dev serves a task end to end, stops cleanly on Ctrl-C, and a second start keeps the data", async () => {
+test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves nothing, and npm run dev keeps the data", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "pipeline-dev-"));
   const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort() };
   try {
-    const dev = await runDev(dataDir, ports);
+    const dev = await runDev("turbo", dataDir, ports);
     const sub = await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks`, {
       method: "POST",
       headers: auth,
@@ -71,9 +99,20 @@ test("npm run dev serves a task end to end, stops cleanly on Ctrl-C, and a secon
     expect(view.status).toBe("completed");
     expect(view.result!.token.length).toBeGreaterThan(10);
     expect(dev.output()).toContain("API key: dev-key");
+    expect(dev.output()).toMatch(/NATS 2\.(1[4-9]|[2-9]\d)\.\d+ \(JetStream, authentication on\)/);
+    // No password in what the dev stack prints or leaves in its settings file.
+    const creds = JSON.parse(readFileSync(join(dataDir, "nats", "credentials.json"), "utf8")) as Record<string, { password: string }>;
+    for (const c of Object.values(creds)) {
+      expect(dev.output()).not.toContain(c.password);
+      expect(readFileSync(join(dataDir, "dev-stack.json"), "utf8")).not.toContain(c.password);
+    }
+    const a = assessAgainstDev(dataDir);
+    expect(a.out).toMatch(/ok\s+nats\s+nats-server 2\.\d+\.\d+ at nats:\/\/127\.0\.0\.1:/);
+    expect(a.out).toMatch(/ok\s+postgres\s+PostgreSQL/);
+    expect(a.out).not.toContain("NEEDS A HUMAN: DATABASE_URL");
     await dev.stop();
 
-    const again = await runDev(dataDir, ports);
+    const again = await runDev("npm", dataDir, ports);
     const reread = (await (await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks/${id}`, { headers: auth })).json()) as TaskView;
     expect(reread.status).toBe("completed");
     expect(reread.result!.token).toBe(view.result!.token);

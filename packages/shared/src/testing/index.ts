@@ -1,8 +1,10 @@
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { migrateDatabase } from "../db/index.ts";
+import { findPostgres } from "../localstack/binaries.ts";
 import { freePort } from "../localstack/free-port.ts";
 import { startNatsServer, type NatsServerHandle } from "../localstack/nats-server.ts";
 import { startPostgres } from "../localstack/postgres.ts";
@@ -42,9 +44,9 @@ export function testPostgresAdminUrl(): Promise<string> {
   ownCluster ??= (async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "pipeline-pg-"));
     const pg = await startPostgres({ dataDir, port: await freePort(), fast: true });
-    process.once("exit", () => {
-      void pg.stop("immediate");
-    });
+    // `bun test` exits without an "exit" event: a watchdog stops the cluster once this process is gone.
+    const stop = `${process.getuid?.() === 0 ? "runuser -u postgres -- " : ""}'${findPostgres().pgCtl}' -D '${dataDir}' -m immediate stop`;
+    spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stop}; rm -rf '${dataDir}'`], { detached: true, stdio: "ignore" }).unref();
     return pg.adminUrl;
   })();
   return ownCluster;
