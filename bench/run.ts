@@ -121,5 +121,5 @@ const file = writeResults(join(import.meta.dir, "results"), {
   errors,
   detail,
 });
-console.log(`\nwall time ${wallS} s; results in ${file}`);
+console.log(`\nwall time ${wallS} s; nats-server ${findNatsServer().version}, Bun ${Bun.version}, PostgreSQL ${pg?.bins.version ?? "?"}; results in ${file}`);
 process.exit(errors.length ? 1 : 0);

@@ -4,7 +4,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, startPostgres } from "@pipeline/shared/localstack";
+import { findNatsServer, freePort, startPostgres } from "@pipeline/shared/localstack";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -19,6 +19,17 @@ if (!args.includes("--no-typecheck")) {
   }
 }
 
+// One nats-server for every test file to start (fetched once into .data/bin when none is found).
+let nats;
+try {
+  nats = findNatsServer((m) => console.error(`[test] ${m}`));
+} catch (err) {
+  console.error(`[test] ${(err as Error).message}`);
+  summary(0, 1);
+  process.exit(1);
+}
+console.error(`[test] nats-server ${nats.version} (${nats.source}: ${nats.bin}); every test server runs with authentication on`);
+
 const pgDir = join(root, ".data", "test-pg");
 rmSync(pgDir, { recursive: true, force: true });
 const pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: true, log: (m) => console.error(`[test] ${m}`) });
@@ -27,7 +38,7 @@ console.error(`[test] Postgres for tests on ${pg.adminUrl}`);
 const paths = args.filter((a) => !a.startsWith("--"));
 const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "tests"])], {
   cwd: root,
-  env: { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+  env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
   stdio: ["ignore", "inherit", "pipe"],
   detached: true,
 });

@@ -13,7 +13,7 @@ import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
 import { dlqSubjects, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
 
-/** Raised when the server did not keep a field we asked for (nats-server 2.9 drops unknown fields silently). */
+/** Raised when the server did not keep a field as we asked (a normalized value; on 2.9, a dropped unknown field). */
 export class TopologyError extends Error {
   override name = "TopologyError";
   constructor(
