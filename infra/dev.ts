@@ -62,6 +62,9 @@ const childEnv: Record<string, string> = {
   PROVIDER_KEY: env.PROVIDER_KEY ?? emulatorKey,
   FIRST_POLL_MS: env.FIRST_POLL_MS ?? "1000",
   WEBHOOK_SECRET: env.WEBHOOK_SECRET ?? "dev-webhook-secret-0001",
+  // Local receivers listen on http://127.0.0.1: loosen the callback SSRF policy (docs/security.md).
+  WEBHOOK_ALLOW_HTTP: env.WEBHOOK_ALLOW_HTTP ?? "1",
+  WEBHOOK_ALLOW_PRIVATE: env.WEBHOOK_ALLOW_PRIVATE ?? "1",
   TURBO_TELEMETRY_DISABLED: "1",
   DO_NOT_TRACK: "1",
   POLL_INTERVAL_MS: env.POLL_INTERVAL_MS ?? "1000",
