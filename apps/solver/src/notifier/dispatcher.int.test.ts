@@ -194,6 +194,23 @@ describe("the SSRF policy at send time", () => {
     expect(counted).toEqual({ attempts: ["delivered"], outcomes: ["delivered"] });
   });
 
+  test("a refused connection to the first checked answer falls back to the next one", async () => {
+    const tried: string[] = [];
+    const post: PostCallback = async (req) => {
+      tried.push(req.address);
+      if (req.address === "2606:4700::1111") throw Object.assign(new Error("connect ENETUNREACH"), { code: "ENETUNREACH" });
+      return { status: 204 };
+    };
+    const { deliveryId } = await completedTask("https://hooks.dual-stack.example/cb");
+    const { d } = dispatcher({ post, resolve: async () => [{ address: "2606:4700::1111", family: 6 }, { address: "93.184.216.34", family: 4 }] });
+    try {
+      await eventually(async () => (await delivery(deliveryId)).status === "delivered", 5000);
+    } finally {
+      await d.stop();
+    }
+    expect(tried).toEqual(["2606:4700::1111", "93.184.216.34"]);
+  });
+
   test("with WEBHOOK_ALLOW_PRIVATE (dev, tests) a name resolving to 127.0.0.1 is sent", async () => {
     const { calls, post } = sent();
     const { deliveryId } = await completedTask("http://hooks.dev.example:8123/cb");
@@ -235,6 +252,14 @@ describe("the pinned HTTP client connects to the checked address, whatever DNS w
     } finally {
       server.stop(true);
     }
+  });
+
+  test("a closed port is a connection error with its code (the dispatcher then tries the next address)", async () => {
+    const closed = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+    const port = closed.port;
+    closed.stop(true);
+    const err = await pinnedPost()({ url: new URL(`http://closed.invalid:${port}/`), address: "127.0.0.1", family: 4, headers: {}, body: "{}", timeoutMs: 2000 }).catch((e: unknown) => e as { code?: string });
+    expect(err?.code).toBe("ECONNREFUSED");
   });
 
   test("a receiver that never answers is cut at the timeout", async () => {

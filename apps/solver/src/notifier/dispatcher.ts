@@ -47,10 +47,18 @@ export interface Dispatcher {
   stop(): Promise<void>;
 }
 
+/** Errors of a connection that was never made (nothing was sent): the next address may be tried. */
+const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "EAFNOSUPPORT"]);
+
+function errorCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  return typeof e?.code === "string" ? e.code : typeof e?.cause?.code === "string" ? e.cause.code : undefined;
+}
+
 /** A transport error as stored and logged: its code and message, never the URL (its query may hold a secret). */
 function describe(err: unknown, url: string): string {
-  const e = err as { code?: unknown; message?: unknown; cause?: { code?: unknown } };
-  const code = typeof e?.code === "string" ? e.code : typeof e?.cause?.code === "string" ? e.cause.code : undefined;
+  const e = err as { message?: unknown } | undefined;
+  const code = errorCode(err);
   const message = String(e?.message ?? err).split(url).join("<callbackUrl>").slice(0, 200);
   return code ? `${code}: ${message}` : message;
 }
@@ -129,8 +137,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const checked = checkCallbackUrl(row.callbackUrl, deps.policy);
     if (!checked.ok) return refuse(d, `callbackUrl ${checked.reason}`);
     const { target } = checked;
-    let pinned = target.literal;
-    if (!pinned) {
+    let candidates = target.literal ? [target.literal] : [];
+    if (!target.literal) {
       let answers;
       try {
         answers = await withTimeout(deps.resolve(target.host), deps.timeoutMs, "DNS lookup");
@@ -139,27 +147,27 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       }
       const r = checkResolvedAddresses(answers, deps.policy);
       if (!r.ok) return refuse(d, r.reason);
-      pinned = { address: r.address, family: r.family };
+      // Every answer was checked: a connection refused by one (an unreachable IPv6 route, say)
+      // falls back to the next, up to three.
+      candidates = r.addresses.slice(0, 3);
     }
     const body = JSON.stringify({ deliveryId: d.deliveryId, event: `task.${row.state}`, task: toTaskView(row, new Date()) });
     const ts = Math.floor(Date.now() / 1000);
-    let status: number;
-    try {
-      ({ status } = await deps.post({
-        url: target.url,
-        address: pinned.address,
-        family: pinned.family,
-        body,
-        timeoutMs: deps.timeoutMs,
-        headers: {
-          "content-type": "application/json",
-          [WEBHOOK_HEADERS.delivery]: d.deliveryId,
-          [WEBHOOK_HEADERS.timestamp]: String(ts),
-          [WEBHOOK_HEADERS.signature]: signWebhook(deps.secret, ts, body),
-        },
-      }));
-    } catch (err) {
-      return retry(d, null, describe(err, row.callbackUrl), "unreachable");
+    const headers = {
+      "content-type": "application/json",
+      [WEBHOOK_HEADERS.delivery]: d.deliveryId,
+      [WEBHOOK_HEADERS.timestamp]: String(ts),
+      [WEBHOOK_HEADERS.signature]: signWebhook(deps.secret, ts, body),
+    };
+    let status = 0;
+    for (const [i, pinned] of candidates.entries()) {
+      try {
+        ({ status } = await deps.post({ url: target.url, address: pinned.address, family: pinned.family, body, timeoutMs: deps.timeoutMs, headers }));
+        break;
+      } catch (err) {
+        if (i < candidates.length - 1 && CONNECT_ERRORS.has(errorCode(err) ?? "")) continue;
+        return retry(d, null, describe(err, row.callbackUrl), "unreachable");
+      }
     }
     if (status >= 200 && status < 300) {
       await deps.store.delivered(d, status);

@@ -137,10 +137,18 @@ describe("resolved addresses (the send-time check against DNS rebinding)", () =>
     expect(checkResolvedAddresses([{ address: "not-an-ip", family: 4 }]).ok).toBe(false);
   });
   test("all public: the first answer is the address to connect to", () => {
-    expect(checkResolvedAddresses([{ address: "2606:4700::1111", family: 6 }, { address: "93.184.216.34", family: 4 }])).toEqual({ ok: true, address: "2606:4700::1111", family: 6 });
+    expect(checkResolvedAddresses([{ address: "2606:4700::1111", family: 6 }, { address: "93.184.216.34", family: 4 }])).toEqual({
+      ok: true,
+      address: "2606:4700::1111",
+      family: 6,
+      addresses: [
+        { address: "2606:4700::1111", family: 6 },
+        { address: "93.184.216.34", family: 4 },
+      ],
+    });
   });
   test("WEBHOOK_ALLOW_PRIVATE lets 127.0.0.1 through", () => {
-    expect(checkResolvedAddresses([{ address: "127.0.0.1", family: 4 }], DEV)).toEqual({ ok: true, address: "127.0.0.1", family: 4 });
+    expect(checkResolvedAddresses([{ address: "127.0.0.1", family: 4 }], DEV)).toMatchObject({ ok: true, address: "127.0.0.1", family: 4 });
   });
 });
 

@@ -88,12 +88,13 @@ export interface ResolvedAddress {
   family: number;
 }
 
-export type ResolvedCheck = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };
+export type ResolvedCheck = { ok: true; address: string; family: 4 | 6; addresses: Array<{ address: string; family: 4 | 6 }> } | { ok: false; reason: string };
 
 /**
  * Checks every address a host name resolved to: one answer the policy refuses refuses them all
  * (DNS rebinding answers a public and a private address, or changes between checks). The first
- * answer is the one to connect to.
+ * answer is the one to connect to; `addresses` are all of them, in order, for a client that falls
+ * back to the next one when a connection fails.
  */
 export function checkResolvedAddresses(answers: readonly ResolvedAddress[], policy: CallbackPolicy = STRICT_CALLBACK_POLICY): ResolvedCheck {
   if (answers.length === 0) return { ok: false, reason: "the host name has no address" };
@@ -102,8 +103,8 @@ export function checkResolvedAddresses(answers: readonly ResolvedAddress[], poli
     if (!cls) return { ok: false, reason: "the host name resolved to something that is not an IP address" };
     if (!addressClassAllowed(cls, policy)) return { ok: false, reason: `the host name resolves to ${CLASS_TEXT[cls]} (${a.address})` };
   }
-  const first = answers[0]!;
-  return { ok: true, address: first.address, family: ipFamily(first.address) as 4 | 6 };
+  const addresses = answers.map((a) => ({ address: a.address, family: ipFamily(a.address) as 4 | 6 }));
+  return { ok: true, ...addresses[0]!, addresses };
 }
 
 /**
