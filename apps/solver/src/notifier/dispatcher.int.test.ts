@@ -258,7 +258,10 @@ describe("the pinned HTTP client connects to the checked address, whatever DNS w
     const closed = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
     const port = closed.port;
     closed.stop(true);
-    const err = await pinnedPost()({ url: new URL(`http://closed.invalid:${port}/`), address: "127.0.0.1", family: 4, headers: {}, body: "{}", timeoutMs: 2000 }).catch((e: unknown) => e as { code?: string });
+    const err = await pinnedPost()({ url: new URL(`http://closed.invalid:${port}/`), address: "127.0.0.1", family: 4, headers: {}, body: "{}", timeoutMs: 2000 }).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string },
+    );
     expect(err?.code).toBe("ECONNREFUSED");
   });
 
