@@ -73,7 +73,8 @@ export function createDeliveryStore(db: Db): DeliveryStore {
             select d.delivery_id, d.owner, d.host, d.next_attempt_at,
                    row_number() over (partition by d.owner order by d.next_attempt_at, d.delivery_id) + coalesce(bo.n, 0) as owner_slot
             from webhook_deliveries d left join busy_owner bo on bo.owner = d.owner
-            where d.status = 'pending' and d.next_attempt_at <= now() and (d.lease_until is null or d.lease_until <= now())
+            where d.status = 'pending' and d.delivered_at is null -- (a solver of the previous version marks only delivered_at)
+              and d.next_attempt_at <= now() and (d.lease_until is null or d.lease_until <= now())
           ),
           within_tenant as (
             select due.*, row_number() over (partition by due.host order by due.owner_slot, due.next_attempt_at, due.delivery_id) + coalesce(bh.n, 0) as host_slot
