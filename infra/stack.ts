@@ -81,6 +81,9 @@ try {
     FIRST_POLL_MS: "1000",
     POLL_INTERVAL_MS: "1000",
     WEBHOOK_SECRET: "dev-webhook-secret-0001",
+    // Dev receivers listen on http://127.0.0.1: the callback SSRF policy is loosened (docs/security.md).
+    WEBHOOK_ALLOW_HTTP: "1",
+    WEBHOOK_ALLOW_PRIVATE: "1",
     DATA_DIR: dataDir,
   };
   for (const k of Object.keys(defaults)) if (env[k]) delete defaults[k];

@@ -81,7 +81,9 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const apiKey = "e2e-client-key-0001";
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: region, LOG_LEVEL: "info" };
   const gatewayPort = await freePort();
-  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv };
+  // Tests receive callbacks on http://127.0.0.1: the SSRF policy is loosened for them (docs/security.md).
+  const devCallbacks = { WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
+  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv };
   let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
   const gateways = [gateway];
   let solverN = 0;
@@ -99,6 +101,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     WEBHOOK_SECRET,
     WEBHOOK_RETRY_BASE_MS: "100",
     WEBHOOK_RETRY_MAX_MS: "1000",
+    ...devCallbacks,
     ...o.solverEnv,
   };
   const solvers: Proc[] = [];

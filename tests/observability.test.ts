@@ -66,6 +66,9 @@ test("gateway and solver /metrics pass promtool and carry the pipeline's series"
   expect(sample(solver, "pipeline_provider_tasks_in_flight")).toBe(0);
   expect(sample(solver, "pipeline_consumer_pending", { lane: "normal" })).toBe(0);
   expect(sample(solver, "pipeline_dlq_messages")).toBe(0);
+  expect(sample(solver, "solver_webhook_deliveries_total", { outcome: "refused" })).toBe(0);
+  expect(sample(solver, "pipeline_webhook_deliveries_pending")).toBe(0);
+  expect(sample(solver, "pipeline_webhook_delivery_lag_seconds")).toBe(0);
   expect(sample(solver, "process_resident_memory_bytes")).toBeGreaterThan(0);
   exposed = `${gateway}\n${solver}`;
 }, 60_000);

@@ -26,3 +26,9 @@ test("a bad variable is named in the error, its value is not echoed", () => {
 test("a region must be one subject token", () => {
   expect(() => loadConfig({ ...ok, REGION: "eu.west" })).toThrow(/REGION/);
 });
+
+test("the callbackUrl policy is strict unless WEBHOOK_ALLOW_HTTP / WEBHOOK_ALLOW_PRIVATE are set", () => {
+  expect(loadConfig(ok)).toMatchObject({ WEBHOOK_ALLOW_HTTP: false, WEBHOOK_ALLOW_PRIVATE: false });
+  expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "true" })).toMatchObject({ WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true });
+  expect(() => loadConfig({ ...ok, WEBHOOK_ALLOW_PRIVATE: "maybe" })).toThrow(/WEBHOOK_ALLOW_PRIVATE/);
+});

@@ -1,5 +1,5 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
-import { commonEnv, envInt, envList, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envBool, envInt, envList, parseEnv } from "@pipeline/shared/config";
 import { z } from "zod";
 
 export const GatewayEnv = z.object({
@@ -14,6 +14,10 @@ export const GatewayEnv = z.object({
   /** A task not finished this long after acceptance (or a redrive) is dead-lettered. */
   TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   DB_POOL_MAX: envInt(20, 1, 500),
+  /** A task's callbackUrl may use http: as well as https: (dev stacks and tests). */
+  WEBHOOK_ALLOW_HTTP: envBool(false),
+  /** A task's callbackUrl may point to loopback, RFC 1918, CGNAT and ULA addresses (dev stacks and tests only). */
+  WEBHOOK_ALLOW_PRIVATE: envBool(false),
 });
 export type GatewayConfig = z.infer<typeof GatewayEnv>;
 

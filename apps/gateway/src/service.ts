@@ -31,6 +31,8 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     log,
     metrics: createGatewayMetrics(database.db),
   });
+  if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
+    log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callbackUrl policy loosened: for dev stacks and tests only");
   const server = Bun.serve({ hostname: config.GATEWAY_HOST, port: config.GATEWAY_PORT, fetch: app.fetch, idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10) });
   const url = `http://${config.GATEWAY_HOST}:${server.port}`;
   log.info({ url, region: config.REGION }, "gateway listening");

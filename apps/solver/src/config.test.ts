@@ -16,3 +16,12 @@ test("the poll budget cannot exceed 20 and the key is required; errors name the 
   expect(() => loadConfig({ ...ok, RETRY_BASE_MS: "5000", RETRY_MAX_MS: "100" })).toThrow(/RETRY_BASE_MS/);
   expect(() => loadConfig({ ...ok, PROVIDER_PROFILE: "anticaptcha" })).toThrow(/PROVIDER_PROFILE/);
 });
+
+test("callbacks: a strict SSRF policy and bounded retries by default; the dev flags parse as booleans", () => {
+  const c = loadConfig(ok);
+  expect(c).toMatchObject({ WEBHOOK_ALLOW_HTTP: false, WEBHOOK_ALLOW_PRIVATE: false, WEBHOOK_TENANT_MAX_IN_FLIGHT: 10, WEBHOOK_MAX_ATTEMPTS: 30, WEBHOOK_MAX_AGE_MS: 86_400_000 });
+  expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "yes" })).toMatchObject({ WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true });
+  expect(() => loadConfig({ ...ok, WEBHOOK_ALLOW_PRIVATE: "on" })).toThrow(/WEBHOOK_ALLOW_PRIVATE/);
+  expect(() => loadConfig({ ...ok, WEBHOOK_TENANT_MAX_IN_FLIGHT: "0" })).toThrow(/WEBHOOK_TENANT_MAX_IN_FLIGHT/);
+  expect(() => loadConfig({ ...ok, WEBHOOK_RETRY_BASE_MS: "5000", WEBHOOK_RETRY_MAX_MS: "100" })).toThrow(/WEBHOOK_RETRY_BASE_MS/);
+});

@@ -48,6 +48,22 @@ export const SolverEnv = z
     WEBHOOK_TIMEOUT_MS: envInt(5000, 100, 60_000),
     WEBHOOK_RETRY_BASE_MS: envInt(1000, 10, 600_000),
     WEBHOOK_RETRY_MAX_MS: envInt(300_000, 10, 3600_000),
+    /** Callback URLs may use http: as well as https: (dev stacks and tests). */
+    WEBHOOK_ALLOW_HTTP: envBool(false),
+    /** Callbacks may go to loopback, RFC 1918, CGNAT and ULA addresses (dev stacks and tests only). */
+    WEBHOOK_ALLOW_PRIVATE: envBool(false),
+    /** Callback attempts in flight in this process. */
+    WEBHOOK_CONCURRENCY: envInt(50, 1, 10_000),
+    /** Callback attempts in flight per task owner (API key), across every solver. */
+    WEBHOOK_TENANT_MAX_IN_FLIGHT: envInt(10, 1, 10_000),
+    /** Callback attempts in flight per receiving host (`host[:port]`), across every solver. */
+    WEBHOOK_HOST_MAX_IN_FLIGHT: envInt(20, 1, 10_000),
+    /** A callback is given up (`failed`) after this many attempts... */
+    WEBHOOK_MAX_ATTEMPTS: envInt(30, 1, 1000),
+    /** ...or once its final state is this old, whichever comes first. */
+    WEBHOOK_MAX_AGE_MS: envInt(24 * 3600_000, 1000, 30 * 24 * 3600_000),
+    /** How often an idle solver looks for due callbacks (retries scheduled by other solvers). */
+    WEBHOOK_POLL_MS: envInt(1000, 10, 60_000),
     BREAKER_FAILURE_RATE: z.coerce.number().gt(0).max(1).default(0.5),
     BREAKER_MIN_CALLS: envInt(10, 1, 10_000),
     BREAKER_WINDOW_MS: envInt(30_000, 100, 3600_000),
@@ -74,6 +90,7 @@ export const SolverEnv = z
   })
   .refine((c) => c.PROVIDER_KEY !== undefined || c.PROVIDER_KEYS_FILE !== undefined, { path: ["PROVIDER_KEY"], message: "the provider API key is required (PROVIDER_KEY or PROVIDER_KEYS_FILE)" })
   .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
+  .refine((c) => c.WEBHOOK_RETRY_BASE_MS <= c.WEBHOOK_RETRY_MAX_MS, { path: ["WEBHOOK_RETRY_BASE_MS"], message: "must not exceed WEBHOOK_RETRY_MAX_MS" })
   .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" });
 export type SolverConfig = z.infer<typeof SolverEnv>;
 

@@ -9,6 +9,8 @@ import { createDeliveryStore } from "./adapters/deliveries.ts";
 import { createSolverMetrics, type SolverMetrics } from "./adapters/metrics.ts";
 import { createEventSink } from "./adapters/nats.ts";
 import { createNotifier } from "./notifier/notifier.ts";
+import { createDispatcher, type Dispatcher } from "./notifier/dispatcher.ts";
+import { pinnedPost, systemResolve } from "./adapters/callback-http.ts";
 import { createSolverStore } from "./adapters/pg.ts";
 import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
@@ -153,6 +155,8 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
     timing,
   });
+  let dispatcher: Dispatcher | undefined;
+  const deliveries = createDeliveryStore(database.db);
   metrics = createSolverMetrics({
     keyRef: () => keyRing.current().ref,
     breakerState: () => keyRing.breaker(keyRing.current().ref).state(),
@@ -160,6 +164,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     waiting: () => worker.waiting(),
     gc: () => ({ collections: memory.collections(), seconds: memory.collectMs() / 1000 }),
     slotsHeld: () => slots.held(keyRing.current().ref),
+    ...(config.WEBHOOK_SECRET ? { webhookInFlight: () => dispatcher?.inFlight() ?? 0, webhookBacklog: () => deliveries.backlog() } : {}),
     consumers,
     jsm,
     dlqStream: streams.dlq(config.REGION),
@@ -203,18 +208,41 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   );
   let notifier: ReturnType<typeof createNotifier> | undefined;
   if (config.WEBHOOK_SECRET) {
-    const ncfg = notifierConsumerConfig(config.REGION);
-    await ensureConsumer(jsm, streams.events(config.REGION), ncfg);
-    notifier = createNotifier({
-      consumer: await js.consumers.get(streams.events(config.REGION), ncfg.durable_name),
-      store: createDeliveryStore(database.db),
+    // The notifier records each final state's callback in webhook_deliveries (and acks the
+    // event); the dispatcher sends them from the table, with the SSRF policy at send time.
+    if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
+      log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callback SSRF policy loosened: for dev stacks and tests only");
+    dispatcher = createDispatcher({
+      store: deliveries,
       secret: config.WEBHOOK_SECRET,
+      policy: { allowHttp: config.WEBHOOK_ALLOW_HTTP, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
+      resolve: systemResolve,
+      post: pinnedPost(),
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
       retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
+      maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,
+      maxAgeMs: config.WEBHOOK_MAX_AGE_MS,
+      concurrency: config.WEBHOOK_CONCURRENCY,
+      tenantMaxInFlight: config.WEBHOOK_TENANT_MAX_IN_FLIGHT,
+      hostMaxInFlight: config.WEBHOOK_HOST_MAX_IN_FLIGHT,
+      pollMs: config.WEBHOOK_POLL_MS,
+      workerId,
+      log,
+      metrics: { attempt: (r) => m.webhookAttempt(r), outcome: (o) => m.webhookOutcome(o) },
+    });
+    const ncfg = notifierConsumerConfig(config.REGION);
+    await ensureConsumer(jsm, streams.events(config.REGION), ncfg);
+    const d = dispatcher;
+    notifier = createNotifier({
+      consumer: await js.consumers.get(streams.events(config.REGION), ncfg.durable_name),
+      store: deliveries,
+      onRecorded: () => d.kick(),
+      retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
       concurrency: 50,
       log,
     });
+    dispatcher.start();
     notifier.start();
   } else log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
   log.info({ workerId, metrics: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
@@ -231,7 +259,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       liveConfig.stop();
-      await Promise.all([worker.stop(), notifier?.stop()]);
+      await Promise.all([worker.stop(), notifier?.stop(), dispatcher?.stop()]);
       memory.stop();
       await metricsServer.stop(true);
       await heartbeat.stop();

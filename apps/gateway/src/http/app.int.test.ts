@@ -91,6 +91,15 @@ describe("POST /v1/tasks", () => {
     ["oversized image", () => post({ type: "image", params: { body: Buffer.alloc(5000, 1).toString("base64") } }), 400, "params.body"],
     ["bad idempotency key", () => post(turnstile, { "idempotency-key": "has space" }), 400, "header.idempotency-key"],
     ["bad priority", () => post({ ...turnstile, priority: "urgent" }), 400, "priority"],
+    // The SSRF policy (docs/security.md): a callback may only go to a public https host.
+    ["loopback callbackUrl", () => post({ ...turnstile, callbackUrl: "https://127.0.0.1:8443/hook" }), 400, "callbackUrl"],
+    ["hex loopback callbackUrl", () => post({ ...turnstile, callbackUrl: "https://0x7f000001/hook" }), 400, "callbackUrl"],
+    ["IPv6 loopback callbackUrl", () => post({ ...turnstile, callbackUrl: "https://[::1]/hook" }), 400, "callbackUrl"],
+    ["private callbackUrl", () => post({ ...turnstile, callbackUrl: "https://10.0.0.7/hook" }), 400, "callbackUrl"],
+    ["cloud metadata callbackUrl", () => post({ ...turnstile, callbackUrl: "https://169.254.169.254/latest/meta-data/" }), 400, "callbackUrl"],
+    ["localhost callbackUrl", () => post({ ...turnstile, callbackUrl: "https://localhost/hook" }), 400, "callbackUrl"],
+    ["callbackUrl with userinfo", () => post({ ...turnstile, callbackUrl: "https://user:pass@hooks.example.com/hook" }), 400, "callbackUrl"],
+    ["plain http callbackUrl", () => post({ ...turnstile, callbackUrl: "http://hooks.example.com/hook" }), 400, "callbackUrl"],
   ];
   for (const [name, send, status, field] of bad) {
     test(`${name}: ${status} problem+json naming ${field}, no row, no message`, async () => {
@@ -105,6 +114,48 @@ describe("POST /v1/tasks", () => {
       expect(await counts()).toEqual(before);
     });
   }
+});
+
+describe("callbackUrl", () => {
+  test("a public https callbackUrl is stored as sent", async () => {
+    const res = await post({ ...turnstile, callbackUrl: "https://hooks.example.com/cb?x=1" });
+    expect(res.status).toBe(202);
+    const { id } = (await res.json()) as { id: string };
+    const [row] = (await database.sql`select callback_url from tasks where id = ${id}`) as unknown as [{ callback_url: string }];
+    expect(row.callback_url).toBe("https://hooks.example.com/cb?x=1");
+  });
+
+  test("the refusal names the field and the kind of address, never the URL's query", async () => {
+    const res = await post({ ...turnstile, callbackUrl: "https://0x7f000001/hook?token=s3cret" });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(text).not.toContain("s3cret");
+    expect((JSON.parse(text) as { errors: unknown }).errors).toEqual([{ field: "callbackUrl", message: "must not point to a loopback address (127.0.0.1)" }]);
+  });
+
+  test("WEBHOOK_ALLOW_HTTP and WEBHOOK_ALLOW_PRIVATE (dev and tests) let http://127.0.0.1 through", async () => {
+    const dev = createApp({
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true },
+      store: createTaskStore(database.db),
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      watcher: createTaskWatcher(nc, REGION),
+      apiKeys: createApiKeys(["client-a-key"]),
+      log: createLogger("gateway-test", { level: "silent" }),
+    });
+    const res = await dev.request("/v1/tasks", {
+      method: "POST",
+      headers: { authorization: "Bearer client-a-key", "content-type": "application/json" },
+      body: JSON.stringify({ ...turnstile, callbackUrl: "http://127.0.0.1:9/hook" }),
+    });
+    expect(res.status).toBe(202);
+    // Link-local (cloud metadata) stays refused even then.
+    const meta = await dev.request("/v1/tasks", {
+      method: "POST",
+      headers: { authorization: "Bearer client-a-key", "content-type": "application/json" },
+      body: JSON.stringify({ ...turnstile, callbackUrl: "http://169.254.169.254/" }),
+    });
+    expect(meta.status).toBe(400);
+  });
 });
 
 describe("GET /v1/tasks/:id", () => {

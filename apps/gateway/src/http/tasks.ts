@@ -15,7 +15,12 @@ const TaskIdParam = z.uuid();
 /** `/v1/tasks`: submit and read tasks of the calling client. */
 export function tasksRoutes(deps: GatewayDeps) {
   const app = new Hono<GatewayEnvVars>();
-  const schema = taskRequest({ imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
+  // callbackUrl is checked against the SSRF policy here (a refusal is a 400 naming callbackUrl,
+  // nothing stored) and again by the solver when it sends, after resolving the host.
+  const schema = taskRequest({
+    imageMaxBytes: deps.config.IMAGE_MAX_BYTES,
+    callbacks: { allowHttp: deps.config.WEBHOOK_ALLOW_HTTP ?? false, allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE ?? false },
+  });
   const now = deps.now ?? (() => new Date());
   const WaitQuery = z.coerce.number().int().min(0).max(deps.config.MAX_WAIT_SECONDS).default(0);
 

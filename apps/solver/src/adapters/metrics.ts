@@ -16,6 +16,9 @@ export interface SolverMetricSources {
   /** The memory governor's collections so far and the time they took. */
   gc?: () => { collections: number; seconds: number };
   slotsHeld: () => Promise<number>;
+  /** Callback attempts in flight in this process, and the fleet's pending callbacks (when callbacks are on). */
+  webhookInFlight?: () => number;
+  webhookBacklog?: () => Promise<{ pending: number; lagSeconds: number }>;
   consumers: Record<Priority, Consumer>;
   jsm: JetStreamManager;
   dlqStream: string;
@@ -91,8 +94,29 @@ export function createSolverMetrics(src: SolverMetricSources) {
       this.set(info?.state.messages ?? Number.NaN);
     },
   });
+  const webhookAttempts = new Counter({ name: "solver_webhook_attempts_total", help: "Callback attempts by result: delivered, http_error (not 2xx), unreachable, dns_error", labelNames: ["result"], registers: [registry] });
+  const webhookOutcomes = new Counter({
+    name: "solver_webhook_deliveries_total",
+    help: "Callbacks ended, by outcome: delivered, failed (retry limit reached), refused (SSRF policy at send time), superseded (a redrive)",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
+  for (const outcome of ["delivered", "failed", "refused", "superseded"]) webhookOutcomes.inc({ outcome }, 0);
+  new Gauge({ name: "solver_webhook_in_flight", help: "Callback attempts this process has in flight", registers: [registry], collect() { this.set(src.webhookInFlight?.() ?? 0); } });
+  const backlog = async () => (src.webhookBacklog ? await src.webhookBacklog().catch(() => ({ pending: Number.NaN, lagSeconds: Number.NaN })) : { pending: 0, lagSeconds: 0 });
+  new Gauge({ name: "pipeline_webhook_deliveries_pending", help: "Callbacks not yet delivered nor given up, fleet-wide (webhook_deliveries)", registers: [registry], async collect() { this.set((await backlog()).pending); } });
+  new Gauge({
+    name: "pipeline_webhook_delivery_lag_seconds",
+    help: "How long the most overdue pending callback has been due (0 when none is): grows when the dispatchers fall behind or a cap holds callbacks back",
+    registers: [registry],
+    async collect() {
+      this.set((await backlog()).lagSeconds);
+    },
+  });
   return {
     registry,
+    webhookAttempt: (result: string) => webhookAttempts.inc({ result }),
+    webhookOutcome: (outcome: string) => webhookOutcomes.inc({ outcome }),
     outcome: (kind: string) => outcomes.inc({ kind }),
     event: (event: string) => events.inc({ event }),
     reply: (call: string, r: ProviderReply) => replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),

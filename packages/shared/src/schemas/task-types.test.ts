@@ -47,3 +47,20 @@ describe("task request schema", () => {
     expect(TaskRequest.parse({ type: "turnstile", params: valid.turnstile, priority: "high" }).priority).toBe("high");
   });
 });
+
+describe("callbackUrl", () => {
+  const task = (callbackUrl: unknown) => ({ type: "turnstile", params: valid.turnstile, callbackUrl });
+  test("a private or plain-http callbackUrl is refused by default, naming the field", () => {
+    for (const url of ["http://hooks.example.com/cb", "https://127.0.0.1/cb", "https://0x7f000001/cb", "https://[::1]/cb", "https://10.0.0.1/cb", "https://u:p@hooks.example.com/cb"]) {
+      const r = TaskRequest.safeParse(task(url));
+      expect(r.success).toBe(false);
+      expect(fieldErrors(r.error!)).toEqual([{ field: "callbackUrl", message: expect.any(String) }]);
+    }
+  });
+  test("a public https callbackUrl is kept as sent", () => {
+    expect(TaskRequest.parse(task("https://Hooks.Example.com/cb?x=1")).callbackUrl).toBe("https://Hooks.Example.com/cb?x=1");
+  });
+  test("the dev policy lets http://127.0.0.1 through", () => {
+    expect(taskRequest({ callbacks: { allowHttp: true, allowPrivate: true } }).safeParse(task("http://127.0.0.1:9/hook")).success).toBe(true);
+  });
+});

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { CALLBACK_URL_MAX_LENGTH, checkCallbackUrl, STRICT_CALLBACK_POLICY, type CallbackPolicy } from "../net/callback-url.ts";
 
 /** Default cap on a decoded image, in bytes (PROVIDER-PROTOCOL: sources disagree, 100 kB is the safe default). */
 export const DEFAULT_IMAGE_MAX_BYTES = 100 * 1024;
@@ -76,12 +77,26 @@ export type TaskType = z.infer<typeof TaskType>;
 export const Priority = z.enum(["high", "normal", "low"]);
 export type Priority = z.infer<typeof Priority>;
 
-/** The task a client submits: `POST /v1/tasks` body. */
-export function taskRequest(opts: { imageMaxBytes?: number } = {}) {
+/**
+ * A task's `callbackUrl`: an https URL of a public host (the SSRF policy of net/callback-url.ts;
+ * `policy` loosens it for dev stacks and tests). The value is kept as sent.
+ */
+export function callbackUrl(policy: CallbackPolicy = STRICT_CALLBACK_POLICY) {
+  return z
+    .string()
+    .superRefine((v, ctx) => {
+      const r = checkCallbackUrl(v, policy);
+      if (!r.ok) ctx.addIssue({ code: "custom", message: r.reason });
+    })
+    .meta({ format: "uri", maxLength: CALLBACK_URL_MAX_LENGTH, description: "https URL of a public host; receives a signed POST once the task reaches a final state" });
+}
+
+/** The task a client submits: `POST /v1/tasks` body. `callbacks` is the callbackUrl policy (strict by default). */
+export function taskRequest(opts: { imageMaxBytes?: number; callbacks?: CallbackPolicy } = {}) {
   const common = {
     priority: Priority.default("normal"),
     /** Receives a signed POST once the task reaches a final state. */
-    callbackUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2048).optional(),
+    callbackUrl: callbackUrl(opts.callbacks).optional(),
   };
   return z.discriminatedUnion(
     "type",

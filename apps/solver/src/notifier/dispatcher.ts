@@ -1,0 +1,226 @@
+import type { Logger } from "@pipeline/shared/log";
+import { checkCallbackUrl, checkResolvedAddresses, type CallbackPolicy } from "@pipeline/shared/net";
+import { toTaskView } from "@pipeline/shared/tasks";
+import { signWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
+import type { PostCallback, Resolve } from "../adapters/callback-http.ts";
+import type { ClaimedDelivery, DeliveryStore } from "../adapters/deliveries.ts";
+import { backoff } from "../domain/timing.ts";
+
+/** How one attempt went. */
+export type AttemptResult = "delivered" | "http_error" | "unreachable" | "dns_error";
+/** How a delivery ended. */
+export type DeliveryOutcome = "delivered" | "failed" | "refused" | "superseded";
+
+export interface DispatcherDeps {
+  store: DeliveryStore;
+  secret: string;
+  policy: CallbackPolicy;
+  resolve: Resolve;
+  post: PostCallback;
+  timeoutMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Attempts before a delivery is given up (`failed`). */
+  maxAttempts: number;
+  /** Age (from the final state) after which a failing delivery is given up. */
+  maxAgeMs: number;
+  /** Attempts in flight in this process. */
+  concurrency: number;
+  /** In-flight attempts per task owner and per callback host, fleet-wide. */
+  tenantMaxInFlight: number;
+  hostMaxInFlight: number;
+  /** How often an idle dispatcher looks for due deliveries (other solvers' retries). */
+  pollMs: number;
+  workerId: string;
+  /** How long a claimed delivery stays leased (default 2 x timeoutMs + 5 s): a dead solver's deliveries are retried after it. */
+  leaseMs?: number;
+  log: Logger;
+  metrics?: { attempt(result: AttemptResult): void; outcome(outcome: DeliveryOutcome): void };
+}
+
+export interface Dispatcher {
+  start(): void;
+  /** Something may be due now (a delivery recorded, an attempt finished): look without waiting for the poll. */
+  kick(): void;
+  inFlight(): number;
+  /** Stops claiming and waits for the attempts in flight (each bounded by the timeouts). */
+  stop(): Promise<void>;
+}
+
+/** Errors of a connection that was never made (nothing was sent): the next address may be tried. */
+const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "EAFNOSUPPORT"]);
+
+function errorCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  return typeof e?.code === "string" ? e.code : typeof e?.cause?.code === "string" ? e.cause.code : undefined;
+}
+
+/** A transport error as stored and logged: its code and message, never the URL (its query may hold a secret). */
+function describe(err: unknown, url: string): string {
+  const e = err as { message?: unknown } | undefined;
+  const code = errorCode(err);
+  const message = String(e?.message ?? err).split(url).join("<callbackUrl>").slice(0, 200);
+  return code ? `${code}: ${message}` : message;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Sends the callbacks recorded in `webhook_deliveries`. The table is the retry record: each
+ * solver's dispatcher leases due rows (at most `concurrency` at once here, and at most
+ * `tenantMaxInFlight` per task owner and `hostMaxInFlight` per host across the fleet), sends
+ * each one, and writes the outcome: delivered; due again after a backoff; given up (`failed`)
+ * past `maxAttempts` or `maxAgeMs`; or `refused` when the URL or any address its host resolves
+ * to is outside the SSRF policy. A solver killed mid-attempt leaves a lease that expires
+ * (2 x timeout + 5 s): another dispatcher sends it again, under the same delivery id.
+ */
+export function createDispatcher(deps: DispatcherDeps): Dispatcher {
+  const leaseMs = deps.leaseMs ?? 2 * deps.timeoutMs + 5000;
+  const inflight = new Set<Promise<void>>();
+  let running = false;
+  let loop: Promise<void> | undefined;
+  let kicked = false;
+  let wake: (() => void) | undefined;
+  let claims = 0;
+
+  const kick = () => {
+    kicked = true;
+    wake?.();
+  };
+  const wait = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        wake = undefined;
+        resolve();
+      }
+      wake = done;
+    });
+
+  async function retry(d: ClaimedDelivery, status: number | null, error: string, result: AttemptResult) {
+    deps.metrics?.attempt(result);
+    const delayMs = backoff(d.attempts + 1, deps.retryBaseMs, deps.retryMaxMs);
+    const r = await deps.store.retry(d, { status, error, delayMs, maxAttempts: deps.maxAttempts, maxAgeMs: deps.maxAgeMs });
+    if (!r) return deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId }, "callback lease lost before its outcome was written; another attempt follows");
+    if (r.gaveUp) {
+      deps.metrics?.outcome("failed");
+      deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error }, "callback given up: retry limit reached");
+      return;
+    }
+    deps.log.info({ taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error, retryInMs: delayMs }, "callback not acknowledged; will retry");
+    if (delayMs < deps.pollMs) setTimeout(kick, delayMs).unref?.();
+  }
+
+  async function refuse(d: ClaimedDelivery, reason: string) {
+    await deps.store.end(d, "refused", reason);
+    deps.metrics?.outcome("refused");
+    deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId, reason }, "callback refused by the SSRF policy; not sent, not retried");
+  }
+
+  async function attempt(d: ClaimedDelivery): Promise<void> {
+    const row = await deps.store.task(d.taskId);
+    if (!row?.callbackUrl) {
+      await deps.store.end(d, "failed", "the task or its callbackUrl is gone");
+      deps.metrics?.outcome("failed");
+      return;
+    }
+    if (`${row.id}:${row.state}:${row.redrives}` !== d.deliveryId) {
+      // The task was redriven since: the delivery of its new final state notifies.
+      await deps.store.end(d, "superseded", `the task is ${row.state} (redrive ${row.redrives}) now`);
+      deps.metrics?.outcome("superseded");
+      return;
+    }
+    const checked = checkCallbackUrl(row.callbackUrl, deps.policy);
+    if (!checked.ok) return refuse(d, `callbackUrl ${checked.reason}`);
+    const { target } = checked;
+    let candidates = target.literal ? [target.literal] : [];
+    if (!target.literal) {
+      let answers;
+      try {
+        answers = await withTimeout(deps.resolve(target.host), deps.timeoutMs, "DNS lookup");
+      } catch (err) {
+        return retry(d, null, `DNS: ${describe(err, row.callbackUrl)}`, "dns_error");
+      }
+      const r = checkResolvedAddresses(answers, deps.policy);
+      if (!r.ok) return refuse(d, r.reason);
+      // Every answer was checked: a connection refused by one (an unreachable IPv6 route, say)
+      // falls back to the next, up to three.
+      candidates = r.addresses.slice(0, 3);
+    }
+    const body = JSON.stringify({ deliveryId: d.deliveryId, event: `task.${row.state}`, task: toTaskView(row, new Date()) });
+    const ts = Math.floor(Date.now() / 1000);
+    const headers = {
+      "content-type": "application/json",
+      [WEBHOOK_HEADERS.delivery]: d.deliveryId,
+      [WEBHOOK_HEADERS.timestamp]: String(ts),
+      [WEBHOOK_HEADERS.signature]: signWebhook(deps.secret, ts, body),
+    };
+    let status = 0;
+    for (const [i, pinned] of candidates.entries()) {
+      try {
+        ({ status } = await deps.post({ url: target.url, address: pinned.address, family: pinned.family, body, timeoutMs: deps.timeoutMs, headers }));
+        break;
+      } catch (err) {
+        if (i < candidates.length - 1 && CONNECT_ERRORS.has(errorCode(err) ?? "")) continue;
+        return retry(d, null, describe(err, row.callbackUrl), "unreachable");
+      }
+    }
+    if (status >= 200 && status < 300) {
+      await deps.store.delivered(d, status);
+      deps.metrics?.attempt("delivered");
+      deps.metrics?.outcome("delivered");
+      return;
+    }
+    return retry(d, status, `HTTP ${status}`, "http_error");
+  }
+
+  function launch(d: ClaimedDelivery) {
+    const p: Promise<void> = attempt(d)
+      .catch((err: Error) => deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId, err: err.message }, "callback attempt not recorded; retried once its lease expires"))
+      .finally(() => {
+        inflight.delete(p);
+        kick();
+      });
+    inflight.add(p);
+  }
+
+  return {
+    start() {
+      running = true;
+      loop = (async () => {
+        let lastClaim = 0;
+        while (running) {
+          // A burst of kicks (attempts finishing together) is folded into one claim every 20 ms.
+          const gap = 20 - (Date.now() - lastClaim);
+          if (gap > 0) await Bun.sleep(gap);
+          lastClaim = Date.now();
+          kicked = false;
+          const free = deps.concurrency - inflight.size;
+          if (free > 0) {
+            try {
+              const batch = await deps.store.claim({ limit: free, tenantCap: deps.tenantMaxInFlight, hostCap: deps.hostMaxInFlight, leaseMs, token: `${deps.workerId}:${++claims}` });
+              for (const d of batch) launch(d);
+            } catch (err) {
+              if (running) deps.log.warn({ err: (err as Error).message }, "claiming due callbacks failed; retrying");
+              kicked = false;
+            }
+          }
+          // A kick that came while claiming means another look at once.
+          if (running && !kicked) await wait(deps.pollMs);
+        }
+      })();
+    },
+    kick,
+    inFlight: () => inflight.size,
+    async stop() {
+      running = false;
+      wake?.();
+      await loop;
+      await Promise.all([...inflight]);
+    },
+  };
+}

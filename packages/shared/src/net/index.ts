@@ -1,0 +1,2 @@
+export { addressClassAllowed, callbackHostKey, CALLBACK_URL_MAX_LENGTH, checkCallbackUrl, checkResolvedAddresses, STRICT_CALLBACK_POLICY, type CallbackCheck, type CallbackPolicy, type CallbackTarget, type ResolvedAddress, type ResolvedCheck } from "./callback-url.ts";
+export { classifyIp, ipFamily, parseIp, parseIPv4, parseIPv6, PRIVATE_CLASSES, type AddressClass } from "./ip.ts";
