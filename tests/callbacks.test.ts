@@ -86,7 +86,7 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
 
     // The events were acknowledged once their deliveries were recorded: the notifier's
     // consumer holds none of A's failures (they are rows, retried from the table).
-    const nc = await connectNats(s.nats.url, "callbacks-check");
+    const nc = await connectNats(s.nats.url, "callbacks-check", s.nats.auth("admin"));
     try {
       const jsm = await jetstreamManager(nc);
       await eventually(async () => (await jsm.consumers.info(streams.events(REGION), notifierConsumerConfig(REGION).durable_name)).num_ack_pending === 0, 10_000);
