@@ -1,5 +1,5 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
-import { commonEnv, envBool, envInt, envList, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envBool, envInt, envList, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 
 export const GatewayEnv = z.object({
@@ -19,9 +19,10 @@ export const GatewayEnv = z.object({
   /** A task's callbackUrl may point to loopback, RFC 1918, CGNAT and ULA addresses (dev stacks and tests only). */
   WEBHOOK_ALLOW_PRIVATE: envBool(false),
 });
-export type GatewayConfig = z.infer<typeof GatewayEnv>;
+export type GatewayConfig = z.infer<typeof GatewayEnv> & { regions: string[] };
 
 /** Parses the gateway's environment; throws a ConfigError naming each variable at fault. */
 export function loadConfig(env: Record<string, string | undefined>): GatewayConfig {
-  return parseEnv(GatewayEnv, env);
+  const c = parseEnv(GatewayEnv, env);
+  return { ...c, regions: regionsOf(c) };
 }

@@ -1,5 +1,5 @@
 import { join, resolve } from "node:path";
-import { commonEnv, envInt, natsAuthEnv, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 
 const repoRoot = resolve(import.meta.dir, "..", "..", "..");
@@ -12,6 +12,7 @@ export const RecoveryEnv = z
     /** Required by every command that reads the live database (all but `restore`). */
     DATABASE_URL: PostgresUrl.optional(),
     REGION: commonEnv.REGION,
+    REGIONS: commonEnv.REGIONS,
     ...natsAuthEnv,
     DATA_DIR: z.string().default(join(repoRoot, ".data")),
     /** Where snapshots live; default `<DATA_DIR>/snapshots`. */
@@ -40,11 +41,12 @@ export const RecoveryEnv = z
     DRILL_RATE: z.coerce.number().min(0.5).max(1000).default(10),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
-export type RecoveryConfig = z.infer<typeof RecoveryEnv>;
+export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[] };
 
 /** Parses the recovery environment; throws a ConfigError naming each variable at fault (never its value). */
 export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
-  return parseEnv(RecoveryEnv, env);
+  const c = parseEnv(RecoveryEnv, env);
+  return { ...c, regions: regionsOf(c) };
 }
 
 /** Validates a Postgres URL given on the command line (`--into`). */

@@ -1,8 +1,10 @@
 import type { Logger } from "@pipeline/shared/log";
+import postgres from "postgres";
 import { ensureStreams } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "./config.ts";
 import { openContext } from "./context.ts";
 import { takeSnapshot } from "./snapshot/take-snapshot.ts";
+import { startReplicator } from "./regions/replicator.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
 
 export interface RecoveryService {
@@ -42,6 +44,11 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
     const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
     if (r.candidates) log.info({ candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms }, "stale sweep");
   });
+  // Every other region's events, applied here: reads and Idempotency-Keys work from either region.
+  // (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
+  const remotes = config.regions.filter((r) => r !== config.REGION);
+  const replicaSql = remotes.length ? postgres(config.DATABASE_URL!, { max: 2, onnotice: () => {}, connection: { application_name: "recovery-replicator" } }) : undefined;
+  const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log })));
   every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () =>
     takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log }),
   );
@@ -49,6 +56,8 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   return {
     async stop() {
       for (const t of timers) clearInterval(t);
+      await Promise.allSettled(replicators.map((r) => r.stop()));
+      await replicaSql?.end({ timeout: 5 });
       await Promise.allSettled([...running]);
       await ctx.close();
     },

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseRegions } from "./regions/home.ts";
 import { REGION_PATTERN } from "./subjects.ts";
 
 /** Raised when configuration does not parse; the message names every variable at fault. */
@@ -68,5 +69,16 @@ export const commonEnv = {
     .string()
     .default("local")
     .refine((r) => REGION_PATTERN.test(r), "lower-case letters, digits, '-' and '_' (one subject token)"),
+  /** Every region, in one order shared by all of them (`fsn1,hel1`); empty: this region alone. */
+  REGIONS: z.string().default(""),
   ...natsAuthEnv,
 };
+
+/** REGIONS as a list that holds REGION (see regions/home.ts); a ConfigError naming REGIONS otherwise. */
+export function regionsOf(c: { REGION: string; REGIONS: string }): string[] {
+  try {
+    return parseRegions(c.REGIONS, c.REGION);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration:\n  REGIONS: ${(err as Error).message}`, ["REGIONS"]);
+  }
+}

@@ -31,7 +31,7 @@ function send(c: Ctx, style: ReplyStyle, reply: ProtocolReply, status: 200 | 500
 export function facadeRoutes(deps: GatewayDeps) {
   const app = new Hono<GatewayEnvVars>();
   const now = deps.now ?? (() => new Date());
-  const submitDeps = { store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, deadlineMs: deps.config.TASK_DEADLINE_MS, now };
+  const submitDeps = { store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now };
   // Only the facade's paths get these limits: a middleware on "*" here would, mounted at "/", cover every route.
   const limit = (tooBig: string) =>
     bodyLimit({ maxSize: deps.config.MAX_BODY_BYTES, onError: (c) => send(c as Ctx, fallbackStyle(c as Ctx), code(tooBig)) });

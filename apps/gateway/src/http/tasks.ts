@@ -51,7 +51,7 @@ export function tasksRoutes(deps: GatewayDeps) {
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
     try {
-      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, deadlineMs: deps.config.TASK_DEADLINE_MS, now }, clientId, parsed.data, idem);
+      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now }, clientId, parsed.data, idem);
       deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
       const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
       if (r.replayed) headers["idempotent-replayed"] = "true";
@@ -107,9 +107,20 @@ export function tasksRoutes(deps: GatewayDeps) {
     });
   });
 
+  /**
+   * Reads are answered for tasks of every region (their rows replicate here); a change goes to
+   * the task's home region, which owns its queue and its events.
+   */
+  const homeOnly = <R extends { region: string }>(row: R): R => {
+    if (row.region !== deps.config.REGION) {
+      throw new ProblemError(409, "Task Of Another Region", `the task lives in region ${row.region}; send this request to that region's gateway`, undefined, { "x-home-region": row.region });
+    }
+    return row;
+  };
+
   app.delete("/:id", async (c) => {
     const clientId = c.get("clientId");
-    const row = await ownTask(clientId, c.req.param("id"));
+    const row = homeOnly(await ownTask(clientId, c.req.param("id")));
     const cancelled = await deps.store.cancel(row.id, clientId);
     if (!cancelled) {
       const current = (await deps.store.get(row.id)) ?? row;
@@ -124,7 +135,7 @@ export function tasksRoutes(deps: GatewayDeps) {
 
   app.post("/:id/retry", async (c) => {
     const clientId = c.get("clientId");
-    const row = await ownTask(clientId, c.req.param("id"));
+    const row = homeOnly(await ownTask(clientId, c.req.param("id")));
     const redriven = await deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS);
     if (!redriven) throw new ProblemError(409, "Task Not Failed", `the task is ${row.state}; only failed (dead-lettered) tasks can be retried`);
     try {

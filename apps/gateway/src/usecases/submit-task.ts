@@ -2,6 +2,7 @@ import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
 import type { Logger } from "@pipeline/shared/log";
 import type { TaskQueue } from "../adapters/nats.ts";
 import type { TaskStore } from "../adapters/pg.ts";
+import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
 
@@ -22,6 +23,8 @@ export interface SubmitDeps {
   queue: TaskQueue;
   log: Logger;
   region: string;
+  /** Every region in the shared order (the id's home region byte); default: this region alone. */
+  regions?: readonly string[];
   /** Deadline of a new task, from acceptance. */
   deadlineMs: number;
   now?: () => Date;
@@ -40,8 +43,17 @@ export interface Submitted {
  * `queue_unavailable` SubmitError thrown, so an unaccepted request leaves nothing behind.
  */
 export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined): Promise<Submitted> {
-  const id = deriveTaskId(clientId, idempotencyKey);
+  const regions = deps.regions ?? [deps.region];
+  const id = withHomeRegion(deriveTaskId(clientId, idempotencyKey), regions, deps.region);
   const hash = requestHash(req);
+  // The same Idempotency-Key accepted by another region (its row replicated here): that task.
+  if (idempotencyKey !== undefined && regions.length > 1) {
+    for (const other of homeRegionVariants(id, regions)) {
+      if (other === id) continue;
+      const existing = await deps.store.get(other);
+      if (existing) return replay(deps, existing, clientId, hash);
+    }
+  }
   const inserted = await deps.store.insertQueued({
     id,
     owner: clientId,
@@ -57,11 +69,8 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
   const message = { id, type: req.type, priority: req.priority };
   if (!inserted) {
     const existing = await deps.store.get(id);
-    if (!existing || existing.owner !== clientId) throw new SubmitError("id_collision", "task id collision; retry");
-    if (existing.requestHash !== hash) throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
-    // The first attempt may have died between insert and publish: publishing again is free (same Nats-Msg-Id).
-    if (existing.state === "queued") await publishOrThrow(deps, message, false);
-    return { id, status: toTaskView(existing, (deps.now ?? (() => new Date()))()).status, replayed: true };
+    if (!existing) throw new SubmitError("id_collision", "task id collision; retry");
+    return replay(deps, existing, clientId, hash);
   }
   // The accepted event is the changelog a lost database is rebuilt from: it is published with
   // the task and awaited before the 202 (a failure is logged; the task itself is durable).
@@ -78,6 +87,17 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
     .catch((err) => deps.log.error({ taskId: id, err: (err as Error).message }, "accepted event not published"));
   await Promise.all([publishOrThrow(deps, message, true), event]);
   return { id, status: "queued", replayed: false };
+}
+
+/** A second request with an Idempotency-Key: the task it created, never a second one. */
+async function replay(deps: SubmitDeps, existing: NonNullable<Awaited<ReturnType<TaskStore["get"]>>>, clientId: string, hash: string): Promise<Submitted> {
+  if (existing.owner !== clientId) throw new SubmitError("id_collision", "task id collision; retry");
+  if (existing.requestHash !== hash) throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
+  // The first attempt may have died between insert and publish: publishing again is free (same
+  // Nats-Msg-Id). Only the task's home region queues it: a row replicated from another region is
+  // that region's work (or its adopter's), never this region's queue's.
+  if (existing.state === "queued" && existing.region === deps.region) await publishOrThrow(deps, { id: existing.id, type: existing.type as TaskRequest["type"], priority: existing.priority as TaskRequest["priority"] }, false);
+  return { id: existing.id, status: toTaskView(existing, (deps.now ?? (() => new Date()))()).status, replayed: true };
 }
 
 async function publishOrThrow(deps: SubmitDeps, message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] }, fresh: boolean): Promise<void> {

@@ -57,7 +57,7 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
         (state = 'queued' and version = 0 and created_at > now() - ${`${o.gatewayGraceMs} milliseconds`}::interval) as young,
         (extract(epoch from now() - created_at) * 1000)::float8 as "ageMs"
       from tasks
-      where state in ('queued', 'retrying', 'solving') ${ids ? ctx.database.sql`and id = any(${ids}::uuid[])` : ctx.database.sql``}
+      where region = ${ctx.region} and state in ('queued', 'retrying', 'solving') ${ids ? ctx.database.sql`and id = any(${ids}::uuid[])` : ctx.database.sql``}
       order by case priority when 'high' then 0 when 'normal' then 1 else 2 end, created_at`;
   // Rows are read after the stream exists: a row inserted later is published by its gateway.
   const rows = await openRows();

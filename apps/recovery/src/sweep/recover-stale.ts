@@ -55,8 +55,9 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
     select id, type, priority, state, version,
       case when state = 'solving' then 'lease expired' else 'not updated' end as why
     from tasks
-    where (state = 'solving' and (lease_until is null or lease_until < now()))
-       or (state in ('queued', 'retrying') and updated_at < now() - ${staleAfter}::interval)
+    where region = ${ctx.region}
+      and ((state = 'solving' and (lease_until is null or lease_until < now()))
+        or (state in ('queued', 'retrying') and updated_at < now() - ${staleAfter}::interval))
     order by updated_at
     limit ${o.limit ?? 10_000}`;
   const report: SweepReport = { at: new Date(started).toISOString(), candidates: candidates.length, withMessage: 0, changed: 0, republished: 0, duplicates: 0, scan: { messages: 0, ms: 0 }, ms: 0, tasks: [] };

@@ -13,6 +13,17 @@ export interface NatsServerOptions {
   name?: string;
   /** Regions whose streams and buckets the app users may touch (default: ["local"]). */
   regions?: string[];
+  /** Address to listen on (default 127.0.0.1); a region's namespace address in two-region stacks. */
+  host?: string;
+  /** The JetStream domain (one per region when regions are joined by leafnodes). */
+  domain?: string;
+  /**
+   * Leafnode links: `listenPort` accepts other regions' servers (as the `leaf` user of this
+   * server), `remotes` connects to theirs (each with that server's `leaf` credentials).
+   */
+  leafnodes?: { listenPort?: number; remotes?: Array<{ host: string; port: number; credentials: NatsCredentials }> };
+  /** Runs the server inside this network namespace (`ip netns exec`). */
+  netns?: string;
   log?: (m: string) => void;
 }
 
@@ -29,6 +40,8 @@ export interface NatsServerHandle {
   version: string;
   /** The 0600 file holding every user's password (see `readNatsCredentials`). */
   credentialsFile: string;
+  /** What another region's server needs to connect to this one's leafnode port. */
+  leafCredentials: NatsCredentials;
   /** Connection options of one role's user. */
   auth(role: NatsRole): NatsAuth;
   pid(): number | undefined;
@@ -40,15 +53,15 @@ export interface NatsServerHandle {
   start(): Promise<void>;
 }
 
-export type CredentialsFile = Record<NatsRole | "system", NatsCredentials>;
+export type CredentialsFile = Record<NatsRole | "system" | "leaf", NatsCredentials>;
 
 /** The passwords of a store: read when present (a second start reuses them), else generated. */
 function loadOrCreateCredentials(file: string): CredentialsFile {
   if (existsSync(file)) {
     const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
-    if ([...NATS_ROLES, "system" as const].every((r) => typeof parsed[r]?.password === "string")) return parsed as CredentialsFile;
+    if ([...NATS_ROLES, "system" as const, "leaf" as const].every((r) => typeof parsed[r]?.password === "string")) return parsed as CredentialsFile;
   }
-  const creds = Object.fromEntries([...NATS_ROLES, "system"].map((r) => [r, { user: r, password: randomBytes(18).toString("base64url") }])) as CredentialsFile;
+  const creds = Object.fromEntries([...NATS_ROLES, "system", "leaf"].map((r) => [r, { user: r, password: randomBytes(18).toString("base64url") }])) as CredentialsFile;
   writeFileSync(file, `${JSON.stringify(creds, null, 2)}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return creds;
@@ -67,13 +80,41 @@ export function readNatsCredentials(file: string, role: NatsRole): NatsCredentia
  * and one PIPELINE account with JetStream, holding one user per app with the subject permissions
  * of `rolePermissions`. Passwords are stored as bcrypt hashes.
  */
-export function natsServerConfig(o: { port: number; storeDir: string; name: string; regions: string[]; creds: CredentialsFile }): string {
+export function natsServerConfig(o: {
+  port: number;
+  storeDir: string;
+  name: string;
+  regions: string[];
+  creds: CredentialsFile;
+  host?: string;
+  domain?: string;
+  leafnodes?: NatsServerOptions["leafnodes"];
+}): string {
   const hash = (p: string) => Bun.password.hashSync(p, { algorithm: "bcrypt", cost: 4 });
-  const users = NATS_ROLES.map((role) => ({ user: o.creds[role].user, password: hash(o.creds[role].password), permissions: rolePermissions(role, o.regions) }));
+  const users: object[] = NATS_ROLES.map((role) => ({ user: o.creds[role].user, password: hash(o.creds[role].password), permissions: rolePermissions(role, o.regions) }));
+  // Another region's server connects as `leaf` and is bound to this account (full subjects: it
+  // carries the other region's JetStream API through `$JS.<domain>.API`).
+  if (o.leafnodes) users.push({ user: o.creds.leaf.user, password: hash(o.creds.leaf.password) });
+  const host = o.host ?? "127.0.0.1";
+  const leafnodes = o.leafnodes
+    ? {
+        ...(o.leafnodes.listenPort ? { listen: `${host}:${o.leafnodes.listenPort}` } : {}),
+        ...(o.leafnodes.remotes?.length
+          ? {
+              remotes: o.leafnodes.remotes.map((r) => ({
+                url: `nats-leaf://${encodeURIComponent(r.credentials.user)}:${encodeURIComponent(r.credentials.password)}@${r.host}:${r.port}`,
+                account: "PIPELINE",
+              })),
+              reconnect: 1,
+            }
+          : {}),
+      }
+    : undefined;
   const config = {
-    listen: `127.0.0.1:${o.port}`,
+    listen: `${host}:${o.port}`,
     server_name: o.name,
-    jetstream: { store_dir: o.storeDir },
+    jetstream: { store_dir: o.storeDir, ...(o.domain ? { domain: o.domain } : {}) },
+    ...(leafnodes ? { leafnodes } : {}),
     accounts: {
       SYS: { users: [{ user: o.creds.system.user, password: hash(o.creds.system.password) }] },
       PIPELINE: { jetstream: "enabled", users },
@@ -94,7 +135,20 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
   const creds = loadOrCreateCredentials(credentialsFile);
   const configFile = join(o.storeDir, "nats-server.conf");
   const name = o.name ?? `nats-${o.port}`;
-  writeFileSync(configFile, natsServerConfig({ port: o.port, storeDir: o.storeDir, name, regions: o.regions ?? ["local"], creds }), { mode: 0o600 });
+  writeFileSync(
+    configFile,
+    natsServerConfig({
+      port: o.port,
+      storeDir: o.storeDir,
+      name,
+      regions: o.regions ?? ["local"],
+      creds,
+      ...(o.host ? { host: o.host } : {}),
+      ...(o.domain ? { domain: o.domain } : {}),
+      ...(o.leafnodes ? { leafnodes: o.leafnodes } : {}),
+    }),
+    { mode: 0o600 },
+  );
   chmodSync(configFile, 0o600);
   let child: ChildProcess | undefined;
   const exited = () =>
@@ -104,13 +158,14 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
     });
   const start = async () => {
     const out = openSync(join(o.storeDir, "nats-server.log"), "a");
-    child = spawn(server.bin, ["-c", configFile], { stdio: ["ignore", out, out] });
+    const argv = o.netns ? ["ip", "netns", "exec", o.netns, server.bin, "-c", configFile] : [server.bin, "-c", configFile];
+    child = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", out, out] });
     child.unref();
     const failed = new Promise<never>((_, rej) =>
       child!.once("exit", (code) => rej(new Error(`nats-server exited (code ${code}) at start; see ${join(o.storeDir, "nats-server.log")}`))),
     );
     failed.catch(() => {});
-    await Promise.race([waitForPort(o.port, 15_000), failed]);
+    await Promise.race([waitForPort(o.port, 15_000, o.host ?? "127.0.0.1"), failed]);
   };
   await start();
   const signal = async (sig: NodeJS.Signals) => {
@@ -119,10 +174,11 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
     await done;
   };
   return {
-    url: `nats://127.0.0.1:${o.port}`,
+    url: `nats://${o.host ?? "127.0.0.1"}:${o.port}`,
     port: o.port,
     version: server.version,
     credentialsFile,
+    leafCredentials: creds.leaf,
     auth: (role) => ({ user: creds[role].user, pass: creds[role].password }),
     pid: () => child?.pid,
     stop: () => signal("SIGTERM"),

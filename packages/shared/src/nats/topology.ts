@@ -145,6 +145,24 @@ export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConf
   };
 }
 
+/**
+ * Another region's EVENTS, mirrored into this region's JetStream domain under the same name
+ * (`EVENTS_<OTHER>`): the server copies them over the leafnode link (`$JS.<other>.API`, the other
+ * region's domain is its name) and resumes after a cut without gaps. Only Limits streams are
+ * mirrored: never TASKS (a mirror's consumer removes WorkQueue messages; docs/regions.md).
+ */
+export function eventsMirrorConfig(remote: string): Partial<StreamConfig> & { name: string } {
+  return {
+    name: streams.events(remote),
+    mirror: { name: streams.events(remote), external: { api: `$JS.${remote}.API`, deliver: "" } } as StreamConfig["mirror"],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: 1,
+    max_age: nanos(7 * 24 * 3600_000),
+  };
+}
+
 /** Streams of one region (TASKS, EVENTS, DLQ), created or verified. */
 export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): Promise<void> {
   await ensureStream(jsm, tasksStreamConfig(o));
