@@ -1,91 +1,29 @@
-// Two regions on one machine, each with its own nats-server (its own JetStream domain), its own
-// database, gateway, solver and recovery service, joined by a leafnode link; one provider.
+// Two regions on one machine (tests/support/two-regions.ts): each its own nats-server (its own
+// JetStream domain), database, gateway, solver and recovery service, joined by a leafnode link;
+// a witness holds the region leases; one provider.
 // Proves: a task's home region is in its id; each region's events are mirrored into the other
 // and applied to its database; either gateway answers reads of both regions' tasks; a client
 // that retries on the other region with the same Idempotency-Key gets the same task; changes go
 // to the home region; the other region never queues or submits a task that is not its own.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { createEmulator, type Emulator } from "@pipeline/emulator";
-import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { homeRegionOf } from "@pipeline/shared/regions";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
-import { spawnApp, type Proc } from "./harness.ts";
+import { eventually } from "@pipeline/shared/testing";
+import { call, REGIONS, startTwoRegions, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
 
-const REGIONS = ["fsn1", "hel1"] as const;
-const KEY = "regions-provider-key";
-const API_KEY = "regions-client-key-0001";
-
-interface Region {
-  name: string;
-  nats: NatsServerHandle;
-  tdb: TestDatabase;
-  gatewayUrl: string;
-  procs: Proc[];
-}
-
-let emu: Emulator;
-const regions: Region[] = [];
-const logDir = mkdtempSync(join(tmpdir(), "pipeline-regions-"));
-
-async function startRegion(name: string, nats: NatsServerHandle): Promise<Region> {
-  const tdb = await createTestDatabase(`reg_${name}`);
-  const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: name, REGIONS: REGIONS.join(","), LOG_LEVEL: "info" };
-  const port = await freePort();
-  const procs = [
-    spawnApp(`gateway-${name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(port), API_KEYS: API_KEY }, logDir),
-    spawnApp(`solver-${name}`, "apps/solver/src/main.ts", { ...common, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${name}`, PROVIDER_URL: emu.url, PROVIDER_KEY: KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret" }, logDir),
-    // A short sweep: it must leave the other region's rows alone.
-    spawnApp(`recovery-${name}`, "apps/recovery/src/main.ts", { ...common, ...natsEnv(nats, "recovery"), SNAPSHOT_INTERVAL_MS: "0", SWEEP_INTERVAL_MS: "1000", STALE_AFTER_MS: "1000", GATEWAY_PUBLISH_GRACE_MS: "0", DATA_DIR: mkdtempSync(join(tmpdir(), `regions-${name}-`)) }, logDir),
-  ];
-  await waitForPort(port, 20_000);
-  return { name, nats, tdb, gatewayUrl: `http://127.0.0.1:${port}`, procs };
-}
-
-async function call<T>(r: Region, path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
-  const res = await fetch(`${r.gatewayUrl}${path}`, {
-    method: init.method ?? "GET",
-    headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json", ...init.headers },
-    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-  });
-  return { status: res.status, body: (await res.json().catch(() => null)) as T, headers: res.headers };
-}
-
-const sqlOf = (r: Region) => {
-  const db = openDatabase(r.tdb.url, { max: 1 });
-  dbs.push(db);
-  return db.sql;
-};
-const dbs: Database[] = [];
-
-const turnstile = (i: number | string) => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/r/${i}` } });
+let two: TwoRegions;
+let regions: Region[];
+const sqlOf = (r: Region) => r.db.sql;
 
 beforeAll(async () => {
-  emu = createEmulator({ port: 0, keys: { [KEY]: { threads: 1000 } }, latencyMs: 50 });
-  await emu.start();
-  // fsn1 accepts the leafnode link; hel1 connects to it. Each is its own JetStream domain.
-  const leafPort = await freePort();
-  const a = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-fsn1-")), name: "fsn1-1", regions: ["fsn1"], domain: "fsn1", leafnodes: { listenPort: leafPort } });
-  const b = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-hel1-")), name: "hel1-1", regions: ["hel1"], domain: "hel1", leafnodes: { remotes: [{ host: "127.0.0.1", port: leafPort, credentials: a.leafCredentials }] } });
-  regions.push(await startRegion("fsn1", a), await startRegion("hel1", b));
+  two = await startTwoRegions();
+  regions = two.regions;
 }, 60_000);
 
-afterAll(async () => {
-  for (const r of regions) await Promise.all(r.procs.map((p) => p.kill("SIGTERM")));
-  await emu.stop();
-  for (const db of dbs) await db.close();
-  for (const r of regions) {
-    await r.nats.stop();
-    await r.tdb.drop();
-  }
-});
+afterAll(() => two.stop());
 
 test("each region's tasks carry their home in the id, complete at home, and read the same from the other region", async () => {
   const [fsn1, hel1] = regions as [Region, Region];
@@ -111,8 +49,8 @@ test("each region's tasks carry their home in the id, complete at home, and read
     }
   }
   // Each task was submitted to the provider once: the other region queued none of them.
-  expect(emu.stats().submissions).toBe(40);
-  expect(emu.stats().duplicateFingerprints).toBe(0);
+  expect(two.emu.stats().submissions).toBe(40);
+  expect(two.emu.stats().duplicateFingerprints).toBe(0);
   // Each region's rows: its own 20 plus the other's 20, the replicated ones keep their home.
   for (const r of [fsn1, hel1]) {
     const rows = await sqlOf(r)<{ region: string; n: number }[]>`select region, count(*)::int as n from tasks group by region order by region`;

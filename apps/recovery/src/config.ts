@@ -1,5 +1,5 @@
 import { join, resolve } from "node:path";
-import { commonEnv, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { commonEnv, ConfigError, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 
 const repoRoot = resolve(import.meta.dir, "..", "..", "..");
@@ -39,6 +39,18 @@ export const RecoveryEnv = z
     /** ...with this client API key (one of the gateway's API_KEYS). */
     DRILL_API_KEY: z.string().min(1).optional(),
     DRILL_RATE: z.coerce.number().min(0.5).max(1000).default(10),
+    /** With several REGIONS: the witness NATS holding the region leases (docs/regions.md), and its user. */
+    WITNESS_URL: z.string().min(1).optional(),
+    WITNESS_USER: z.string().min(1).optional(),
+    WITNESS_PASSWORD: z.string().min(1).optional(),
+    WITNESS_CREDS: z.string().min(1).optional(),
+    /** A region that has not renewed its lease for this long may be taken over (plus the margin). */
+    LEASE_TTL_MS: envInt(10_000, 1000, 600_000),
+    /** Solvers stop submitting this long before the TTL; a takeover waits this long after it. */
+    LEASE_MARGIN_MS: envInt(3000, 100, 60_000),
+    LEASE_RENEW_MS: envInt(1000, 100, 60_000),
+    /** After a takeover, tasks whose provider id never reached this region are adopted this much later. */
+    ADOPT_UNCERTAIN_MS: envInt(30_000, 0, 3600_000),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
 export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[] };
@@ -46,7 +58,10 @@ export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[] }
 /** Parses the recovery environment; throws a ConfigError naming each variable at fault (never its value). */
 export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
   const c = parseEnv(RecoveryEnv, env);
-  return { ...c, regions: regionsOf(c) };
+  const regions = regionsOf(c);
+  if (regions.length > 1 && !c.WITNESS_URL) throw new ConfigError("invalid configuration:\n  WITNESS_URL: required with several REGIONS (the region leases live there)", ["WITNESS_URL"]);
+  if (c.LEASE_MARGIN_MS * 2 >= c.LEASE_TTL_MS) throw new ConfigError("invalid configuration:\n  LEASE_MARGIN_MS: must be less than half of LEASE_TTL_MS", ["LEASE_MARGIN_MS"]);
+  return { ...c, regions };
 }
 
 /** Validates a Postgres URL given on the command line (`--into`). */

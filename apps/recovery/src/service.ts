@@ -4,6 +4,12 @@ import { ensureStreams } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "./config.ts";
 import { openContext } from "./context.ts";
 import { takeSnapshot } from "./snapshot/take-snapshot.ts";
+import { jetstream } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
+import { buckets, openRegionBucket } from "@pipeline/shared/runtime";
+import { adoptRegion } from "./regions/adopt.ts";
+import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
 
@@ -49,13 +55,42 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const replicaSql = remotes.length ? postgres(config.DATABASE_URL!, { max: 2, onnotice: () => {}, connection: { application_name: "recovery-replicator" } }) : undefined;
   const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log })));
+  // The region lease (several regions only): renewed at the witness, taken over from a silent region.
+  let keeper: LeaseKeeper | undefined;
+  let witnessNc: NatsConnection | undefined;
+  let stopping = false;
+  const keeperStarting =
+    remotes.length && config.WITNESS_URL
+      ? (async () => {
+          const auth = natsAuthFromEnv({ NATS_USER: config.WITNESS_USER, NATS_PASSWORD: config.WITNESS_PASSWORD, NATS_CREDS: config.WITNESS_CREDS });
+          witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"));
+          if (stopping) return;
+          // Short requests: a round must fail fast when the witness is out of reach.
+          const witness = await new Kvm(jetstream(witnessNc, { timeout: 1000 })).create(buckets.leases(), { history: 1 });
+          keeper = startLeaseKeeper({
+            witness,
+            local: await openRegionBucket(ctx.nc, config.REGION),
+            region: config.REGION,
+            remotes,
+            timing: { ttlMs: config.LEASE_TTL_MS, marginMs: config.LEASE_MARGIN_MS },
+            renewMs: config.LEASE_RENEW_MS,
+            log,
+            uncertainMs: config.ADOPT_UNCERTAIN_MS,
+            adopt: (remote, epoch, phase) => adoptRegion({ sql: replicaSql!, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS }, remote, epoch, phase),
+          });
+        })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"))
+      : undefined;
   every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () =>
     takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log }),
   );
   log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");
   return {
     async stop() {
+      stopping = true;
       for (const t of timers) clearInterval(t);
+      await keeper?.stop();
+      await witnessNc?.close().catch(() => {});
+      void keeperStarting;
       await Promise.allSettled(replicators.map((r) => r.stop()));
       await replicaSql?.end({ timeout: 5 });
       await Promise.allSettled([...running]);

@@ -1,4 +1,4 @@
-import { commonEnv, envBool, envInt, parseEnv } from "@pipeline/shared/config";
+import { commonEnv, envBool, envInt, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
 
@@ -92,9 +92,10 @@ export const SolverEnv = z
   .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
   .refine((c) => c.WEBHOOK_RETRY_BASE_MS <= c.WEBHOOK_RETRY_MAX_MS, { path: ["WEBHOOK_RETRY_BASE_MS"], message: "must not exceed WEBHOOK_RETRY_MAX_MS" })
   .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" });
-export type SolverConfig = z.infer<typeof SolverEnv>;
+export type SolverConfig = z.infer<typeof SolverEnv> & { regions: string[] };
 
 /** Parses the solver's environment; throws a ConfigError naming each variable at fault. */
 export function loadConfig(env: Record<string, string | undefined>): SolverConfig {
-  return parseEnv(SolverEnv, env);
+  const c = parseEnv(SolverEnv, env);
+  return { ...c, regions: regionsOf(c) };
 }

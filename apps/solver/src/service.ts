@@ -15,7 +15,8 @@ import { createSolverStore } from "./adapters/pg.ts";
 import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
-import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { openConfigBucket, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { watchFence } from "./adapters/fence.ts";
 import { startHeartbeat } from "./adapters/heartbeat.ts";
 import { createSleeper } from "./worker/sleeps.ts";
 import { startMemoryGovernor, type MemoryGovernor } from "./adapters/memory.ts";
@@ -125,12 +126,15 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     })().finally(() => (recreating = undefined)));
   const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, maxConcurrent: config.PROVIDER_MAX_CONNECTIONS, onReply: (c, r) => metrics?.reply(c, r) });
   const poller = config.BULK_POLL ? createBulkPoller(provider) : undefined;
+  // With several regions, new provider submissions only while this region holds its lease.
+  const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
   const worker = createWorker({
     ...(poller ? { poller } : {}),
+    ...(fence ? { fence } : {}),
     admission: createPermits(config.SOLVER_START_CONCURRENCY),
     workerId,
     consumers,
-    store: createSolverStore(database.db, checkpoints.sql),
+    store: createSolverStore(database.db, checkpoints.sql, config.REGION),
     provider,
     slots,
     keys: keyRing,
@@ -259,6 +263,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     async stop() {
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       liveConfig.stop();
+      fence?.stop();
       await Promise.all([worker.stop(), notifier?.stop(), dispatcher?.stop()]);
       memory.stop();
       await metricsServer.stop(true);

@@ -69,7 +69,7 @@ export interface RepublishRow {
  * (reason, version) twice is deduplicated by JetStream, which makes a repeated run harmless.
  * Returns true when JetStream stored a new message.
  */
-export async function republishTask(js: JetStreamClient, region: string, row: RepublishRow, reason: "sweep" | "rebuild", deadlineMs: number): Promise<boolean> {
+export async function republishTask(js: JetStreamClient, region: string, row: RepublishRow, reason: "sweep" | "rebuild" | "adopt", deadlineMs: number): Promise<boolean> {
   const body = JSON.stringify({ id: row.id, type: row.type as TaskType, priority: row.priority as Priority });
   const ack = await publishWithRetry(js, taskSubject(region, row.priority as Priority, shardOf(row.id)), body, `${row.id}:${reason}:${row.version}`, deadlineMs);
   return !ack.duplicate;

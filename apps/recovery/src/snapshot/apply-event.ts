@@ -91,6 +91,17 @@ export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
           deadline_at = case when deadline_at is null then null else ${at}::timestamptz + (deadline_at - created_at) end, updated_at = ${at}
         where id = ${ev.taskId} and version < ${v}`;
       break;
+    case "adopted":
+      // A failover moved the task's home (docs/regions.md): whatever its version, the adopter owns
+      // it from now on, and this region's solvers no longer claim it.
+      r = await sql`
+        update tasks set region = ${ev.region}, lease_owner = null, lease_until = null, updated_at = greatest(updated_at, ${at})
+        where id = ${ev.taskId} and region <> ${ev.region}`;
+      if (r.count === 0) {
+        const exists = await sql`select 1 from tasks where id = ${ev.taskId}`;
+        return exists.length ? "stale" : "missing";
+      }
+      break;
   }
   if (r.count === 1) return "applied";
   const exists = await sql`select 1 from tasks where id = ${ev.taskId}`;

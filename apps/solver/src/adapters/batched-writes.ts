@@ -31,7 +31,11 @@ export interface Completed {
 const toTaskRow = driverRowMapper(tasks);
 type Raw = Record<string, unknown> & { id: string };
 
-export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number } = {}): BatchedWrites {
+/**
+ * `region`: claims only rows whose home is this region. A row replicated from another region,
+ * or adopted away from this one during a failover (docs/regions.md), is never claimed here.
+ */
+export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number; region?: string } = {}): BatchedWrites {
   const opts = { ...o, batchWide: isConnectionError };
   const byId = <R extends { id: string }>(batch: R[], rows: Raw[]) => {
     const found = new Map(rows.map((r) => [r.id, r]));
@@ -48,6 +52,7 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
         from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => String(b.leaseMs))}::int[])
              as v(id, worker, lease_ms)
         where t.id = v.id
+          and (${o.region ?? null}::text is null or t.region = ${o.region ?? null})
           and (t.state in ('queued', 'retrying')
                or (t.state = 'solving' and (t.lease_until is null or t.lease_until < now() or t.lease_owner = v.worker)))
         returning t.*`;

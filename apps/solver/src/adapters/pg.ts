@@ -49,9 +49,9 @@ const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval
  * the checkpoint (the one place where a crash costs a second paid submission) stays about one
  * statement long, also under a burst. Without it the writes go one by one through `db`.
  */
-export function createSolverStore(db: Db, checkpointSql?: postgres.Sql): SolverStore {
+export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?: string): SolverStore {
   const checkpoints = checkpointSql ? createCheckpointWriter(checkpointSql) : undefined;
-  const batched = createBatchedWrites(db.$client);
+  const batched = createBatchedWrites(db.$client, region ? { region } : {});
   const owned = (id: string, worker: string) => and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
   return {
     async claim(id, worker, leaseMs) {
@@ -63,6 +63,8 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql): SolverS
         .where(eq(tasks.id, id));
       const found = rows[0];
       if (!found) return { kind: "missing" };
+      // Another region's row (replicated, or adopted away in a failover): not this region's work.
+      if (region && found.row.region !== region) return { kind: "terminal", row: found.row };
       if (found.row.state === "solving") return { kind: "busy", leaseLeftMs: Number(found.leftMs) };
       return { kind: "terminal", row: found.row };
     },

@@ -29,6 +29,8 @@ export interface HandlerDeps {
   slots: ProviderSlots;
   /** The provider key in use (it may change between two tasks: key rotation) and a breaker per key. */
   keys: KeyRing;
+  /** With several regions: may this region make new provider submissions (its lease)? Absent: always. */
+  fence?: { allows(): boolean };
   events: EventSink;
   log: Logger;
   threads: number;
@@ -356,6 +358,8 @@ async function solveClaimed(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUs
   if (providerId && !resume) bump("resumedPolls");
   for (;;) {
     if (!providerId) {
+      // A fenced region (cut off from the witness, or its lease taken over) pays for nothing new.
+      if (deps.fence && !deps.fence.allows()) return done(nak(2000, "region fenced: no new provider submissions"));
       // Cancelled (or lease lost) since the claim: never submit afterwards.
       if (!(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
       deps.log.debug({ taskId, attempt: row.attempts, delivery: d.deliveries, resubmits, earlier: row.providerSubmissions }, "provider submit");

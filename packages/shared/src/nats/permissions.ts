@@ -60,7 +60,7 @@ function gateway(regions: string[]): Permissions {
     pub.push(taskSubjects(r), eventSubjects(r));
     for (const s of [streams.tasks(r), streams.events(r), streams.dlq(r)]) pub.push(...streamApi(s));
     pub.push(`$JS.API.STREAM.MSG.GET.${streams.events(r)}`, `$JS.API.DIRECT.GET.${streams.events(r)}.>`);
-    pub.push(...kvRead(buckets.config(r)));
+    pub.push(...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
     sub.push(eventSubjects(r));
   }
   // The gateway publishes tasks; it never pulls them: no consumer on TASKS, no ack.
@@ -75,9 +75,9 @@ function solver(regions: string[]): Permissions {
     for (const s of [streams.tasks(r), streams.events(r), streams.dlq(r)]) pub.push(...streamApi(s));
     pub.push(...consumeApi(streams.tasks(r)), ...consumeApi(streams.events(r)));
     pub.push(`$JS.API.CONSUMER.DELETE.${streams.tasks(r)}.>`);
-    pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)));
+    pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
     // The config bucket is the operator's: a solver reads and watches it, never writes it.
-    deny.push(`$KV.${buckets.config(r)}.>`);
+    deny.push(`$KV.${buckets.config(r)}.>`, `$KV.${buckets.region(r)}.>`);
   }
   return { publish: { allow: pub, deny }, subscribe: { allow: ["_INBOX.>"] } };
 }

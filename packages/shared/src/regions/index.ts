@@ -1,1 +1,2 @@
 export * from "./home.ts";
+export * from "./lease.ts";

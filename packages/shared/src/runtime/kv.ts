@@ -11,7 +11,16 @@ export const CONFIG_HISTORY = 64;
 export const buckets = {
   config: (region: string) => `config_${assertRegion(region).replace(/-/g, "_")}`,
   workers: (region: string) => `workers_${assertRegion(region).replace(/-/g, "_")}`,
+  /** The region's lease view (written by its keeper, read by its solvers) and adoption records. */
+  region: (region: string) => `region_${assertRegion(region).replace(/-/g, "_")}`,
+  /** The witness's bucket of region leases (on the witness's own server). */
+  leases: () => "leases",
 };
+
+/** The region's own bucket: `lease` (LeaseView) and `adopted.<remote>` (the epoch adopted). */
+export async function openRegionBucket(nc: NatsConnection, region: string): Promise<KV> {
+  return new Kvm(nc).create(buckets.region(region), { history: 1 });
+}
 
 /** The region's config bucket (created on first use, with history). */
 export async function openConfigBucket(nc: NatsConnection, region: string): Promise<KV> {

@@ -40,7 +40,7 @@ export type TaskMessage = z.infer<typeof TaskMessage>;
 /** An event on EVENTS: every state change of a task. */
 export const TaskEvent = z.object({
   taskId: z.uuid(),
-  kind: z.enum(["accepted", "solving", "submitted", "retrying", "completed", "failed", "cancelled", "redriven"]),
+  kind: z.enum(["accepted", "solving", "submitted", "retrying", "completed", "failed", "cancelled", "redriven", "adopted"]),
   state: TaskState,
   version: z.number().int(),
   region: z.string(),

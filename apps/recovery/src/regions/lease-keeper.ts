@@ -1,0 +1,135 @@
+// The region's lease keeper (in the recovery service): renews `lease.<region>` in the witness's
+// KV every renewMs by compare-and-set, tells the region's solvers until when they may submit
+// (local KV `region_<r>`, key `lease`), watches the other regions' leases, takes one over when it
+// has been still for TTL + margin, and then adopts that region's unfinished tasks. Decisions are
+// in @pipeline/shared/regions (lease.ts); this file only reads, writes and times.
+import type { KV, KvEntry } from "@nats-io/kv";
+import type { Logger } from "@pipeline/shared/log";
+import { Lease, ownLeaseAction, otherLeaseAction, validUntil, type LeaseTiming, type LeaseView, type Observed } from "@pipeline/shared/regions";
+
+export interface KeeperDeps {
+  /** The witness's `leases` bucket (a quorum a cut-off region cannot reach). */
+  witness: KV;
+  /** This region's own bucket, read by its solvers. */
+  local: KV;
+  region: string;
+  remotes: string[];
+  timing: LeaseTiming;
+  renewMs: number;
+  log: Logger;
+  /** Runs after a takeover (and again at start if one was not finished): adopts the remote's tasks. */
+  adopt(remote: string, epoch: number, phase: "resumable" | "all"): Promise<unknown>;
+  /** How long after a takeover the tasks without a known provider id are adopted too. */
+  uncertainMs: number;
+  /** Monotonic clock for "still for how long" (default performance.now), wall clock for validUntil. */
+  monotonic?: () => number;
+  wall?: () => number;
+}
+
+export interface LeaseKeeper {
+  /** The keeper's latest view of every lease it watches (for assess and the console). */
+  observed(): Record<string, Observed | undefined>;
+  /** One round (renew, watch, take over): exposed for tests. */
+  tick(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const key = (region: string) => `lease.${region}`;
+
+export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
+  const mono = d.monotonic ?? (() => performance.now());
+  const wall = d.wall ?? Date.now;
+  const seen: Record<string, Observed | undefined> = {};
+  let lastError: string | undefined;
+
+  const observe = async (region: string): Promise<Observed | undefined> => {
+    const e: KvEntry | null = await d.witness.get(key(region));
+    const prev = seen[region];
+    if (!e || e.operation !== "PUT") {
+      seen[region] = undefined;
+      return undefined;
+    }
+    const parsed = Lease.safeParse((() => {
+      try {
+        return e.json();
+      } catch {
+        return undefined;
+      }
+    })());
+    const o: Observed = { lease: parsed.success ? parsed.data : undefined, revision: e.revision, changedAt: prev && prev.revision === e.revision ? prev.changedAt : mono() };
+    seen[region] = o;
+    return o;
+  };
+
+  const publishView = (view: LeaseView) => d.local.put("lease", JSON.stringify(view));
+
+  /** Adoption record per remote (local KV `adopted.<remote>`): the epoch, the phase done, when it was taken. */
+  const adoptIfOwed = async (remote: string, o: Observed | undefined) => {
+    if (!o?.lease || o.lease.holder !== d.region) return;
+    const e = await d.local.get(`adopted.${remote}`);
+    let rec: { epoch: number; phase: string; at: number } | undefined;
+    try {
+      rec = e?.operation === "PUT" ? (e.json() as typeof rec) : undefined;
+    } catch {
+      rec = undefined;
+    }
+    if (!rec || rec.epoch < o.lease.epoch) {
+      await d.adopt(remote, o.lease.epoch, "resumable");
+      await d.local.put(`adopted.${remote}`, JSON.stringify({ epoch: o.lease.epoch, phase: "resumable", at: wall() }));
+    } else if (rec.phase === "resumable" && wall() - rec.at >= d.uncertainMs) {
+      await d.adopt(remote, o.lease.epoch, "all");
+      await d.local.put(`adopted.${remote}`, JSON.stringify({ ...rec, phase: "all" }));
+    }
+  };
+
+  const tick = async () => {
+    const startedAt = wall();
+    try {
+      const own = await observe(d.region);
+      const action = ownLeaseAction(d.region, own, mono(), d.timing);
+      if (action.kind === "wait") {
+        await publishView({ holder: own?.lease?.holder ?? "?", epoch: own?.lease?.epoch ?? 0, validUntil: 0 });
+      } else {
+        const epoch = action.kind === "create" ? 1 : action.epoch;
+        const value = JSON.stringify({ holder: d.region, epoch, renewedAt: startedAt } satisfies Lease);
+        if (action.kind === "create") await d.witness.create(key(d.region), value);
+        else await d.witness.update(key(d.region), value, own!.revision);
+        if (action.kind !== "renew") d.log.warn({ region: d.region, epoch, action: action.kind }, "region lease acquired");
+        await publishView({ holder: d.region, epoch, validUntil: validUntil(startedAt, d.timing) });
+      }
+      for (const remote of d.remotes) {
+        const o = await observe(remote);
+        const other = otherLeaseAction(remote, o, mono(), d.timing);
+        if (other.kind === "takeover") {
+          await d.witness.update(key(remote), JSON.stringify({ holder: d.region, epoch: other.epoch, renewedAt: wall() } satisfies Lease), o!.revision);
+          d.log.error({ remote, epoch: other.epoch, stillForMs: Math.round(mono() - o!.changedAt) }, "region silent past its lease: taken over; adopting its unfinished tasks");
+          await adoptIfOwed(remote, await observe(remote));
+        } else await adoptIfOwed(remote, o);
+      }
+      if (lastError) d.log.info({ region: d.region }, "witness reachable again");
+      lastError = undefined;
+    } catch (err) {
+      const msg = (err as Error).message;
+      // Unreachable witness: no renewal, so the solvers' view lapses at its validUntil by itself.
+      if (msg !== lastError) d.log.error({ region: d.region, err: msg }, "lease round failed (witness unreachable or a concurrent change); solvers stop submitting when the lease view lapses");
+      lastError = msg;
+    }
+  };
+
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t0 = mono();
+      await tick();
+      await Bun.sleep(Math.max(50, d.renewMs - (mono() - t0)));
+    }
+  })();
+  return {
+    observed: () => ({ ...seen }),
+    tick,
+    async stop() {
+      running = false;
+      await loop;
+    },
+  };
+}

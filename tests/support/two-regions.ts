@@ -1,0 +1,151 @@
+// Two regions on one machine: each its own nats-server (its own JetStream domain), database,
+// gateway, solver and recovery service (replicator and lease keeper); a witness nats-server
+// holding the region leases; one provider (the emulator). The links that cross regions go
+// through relays the tests can cut: fsn1's leafnode link (hel1 -> fsn1) and each region's
+// connection to the witness.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
+import { openDatabase, type Database } from "@pipeline/shared/db";
+import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
+import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { spawnApp, type Proc } from "../harness.ts";
+import { startRelay, type Relay } from "./relay.ts";
+
+export const REGIONS = ["fsn1", "hel1"] as const;
+export const PROVIDER_KEY = "regions-provider-key";
+export const API_KEY = "regions-client-key-0001";
+
+export interface Region {
+  name: string;
+  nats: NatsServerHandle;
+  tdb: TestDatabase;
+  db: Database;
+  gatewayUrl: string;
+  procs: Proc[];
+  /** This region's link to the witness. */
+  witnessLink: Relay;
+}
+
+export interface TwoRegions {
+  emu: Emulator;
+  witness: NatsServerHandle;
+  regions: [Region, Region];
+  /** The leafnode link between the regions. */
+  regionLink: Relay;
+  logDir: string;
+  /** Cuts a region off from the other region and from the witness. */
+  isolate(name: string): void;
+  heal(): void;
+  stop(): Promise<void>;
+}
+
+export interface TwoRegionOptions {
+  emulator?: Partial<EmulatorOptions>;
+  /** Lease timing of the keepers (short in tests). */
+  leaseTtlMs?: number;
+  leaseMarginMs?: number;
+  leaseRenewMs?: number;
+  adoptUncertainMs?: number;
+  solverEnv?: Record<string, string>;
+}
+
+export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegions> {
+  const logDir = mkdtempSync(join(tmpdir(), "pipeline-regions-"));
+  const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 50, ...o.emulator });
+  await emu.start();
+  const witness = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-witness-")), name: "witness-1" });
+  const leafPort = await freePort();
+  const a = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-fsn1-")), name: "fsn1-1", regions: ["fsn1"], domain: "fsn1", leafnodes: { listenPort: leafPort } });
+  const regionLink = await startRelay({ host: "127.0.0.1", port: leafPort });
+  const b = await startNatsServer({
+    port: await freePort(),
+    storeDir: mkdtempSync(join(tmpdir(), "nats-hel1-")),
+    name: "hel1-1",
+    regions: ["hel1"],
+    domain: "hel1",
+    leafnodes: { remotes: [{ host: "127.0.0.1", port: regionLink.port, credentials: a.leafCredentials }] },
+  });
+
+  const startRegion = async (name: string, nats: NatsServerHandle): Promise<Region> => {
+    const tdb = await createTestDatabase(`reg_${name}`);
+    const witnessLink = await startRelay({ host: "127.0.0.1", port: witness.port });
+    const w = witness.auth("recovery");
+    const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: name, REGIONS: REGIONS.join(","), LOG_LEVEL: "info" };
+    const port = await freePort();
+    const procs = [
+      spawnApp(`gateway-${name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(port), API_KEYS: API_KEY }, logDir),
+      spawnApp(
+        `solver-${name}`,
+        "apps/solver/src/main.ts",
+        { ...common, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${name}`, PROVIDER_URL: emu.url, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
+        logDir,
+      ),
+      spawnApp(
+        `recovery-${name}`,
+        "apps/recovery/src/main.ts",
+        {
+          ...common,
+          ...natsEnv(nats, "recovery"),
+          // A short sweep: it must leave the other region's rows alone.
+          SNAPSHOT_INTERVAL_MS: "0",
+          SWEEP_INTERVAL_MS: "1000",
+          STALE_AFTER_MS: "3000",
+          GATEWAY_PUBLISH_GRACE_MS: "0",
+          DATA_DIR: mkdtempSync(join(tmpdir(), `regions-${name}-`)),
+          WITNESS_URL: `nats://127.0.0.1:${witnessLink.port}`,
+          WITNESS_USER: w.user!,
+          WITNESS_PASSWORD: w.pass!,
+          LEASE_TTL_MS: String(o.leaseTtlMs ?? 4000),
+          LEASE_MARGIN_MS: String(o.leaseMarginMs ?? 1000),
+          LEASE_RENEW_MS: String(o.leaseRenewMs ?? 300),
+          ADOPT_UNCERTAIN_MS: String(o.adoptUncertainMs ?? 20_000),
+        },
+        logDir,
+      ),
+    ];
+    await waitForPort(port, 20_000);
+    return { name, nats, tdb, db: openDatabase(tdb.url, { max: 2 }), gatewayUrl: `http://127.0.0.1:${port}`, procs, witnessLink };
+  };
+  const regions: [Region, Region] = [await startRegion("fsn1", a), await startRegion("hel1", b)];
+  return {
+    emu,
+    witness,
+    regions,
+    regionLink,
+    logDir,
+    isolate(name) {
+      regionLink.cut();
+      regions.find((r) => r.name === name)!.witnessLink.cut();
+    },
+    heal() {
+      regionLink.heal();
+      for (const r of regions) r.witnessLink.heal();
+    },
+    async stop() {
+      for (const r of regions) await Promise.all(r.procs.map((p) => p.kill("SIGTERM")));
+      await emu.stop();
+      for (const r of regions) {
+        await r.db.close();
+        await r.witnessLink.stop();
+        await r.nats.stop();
+        await r.tdb.drop();
+      }
+      await regionLink.stop();
+      await witness.stop();
+    },
+  };
+}
+
+/** A JSON call to a region's gateway with the test client's key. */
+export async function call<T>(r: Region, path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+  const res = await fetch(`${r.gatewayUrl}${path}`, {
+    method: init.method ?? "GET",
+    headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json", ...init.headers },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  return { status: res.status, body: (await res.json().catch(() => null)) as T, headers: res.headers };
+}
+
+export const turnstile = (i: number | string) => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/r/${i}` } });
