@@ -57,8 +57,16 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
   await emu.start();
   const witness = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-witness-")), name: "witness-1" });
   const leafPort = await freePort();
-  const a = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-fsn1-")), name: "fsn1-1", regions: ["fsn1"], domain: "fsn1", leafnodes: { listenPort: leafPort } });
   const regionLink = await startRelay({ host: "127.0.0.1", port: leafPort });
+  const a = await startNatsServer({
+    port: await freePort(),
+    storeDir: mkdtempSync(join(tmpdir(), "nats-fsn1-")),
+    name: "fsn1-1",
+    regions: ["fsn1"],
+    domain: "fsn1",
+    // hel1 must keep reaching fsn1 through the relay, also after a reconnect.
+    leafnodes: { listenPort: leafPort, advertise: `127.0.0.1:${regionLink.port}` },
+  });
   const b = await startNatsServer({
     port: await freePort(),
     storeDir: mkdtempSync(join(tmpdir(), "nats-hel1-")),

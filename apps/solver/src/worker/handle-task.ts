@@ -129,6 +129,12 @@ function counter(deps: Pick<HandlerDeps, "counters" | "metrics">) {
 export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal, resume?: Resume): Promise<Handled> {
   const key = deps.keys.current();
   const breaker = deps.keys.breaker(key.ref);
+  // A fenced region takes no task up (a claim would spend an attempt on a task that cannot be
+  // submitted); the ones already waiting at the provider go on being polled by the waiting room.
+  if (!resume && deps.fence && !deps.fence.allows()) {
+    counter(deps)("fencedWaits");
+    return nak(2000 + (deps.random ?? Math.random)() * 1000, "region fenced");
+  }
   if (!resume && !breaker.allows()) {
     counter(deps)("breakerWaits");
     return nak(breaker.retryInMs() + 200 + (deps.random ?? Math.random)() * 800, `breaker ${breaker.state()}`);

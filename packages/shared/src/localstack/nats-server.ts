@@ -21,7 +21,16 @@ export interface NatsServerOptions {
    * Leafnode links: `listenPort` accepts other regions' servers (as the `leaf` user of this
    * server), `remotes` connects to theirs (each with that server's `leaf` credentials).
    */
-  leafnodes?: { listenPort?: number; remotes?: Array<{ host: string; port: number; credentials: NatsCredentials }> };
+  leafnodes?: {
+    listenPort?: number;
+    /**
+     * The address other regions should use (`host:port`). A server tells its leafnode peers
+     * where it listens and they reconnect there: behind a relay or NAT, advertise the relay
+     * (without it, a peer bypasses the relay after its first reconnect).
+     */
+    advertise?: string;
+    remotes?: Array<{ host: string; port: number; credentials: NatsCredentials }>;
+  };
   /** Runs the server inside this network namespace (`ip netns exec`). */
   netns?: string;
   log?: (m: string) => void;
@@ -99,6 +108,7 @@ export function natsServerConfig(o: {
   const leafnodes = o.leafnodes
     ? {
         ...(o.leafnodes.listenPort ? { listen: `${host}:${o.leafnodes.listenPort}` } : {}),
+        ...(o.leafnodes.advertise ? { advertise: o.leafnodes.advertise } : {}),
         ...(o.leafnodes.remotes?.length
           ? {
               remotes: o.leafnodes.remotes.map((r) => ({

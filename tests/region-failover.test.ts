@@ -1,0 +1,117 @@
+// The region-partition drill, short variant: steady load through both regions' gateways; fsn1
+// is cut off from hel1 and from the witness; hel1 takes fsn1's lease over and adopts its
+// unfinished tasks (resuming provider ids it has), fsn1 fences itself (no new provider
+// submissions); the link heals and fsn1 takes its lease back. Every acknowledged task ends
+// completed in both regions' databases with one token, and the provider is paid once per task.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { TaskView } from "@pipeline/shared/schemas";
+import { eventually } from "@pipeline/shared/testing";
+import { call, startTwoRegions, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
+
+const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
+let two: TwoRegions;
+
+beforeAll(async () => {
+  // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
+  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: 8000 });
+}, 60_000);
+afterAll(() => two.stop());
+
+interface Acked {
+  id: string;
+  region: string;
+  at: number;
+}
+
+/** Submits `perSecond` tasks a second to each region's gateway until stopped; collects the 202s. */
+function steadyLoad(regions: Region[], perSecond: number) {
+  const acked: Acked[] = [];
+  let refused = 0;
+  let n = 0;
+  let running = true;
+  const loops = regions.map(async (r) => {
+    while (running) {
+      const t0 = Date.now();
+      const i = n++;
+      const res = await call<{ id: string }>(r, "/v1/tasks", { method: "POST", body: turnstile(`drill-${r.name}-${i}`) }).catch(() => undefined);
+      if (res?.status === 202) acked.push({ id: res.body.id, region: r.name, at: Date.now() });
+      else refused++;
+      await Bun.sleep(Math.max(0, 1000 / perSecond - (Date.now() - t0)));
+    }
+  });
+  return {
+    acked,
+    refused: () => refused,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+    },
+  };
+}
+
+test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under load; hel1 adopts, nothing lost, nothing paid twice`, async () => {
+  const [fsn1, hel1] = two.regions;
+  const load = steadyLoad([fsn1, hel1], 10);
+  await Bun.sleep(5000);
+  const cutAt = Date.now();
+  two.isolate("fsn1");
+  // fsn1's tasks that hel1 knew of at the cut and that were not finished: hel1 adopts them.
+  await Bun.sleep(300);
+  const known = await hel1.db.sql<{ id: string }[]>`select id from tasks where region = 'fsn1' and state in ('queued', 'retrying', 'solving')`;
+  // New work in hel1 keeps flowing: a task submitted there after the cut completes.
+  const probe = await call<{ id: string }>(hel1, "/v1/tasks", { method: "POST", body: turnstile("probe-after-cut") });
+  const probeDone = await call<TaskView>(hel1, `/v1/tasks/${probe.body.id}?wait=30`);
+  expect(probeDone.body.status).toBe("completed");
+  const servedAfterCutS = (Date.now() - cutAt) / 1000;
+  // hel1 takes the lease over and adopts: the known unfinished tasks of fsn1 complete in hel1.
+  const adoptedDone = await eventually(
+    async () => {
+      if (!known.length) return Date.now();
+      const rows = await hel1.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${known.map((k) => k.id)}::uuid[]) and state = 'completed'`;
+      return rows[0]!.n === known.length ? Date.now() : undefined;
+    },
+    CUT_MS + 60_000,
+    200,
+  );
+  const elapsed = Date.now() - cutAt;
+  if (elapsed < CUT_MS) await Bun.sleep(CUT_MS - elapsed);
+  two.heal();
+  const healedAt = Date.now();
+  await Bun.sleep(3000);
+  await load.stop();
+
+  // Every acknowledged task ends completed, in both regions, with one token.
+  const ids = load.acked.map((a) => a.id);
+  const finalIn = async (r: Region) =>
+    new Map((await r.db.sql<{ id: string; state: string; token: string | null }[]>`select id, state, token from tasks where id = any(${ids}::uuid[])`).map((x) => [x.id, x]));
+  await eventually(
+    async () => {
+      const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
+      return ids.every((id) => a.get(id)?.state === "completed" && b.get(id)?.state === "completed");
+    },
+    120_000,
+    500,
+  ).catch(async (e) => {
+    const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
+    const stuck = ids.filter((id) => a.get(id)?.state !== "completed" || b.get(id)?.state !== "completed").slice(0, 5);
+    throw new Error(`${(e as Error).message}: e.g. ${stuck.map((id) => `${id} fsn1=${a.get(id)?.state} hel1=${b.get(id)?.state}`).join(", ")}`);
+  });
+  const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
+  const lost = ids.filter((id) => !a.get(id) && !b.get(id)).length;
+  const failed = ids.filter((id) => a.get(id)?.state === "failed" || b.get(id)?.state === "failed").length;
+  const doubleResults = ids.filter((id) => a.get(id)?.token !== b.get(id)?.token).length;
+  const stats = two.emu.stats();
+  const extraPaid = stats.submissions - (ids.length + 1); // + the probe
+  const rto = (adoptedDone - cutAt) / 1000;
+  console.log(
+    `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
+      ` (cut ${CUT_MS / 1000} s; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, all completed by hel1 ${rto.toFixed(1)} s after it; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()})`,
+  );
+  expect(lost).toBe(0);
+  expect(failed).toBe(0);
+  expect(doubleResults).toBe(0);
+  expect(extraPaid).toBe(0);
+  expect(stats.duplicateFingerprints).toBe(0);
+  expect(servedAfterCutS).toBeLessThan(10);
+  expect(rto).toBeLessThan(60);
+}, 300_000);
