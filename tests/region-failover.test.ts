@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/shared/testing";
-import { call, startTwoRegions, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
+import { call, startTwoRegions, steadyLoad, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
 
 const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
 let two: TwoRegions;
@@ -17,41 +17,9 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => two.stop());
 
-interface Acked {
-  id: string;
-  region: string;
-  at: number;
-}
-
-/** Submits `perSecond` tasks a second to each region's gateway until stopped; collects the 202s. */
-function steadyLoad(regions: Region[], perSecond: number) {
-  const acked: Acked[] = [];
-  let refused = 0;
-  let n = 0;
-  let running = true;
-  const loops = regions.map(async (r) => {
-    while (running) {
-      const t0 = Date.now();
-      const i = n++;
-      const res = await call<{ id: string }>(r, "/v1/tasks", { method: "POST", body: turnstile(`drill-${r.name}-${i}`) }).catch(() => undefined);
-      if (res?.status === 202) acked.push({ id: res.body.id, region: r.name, at: Date.now() });
-      else refused++;
-      await Bun.sleep(Math.max(0, 1000 / perSecond - (Date.now() - t0)));
-    }
-  });
-  return {
-    acked,
-    refused: () => refused,
-    async stop() {
-      running = false;
-      await Promise.all(loops);
-    },
-  };
-}
-
 test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under load; hel1 adopts, nothing lost, nothing paid twice`, async () => {
   const [fsn1, hel1] = two.regions;
-  const load = steadyLoad([fsn1, hel1], 10);
+  const load = steadyLoad([fsn1, hel1], 10, "partition");
   await Bun.sleep(5000);
   const cutAt = Date.now();
   two.isolate("fsn1");

@@ -157,3 +157,50 @@ export async function call<T>(r: Region, path: string, init: { method?: string; 
 }
 
 export const turnstile = (i: number | string) => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/r/${i}` } });
+
+export interface Acked {
+  id: string;
+  /** The region whose gateway answered 202. */
+  region: string;
+  at: number;
+}
+
+/**
+ * Submits `perSecond` tasks a second through each region's gateway, each with its own
+ * Idempotency-Key; a client whose gateway does not answer retries on the other region with the
+ * same key (what a client of a lost region does). Collects every 202.
+ */
+export function steadyLoad(regions: Region[], perSecond: number, prefix = "load") {
+  const acked: Acked[] = [];
+  let refused = 0;
+  let n = 0;
+  let running = true;
+  const submit = async (r: Region, i: number) => {
+    const key = `${prefix}-${r.name}-${i}`;
+    const body = turnstile(key);
+    for (const target of [r, ...regions.filter((x) => x !== r)]) {
+      const res = await call<{ id: string }>(target, "/v1/tasks", { method: "POST", body, headers: { "idempotency-key": key } }).catch(() => undefined);
+      if (res?.status === 202) {
+        acked.push({ id: res.body.id, region: target.name, at: Date.now() });
+        return;
+      }
+    }
+    refused++;
+  };
+  const loops = regions.map(async (r) => {
+    while (running) {
+      const t0 = Date.now();
+      void submit(r, n++);
+      await Bun.sleep(Math.max(0, 1000 / perSecond - (Date.now() - t0)));
+    }
+  });
+  return {
+    acked,
+    refused: () => refused,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      await Bun.sleep(1000);
+    },
+  };
+}
