@@ -3,7 +3,7 @@
 // snapshot's sequence. Every task acknowledged before the drop is back with its latest state
 // (RPO = 0); the ones completed after the snapshot are completed, with the same token.
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
@@ -14,6 +14,7 @@ import { eventually } from "@pipeline/shared/testing";
 import postgres from "postgres";
 import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
+import { resolveSnapshot } from "../apps/recovery/src/snapshot/manifest.ts";
 import { restoreSnapshot, TargetNotEmptyError } from "../apps/recovery/src/snapshot/restore.ts";
 import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
 import { verifySnapshot } from "../apps/recovery/src/snapshot/verify.ts";
@@ -43,6 +44,14 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   await Bun.sleep(2000);
   const snap = await takeSnapshot({ databaseUrl: s.tdb.url, dir: snapDir, keep: 3, region, jsm });
   const snapAt = Date.parse(snap.manifest.createdAt);
+  // A dump holds every token: the folder and every file are the owner's alone.
+  expect(statSync(snapDir).mode & 0o777).toBe(0o700);
+  for (const f of [snap.dumpPath, snap.manifestPath]) expect(statSync(f).mode & 0o777).toBe(0o600);
+  // A manifest that points its dump outside the folder is not a snapshot.
+  const forged = join(snapDir, "snap-forged.json");
+  writeFileSync(forged, JSON.stringify({ ...snap.manifest, name: "snap-forged", dumpFile: "../../etc/passwd" }));
+  expect(() => resolveSnapshot(snapDir, "snap-forged")).toThrow();
+  rmSync(forged);
   const verified = await verifySnapshot(snap, s.tdb.url);
   expect(verified.tables["public.tasks"]).toBeGreaterThan(0);
   // Restore never merges into live data.

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/shared/testing";
-import { call, startTwoRegions, steadyLoad, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
+import { assessRegion, call, startTwoRegions, steadyLoad, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
 
 const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
 let two: TwoRegions;
@@ -43,6 +43,12 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under load; hel1 adopts,
   );
   const elapsed = Date.now() - cutAt;
   if (elapsed < CUT_MS) await Bun.sleep(CUT_MS - elapsed);
+  // What an operator sees meanwhile: fsn1 fenced (its lease lapsed), hel1 with a stalled mirror.
+  const atFsn1 = assessRegion(two, fsn1);
+  expect(atFsn1.out).toMatch(/FAIL\s+lease\s+lapsed/);
+  const atHel1 = assessRegion(two, hel1);
+  expect(atHel1.out).toMatch(/ok\s+lease\s+held by hel1/);
+  expect(atHel1.out).toMatch(/WARN\s+replica\s+events of fsn1: mirror not active/);
   two.heal();
   const healedAt = Date.now();
   await Bun.sleep(3000);

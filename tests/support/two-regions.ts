@@ -204,3 +204,22 @@ export function steadyLoad(regions: Region[], perSecond: number, prefix = "load"
     },
   };
 }
+
+/** `recovery assess` against one region, as an operator there runs it: its output and exit code. */
+export function assessRegion(two: TwoRegions, r: Region): { code: number | null; out: string } {
+  const w = two.witness.auth("recovery");
+  const env = {
+    ...process.env,
+    ...natsEnv(r.nats, "recovery"),
+    NATS_URL: r.nats.url,
+    DATABASE_URL: r.tdb.url,
+    REGION: r.name,
+    REGIONS: REGIONS.join(","),
+    WITNESS_URL: two.witness.url,
+    WITNESS_USER: w.user!,
+    WITNESS_PASSWORD: w.pass!,
+    SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "regions-assess-")),
+  };
+  const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "..", "apps", "recovery", "src", "cli.ts"), "assess"], { env, stdout: "pipe", stderr: "pipe" });
+  return { code: p.exitCode, out: `${p.stdout.toString()}${p.stderr.toString()}` };
+}

@@ -6,7 +6,8 @@ import { openDatabase } from "@pipeline/shared/db";
 import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/localstack";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
-import { liveWorkers, openWorkersBucket } from "@pipeline/shared/runtime";
+import { liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { probeRegions, regionChecks } from "./assess/regions.ts";
 import { assess, renderAssessment } from "./assess/assess.ts";
 import { parseCommand, USAGE, type Command } from "./cli-args.ts";
 import { print, runRuntimeCommand } from "./cli-runtime.ts";
@@ -47,8 +48,17 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
       const sql = database ? await database.sql`select 1`.then(() => database.sql).catch((e: Error) => e) : new Error("DATABASE_URL is not set");
       try {
         const workers = nc instanceof Error ? undefined : await openWorkersBucket(nc, config.REGION).then((kv) => liveWorkers(kv)).then((w) => w.workers).catch((e: Error) => e);
+        const remotes = config.regions.filter((r) => r !== config.REGION);
+        const regions =
+          remotes.length && !(nc instanceof Error) && !(jsm instanceof Error)
+            ? await openRegionBucket(nc, config.REGION)
+                .then((kv) => probeRegions(jsm, kv, config.REGION, remotes))
+                .then((p) => regionChecks(p))
+                .catch((e: Error) => [{ name: "lease", level: "fail" as const, summary: `region state unreadable: ${e.message}` }])
+            : undefined;
         const a = await assess({
           ...(workers ? { workers } : {}),
+          ...(regions ? { regionChecks: regions } : {}),
           ...(nc instanceof Error || !nc.info ? {} : { natsServer: { version: nc.info.version, url: config.NATS_URL } }),
           region: config.REGION,
           jsm,

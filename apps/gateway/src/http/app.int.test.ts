@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
+import { freePort } from "@pipeline/shared/localstack";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
@@ -204,6 +205,28 @@ test("health, readiness and the OpenAPI document", async () => {
   const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown>; components: { schemas: { TaskRequest: unknown } } };
   expect(Object.keys(doc.paths)).toContain("/v1/tasks");
   expect(JSON.stringify(doc.components.schemas.TaskRequest)).toContain("turnstile");
+});
+
+test("readiness says down without the driver's error text (no host, user or database name)", async () => {
+  const port = await freePort(); // nothing listens there
+  const broken = openDatabase(`postgres://secret_user@127.0.0.1:${port}/secret_db`, { max: 1 });
+  try {
+    const down = createApp({
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      store: createTaskStore(broken.db),
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      watcher: createTaskWatcher(nc, REGION),
+      apiKeys: createApiKeys(["client-a-key"]),
+      log: createLogger("gateway-test", { level: "silent" }),
+    });
+    const res = await down.request("/readyz");
+    expect(res.status).toBe(503);
+    const text = await res.text();
+    expect(JSON.parse(text)).toEqual({ status: "not ready", nats: "ok", postgres: "down" });
+    expect(text).not.toMatch(/secret|127\.0\.0\.1|ECONNREFUSED/);
+  } finally {
+    await broken.close().catch(() => {});
+  }
 });
 
 test("when JetStream cannot take the task, the answer is 503 and no row is left", async () => {

@@ -57,6 +57,8 @@ export interface AssessDeps {
   provider: { url: string; key: string | undefined; timeoutMs: number };
   /** The NATS server the CLI is connected to (its version from the INFO it sent). */
   natsServer?: { version: string; url: string };
+  /** Two regions: the lease and mirror checks (regions.ts). */
+  regionChecks?: Check[];
   /** Live solvers from their heartbeats (an Error when the bucket cannot be read). */
   workers?: Heartbeat[] | Error;
 }
@@ -139,6 +141,8 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
       add({ name: "queue", level: "fail", summary: `JetStream error: ${(err as Error).message}` });
     }
   }
+
+  for (const c of d.regionChecks ?? []) add(c);
 
   if (d.sql instanceof Error) add({ name: "postgres", level: "fail", summary: `Postgres unreachable: ${d.sql.message}`, hint: "start Postgres, or restore the newest snapshot (docs/runbook.md)" });
   else {

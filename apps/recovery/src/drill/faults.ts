@@ -10,6 +10,7 @@ import { restoreSnapshot } from "../snapshot/restore.ts";
 import { takeSnapshot } from "../snapshot/take-snapshot.ts";
 import { recoverStale } from "../sweep/recover-stale.ts";
 import type { Scenario } from "./scenarios.ts";
+import { checkVictim, readProc } from "./victim.ts";
 
 export class DrillError extends Error {
   override name = "DrillError";
@@ -52,6 +53,9 @@ export function faultFor(scenario: Scenario, d: FaultDeps): Fault {
           const here = workers.filter((w) => w.host === hostname()).sort((a, b) => b.inFlight - a.inFlight);
           const victim = here[0];
           if (!victim) throw new DrillError("no live solver on this host to kill");
+          // The pid comes from KV: kill it only if it is a solver of this region (victim.ts).
+          const check = checkVictim(victim.pid, d.ctx.region, victim.startedAt, readProc(victim.pid));
+          if (!check.ok) throw new DrillError(`refusing to kill ${victim.workerId}: ${check.why}`);
           process.kill(victim.pid, "SIGKILL");
           d.step(`kill -9 ${victim.workerId} (pid ${victim.pid}, ${victim.inFlight} in flight); ${workers.length - 1} other solver(s) alive`);
           if (workers.length === 1) d.step("no other solver: recovery waits for the supervisor to restart one");

@@ -8,7 +8,8 @@ export const SnapshotManifest = z.object({
   format: z.literal(1),
   name: z.string().regex(/^snap-[0-9A-Za-z-]+$/),
   createdAt: z.iso.datetime(),
-  dumpFile: z.string(),
+  /** A file name in the manifest's own folder: no path, so a forged manifest cannot point elsewhere. */
+  dumpFile: z.string().regex(/^snap-[0-9A-Za-z-]+\.dump$/, "a dump file name in the snapshot folder"),
   bytes: z.number().int().nonnegative(),
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   /** host:port/database, never credentials. */

@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
@@ -27,7 +27,8 @@ function fsyncPath(path: string): void {
 /** Writes `data` to `path` through a temp file, fsync and rename: readers see all of it or nothing. */
 function writeAtomically(path: string, data: string): void {
   const tmp = `${path}.tmp`;
-  writeFileSync(tmp, data);
+  writeFileSync(tmp, data, { mode: 0o600 });
+  chmodSync(tmp, 0o600);
   fsyncPath(tmp);
   renameSync(tmp, path);
 }
@@ -40,7 +41,9 @@ function writeAtomically(path: string, data: string): void {
  */
 export async function takeSnapshot(o: SnapshotOptions): Promise<Snapshot> {
   const started = Date.now();
-  mkdirSync(o.dir, { recursive: true });
+  // A dump holds every task and token: the folder is the owner's alone, every file 0600.
+  mkdirSync(o.dir, { recursive: true, mode: 0o700 });
+  chmodSync(o.dir, 0o700);
   const info = await o.jsm.streams.info(streams.events(o.region));
   const createdAt = new Date(started).toISOString();
   const name = `snap-${createdAt.replace(/[:.]/g, "-")}`;
@@ -48,6 +51,7 @@ export async function takeSnapshot(o: SnapshotOptions): Promise<Snapshot> {
   const tmp = join(o.dir, `.${dumpFile}.tmp`);
   try {
     await pgDump(o.databaseUrl, tmp);
+    chmodSync(tmp, 0o600); // pg_dump writes 0644
     fsyncPath(tmp);
     const sha256 = await sha256File(tmp);
     const bytes = statSync(tmp).size;
