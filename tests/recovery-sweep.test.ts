@@ -76,6 +76,8 @@ test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot 
     const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
     return { out, err, code };
   };
+  // The solver's first heartbeat (assess fails with no live solver): on a busy machine it comes after the gateway listens.
+  await eventually(() => s.logs().includes("solver started"), 30_000, 100);
   const first = await cli("assess", "--json");
   const a = JSON.parse(first.out) as { level: string; queue: { lanes: unknown[] }; provider: { balance: string } };
   expect(a.queue.lanes.length).toBe(3);
