@@ -13,7 +13,9 @@ let two: TwoRegions;
 
 beforeAll(async () => {
   // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
-  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: 8000 });
+  // TTL + margin + ADOPT_UNCERTAIN_MS (25 s) outlasts the cut (15 s): a task fsn1 submitted just
+  // before it fenced, its checkpoint stuck behind the cut, is not submitted again by hel1.
+  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: 20_000 });
 }, 60_000);
 afterAll(() => two.stop());
 

@@ -23,6 +23,10 @@ export const SolverEnv = z
     SOLVER_START_CONCURRENCY: envInt(64, 1, 20_000),
     ACK_WAIT_MS: envInt(30_000, 1000, 600_000),
     LEASE_MS: envInt(30_000, 1000, 600_000),
+    /** A solver whose heartbeat is this old while it holds leases is dead: its leases and slots are released (0: never). */
+    DEAD_AFTER_MS: envInt(6000, 0, 600_000),
+    /** How often each solver looks for dead ones. */
+    REAP_INTERVAL_MS: envInt(2000, 200, 600_000),
     /** Overrides every type's first-poll delay (tests use small values); unset = per-type defaults. */
     FIRST_POLL_MS: z.coerce.number().int().min(0).max(300_000).optional(),
     POLL_INTERVAL_MS: envInt(5000, 10, 60_000),

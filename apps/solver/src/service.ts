@@ -15,7 +15,7 @@ import { createSolverStore } from "./adapters/pg.ts";
 import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
-import { openConfigBucket, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { openConfigBucket, openRegionBucket, openWorkersBucket, reapDeadWorkers } from "@pipeline/shared/runtime";
 import { watchFence } from "./adapters/fence.ts";
 import { startHeartbeat } from "./adapters/heartbeat.ts";
 import { createSleeper } from "./worker/sleeps.ts";
@@ -189,8 +189,9 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   });
   worker.start();
   const startedAt = new Date().toISOString();
+  const workersKv = await openWorkersBucket(nc, config.REGION);
   const heartbeat = startHeartbeat(
-    await openWorkersBucket(nc, config.REGION),
+    workersKv,
     () => {
       const key = keyRing.current();
       const st = liveConfig.status();
@@ -210,6 +211,20 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     },
     log,
   );
+  // Peers' silence: a solver killed -9 has its leases and provider slots released within
+  // DEAD_AFTER_MS plus one round, instead of its LEASE_MS/ACK_WAIT_MS (runtime/reaper.ts).
+  let reaping = false;
+  const reaper =
+    config.DEAD_AFTER_MS > 0
+      ? setInterval(() => {
+          if (reaping) return;
+          reaping = true;
+          reapDeadWorkers({ sql: database.db.$client, js, workers: workersKv, region: config.REGION, deadAfterMs: config.DEAD_AFTER_MS, self: workerId })
+            .then((r) => r.dead.length && log.warn(r, "dead solvers: their task leases and provider slots released, their tasks queued again"))
+            .catch((err: Error) => log.warn({ err: err.message }, "dead-worker check failed"))
+            .finally(() => (reaping = false));
+        }, config.REAP_INTERVAL_MS + Math.floor(Math.random() * 500))
+      : undefined;
   let notifier: ReturnType<typeof createNotifier> | undefined;
   if (config.WEBHOOK_SECRET) {
     // The notifier records each final state's callback in webhook_deliveries (and acks the
@@ -264,6 +279,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       liveConfig.stop();
       fence?.stop();
+      if (reaper) clearInterval(reaper);
       await Promise.all([worker.stop(), notifier?.stop(), dispatcher?.stop()]);
       memory.stop();
       await metricsServer.stop(true);

@@ -1,3 +1,4 @@
 export * from "./config.ts";
 export * from "./kv.ts";
 export * from "./peer-errors.ts";
+export * from "./reaper.ts";

@@ -99,7 +99,7 @@ export async function openWorkersBucket(nc: NatsConnection, region: string): Pro
 }
 
 /** The workers whose last heartbeat is fresh (entries that do not parse are reported apart). */
-export async function liveWorkers(kv: KV, now = Date.now()): Promise<{ workers: Heartbeat[]; unreadable: string[] }> {
+export async function liveWorkers(kv: KV, now = Date.now(), freshMs = HEARTBEAT_TTL_MS): Promise<{ workers: Heartbeat[]; unreadable: string[] }> {
   const workers: Heartbeat[] = [];
   const unreadable: string[] = [];
   const keys = await kv.keys();
@@ -115,7 +115,7 @@ export async function liveWorkers(kv: KV, now = Date.now()): Promise<{ workers: 
     }
     const r = Heartbeat.safeParse(doc);
     if (!r.success) unreadable.push(k);
-    else if (now - Date.parse(r.data.at) <= HEARTBEAT_TTL_MS) workers.push(r.data);
+    else if (now - Date.parse(r.data.at) <= freshMs) workers.push(r.data);
   }
   return { workers: workers.sort((a, b) => a.workerId.localeCompare(b.workerId)), unreadable };
 }
