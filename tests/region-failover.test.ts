@@ -8,20 +8,22 @@ import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/shared/testing";
 import { assessRegion, call, startTwoRegions, steadyLoad, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
 
+// `npm run drill -- region-partition` runs the full variant: a 30 s cut at 20 tasks/s per region.
 const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
+const RATE = Number(process.env.DRILL_RATE ?? 10);
 let two: TwoRegions;
 
 beforeAll(async () => {
   // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
   // TTL + margin + ADOPT_UNCERTAIN_MS (25 s) outlasts the cut (15 s): a task fsn1 submitted just
   // before it fenced, its checkpoint stuck behind the cut, is not submitted again by hel1.
-  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: 20_000 });
+  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: CUT_MS + 5000 });
 }, 60_000);
 afterAll(() => two.stop());
 
-test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under load; hel1 adopts, nothing lost, nothing paid twice`, async () => {
+test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`, async () => {
   const [fsn1, hel1] = two.regions;
-  const load = steadyLoad([fsn1, hel1], 10, "partition");
+  const load = steadyLoad([fsn1, hel1], RATE, "partition");
   await Bun.sleep(5000);
   const cutAt = Date.now();
   two.isolate("fsn1");

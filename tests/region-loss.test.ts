@@ -8,6 +8,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventually } from "@pipeline/shared/testing";
 import { startTwoRegions, steadyLoad, type TwoRegions } from "./support/two-regions.ts";
 
+// `npm run drill -- region-loss` runs it at 20 tasks/s per region.
+const RATE = Number(process.env.DRILL_RATE ?? 10);
 let two: TwoRegions;
 
 beforeAll(async () => {
@@ -17,7 +19,7 @@ afterAll(() => two.stop());
 
 test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, RPO within the replication lag", async () => {
   const [fsn1, hel1] = two.regions;
-  const load = steadyLoad([fsn1, hel1], 10, "loss");
+  const load = steadyLoad([fsn1, hel1], RATE, "loss");
   await Bun.sleep(5000);
   const lostAt = Date.now();
   await Promise.all(fsn1.procs.map((p) => p.kill("SIGKILL")));

@@ -1,0 +1,20 @@
+// `npm run drill -- <region-partition|region-loss>`: the two-region drills at full length, each
+// self-contained (it starts its own two-region stack: two nats-servers joined by a leafnode link
+// through a cuttable relay, a witness, two databases, both regions' apps, the emulator, and
+// removes it). It prints the drill's one line. The short variants run in `npm test`.
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+
+const root = join(import.meta.dir, "..");
+const drills: Record<string, { file: string; env: Record<string, string> }> = {
+  "region-partition": { file: "tests/region-failover.test.ts", env: { PARTITION_MS: "30000", DRILL_RATE: "20" } },
+  "region-loss": { file: "tests/region-loss.test.ts", env: { DRILL_RATE: "20" } },
+};
+const name = process.argv[2] ?? "";
+const drill = drills[name];
+if (!drill) {
+  console.error(`usage: npm run drill -- <${Object.keys(drills).join("|")}>\n(the single-region drills: npm run recovery -- drill <scenario>)`);
+  process.exit(2);
+}
+const r = spawnSync(process.execPath, [join(root, "infra", "test.ts"), "--no-typecheck", drill.file], { cwd: root, stdio: "inherit", env: { ...process.env, ...drill.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" } });
+process.exit(r.status ?? 1);
