@@ -45,6 +45,10 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
     CUT_MS + 60_000,
     200,
   );
+  // fsn1, fenced, turns new tasks away to hel1 (its clients retry there with the same key).
+  const turnedAway = await call<{ title: string }>(fsn1, "/v1/tasks", { method: "POST", body: turnstile("while-fenced") });
+  expect(turnedAway.status).toBe(503);
+  expect(turnedAway.headers.get("x-try-regions")).toBe("hel1");
   const elapsed = Date.now() - cutAt;
   if (elapsed < CUT_MS) await Bun.sleep(CUT_MS - elapsed);
   // What an operator sees meanwhile: fsn1 fenced (its lease lapsed), hel1 with a stalled mirror.

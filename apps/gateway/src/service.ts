@@ -8,6 +8,7 @@ import { createGatewayMetrics } from "./adapters/metrics.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
 import { createApp } from "./http/app.ts";
+import { openRegionBucket, watchFence } from "@pipeline/shared/runtime";
 
 export interface GatewayService {
   url: string;
@@ -22,7 +23,9 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   await ensureStreams(jsm, { region: config.REGION });
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
   const watcher = createTaskWatcher(nc, config.REGION);
+  const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
   const app = createApp({
+    ...(fence ? { fence } : {}),
     config,
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, jetstream(nc), config.REGION, config.PUBLISH_DEADLINE_MS),
@@ -39,6 +42,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   return {
     url,
     async stop() {
+      fence?.stop();
       await server.stop(false);
       watcher.close();
       await nc.drain().catch(() => {});

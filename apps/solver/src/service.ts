@@ -15,8 +15,8 @@ import { createSolverStore } from "./adapters/pg.ts";
 import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
-import { openConfigBucket, openRegionBucket, openWorkersBucket, reapDeadWorkers } from "@pipeline/shared/runtime";
-import { watchFence } from "./adapters/fence.ts";
+import { openConfigBucket, openRegionBucket, openWorkersBucket, reapDeadWorkers, watchFence } from "@pipeline/shared/runtime";
+
 import { startHeartbeat } from "./adapters/heartbeat.ts";
 import { createSleeper } from "./worker/sleeps.ts";
 import { startMemoryGovernor, type MemoryGovernor } from "./adapters/memory.ts";

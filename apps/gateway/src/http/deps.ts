@@ -15,6 +15,8 @@ export interface GatewayDeps {
   apiKeys: ApiKeys;
   log: Logger;
   metrics?: GatewayMetrics;
+  /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */
+  fence?: { allows(): boolean };
   now?: () => Date;
 }
 

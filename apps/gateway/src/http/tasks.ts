@@ -37,6 +37,15 @@ export function tasksRoutes(deps: GatewayDeps) {
 
   app.post("/", async (c) => {
     const clientId = c.get("clientId");
+    // A fenced region (cut off from the witness, or its lease taken over) would only queue the
+    // task until it is back: the client is told to go to another region now.
+    if (deps.fence && !deps.fence.allows()) {
+      const others = (deps.config.regions ?? []).filter((r) => r !== deps.config.REGION);
+      throw new ProblemError(503, "Region Fenced", `region ${deps.config.REGION} does not hold its lease; submit to ${others.join(" or ") || "another region"} with the same Idempotency-Key`, undefined, {
+        "retry-after": "1",
+        ...(others.length ? { "x-try-regions": others.join(",") } : {}),
+      });
+    }
     const ct = c.req.header("content-type") ?? "";
     if (!/^application\/json\b/i.test(ct)) throw new ProblemError(415, "Unsupported Media Type", "send the task as application/json", [{ field: "header.content-type", message: "must be application/json" }]);
     const idem = c.req.header("idempotency-key");

@@ -2,3 +2,4 @@ export * from "./config.ts";
 export * from "./kv.ts";
 export * from "./peer-errors.ts";
 export * from "./reaper.ts";
+export * from "./fence.ts";

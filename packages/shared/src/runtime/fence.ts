@@ -1,11 +1,11 @@
-// The region fence: with several regions, a solver makes a new provider submission only while
-// its region's keeper holds the region's lease (docs/regions.md). It reads the keeper's view
-// (KV `region_<r>`, key `lease`) as it changes; no view, another holder, or a view past its
-// validUntil (the keeper stopped renewing: cut off from the witness, or dead) means: no new
-// submissions. Polls of provider ids already held go on: they cost nothing.
+// The region fence: with several regions, a solver makes a new provider submission (and a
+// gateway accepts a new task) only while its region's keeper holds the region's lease
+// (docs/regions.md). It reads the keeper's view (KV `region_<r>`, key `lease`) as it changes; no
+// view, another holder, or a view past its validUntil (the keeper stopped renewing: cut off from
+// the witness, or dead) means fenced. Polls of provider ids already held go on: they cost nothing.
 import type { KV } from "@nats-io/kv";
-import type { Logger } from "@pipeline/shared/log";
-import { LeaseView, maySubmit } from "@pipeline/shared/regions";
+import type { Logger } from "../log.ts";
+import { LeaseView, maySubmit } from "../regions/lease.ts";
 
 export interface Fence {
   allows(): boolean;
