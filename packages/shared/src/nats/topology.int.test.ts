@@ -33,7 +33,10 @@ test("streams and lane consumers are created once and verified on every start", 
 test("fields of the current server stick: per-message TTL (2.11) and consumer pause (2.11) read back", async () => {
   await ensureStream(jsm, { name: "TTLS", subjects: ["ttls.>"], allow_msg_ttl: true } as never);
   expect(((await jsm.streams.info("TTLS")).config as unknown as Record<string, unknown>).allow_msg_ttl).toBe(true);
-  const until = new Date(Date.now() + 3600_000).toISOString();
+  // Trailing zeros in the milliseconds: the server reads them back trimmed (".700Z" as ".7Z").
+  const at = new Date(Date.now() + 3600_000);
+  at.setUTCMilliseconds(700);
+  const until = at.toISOString();
   await ensureConsumer(jsm, "TTLS", { durable_name: "paused", filter_subjects: ["ttls.a", "ttls.b"], pause_until: until } as never);
   const c = await jsm.consumers.info("TTLS", "paused");
   expect(c.config.filter_subjects).toEqual(["ttls.a", "ttls.b"]);

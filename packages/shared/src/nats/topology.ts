@@ -28,12 +28,18 @@ function isNotFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && (err.code === 10059 || err.code === 10014);
 }
 
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
+/** Two RFC 3339 times that name the same instant (the server trims trailing zeros: `.710Z` reads back `.71Z`). */
+function sameInstant(a: unknown, b: unknown): boolean {
+  return typeof a === "string" && typeof b === "string" && ISO.test(a) && ISO.test(b) && Date.parse(a) === Date.parse(b);
+}
+
 /** Every field of `want` must read back equal from the server. */
 export function assertStuck(kind: string, name: string, want: Record<string, unknown>, got: Record<string, unknown>): void {
   for (const [field, value] of Object.entries(want)) {
     if (value === undefined) continue;
     const actual = got[field];
-    if (JSON.stringify(actual) !== JSON.stringify(value)) {
+    if (JSON.stringify(actual) !== JSON.stringify(value) && !sameInstant(actual, value)) {
       throw new TopologyError(
         `${kind} ${name}: field "${field}" did not stick (asked ${JSON.stringify(value)}, server has ${JSON.stringify(actual)}); is the server older than the feature?`,
         field,
