@@ -9,7 +9,10 @@ import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
-import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { connectNats } from "@pipeline/shared/nats";
+import { LeaseView, maySubmit } from "@pipeline/shared/regions";
+import { openRegionBucket } from "@pipeline/shared/runtime";
+import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
 import { spawnApp, type Proc } from "../harness.ts";
 import { startRelay, type Relay } from "./relay.ts";
 
@@ -117,6 +120,19 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     return { name, nats, tdb, db: openDatabase(tdb.url, { max: 2 }), gatewayUrl: `http://127.0.0.1:${port}`, procs, witnessLink };
   };
   const regions: [Region, Region] = [await startRegion("fsn1", a), await startRegion("hel1", b)];
+  // Ready when each region holds its lease (its gateway turns tasks away until then).
+  for (const r of regions) {
+    const nc = await connectNats(r.nats.url, "two-regions-ready", r.nats.auth("admin"));
+    try {
+      const kv = await openRegionBucket(nc, r.name);
+      await eventually(async () => {
+        const e = await kv.get("lease");
+        return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
+      }, 30_000, 100);
+    } finally {
+      await nc.close();
+    }
+  }
   return {
     emu,
     witness,
