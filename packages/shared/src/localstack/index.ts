@@ -4,3 +4,4 @@ export * from "./nats-binary.ts";
 export * from "./nats-server.ts";
 export * from "./postgres.ts";
 export * from "./dev-stack.ts";
+export * from "./debian-tools.ts";

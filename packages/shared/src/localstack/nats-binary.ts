@@ -76,7 +76,7 @@ function sleepSync(ms: number): void {
 }
 
 /** One fetch at a time per folder (test files start servers in parallel): a directory as the lock. */
-function withLock<T>(dir: string, fn: () => T): T {
+export function withLock<T>(dir: string, fn: () => T): T {
   const lock = join(dir, ".fetch.lock");
   const until = Date.now() + 5 * 60_000;
   for (;;) {
