@@ -11,6 +11,7 @@ const Ms = z.coerce.number().int().min(0).max(3_600_000).optional();
 /** One variant per command; unknown flags are refused (strict). */
 export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("assess"), args: z.tuple([]), json: Flag }).strict(),
+  z.object({ command: z.literal("migrate"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("recover-stale"), args: z.tuple([]), json: Flag, "older-than": z.coerce.number().int().min(0).optional() }).strict(),
   z.object({ command: z.literal("rebuild-queue"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("snapshot"), args: z.tuple([]), json: Flag }).strict(),
@@ -50,6 +51,7 @@ export type Command = z.infer<typeof Command>;
 export const USAGE = `usage: bun run recovery <command> [options]
 
   assess [--json]                         queue, consumers, DLQ, tasks, stuck rows, snapshots, provider; exit 1 if a human is needed
+  migrate [--json]                        apply the schema migrations to DATABASE_URL (idempotent; one host at a time, advisory lock)
   recover-stale [--older-than MS] [--json]  re-publish stale tasks that have no message in TASKS
   rebuild-queue [--json]                  recreate TASKS if missing and re-publish every unfinished task
   snapshot [--json]                       pg_dump + EVENTS sequence into SNAPSHOT_DIR (keeps SNAPSHOT_KEEP)

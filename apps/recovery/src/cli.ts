@@ -2,7 +2,7 @@
 // 1 the command failed or something needs a human, 2 a usage or configuration error.
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { ConfigError } from "@pipeline/shared/config";
-import { openDatabase } from "@pipeline/shared/db";
+import { migrateDatabase, openDatabase } from "@pipeline/shared/db";
 import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/localstack";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
@@ -74,6 +74,12 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
         if (!(nc instanceof Error)) await nc.close();
         await database?.close();
       }
+    }
+    case "migrate": {
+      if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for migrate");
+      const r = await migrateDatabase(config.DATABASE_URL);
+      print(cmd.json, r, `migrate: ${r.applied.length ? `applied ${r.applied.join(", ")}` : "nothing to apply"}; ${r.total} migration(s) in the database${r.waitedMs > 50 ? ` (waited ${r.waitedMs} ms for another migrator)` : ""}`);
+      return 0;
     }
     case "recover-stale": {
       const ctx = await openContext(config, log, "recovery-cli");

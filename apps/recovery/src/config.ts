@@ -1,8 +1,9 @@
 import { join, resolve } from "node:path";
-import { commonEnv, ConfigError, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { commonEnv, ConfigError, envInt, isCompiledBinary, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 
-const repoRoot = resolve(import.meta.dir, "..", "..", "..");
+/** The repository's `.data/` when run from a clone; the state directory of the unit when compiled (infra/deploy). */
+const defaultDataDir = isCompiledBinary() ? "/var/lib/captcha-pipeline" : join(resolve(import.meta.dir, "..", "..", ".."), ".data");
 
 const PostgresUrl = z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL");
 
@@ -14,7 +15,7 @@ export const RecoveryEnv = z
     REGION: commonEnv.REGION,
     REGIONS: commonEnv.REGIONS,
     ...natsAuthEnv,
-    DATA_DIR: z.string().default(join(repoRoot, ".data")),
+    DATA_DIR: z.string().default(defaultDataDir),
     /** Where snapshots live; default `<DATA_DIR>/snapshots`. */
     SNAPSHOT_DIR: z.string().optional(),
     SNAPSHOT_KEEP: envInt(12, 1, 10_000),

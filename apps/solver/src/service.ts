@@ -174,10 +174,18 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     dlqStream: streams.dlq(config.REGION),
   });
   const m = metrics;
+  // `/readyz` answers 200 once the solver is consuming and until it starts to drain: what the deploy
+  // command waits for after a restart (infra/deploy). Nothing else in the answer.
+  let ready = false;
   const metricsServer = Bun.serve({
     hostname: config.METRICS_HOST,
     port: config.METRICS_PORT,
-    fetch: (req) => (new URL(req.url).pathname === "/metrics" ? m.response() : new Response("not found", { status: 404 })),
+    fetch: (req) => {
+      const path = new URL(req.url).pathname;
+      if (path === "/metrics") return m.response();
+      if (path === "/readyz") return ready && !nc.isClosed() ? new Response("ok\n") : new Response("down\n", { status: 503 });
+      return new Response("not found", { status: 404 });
+    },
   });
   const MB = 1024 * 1024;
   const memory = startMemoryGovernor({
@@ -264,6 +272,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     dispatcher.start();
     notifier.start();
   } else log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
+  ready = true;
   log.info({ workerId, metrics: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
   return {
     workerId,
@@ -276,6 +285,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     worker,
     memory,
     async stop() {
+      ready = false;
       log.info({ inFlight: worker.inFlight() }, "solver draining");
       liveConfig.stop();
       fence?.stop();

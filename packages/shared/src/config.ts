@@ -25,6 +25,14 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, str
   throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`, fields);
 }
 
+/**
+ * True inside a binary made by `bun build --compile`: its modules live in Bun's virtual file system
+ * (`/$bunfs/...`), so paths relative to the source (the repository's `.data/`) mean nothing there.
+ */
+export function isCompiledBinary(dir: string = import.meta.dir): boolean {
+  return dir.startsWith("/$bunfs") || dir.startsWith("B:\\~BUN");
+}
+
 /** Env helpers: an integer with bounds, a boolean, a comma list. */
 export const envInt = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
   z.coerce.number().int().min(min).max(max).default(def);

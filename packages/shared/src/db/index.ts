@@ -1,6 +1,4 @@
-import { fileURLToPath } from "node:url";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
-import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import * as schema from "./schema/index.ts";
 
@@ -28,18 +26,7 @@ export function openDatabase(url: string, opts: { max?: number; appName?: string
   return { db, sql, close: () => sql.end({ timeout: 5 }) };
 }
 
-/** The folder of generated SQL migrations (drizzle-kit output). */
-export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
-
-/** Applies every pending migration; safe to run concurrently with itself (drizzle takes a lock per run). */
-export async function migrateDatabase(url: string): Promise<void> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    await migrate(drizzle(sql), { migrationsFolder });
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
+export { MIGRATION_LOCK_KEY, migrateDatabase, migrationMetas, type MigrationReport } from "./migrations.ts";
 
 const CONNECTION_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT", "57P01", "57P02", "57P03", "08000", "08003", "08006"]);
 

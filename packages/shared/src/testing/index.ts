@@ -59,8 +59,8 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh database with every migration applied, of its own for one test file. */
-export async function createTestDatabase(prefix = "t", adminUrl?: string): Promise<TestDatabase> {
+/** A fresh database with every migration applied (unless `migrate: false`), of its own for one test file. */
+export async function createTestDatabase(prefix = "t", adminUrl?: string, opts: { migrate?: boolean } = {}): Promise<TestDatabase> {
   const admin = adminUrl ?? (await testPostgresAdminUrl());
   const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
   const sql = postgres(admin, { max: 1, onnotice: () => {} });
@@ -70,7 +70,7 @@ export async function createTestDatabase(prefix = "t", adminUrl?: string): Promi
     await sql.end({ timeout: 5 });
   }
   const url = admin.replace(/\/[^/]*$/, `/${name}`);
-  await migrateDatabase(url);
+  if (opts.migrate !== false) await migrateDatabase(url);
   return {
     url,
     name,
