@@ -1,0 +1,21 @@
+# What the deploy command reads (`terraform output -raw inventory > inventory.json`).
+output "inventory" {
+  description = "Every host: name, region (its location for witness nodes), roles, SSH address, private IP."
+  value = jsonencode({
+    hosts = [for name in sort(keys(local.hosts)) : {
+      name      = name
+      region    = local.hosts[name].region
+      roles     = [local.hosts[name].role]
+      ssh       = { host = hcloud_server.host[name].ipv4_address, user = "root", port = 22 }
+      privateIp = local.hosts[name].private_ip
+    }]
+  })
+}
+
+output "load_balancers" {
+  description = "Per region, the public addresses of the gateways' load balancer (for DNS)."
+  value = { for r in var.regions : r => {
+    ipv4 = hcloud_load_balancer.gateway[r].ipv4
+    ipv6 = hcloud_load_balancer.gateway[r].ipv6
+  } }
+}
