@@ -64,7 +64,7 @@ locals {
     for r in var.regions : r => (r == var.leaf_hub_region ? {
       for h in local.nats_hosts[r] : h.name => "  listen: \"${h.private_ip}:7422\"\n  advertise: \"${h.private_ip}:7422\"\n${local.tls_block}"
       } : {
-      for h in local.nats_hosts[r] : h.name => "  remotes: [\n    {\n      urls: [${join(", ", [for p in local.nats_hosts[var.leaf_hub_region] : "\"nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${p.private_ip}:7422\""])}]\n      account: \"PIPELINE\"\n      tls {\n        ca_file: \"/etc/nats/tls/ca.pem\"\n      }\n    }\n  ]\n  reconnect: 2"
+      for h in local.nats_hosts[r] : h.name => "  remotes: [\n    {\n      urls: [${join(", ", [for p in local.nats_hosts[var.leaf_hub_region] : "\"nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${p.private_ip}:7422\""])}]\n      account: \"PIPELINE\"\n      tls {\n        ca_file: \"/etc/nats/tls/ca.pem\"\n      }\n    }\n  ]\n  reconnect: \"2s\""
     })
   }
 

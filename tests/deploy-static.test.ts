@@ -1,0 +1,587 @@
+// Static checks of the Hetzner deployment (infra/deploy, docs/deploy.md): nothing is started and no
+// cloud is called. systemd units (systemd-analyze verify and security), the cloud-init user-data
+// of every role rendered from its Terraform template (cloud-init schema, and the files it writes),
+// the NATS configs (permissions equal to permissions.ts; `nats-server -t` accepts them), the
+// Terraform policy (firewalls, private network, regions, witness, inventory; terraform fmt), and
+// shellcheck on every shell script under infra/.
+import { expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { cloudInitCommand, findNatsServer, findShellcheck, onPath } from "@pipeline/shared/localstack";
+import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
+import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
+
+// Loaded untyped: its declarations pull in `lib: dom`, whose FormData breaks the emulator's types.
+const { parse: parseHcl } = require("@cdktf/hcl2json") as { parse: (file: string, text: string) => Promise<Record<string, unknown>> };
+
+const ROOT = join(import.meta.dir, "..");
+const DEPLOY = join(ROOT, "infra", "deploy");
+const SYSTEMD = join(DEPLOY, "systemd");
+const TERRAFORM = join(DEPLOY, "terraform");
+const read = (...p: string[]) => readFileSync(join(...p), "utf8");
+
+/** Exposure scores (systemd-analyze security, 0 = locked down, 10 = exposed) the units must stay under. Measured: 1.2 each. */
+const MAX_EXPOSURE: Record<string, number> = { "gateway.service": 1.5, "solver@v1.service": 1.5, "recovery.service": 1.5, "nats-server.service": 1.5 };
+/** Hetzner's limit on user-data. */
+const MAX_USER_DATA = 32 * 1024;
+
+function run(cmd: string[], opts: { cwd?: string; env?: Record<string, string>; input?: string } = {}) {
+  const r = spawnSync(cmd[0]!, cmd.slice(1), { cwd: opts.cwd, env: { ...process.env, ...opts.env }, input: opts.input, encoding: "utf8", timeout: 120_000 });
+  return { status: r.status, out: `${r.stdout ?? ""}${r.stderr ?? ""}`.trim(), stdout: r.stdout ?? "" };
+}
+
+// ---------------------------------------------------------------------------------------------
+// systemd
+
+const UNIT_FILES = readdirSync(SYSTEMD).filter((f) => /\.(service|target)$/.test(f));
+/** The units to check: templates as one instance (solver@v1). */
+const UNITS = UNIT_FILES.map((f) => f.replace(/@\.service$/, "@v1.service"));
+
+/**
+ * A root for `systemd-analyze --root=`: the system's own units (so sysinit.target and friends
+ * resolve), ours in /etc/systemd/system, and an executable stand-in at every path an Exec*= line
+ * names (the binaries are shipped by the deploy command and do not exist here).
+ */
+function systemdRoot(): string {
+  const root = mkdtempSync(join(tmpdir(), "deploy-systemd-"));
+  mkdirSync(join(root, "usr", "lib", "systemd"), { recursive: true });
+  if (existsSync("/usr/lib/systemd/system")) cpSync("/usr/lib/systemd/system", join(root, "usr", "lib", "systemd", "system"), { recursive: true, verbatimSymlinks: true });
+  mkdirSync(join(root, "etc", "systemd", "system"), { recursive: true });
+  for (const f of UNIT_FILES) {
+    const text = read(SYSTEMD, f);
+    writeFileSync(join(root, "etc", "systemd", "system", f), text);
+    for (const m of text.matchAll(/^Exec\w+=[-+!@:|]*(\S+)/gm)) {
+      const path = join(root, m[1]!.replaceAll("%i", "v1"));
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, "#!/bin/sh\nexit 0\n");
+      chmodSync(path, 0o755);
+    }
+  }
+  return root;
+}
+
+const hasSystemd = onPath("systemd-analyze") !== undefined;
+if (!hasSystemd) console.log("[deploy-static] systemd-analyze not on PATH: the unit checks are skipped");
+
+test.skipIf(!hasSystemd)("systemd-analyze verify: every unit, without a word of output", () => {
+  const root = systemdRoot();
+  try {
+    for (const unit of UNITS) {
+      const r = run(["systemd-analyze", "verify", `--root=${root}`, "--man=no", unit]);
+      expect({ unit, status: r.status, out: r.out }).toEqual({ unit, status: 0, out: "" });
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test.skipIf(!hasSystemd)("systemd-analyze security: each service's exposure stays under its threshold", () => {
+  const root = systemdRoot();
+  try {
+    for (const [unit, max] of Object.entries(MAX_EXPOSURE)) {
+      const r = run(["systemd-analyze", "security", "--offline=true", `--root=${root}`, "--no-pager", unit]);
+      const m = /Overall exposure level for \S+: (\d+(?:\.\d+)?)/.exec(r.out);
+      expect(m, `${unit}: ${r.out.slice(-400)}`).not.toBeNull();
+      const exposure = Number(m![1]);
+      console.log(`[deploy-static] ${unit}: exposure ${exposure} (max ${max})`);
+      expect({ unit, exposure, under: exposure <= max }).toEqual({ unit, exposure, under: true });
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("the app units keep the contract: user, env files, paths, stop timeout, hardening", () => {
+  const unit = (f: string) => read(SYSTEMD, f);
+  for (const f of ["gateway.service", "solver@.service", "recovery.service"]) {
+    const u = unit(f);
+    for (const line of [
+      "User=pipeline",
+      "Group=pipeline",
+      "EnvironmentFile=/etc/captcha-pipeline/common.env",
+      "NoNewPrivileges=yes",
+      "ProtectSystem=strict",
+      "ProtectHome=yes",
+      "PrivateTmp=yes",
+      "PrivateDevices=yes",
+      "ProtectKernelTunables=yes",
+      "ProtectKernelModules=yes",
+      "ProtectKernelLogs=yes",
+      "ProtectControlGroups=yes",
+      "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+      "RestrictNamespaces=yes",
+      "LockPersonality=yes",
+      "SystemCallFilter=@system-service",
+      "CapabilityBoundingSet=",
+      "Restart=on-failure",
+      "KillSignal=SIGTERM",
+    ]) {
+      expect({ f, line, present: u.split("\n").includes(line) }).toEqual({ f, line, present: true });
+    }
+    expect(u).toMatch(/^RestartSec=\d+/m);
+    expect(u).toMatch(/^LimitNOFILE=\d+/m);
+    // Bun's JIT needs W+X memory.
+    expect(u).not.toMatch(/^MemoryDenyWriteExecute=/m);
+  }
+  expect(unit("gateway.service")).toMatch(/^EnvironmentFile=\/etc\/captcha-pipeline\/gateway\.env$/m);
+  expect(unit("gateway.service")).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/gateway\/current\/gateway$/m);
+  expect(unit("recovery.service")).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/recovery\/current\/recovery$/m);
+  expect(unit("recovery.service")).toMatch(/^StateDirectory=captcha-pipeline$/m);
+  expect(unit("recovery.service")).toMatch(/^Environment=DATA_DIR=\/var\/lib\/captcha-pipeline$/m);
+  const solver = unit("solver@.service");
+  expect(solver).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/solver\/releases\/%i\/solver$/m);
+  expect(solver).toMatch(/^EnvironmentFile=\/etc\/captcha-pipeline\/solver\.env$/m);
+  expect(solver).toMatch(/^EnvironmentFile=-\/etc\/captcha-pipeline\/solver@%i\.env$/m);
+  expect(solver).toMatch(/^Environment=SOLVER_VERSION=%i$/m);
+  // The solver drains for up to DRAIN_TIMEOUT_MS (25 s by default): systemd must wait longer.
+  expect(Number(/^TimeoutStopSec=(\d+)$/m.exec(solver)?.[1])).toBeGreaterThan(25);
+  const nats = unit("nats-server.service");
+  expect(nats).toMatch(/^ExecStart=\/usr\/local\/bin\/nats-server -c \/etc\/nats\/nats\.conf$/m);
+  expect(nats).toMatch(/^User=nats$/m);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Rendering the templates (what modules/userdata does with templatefile, in TypeScript)
+
+interface Host {
+  name: string;
+  region: string;
+  role: "app" | "nats" | "postgres" | "witness";
+  private_ip: string;
+}
+
+const SAMPLE = {
+  regions: ["fsn1", "hel1"],
+  leaf_hub_region: "fsn1",
+  private_cidr: "10.0.0.0/16",
+  nats_server_version: "2.15.1",
+  nats_server_sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+  hosts: [
+    ...["fsn1", "hel1"].flatMap((r, k): Host[] => [
+      { name: `${r}-app-1`, region: r, role: "app", private_ip: `10.0.${k + 1}.10` },
+      { name: `${r}-app-2`, region: r, role: "app", private_ip: `10.0.${k + 1}.11` },
+      ...[0, 1, 2].map((i): Host => ({ name: `${r}-nats-${i + 1}`, region: r, role: "nats", private_ip: `10.0.${k + 1}.${20 + i}` })),
+      { name: `${r}-pg-1`, region: r, role: "postgres", private_ip: `10.0.${k + 1}.30` },
+    ]),
+    ...["nbg1", "fsn1", "hel1"].map((l, i): Host => ({ name: `${l}-witness-1`, region: l, role: "witness", private_ip: `10.0.100.${10 + i}` })),
+  ],
+};
+
+/**
+ * Terraform's templatefile for the subset our templates use: `${name}`, `${indent(N, name)}` and
+ * the escape `$${`. Anything else (another function, a directive) is an error, so a template
+ * cannot drift into syntax this renderer would get wrong.
+ */
+function renderTemplate(file: string, vars: Record<string, string>): string {
+  const text = readFileSync(file, "utf8");
+  if (/(^|[^%])%\{/.test(text)) throw new Error(`${file}: template directives (%{...}) are not supported here`);
+  const used = new Set<string>();
+  const out = text.replace(/(\$?)\$\{([^}]*)\}/g, (whole, escape: string, expr: string) => {
+    if (escape) return whole.slice(1);
+    const plain = /^\s*([a-z_][a-z0-9_]*)\s*$/.exec(expr);
+    const indent = /^\s*indent\(\s*(\d+)\s*,\s*([a-z_][a-z0-9_]*)\s*\)\s*$/.exec(expr);
+    const name = plain?.[1] ?? indent?.[2];
+    if (!name) throw new Error(`${file}: unsupported expression \${${expr}}`);
+    const value = vars[name];
+    if (value === undefined) throw new Error(`${file}: no value for ${name}`);
+    used.add(name);
+    return indent ? value.replaceAll("\n", `\n${" ".repeat(Number(indent[1]))}`) : value;
+  });
+  return out.replaceAll("%%{", "%{");
+}
+
+const q = (s: string) => `"${s}"`;
+const TLS_BLOCK = '  tls {\n    cert_file: "/etc/nats/tls/server.pem"\n    key_file: "/etc/nats/tls/server-key.pem"\n    ca_file: "/etc/nats/tls/ca.pem"\n    timeout: 2\n  }';
+
+function permissionsText(role: string, region: string): string {
+  const t = permissionsTemplate()[role]!;
+  const sub = (s: string) => q(s.replaceAll("@region@", region).replaceAll("@REGION@", region.toUpperCase()));
+  const list = (xs: string[]) => xs.map(sub).join(", ");
+  return `{ "publish": { "allow": [${list(t.publish.allow)}], "deny": [${list(t.publish.deny)}] }, "subscribe": { "allow": [${list(t.subscribe.allow)}], "deny": [${list(t.subscribe.deny)}] } }`;
+}
+
+function renderUserData(s: typeof SAMPLE): Record<string, string> {
+  const natsOf = (r: string) => s.hosts.filter((h) => h.role === "nats" && h.region === r);
+  const witnesses = s.hosts.filter((h) => h.role === "witness");
+  const routes = (h: Host) =>
+    (h.role === "witness" ? witnesses : natsOf(h.region))
+      .filter((p) => p.name !== h.name)
+      .map((p) => `    "nats-route://${p.private_ip}:6222"`)
+      .join(",\n");
+  const leafnodes = (h: Host) =>
+    h.region === s.leaf_hub_region
+      ? `  listen: "${h.private_ip}:7422"\n  advertise: "${h.private_ip}:7422"\n${TLS_BLOCK}`
+      : `  remotes: [\n    {\n      urls: [${natsOf(s.leaf_hub_region)
+          .map((p) => q(`nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${p.private_ip}:7422`))
+          .join(", ")}]\n      account: "PIPELINE"\n      tls {\n        ca_file: "/etc/nats/tls/ca.pem"\n      }\n    }\n  ]\n  reconnect: "2s"`;
+  const witnessCluster = (h: Host) =>
+    witnesses.length < 2
+      ? ""
+      : `\ncluster {\n  name: "witness"\n  listen: "${h.private_ip}:6222"\n  routes: [\n${routes(h)}\n  ]\n  tls {\n    cert_file: "/etc/nats/tls/server.pem"\n    key_file: "/etc/nats/tls/server-key.pem"\n    ca_file: "/etc/nats/tls/ca.pem"\n    verify: true\n    timeout: 2\n  }\n}\n`;
+  const units = {
+    gateway_unit: read(SYSTEMD, "gateway.service"),
+    solver_unit: read(SYSTEMD, "solver@.service"),
+    recovery_unit: read(SYSTEMD, "recovery.service"),
+    target_unit: read(SYSTEMD, "captcha-pipeline.target"),
+  };
+  const natsFiles = {
+    nats_unit: read(SYSTEMD, "nats-server.service"),
+    render_script: read(DEPLOY, "scripts", "nats-render-config.sh"),
+    install_script: read(DEPLOY, "scripts", "install-nats-server.sh"),
+    nats_server_version: s.nats_server_version,
+    nats_server_sha256: s.nats_server_sha256,
+  };
+  const out: Record<string, string> = {};
+  for (const h of s.hosts) {
+    const base = { hostname: h.name, private_cidr: s.private_cidr };
+    if (h.role === "app") out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "app.yaml"), { ...units, ...base });
+    else if (h.role === "nats") {
+      const conf = renderTemplate(join(DEPLOY, "nats", "region.conf.tftpl"), {
+        server_name: h.name,
+        region: h.region,
+        private_ip: h.private_ip,
+        cluster_routes: routes(h),
+        leafnodes: leafnodes(h),
+        ...Object.fromEntries(NATS_ROLES.map((r) => [`permissions_${r}`, permissionsText(r, h.region)])),
+      });
+      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "nats.yaml"), { ...natsFiles, ...base, nats_conf: conf });
+    } else if (h.role === "witness") {
+      const conf = renderTemplate(join(DEPLOY, "nats", "witness.conf.tftpl"), {
+        server_name: h.name,
+        private_ip: h.private_ip,
+        cluster: witnessCluster(h),
+        lease_users: s.regions.map((r) => `      { user: "recovery_${r}", password: "@@BCRYPT:recovery_${r}@@" }`).join("\n"),
+      });
+      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "witness.yaml"), { ...natsFiles, ...base, nats_conf: conf });
+    } else {
+      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "postgres.yaml"), {
+        ...base,
+        postgres_conf: renderTemplate(join(DEPLOY, "postgres", "captcha-pipeline.conf.tftpl"), { private_ip: h.private_ip }),
+        pg_hba: renderTemplate(join(DEPLOY, "postgres", "pg_hba.conf.tftpl"), { private_cidr: s.private_cidr }),
+      });
+    }
+  }
+  return out;
+}
+
+const USER_DATA = renderUserData(SAMPLE);
+const hostOf = (name: string) => SAMPLE.hosts.find((h) => h.name === name)!;
+
+interface CloudConfig {
+  write_files?: Array<{ path: string; content?: string; permissions?: string; owner?: string; defer?: boolean }>;
+  packages?: string[];
+  runcmd?: Array<string | string[]>;
+  users?: Array<string | { name: string }>;
+}
+const parsed = (name: string) => Bun.YAML.parse(USER_DATA[name]!) as CloudConfig;
+const fileIn = (name: string, path: string) => parsed(name).write_files?.find((f) => f.path === path)?.content;
+
+test("permissions.json is the output of generate-permissions.ts (it follows permissions.ts)", () => {
+  expect(read(DEPLOY, "nats", "permissions.json")).toBe(permissionsJson());
+});
+
+test("cloud-init schema: every role's user-data, rendered with sample values, is a valid #cloud-config", () => {
+  const { cmd, env } = cloudInitCommand((m) => console.log(`[deploy-static] ${m}`));
+  const dir = mkdtempSync(join(tmpdir(), "deploy-cloud-init-"));
+  try {
+    const roles = new Set<string>();
+    for (const [name, text] of Object.entries(USER_DATA)) {
+      roles.add(hostOf(name).role);
+      expect(text.startsWith("#cloud-config\n")).toBe(true);
+      expect(Buffer.byteLength(text)).toBeLessThanOrEqual(MAX_USER_DATA);
+      // Every ${...} of the templates was filled in (renderTemplate throws on an unknown one); the
+      // ones left are the units' and scripts' own shell syntax, inserted as values.
+      const file = join(dir, `${name}.yaml`);
+      writeFileSync(file, text);
+      const r = run([...cmd, "schema", "--config-file", file], { env });
+      expect({ name, status: r.status, out: r.out }).toEqual({ name, status: 0, out: `Valid cloud-config: ${file}` });
+    }
+    expect([...roles].sort()).toEqual(["app", "nats", "postgres", "witness"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the user-data writes the units and scripts byte for byte, bootstraps users, folders, firewall and packages", () => {
+  const app = parsed("fsn1-app-1");
+  expect(fileIn("fsn1-app-1", "/etc/systemd/system/gateway.service")).toBe(read(SYSTEMD, "gateway.service"));
+  expect(fileIn("fsn1-app-1", "/etc/systemd/system/solver@.service")).toBe(read(SYSTEMD, "solver@.service"));
+  expect(fileIn("fsn1-app-1", "/etc/systemd/system/recovery.service")).toBe(read(SYSTEMD, "recovery.service"));
+  expect(fileIn("fsn1-app-1", "/etc/systemd/system/captcha-pipeline.target")).toBe(read(SYSTEMD, "captcha-pipeline.target"));
+  expect(app.users?.some((u) => typeof u === "object" && u.name === "pipeline")).toBe(true);
+  const appRun = JSON.stringify(app.runcmd);
+  expect(appRun).toContain('"0700","-o","root","-g","root","/etc/captcha-pipeline"');
+  expect(appRun).toContain("/opt/captcha-pipeline");
+  expect(app.packages).toEqual(expect.arrayContaining(["nftables", "curl", "postgresql-client"]));
+  for (const name of ["fsn1-nats-1", "nbg1-witness-1"]) {
+    const c = parsed(name);
+    expect(fileIn(name, "/etc/systemd/system/nats-server.service")).toBe(read(SYSTEMD, "nats-server.service"));
+    expect(fileIn(name, "/usr/local/lib/captcha-pipeline/nats-render-config")).toBe(read(DEPLOY, "scripts", "nats-render-config.sh"));
+    expect(fileIn(name, "/usr/local/lib/captcha-pipeline/install-nats-server")).toBe(read(DEPLOY, "scripts", "install-nats-server.sh"));
+    expect(c.users?.some((u) => typeof u === "object" && u.name === "nats")).toBe(true);
+    expect(JSON.stringify(c.runcmd)).toContain(`["/usr/local/lib/captcha-pipeline/install-nats-server","${SAMPLE.nats_server_version}","${SAMPLE.nats_server_sha256}"]`);
+  }
+  expect(parsed("fsn1-pg-1").packages).toContain("postgresql");
+  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/conf.d/captcha-pipeline.conf")).toContain("listen_addresses = 'localhost,10.0.1.30'");
+  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).toMatch(/^host\s+all\s+pipeline\s+10\.0\.0\.0\/16\s+scram-sha-256$/m);
+  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).not.toMatch(/\s(trust|md5|password)\s*$/m);
+  // The firewall of each role: default drop, and each private port only from the private network.
+  const ports: Record<string, string> = { "fsn1-app-1": "8080", "fsn1-nats-1": "{ 4222, 6222, 7422 }", "fsn1-pg-1": "5432", "nbg1-witness-1": "{ 4222, 6222 }" };
+  for (const [name, port] of Object.entries(ports)) {
+    const nft = fileIn(name, "/etc/nftables.conf")!;
+    expect(nft).toContain("policy drop;");
+    expect(nft).toContain("define PRIVATE = 10.0.0.0/16");
+    expect(nft).toContain(`ip saddr $PRIVATE tcp dport ${port} accept`);
+    // Every accepted port other than SSH names the private network.
+    for (const line of nft.split("\n").filter((l) => /dport/.test(l) && !/dport 22 accept/.test(l))) expect(line).toContain("ip saddr $PRIVATE");
+  }
+});
+
+/** The rendered NATS config of a host, as written to /etc/nats/nats.conf.tmpl. */
+const natsConf = (name: string) => fileIn(name, "/etc/nats/nats.conf.tmpl")!;
+
+test("NATS configs: domain = region, the cluster, the leafnode link, and each user's permissions are permissions.ts's", () => {
+  for (const region of SAMPLE.regions) {
+    const conf = natsConf(`${region}-nats-1`);
+    expect(conf).toContain(`domain: "${region}"`);
+    expect(conf).toContain(`name: "${region}"`);
+    expect(conf).toContain(`"nats-route://${hostOf(`${region}-nats-2`).private_ip}:6222"`);
+    for (const role of NATS_ROLES) {
+      const m = new RegExp(`\\{ user: "${role}", password: "@@BCRYPT:${role}@@", permissions: (\\{.*\\}) \\}$`, "m").exec(conf);
+      expect(m, `${region} ${role}`).not.toBeNull();
+      const p = rolePermissions(role, [region]);
+      expect(JSON.parse(m![1]!)).toEqual({
+        publish: { allow: p.publish.allow, deny: p.publish.deny ?? [] },
+        subscribe: { allow: p.subscribe.allow, deny: p.subscribe.deny ?? [] },
+      });
+    }
+  }
+  // fsn1 is the hub: it listens and advertises its own private address; hel1 connects to every fsn1 server.
+  expect(natsConf("fsn1-nats-2")).toContain('advertise: "10.0.1.21:7422"');
+  const spoke = natsConf("hel1-nats-1");
+  for (const ip of ["10.0.1.20", "10.0.1.21", "10.0.1.22"]) expect(spoke).toContain(`nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${ip}:7422`);
+  expect(spoke).not.toContain("advertise:");
+  expect(natsConf("fsn1-nats-1")).not.toContain("remotes:");
+  const witness = natsConf("nbg1-witness-1");
+  for (const r of SAMPLE.regions) expect(witness).toContain(`user: "recovery_${r}"`);
+  expect(witness).toContain('"nats-route://10.0.100.11:6222"');
+});
+
+const nats = (() => {
+  try {
+    return findNatsServer();
+  } catch {
+    return undefined;
+  }
+})();
+const hasOpenssl = onPath("openssl") !== undefined;
+
+test.skipIf(!nats || !hasOpenssl)("nats-server -t accepts every rendered NATS config (hashes and TLS files filled in; nothing started)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "deploy-nats-"));
+  try {
+    const key = join(dir, "server-key.pem");
+    const cert = join(dir, "server.pem");
+    const ssl = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=nats-test"]);
+    expect(ssl.status).toBe(0);
+    const hash = Bun.password.hashSync("x".repeat(24), { algorithm: "bcrypt", cost: 4 });
+    for (const name of SAMPLE.hosts.filter((h) => h.role === "nats" || h.role === "witness").map((h) => h.name)) {
+      const conf = natsConf(name)
+        .replaceAll("/etc/nats/tls/server.pem", cert)
+        .replaceAll("/etc/nats/tls/server-key.pem", key)
+        .replaceAll("/etc/nats/tls/ca.pem", cert)
+        .replaceAll("/var/lib/nats/jetstream", join(dir, "js"))
+        .replace(/@@BCRYPT:[a-z0-9_]+@@/g, hash)
+        .replace(/@@PASSWORD:[a-z0-9_]+@@/g, "p".repeat(24));
+      expect(conf.split("\n").filter((l) => !l.trimStart().startsWith("#") && l.includes("@@"))).toEqual([]);
+      const file = join(dir, `${name}.conf`);
+      writeFileSync(file, conf);
+      const r = run([nats!.bin, "-t", "-c", file]);
+      expect({ name, status: r.status, out: r.status === 0 ? "" : r.out }).toEqual({ name, status: 0, out: "" });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Terraform
+
+const hasTerraform = onPath("terraform") !== undefined;
+const tfEnv = () => {
+  const cfg = join(tmpdir(), "deploy-static.terraformrc");
+  if (!existsSync(cfg)) writeFileSync(cfg, "");
+  return { TF_CLI_CONFIG_FILE: cfg, TF_IN_AUTOMATION: "1", CHECKPOINT_DISABLE: "1" };
+};
+
+test.skipIf(!hasTerraform)("modules/userdata (terraform console, offline) renders exactly what the test renders", () => {
+  const dir = mkdtempSync(join(tmpdir(), "deploy-tf-"));
+  try {
+    const vars = join(dir, "sample.tfvars.json");
+    writeFileSync(vars, JSON.stringify(SAMPLE));
+    const r = run(["terraform", "console", `-var-file=${vars}`], { cwd: join(TERRAFORM, "modules", "userdata"), env: tfEnv(), input: "jsonencode(local.user_data)\n" });
+    expect(r.status, r.out).toBe(0);
+    const fromTerraform = JSON.parse(JSON.parse(r.stdout.trim())) as Record<string, string>;
+    expect(Object.keys(fromTerraform).sort()).toEqual(Object.keys(USER_DATA).sort());
+    for (const name of Object.keys(USER_DATA)) expect({ name, text: fromTerraform[name] }).toEqual({ name, text: USER_DATA[name] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test.skipIf(!hasTerraform)("terraform fmt -check -recursive: the Terraform is formatted", () => {
+  const r = run(["terraform", "fmt", "-check", "-recursive", "-no-color", TERRAFORM], { env: tfEnv() });
+  expect({ status: r.status, out: r.out }).toEqual({ status: 0, out: "" });
+});
+
+type Hcl = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function terraformFiles(): Promise<Hcl[]> {
+  const files = readdirSync(TERRAFORM).filter((f) => f.endsWith(".tf"));
+  return Promise.all(files.map((f) => parseHcl(f, read(TERRAFORM, f)) as Promise<Hcl>));
+}
+
+/** Merges the parsed files: every block kind, then every type and name. */
+function merged(parts: Hcl[]): Hcl {
+  const out: Hcl = { resource: {}, variable: {}, output: {}, locals: {}, module: {}, data: {} };
+  for (const p of parts) {
+    for (const [type, byName] of Object.entries((p.resource ?? {}) as Hcl)) out.resource[type] = { ...out.resource[type], ...byName };
+    for (const kind of ["variable", "output", "module"]) Object.assign(out[kind], p[kind] ?? {});
+    for (const l of (p.locals ?? []) as Hcl[]) Object.assign(out.locals, l);
+  }
+  return out;
+}
+
+const PRIVATE_PORTS = [4222, 6222, 7422, 5432];
+const OPEN = ["0.0.0.0/0", "::/0"];
+
+/** Every inbound rule of every firewall, with `var.`, `local.`, `each.` and dynamic `rule.value` resolved. */
+function firewallRules(tf: Hcl): Array<{ firewall: string; protocol: string; port?: string; sources: string[] }> {
+  const varDefault = (name: string) => {
+    const v = tf.variable[name]?.[0];
+    if (!v) throw new Error(`firewall names var.${name}, which is not declared`);
+    return v.default;
+  };
+  const resolve = (v: unknown, scope: Record<string, unknown>): unknown => {
+    if (Array.isArray(v)) return v.flatMap((x) => {
+      const r = resolve(x, scope);
+      return Array.isArray(r) && typeof x === "string" && /^\$\{[^}]+\}$/.test(x) ? r : [r];
+    });
+    if (typeof v !== "string") return v;
+    const whole = /^\$\{([^}]+)\}$/.exec(v);
+    if (!whole) {
+      if (v.includes("${")) return v.replace(/\$\{([^}]+)\}/g, (_, e: string) => String(resolve(`\${${e}}`, scope)));
+      return v;
+    }
+    const expr = whole[1]!.trim();
+    if (expr in scope) return scope[expr];
+    const m = /^var\.([a-z_0-9]+)$/.exec(expr);
+    // A variable without a default (admin_cidrs) is the operator's: its validation is checked separately.
+    if (m) return varDefault(m[1]!) ?? `var.${m[1]}`;
+    const l = /^local\.([a-z_0-9]+)$/.exec(expr);
+    if (l && l[1]! in tf.locals) return tf.locals[l[1]!];
+    throw new Error(`cannot judge the firewall expression ${v}`);
+  };
+  const rules: ReturnType<typeof firewallRules> = [];
+  for (const [name, blocks] of Object.entries((tf.resource.hcloud_firewall ?? {}) as Hcl)) {
+    const block = (blocks as Hcl[])[0]!;
+    const instances: Array<Record<string, unknown>> = block.for_each
+      ? Object.entries(resolve(block.for_each, {}) as Record<string, unknown>).map(([k, v]) => ({ "each.key": k, "each.value": v }))
+      : [{}];
+    for (const scope of instances) {
+      const push = (r: Hcl, s: Record<string, unknown>) => {
+        if (r.direction !== "in") return;
+        const sources = resolve(r.source_ips, s);
+        rules.push({ firewall: name, protocol: String(r.protocol), port: r.port === undefined ? undefined : String(resolve(r.port, s)), sources: (Array.isArray(sources) ? sources : [sources]).map(String) });
+      };
+      for (const r of (block.rule ?? []) as Hcl[]) push(r, scope);
+      for (const d of ((block.dynamic?.rule ?? []) as Hcl[])) {
+        const items = resolve(d.for_each, scope);
+        for (const item of Array.isArray(items) ? items : Object.values(items as object)) for (const c of d.content as Hcl[]) push(c, { ...scope, "rule.value": item });
+      }
+    }
+  }
+  return rules;
+}
+
+const portRange = (port: string | undefined): [number, number] => {
+  if (port === undefined || port === "any") return [1, 65535];
+  const [a, b] = port.split("-").map(Number);
+  return [a!, b ?? a!];
+};
+
+test("Terraform policy: no NATS or Postgres port open to the internet; only SSH from admin_cidrs is public", async () => {
+  const tf = merged(await terraformFiles());
+  const rules = firewallRules(tf);
+  expect(rules.length).toBeGreaterThan(0);
+  const privateCidr = tf.variable.private_cidr[0].default;
+  for (const r of rules) {
+    const [lo, hi] = portRange(r.port);
+    const touchesPrivatePort = r.protocol !== "icmp" && PRIVATE_PORTS.some((p) => p >= lo && p <= hi);
+    if (touchesPrivatePort) expect({ rule: r, sources: r.sources }).toEqual({ rule: r, sources: [privateCidr] });
+    // Open to the whole internet: ICMP only (the gateways are public through their load balancer).
+    if (r.sources.some((s) => OPEN.includes(s))) expect({ rule: r, protocol: r.protocol }).toEqual({ rule: r, protocol: "icmp" });
+  }
+  const ssh = rules.filter((r) => r.port === "22");
+  expect(ssh.map((r) => r.sources)).toEqual([["var.admin_cidrs"]]);
+  expect(tf.variable.admin_cidrs[0].default).toBeUndefined();
+  expect(JSON.stringify(tf.variable.admin_cidrs[0].validation)).toContain("0.0.0.0/0");
+  // The load balancer: 443 outside, the gateways' 8080 over the private network, health /readyz.
+  const svc = Object.values(tf.resource.hcloud_load_balancer_service as Hcl)[0][0];
+  expect([svc.listen_port, svc.destination_port, svc.protocol]).toEqual([443, 8080, "https"]);
+  expect(svc.health_check[0].http[0].path).toBe("/readyz");
+  const target = Object.values(tf.resource.hcloud_load_balancer_target as Hcl)[0][0];
+  expect(target.use_private_ip).toBe(true);
+});
+
+test("Terraform policy: every server on the private network; both regions and the witness; the inventory output", async () => {
+  const tf = merged(await terraformFiles());
+  const servers = Object.entries(tf.resource.hcloud_server as Hcl);
+  expect(servers.length).toBeGreaterThan(0);
+  const attachments = Object.values((tf.resource.hcloud_server_network ?? {}) as Hcl).map((b) => String((b as Hcl[])[0]!.server_id));
+  for (const [name, blocks] of servers) {
+    const s = (blocks as Hcl[])[0]!;
+    const inline = (s.network ?? []) as Hcl[];
+    const attached = inline.some((n) => String(n.network_id).startsWith("${hcloud_network.")) || attachments.some((a) => a.includes(`hcloud_server.${name}.`));
+    expect({ server: name, attached }).toEqual({ server: name, attached: true });
+  }
+  expect(tf.variable.regions[0].default).toEqual(["fsn1", "hel1"]);
+  expect(tf.variable.witness_location[0].default).toBe("nbg1");
+  expect(Object.keys(tf.resource.hcloud_network_subnet ?? {}).sort()).toEqual(["region", "witness"]);
+  expect(String(tf.resource.hcloud_network_subnet.region[0].for_each)).toContain("region_index");
+  expect(String(tf.locals.witness_hosts)).toMatch(/role\s+=\s+"witness"/);
+  expect(String(tf.locals.region_hosts)).toMatch(/role\s+=\s+"app"[\s\S]*role\s+=\s+"nats"[\s\S]*role\s+=\s+"postgres"/);
+  expect(Object.keys(tf.resource.hcloud_load_balancer)).toEqual(["gateway"]);
+  expect(String(tf.resource.hcloud_load_balancer.gateway[0].for_each)).toContain("var.regions");
+  const inventory = String(tf.output.inventory?.[0]?.value ?? "");
+  expect(inventory).toStartWith("${jsonencode(");
+  for (const key of ["hosts =", "name ", "region ", "roles ", "ssh ", "host = hcloud_server.host[name].ipv4_address", 'user = "root"', "port = 22", "privateIp "]) expect(inventory).toContain(key);
+  // The modules/userdata inputs are what the test renders with.
+  const mod = await parseHcl("main.tf", read(TERRAFORM, "modules", "userdata", "main.tf"));
+  expect(Object.keys((mod as Hcl).variable).sort()).toEqual(Object.keys(SAMPLE).sort());
+});
+
+// ---------------------------------------------------------------------------------------------
+// shell
+
+function shellScripts(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir)) {
+    if (e === "node_modules" || e.startsWith(".")) continue;
+    const p = join(dir, e);
+    if (statSync(p).isDirectory()) out.push(...shellScripts(p));
+    else if (e.endsWith(".sh")) out.push(p);
+  }
+  return out;
+}
+
+test("shellcheck: every shell script under infra/", () => {
+  const shellcheck = findShellcheck((m) => console.log(`[deploy-static] ${m}`));
+  const scripts = shellScripts(join(ROOT, "infra"));
+  expect(scripts.map((s) => relative(ROOT, s))).toEqual(expect.arrayContaining(["infra/deploy/scripts/install-nats-server.sh", "infra/deploy/scripts/nats-render-config.sh"]));
+  for (const s of scripts) {
+    const r = run([shellcheck, "--norc", "--severity=style", s]);
+    expect({ script: relative(ROOT, s), status: r.status, out: r.out }).toEqual({ script: relative(ROOT, s), status: 0, out: "" });
+  }
+});
