@@ -30,13 +30,14 @@ try {
 }
 console.error(`[test] nats-server ${nats.version} (${nats.source}: ${nats.bin}); every test server runs with authentication on`);
 
-const pgDir = join(root, ".data", "test-pg");
+// One folder per run, so two runs at once (a helper and CI, say) do not remove each other's cluster.
+const pgDir = join(root, ".data", `test-pg-${process.pid}`);
 rmSync(pgDir, { recursive: true, force: true });
 const pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: true, log: (m) => console.error(`[test] ${m}`) });
 console.error(`[test] Postgres for tests on ${pg.adminUrl}`);
 
 const paths = args.filter((a) => !a.startsWith("--"));
-const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "tests"])], {
+const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])], {
   cwd: root,
   env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
   stdio: ["ignore", "inherit", "pipe"],

@@ -10,7 +10,7 @@ export interface Relay {
   stop(): Promise<void>;
 }
 
-export async function startRelay(target: { host: string; port: number }, o: { delayMs?: number } = {}): Promise<Relay> {
+export async function startRelay(target: { host: string; port: number }, o: { delayMs?: number; listenHost?: string } = {}): Promise<Relay> {
   const sockets = new Set<Socket>();
   let isCut = false;
   const delayed = (to: Socket) => (chunk: Buffer) => {
@@ -34,7 +34,7 @@ export async function startRelay(target: { host: string; port: number }, o: { de
     upstream.on("error", close).on("close", close);
     upstream.connect(target.port, target.host);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  await new Promise<void>((r) => server.listen(0, o.listenHost ?? "127.0.0.1", r));
   const addr = server.address();
   const cut = () => {
     isCut = true;

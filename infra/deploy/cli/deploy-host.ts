@@ -1,0 +1,143 @@
+// One host's deploy: install the release beside the others, switch, restart, wait for health, and
+// put the previous release back when the new one does not come up. docs/deploy.md walks through it.
+import type { Host } from "./inventory.ts";
+import { archOf, type DeployApp, releasesToPrune, solverPort, unitOf } from "./plan.ts";
+import { q, type Ssh } from "./ssh.ts";
+
+export interface LocalBinary {
+  path: string;
+  sha256: string;
+}
+
+export interface HostDeployDeps {
+  ssh: Ssh;
+  /** The checked binary of `app` at `version` for an architecture (built when missing). */
+  binary(arch: "x64" | "arm64"): Promise<LocalBinary>;
+  log(line: string): void;
+  healthTimeoutMs: number;
+  keep: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export type HostOutcome =
+  | { host: string; status: "deployed"; version: string; previous?: string; ms: number; pruned: string[] }
+  | { host: string; status: "rolled-back"; version: string; previous?: string; ms: number; reason: string; rollbackHealthy: boolean }
+  | { host: string; status: "failed"; version: string; ms: number; reason: string };
+
+export async function deployHost(host: Host, app: DeployApp, version: string, d: HostDeployDeps): Promise<HostOutcome> {
+  const t0 = Date.now();
+  const say = (m: string) => d.log(`[${host.name}] ${m}`);
+  const appDir = `${host.root}/${app}`;
+  const rel = `${appDir}/releases/${version}`;
+  const unit = unitOf(app, version);
+  const ctl = (verb: string, u = unit) => `${host.systemctl} ${verb} ${q(u)}`;
+  try {
+    const arch = archOf(await d.ssh.check(host, "uname", "uname -m"));
+    const bin = await d.binary(arch);
+    const present = (await d.ssh.check(host, "inspect release", `mkdir -p ${q(rel)}\nif [ -f ${q(`${rel}/${app}`)} ]; then sha256sum < ${q(`${rel}/${app}`)} | cut -d' ' -f1; fi`)).trim();
+    if (present === bin.sha256) say(`${version} (${arch}) already installed, checksum ok`);
+    else {
+      const partial = `${rel}/.${app}.partial`;
+      await d.ssh.check(
+        host,
+        "copy binary",
+        `cat > ${q(partial)}\ngot=$(sha256sum < ${q(partial)} | cut -d' ' -f1)\nif [ "$got" != ${q(bin.sha256)} ]; then rm -f ${q(partial)}; echo "checksum mismatch after copy: $got" >&2; exit 3; fi\nchmod 755 ${q(partial)}\nmv -f ${q(partial)} ${q(`${rel}/${app}`)}\ntouch ${q(rel)}`,
+        { input: bin.path, timeoutMs: 600_000 },
+      );
+      say(`copied ${version} (${arch}), checksum ${bin.sha256.slice(0, 12)}… verified on the host`);
+    }
+
+    if (app === "solver") return await solverSwitch();
+
+    const previous = (await d.ssh.check(host, "read current", `readlink ${q(`${appDir}/current`)} || true`)).trim().replace(/^releases\//, "") || undefined;
+    const point = (v: string) => `ln -sfn ${q(`releases/${v}`)} ${q(`${appDir}/.current.new`)}\nmv -T ${q(`${appDir}/.current.new`)} ${q(`${appDir}/current`)}`;
+    await d.ssh.check(host, "switch current", point(version));
+    await d.ssh.check(host, "restart", ctl("restart"));
+    say(`current -> ${version} (was ${previous ?? "none"}); ${unit} restarted`);
+    const health = await waitHealthy();
+    if (health.ok) {
+      say(`healthy after ${health.ms} ms`);
+      return { host: host.name, status: "deployed", version, ...(previous ? { previous } : {}), ms: Date.now() - t0, pruned: await prune(new Set([version])) };
+    }
+    say(`NOT healthy within ${d.healthTimeoutMs} ms (${health.last}): rolling back`);
+    if (!previous || previous === version) {
+      await d.ssh.run(host, ctl("stop"));
+      return { host: host.name, status: "rolled-back", version, ms: Date.now() - t0, reason: `unhealthy: ${health.last}; no previous release, ${unit} stopped`, rollbackHealthy: false };
+    }
+    await d.ssh.check(host, "switch back", point(previous));
+    await d.ssh.check(host, "restart previous", ctl("restart"));
+    const back = await waitHealthy();
+    say(back.ok ? `rolled back to ${previous}: healthy after ${back.ms} ms` : `rolled back to ${previous}, which is NOT healthy either (${back.last})`);
+    return { host: host.name, status: "rolled-back", version, previous, ms: Date.now() - t0, reason: `unhealthy: ${health.last}`, rollbackHealthy: back.ok };
+  } catch (err) {
+    const reason = (err as Error).message;
+    say(`failed: ${reason}`);
+    return { host: host.name, status: "failed", version, ms: Date.now() - t0, reason };
+  }
+
+  /** The solver: the new version starts beside the running ones (the rollout service moves work). */
+  async function solverSwitch(): Promise<HostOutcome> {
+    const ports = new Map<string, number>();
+    const listing = await d.ssh.check(host, "read solver ports", `for f in ${q(host.etc)}/solver@*.env; do [ -f "$f" ] || continue; printf '%s %s\\n' "$f" "$(sed -n 's/^METRICS_PORT=//p' "$f" | tail -1)"; done`);
+    for (const line of listing.split("\n")) {
+      const m = /solver@([a-z0-9_]+)\.env (\d+)$/.exec(line.trim());
+      if (m) ports.set(m[1]!, Number(m[2]));
+    }
+    const port = solverPort(version, ports);
+    if (!ports.has(version)) await d.ssh.check(host, "write solver env", `umask 077\nprintf 'METRICS_PORT=%s\\n' ${port} > ${q(`${host.etc}/solver@${version}.env`)}`);
+    await d.ssh.check(host, "start solver", `${ctl("enable")}\n${ctl("restart")}`);
+    say(`${unit} started beside ${[...ports.keys()].filter((v) => v !== version).join(", ") || "no other version"} (metrics port ${port})`);
+    const health = await waitHealthy(port);
+    if (health.ok) {
+      say(`healthy after ${health.ms} ms`);
+      const running = new Set<string>([version]);
+      for (const v of ports.keys()) if ((await d.ssh.run(host, ctl("is-active --quiet", `solver@${v}.service`))).code === 0) running.add(v);
+      return { host: host.name, status: "deployed", version, ms: Date.now() - t0, pruned: await prune(running) };
+    }
+    say(`NOT healthy within ${d.healthTimeoutMs} ms (${health.last}): stopping ${unit}; the running versions are untouched`);
+    await d.ssh.run(host, `${ctl("disable")}\n${ctl("stop")}`);
+    return { host: host.name, status: "rolled-back", version, ms: Date.now() - t0, reason: `unhealthy: ${health.last}`, rollbackHealthy: true };
+  }
+
+  /** Gateway and solver: /readyz answers 200; recovery (no HTTP): the unit stays active for 3 probes in a row. */
+  async function waitHealthy(solverMetricsPort?: number): Promise<{ ok: boolean; ms: number; last: string }> {
+    const start = Date.now();
+    const sleep = d.sleep ?? ((ms: number) => Bun.sleep(ms));
+    const probe =
+      app === "recovery"
+        ? ctl("is-active --quiet")
+        : app === "solver"
+          ? `curl -fsS -m 2 http://127.0.0.1:${solverMetricsPort}/readyz`
+          : `port=$(sed -n 's/^GATEWAY_PORT=//p' ${q(`${host.etc}/common.env`)} ${q(`${host.etc}/gateway.env`)} 2>/dev/null | tail -1)\ncurl -fsS -m 2 "http://127.0.0.1:\${port:-8080}/readyz"`;
+    let streak = 0;
+    let last = "no answer yet";
+    while (Date.now() - start < d.healthTimeoutMs) {
+      const r = await d.ssh.run(host, probe, { timeoutMs: 15_000 });
+      if (r.code === 0) {
+        if (app !== "recovery" || ++streak >= 3) return { ok: true, ms: Date.now() - start, last: "ok" };
+      } else {
+        streak = 0;
+        last = (r.stderr.trim() || r.stdout.trim() || `exit ${r.code}`).split("\n").pop()!;
+      }
+      await sleep(1000);
+    }
+    return { ok: false, ms: Date.now() - start, last };
+  }
+
+  /** Keeps the newest `keep` releases (and every one in use). */
+  async function prune(inUse: Set<string>): Promise<string[]> {
+    const out = await d.ssh.check(host, "list releases", `for r in ${q(`${appDir}/releases`)}/*/; do [ -d "$r" ] || continue; printf '%s %s\\n' "$(stat -c %Y "$r")" "$(basename "$r")"; done`);
+    const releases = out
+      .split("\n")
+      .map((l) => /^(\d+) ([a-z0-9_]+)$/.exec(l.trim()))
+      .filter((m): m is RegExpExecArray => !!m)
+      .map((m) => ({ installedAt: Number(m[1]), version: m[2]! }));
+    const gone = releasesToPrune(releases, inUse, d.keep);
+    if (gone.length) {
+      const envFiles = app === "solver" ? gone.map((v) => q(`${host.etc}/solver@${v}.env`)).join(" ") : "";
+      await d.ssh.check(host, "prune releases", `rm -rf ${gone.map((v) => q(`${appDir}/releases/${v}`)).join(" ")}${envFiles ? `\nrm -f ${envFiles}` : ""}`);
+      say(`pruned ${gone.join(", ")} (keeping ${d.keep})`);
+    }
+    return gone;
+  }
+}

@@ -1,0 +1,122 @@
+// `npm run deploy -- <app> <version> --hosts <inventory.json> [--region fsn1] [--batch 1] [--keep 3]
+//   [--health-timeout 60000] [--dist dist] [--ssh-key FILE] [--known-hosts FILE] [--json]`
+// Ships one app version to the app hosts over SSH, a batch at a time: builds the binary when dist/
+// lacks it, checks its .sha256, copies it, switches, restarts, waits for health and rolls a host
+// back when it does not come up; a failed batch stops the deploy. docs/deploy.md is the runbook.
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { z } from "zod";
+import { binaryName, buildBinary, sha256File, Version } from "../build.ts";
+import { deployHost, type HostOutcome, type LocalBinary } from "./cli/deploy-host.ts";
+import { readInventory } from "./cli/inventory.ts";
+import { batches, DEPLOYABLE, type DeployApp, targetHosts } from "./cli/plan.ts";
+import { createSsh } from "./cli/ssh.ts";
+
+const root = resolve(import.meta.dir, "..", "..");
+
+export const DeployArgs = z
+  .object({
+    app: z.enum(DEPLOYABLE, { error: `app must be one of ${DEPLOYABLE.join(", ")}` }),
+    version: Version,
+    hosts: z.string().min(1, "--hosts <inventory.json> is required"),
+    region: z.string().min(1).optional(),
+    batch: z.coerce.number().int().min(1).max(100).default(1),
+    keep: z.coerce.number().int().min(1).max(50).default(3),
+    "health-timeout": z.coerce.number().int().min(1000).max(3_600_000).default(60_000),
+    dist: z.string().min(1).default(join(root, "dist")),
+    "ssh-key": z.string().min(1).optional(),
+    "known-hosts": z.string().min(1).optional(),
+    json: z.literal(true).optional(),
+  })
+  .strict();
+export type DeployArgs = z.infer<typeof DeployArgs>;
+
+export function parseDeployArgs(argv: string[]): { ok: true; args: DeployArgs } | { ok: false; error: string } {
+  const positional: string[] = [];
+  const flags: Record<string, unknown> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(a);
+    if (!m) positional.push(a);
+    else if (m[1] === "json") flags.json = true;
+    else flags[m[1]!] = m[2] ?? argv[++i];
+  }
+  const r = DeployArgs.safeParse({ app: positional[0], version: positional[1], ...flags });
+  if (!r.success) return { ok: false, error: r.error.issues.map((i) => `${i.path.length ? (["app", "version"].includes(String(i.path[0])) ? "" : "--") + i.path.join(".") : "(arguments)"}: ${i.message}`).join("\n") };
+  if (positional.length > 2) return { ok: false, error: `unexpected argument ${JSON.stringify(positional[2])}` };
+  return { ok: true, args: r.data };
+}
+
+/** The binary from dist/ (built there when missing), refused when it does not match its .sha256. */
+export function localBinaries(app: DeployApp, version: string, dist: string, log: (m: string) => void) {
+  const cache = new Map<string, Promise<LocalBinary>>();
+  return (arch: "x64" | "arm64"): Promise<LocalBinary> => {
+    let p = cache.get(arch);
+    if (!p) {
+      p = (async () => {
+        const path = join(dist, binaryName(app, version, arch));
+        if (!existsSync(path) || !existsSync(`${path}.sha256`)) {
+          log(`${path} missing: building it (npm run build -- --version ${version} --apps ${app} --arch ${arch})`);
+          await buildBinary({ app, arch, version, outDir: dist });
+        }
+        const want = readFileSync(`${path}.sha256`, "utf8").trim().split(/\s+/)[0];
+        const got = await sha256File(path);
+        if (want !== got) throw new Error(`${path}: sha256 ${got} does not match its .sha256 (${want}); rebuild it`);
+        return { path, sha256: got };
+      })();
+      cache.set(arch, p);
+    }
+    return p;
+  };
+}
+
+export interface DeployReport {
+  app: DeployApp;
+  version: string;
+  ok: boolean;
+  hosts: HostOutcome[];
+  /** Hosts never touched because an earlier batch failed. */
+  skipped: string[];
+}
+
+export async function deploy(args: DeployArgs, log: (m: string) => void): Promise<DeployReport> {
+  const inventory = readInventory(args.hosts);
+  const hosts = targetHosts(inventory.hosts, args.region);
+  if (!hosts.length) throw new Error(`no host with role "app"${args.region ? ` in region ${args.region}` : ""} in ${args.hosts}`);
+  const ssh = createSsh({ ...(args["ssh-key"] ? { key: args["ssh-key"] } : {}), ...(args["known-hosts"] ? { knownHosts: args["known-hosts"] } : {}) });
+  const binary = localBinaries(args.app, args.version, args.dist, log);
+  const outcomes: HostOutcome[] = [];
+  const plan = batches(hosts, args.batch);
+  for (const [i, batch] of plan.entries()) {
+    log(`batch ${i + 1}/${plan.length}: ${batch.map((h) => h.name).join(", ")}`);
+    const done = await Promise.all(batch.map((h) => deployHost(h, args.app, args.version, { ssh, binary, log, healthTimeoutMs: args["health-timeout"], keep: args.keep })));
+    outcomes.push(...done);
+    if (done.some((o) => o.status !== "deployed")) {
+      const skipped = plan.slice(i + 1).flat().map((h) => h.name);
+      if (skipped.length) log(`stopping: batch ${i + 1} did not deploy cleanly; not touched: ${skipped.join(", ")}`);
+      return { app: args.app, version: args.version, ok: false, hosts: outcomes, skipped };
+    }
+  }
+  return { app: args.app, version: args.version, ok: true, hosts: outcomes, skipped: [] };
+}
+
+if (import.meta.main) {
+  const parsed = parseDeployArgs(Bun.argv.slice(2));
+  if (!parsed.ok) {
+    console.error(`deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--known-hosts FILE] [--json]`);
+    process.exit(2);
+  }
+  const { args } = parsed;
+  try {
+    const report = await deploy(args, (m) => console.error(m));
+    if (args.json) console.log(JSON.stringify(report, null, 2));
+    else {
+      for (const h of report.hosts) console.log(`${h.host}: ${h.status}${"reason" in h ? ` (${h.reason})` : ""} in ${(h.ms / 1000).toFixed(1)} s`);
+      console.log(`${args.app} ${args.version}: ${report.ok ? "deployed" : "NOT deployed"} on ${report.hosts.filter((h) => h.status === "deployed").length}/${report.hosts.length + report.skipped.length} host(s)`);
+    }
+    process.exit(report.ok ? 0 : 1);
+  } catch (err) {
+    console.error(`deploy: ${(err as Error).message}`);
+    process.exit(1);
+  }
+}
