@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { natsEnv } from "@pipeline/shared/localstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 import { binaryName, buildBinary, sha256File } from "../infra/build.ts";
@@ -19,6 +20,8 @@ let nats: TestNats;
 let tdb: TestDatabase;
 let dist: string;
 const relays: Relay[] = [];
+let emu: Emulator;
+const PROVIDER_KEY = "deploy-provider-key-0001";
 
 async function writeSha(path: string) {
   writeFileSync(`${path}.sha256`, `${await sha256File(path)}  ${path.split("/").pop()}\n`);
@@ -26,7 +29,11 @@ async function writeSha(path: string) {
 
 beforeAll(async () => {
   dist = mkdtempSync(join(tmpdir(), "pipeline-dist-"));
-  const [v1] = await Promise.all([buildBinary({ app: "gateway", arch: "x64", version: "v1", outDir: dist })]);
+  const [v1, s1] = await Promise.all([buildBinary({ app: "gateway", arch: "x64", version: "v1", outDir: dist }), buildBinary({ app: "solver", arch: "x64", version: "v1", outDir: dist })]);
+  copyFileSync(s1.path, join(dist, binaryName("solver", "v3", "x64")));
+  await writeSha(join(dist, binaryName("solver", "v3", "x64")));
+  emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 100 } }, latencyMs: 10 });
+  await emu.start();
   // v3..v5: the same healthy binary under other versions; v2: a release that crashes at start.
   for (const v of ["v3", "v4", "v5"]) {
     copyFileSync(v1.path, join(dist, binaryName("gateway", v, "x64")));
@@ -44,11 +51,14 @@ beforeAll(async () => {
   const pg = new URL(tdb.url);
   for (const h of hosts.hosts) {
     // The host reaches this machine's NATS and Postgres through relays on its end of the link.
-    const [n, p] = await Promise.all([
+    const [n, p, e] = await Promise.all([
       startRelay({ host: "127.0.0.1", port: nats.port }, { listenHost: h.peerIp }),
       startRelay({ host: "127.0.0.1", port: Number(pg.port) }, { listenHost: h.peerIp }),
+      startRelay({ host: "127.0.0.1", port: Number(new URL(emu.url).port) }, { listenHost: h.peerIp }),
     ]);
-    relays.push(n, p);
+    relays.push(n, p, e);
+    const solverAuth = natsEnv(nats, "solver");
+    writeFileSync(join(h.dir, "etc", "solver.env"), `PROVIDER_URL=http://${h.peerIp}:${e.port}\nPROVIDER_KEY=${PROVIDER_KEY}\nFIRST_POLL_MS=50\nPOLL_INTERVAL_MS=100\nNATS_USER=${solverAuth.NATS_USER}\nNATS_PASSWORD=${solverAuth.NATS_PASSWORD}\n`, { mode: 0o600 });
     const auth = natsEnv(nats, "gateway");
     const dbUrl = new URL(tdb.url);
     dbUrl.hostname = h.peerIp;
@@ -61,7 +71,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hosts?.stop();
   await Promise.all(relays.map((r) => r.stop()));
-  await Promise.all([nats?.dispose(), tdb?.drop()]);
+  await Promise.all([nats?.dispose(), tdb?.drop(), emu?.stop()]);
   if (dist) rmSync(dist, { recursive: true, force: true });
 });
 
@@ -136,6 +146,36 @@ describe("npm run deploy over SSH", () => {
     for (const h of hosts.hosts) expect(existsSync(join(h.dir, "opt", "gateway", "releases", "v6"))).toBe(false);
     expect(current(0)).toBe("releases/v5");
   }, 60_000);
+
+  test("the solver: v1 is installed and started, tasks through the deployed gateway are solved; v3 goes beside it and is stopped when it cannot consume", async () => {
+    const first = await deploy("solver", "v1", "--batch", "2");
+    expect(first.code).toBe(0);
+    expect(first.stderr).toContain("solver@v1.service started beside no other version (metrics port 9464)");
+    const h = hosts.hosts[0]!;
+    const sub = await hosts.exec(
+      h,
+      `curl -fsS -X POST -H 'authorization: Bearer ${API_KEY}' -H 'content-type: application/json' -d '{"type":"turnstile","params":{"sitekey":"0x4AAAAAAAC3DHQFLr1GavRN","pageurl":"https://example.com/deploy/solved"}}' http://127.0.0.1:8080/v1/tasks`,
+    );
+    const id = (JSON.parse(sub.out) as { id: string }).id;
+    const got = await hosts.exec(h, `curl -fsS -H 'authorization: Bearer ${API_KEY}' 'http://127.0.0.1:8080/v1/tasks/${id}?wait=30'`);
+    expect((JSON.parse(got.out) as { status: string }).status).toBe("completed");
+
+    // A second version installs beside the first with its own metrics port. It cannot consume yet:
+    // TASKS is a work queue held by v1's lane consumers, and moving shards between versions is the
+    // rollout service's job (issue 15). The deploy sees it unhealthy and stops it; v1 runs on.
+    const second = await deploy("solver", "v3", "--batch", "2");
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain("solver@v3.service started beside v1 (metrics port 9465)");
+    expect(second.stderr).toContain("the running versions are untouched");
+    expect(second.report!.hosts.map((o) => o.status)).toEqual(["rolled-back", "rolled-back"]);
+    for (const host of hosts.hosts) {
+      const ctl = join(host.dir, "bin", "systemctl");
+      expect((await hosts.exec(host, `${ctl} is-active solver@v1.service; ${ctl} is-active solver@v3.service`)).out).toBe("active\ninactive\n");
+      expect((await hosts.exec(host, "curl -fsS -m 2 http://127.0.0.1:9464/readyz")).out).toBe("ok\n");
+      expect(readFileSync(join(host.dir, "etc", "solver@v3.env"), "utf8")).toBe("METRICS_PORT=9465\n");
+      expect(readFileSync(join(host.dir, "run", "solver@v3.log"), "utf8")).toContain("the lane consumers of another solver version hold");
+    }
+  }, 120_000);
 
   test("bad arguments and a bad inventory are refused with the field named", () => {
     const noHosts = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "v1"]);

@@ -178,7 +178,18 @@ export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): 
 
 /** The lane consumers of one version group. */
 export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneConsumerOptions, "lane">): Promise<void> {
-  for (const lane of LANES) await ensureConsumer(jsm, streams.tasks(o.region), laneConsumerConfig({ ...o, lane }));
+  for (const lane of LANES) {
+    try {
+      await ensureConsumer(jsm, streams.tasks(o.region), laneConsumerConfig({ ...o, lane }));
+    } catch (err) {
+      // TASKS is a work queue: two consumers may not filter the same subjects. Another solver
+      // version's lane consumers hold them; say which, instead of the server's bare refusal.
+      if (!/filtered consumer not unique/i.test((err as Error).message)) throw err;
+      throw new Error(
+        `the lane consumers of another solver version hold ${streams.tasks(o.region)} (\`nats consumer ls ${streams.tasks(o.region)}\` names them): solver ${o.version} cannot consume beside them; two versions share a region only through the rollout service (apps/rollout), or stop the other version and delete its consumers`,
+      );
+    }
+  }
 }
 
 /** The webhook notifier's durable consumer on EVENTS: every event from its creation on. */
