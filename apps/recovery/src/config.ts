@@ -45,6 +45,8 @@ export const RecoveryEnv = z
     WITNESS_USER: z.string().min(1).optional(),
     WITNESS_PASSWORD: z.string().min(1).optional(),
     WITNESS_CREDS: z.string().min(1).optional(),
+    /** Replicas of the witness's `leases` bucket: 3 on a 3-node witness (infra/deploy), so losing one node fences no region. */
+    WITNESS_REPLICAS: envInt(1, 1, 5),
     /** A region that has not renewed its lease for this long may be taken over (plus the margin). */
     LEASE_TTL_MS: envInt(10_000, 1000, 600_000),
     /** Solvers stop submitting this long before the TTL; a takeover waits this long after it. */

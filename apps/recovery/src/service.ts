@@ -66,7 +66,7 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
           witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"));
           if (stopping) return;
           // Short requests: a round must fail fast when the witness is out of reach.
-          const witness = await new Kvm(jetstream(witnessNc, { timeout: 1000 })).create(buckets.leases(), { history: 1 });
+          const witness = await new Kvm(jetstream(witnessNc, { timeout: 1000 })).create(buckets.leases(), { history: 1, replicas: config.WITNESS_REPLICAS });
           keeper = startLeaseKeeper({
             witness,
             local: await openRegionBucket(ctx.nc, config.REGION),
