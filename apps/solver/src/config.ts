@@ -33,8 +33,6 @@ export const SolverEnv = z
     MAX_POLLS: envInt(20, 1, 20),
     /** Fold concurrent polls into `res.php?action=get&ids=` requests (up to 100 ids). Off for providers without bulk get. */
     BULK_POLL: envBool(true),
-    /** Waiting tasks live in the worker's waiting room as small records (off: each handler polls its own). */
-    WAITING_ROOM: envBool(true),
     MAX_RESUBMITS: envInt(3, 0, 20),
     TOKEN_TTL_MS: envInt(120_000, 1000, 24 * 3600_000),
     RETRY_BASE_MS: envInt(1000, 10, 600_000),

@@ -145,7 +145,6 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     profile: config.PROVIDER_PROFILE,
     counters: {},
     sleeper: createSleeper(),
-    parking: config.WAITING_ROOM,
     metrics: {
       event: (e) => metrics?.event(e),
       solved: (t, sec) => metrics?.solved(t, sec),

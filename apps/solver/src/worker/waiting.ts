@@ -1,16 +1,18 @@
 import type { ProviderReply } from "@pipeline/shared/provider";
+import { afterPoll, beforePoll, observeReply, type Step } from "../domain/lifecycle.ts";
 import type { Outcome } from "../domain/outcome.ts";
-import { backoff } from "../domain/timing.ts";
-import { completeSolved, observeReply, type HandlerDeps, type Parked, type Resume } from "./handle-task.ts";
+import type { HandlerDeps, Parked, Resume } from "./deps.ts";
+import { completeSolved } from "./steps.ts";
 
-/** How a wait ended: the task is finished, or handed back to the handler with what it saw. */
+/** How a wait ended: the task is finished, or handed back to the handler with the step to take. */
 export type WaitResult = { kind: "done"; outcome: Outcome } | { kind: "resume"; resume: Resume };
 
 export interface WaitingRoom {
   /**
    * Polls a parked task until its answer is there (then finishes it: completion, event, slot
-   * release) or something the handler decides comes up (an error reply, a rotated key, the poll
-   * budget spent: handed back). Rejects on a hard stop or a failed finish, the slot parked.
+   * release) or a step the handler takes comes up (the provider gave it up or failed it, the key
+   * stopped or rotated, the poll budget spent: handed back). Rejects on a hard stop or a failed
+   * finish, the slot parked.
    */
   wait(p: Parked): Promise<WaitResult>;
   /** Tasks waiting now. */
@@ -18,19 +20,17 @@ export interface WaitingRoom {
 }
 
 /**
- * The waiting phase of every task of a worker, as records instead of suspended handlers: a
- * solver holding 10,000 tasks at a slow provider keeps 10,000 of these (a few hundred bytes
- * each) and the sleeps and polls in flight, not 10,000 handler call chains with their closures
- * and claimed rows. The logic is the handler's (`pollUntilDone` in handle-task.ts) for the
- * replies that keep a task waiting: not ready (again after the poll interval), transport errors
- * (again after a backoff), and the answer (finished here); everything else goes back to it.
+ * The waiting phase of every task of a worker, and the only poll loop: records instead of
+ * suspended handlers. A solver holding 10,000 tasks at a slow provider keeps 10,000 of these (a
+ * few hundred bytes each) and the sleeps and polls in flight, not 10,000 handler call chains.
+ * What to do with each reply is the domain's decision (`beforePoll`, `afterPoll`).
  */
 export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): WaitingRoom {
   const t = deps.timing;
   let waiting = 0;
 
   class Wait {
-    /** Polls made here (they count against the budget with the handler's). */
+    /** Polls made in this wait (the budget). */
     n = 0;
     transportErrors = 0;
     constructor(
@@ -58,13 +58,15 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       );
     }
 
-    handBack(reply?: ProviderReply): void {
-      this.settle({ kind: "resume", resume: { parked: this.p, ...(reply ? { reply } : {}), pollsWaited: this.n } });
+    handBack(step: Step): void {
+      if (step.kind === "resubmit" && this.n >= t.maxPolls) deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
+      this.settle({ kind: "resume", resume: { parked: this.p, step } });
     }
 
     poll(): void {
       const { p } = this;
-      if (deps.keys.current().ref !== p.key.ref || this.n >= t.maxPolls) return this.handBack();
+      const stop = beforePoll({ keyInUse: deps.keys.current().ref, keyOfTask: p.key.ref, polls: this.n, maxPolls: t.maxPolls });
+      if (stop) return this.handBack(stop);
       const reply = deps.poller ? deps.poller.poll(p.providerId, p.key.value, p.type, signal) : deps.provider.poll(p.providerId, p.key.value, signal);
       reply.then(
         (r) => this.onReply(r),
@@ -76,19 +78,18 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       this.n++;
       this.p.polls++;
       observeReply(deps.keys.breaker(this.p.key.ref), deps.profile, reply);
-      if (reply.kind === "not_ready") return this.sleepThenPoll(t.pollIntervalMs);
-      if (reply.kind === "transport") {
-        this.transportErrors++;
-        return this.sleepThenPoll(Math.max(t.pollIntervalMs, backoff(this.transportErrors, t.retryBaseMs, t.retryMaxMs)));
-      }
-      if (reply.kind === "ok") return void this.finish(reply);
-      this.handBack(reply);
+      if (reply.kind !== "ok" && reply.kind !== "not_ready") this.transportErrors++;
+      const step = afterPoll(reply, { transportErrors: this.transportErrors, profile: deps.profile, limits: t });
+      if (step.kind === "pollAgain") return this.sleepThenPoll(step.delayMs);
+      if (step.kind === "complete" && reply.kind === "ok") return void this.finish(reply);
+      if (step.kind === "resubmit") deps.log.info({ taskId: this.p.taskId, code: reply.kind === "error" ? reply.code : undefined }, "provider gave the task up; submitting anew");
+      this.handBack(step);
     }
 
     async finish(reply: Extract<ProviderReply, { kind: "ok" }>): Promise<void> {
       const { p } = this;
-      // Into the start cap for the finishing writes, as the handler does: thousands of answers
-      // arriving together must not queue thousands of writes.
+      // Into the start cap for the finishing writes: thousands of answers arriving together
+      // must not queue thousands of writes.
       if (deps.admission) await deps.admission.acquire();
       let outcome: Outcome;
       try {

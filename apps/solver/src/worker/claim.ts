@@ -1,0 +1,61 @@
+// The claim phase: a delivery becomes a task in hand (its row leased to this worker), or an
+// outcome without any provider call (no row, already final, leased by another, out of time).
+import type { TaskRow } from "@pipeline/shared/db";
+import type { TaskType } from "@pipeline/shared/schemas";
+import type { Breaker } from "../domain/breaker.ts";
+import { afterClaim, atStart } from "../domain/lifecycle.ts";
+import { ack, nak } from "../domain/outcome.ts";
+import { counter, type Delivery, type HandlerDeps } from "./deps.ts";
+import { done, type Solved, type TaskInHand, writeStep } from "./steps.ts";
+
+/** A claimed task and its row. */
+export interface Claimed {
+  task: TaskInHand;
+  row: TaskRow;
+}
+
+/**
+ * Claims the task's row (lease), dead-letters it when it is out of time or attempts, says
+ * `solving`, and takes over a submit a presumed-dead holder had started (its provider id, once
+ * checkpointed) rather than submitting the same captcha again.
+ */
+export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal): Promise<Claimed | Solved> {
+  const { store, timing: t, workerId: w } = deps;
+  const bump = counter(deps);
+  const claimed = afterClaim(await store.claim(d.taskId, w, t.leaseMs));
+  if ("outcome" in claimed) {
+    bump(claimed.counter);
+    return done(claimed.outcome);
+  }
+  const row = claimed.row;
+  if (d.deliveries > 1) bump("redeliveries");
+  const task: TaskInHand = { taskId: d.taskId, type: row.type as TaskType, row, polls: 0, providerId: row.providerId };
+  const late = atStart(row, Date.now(), t);
+  if (late?.kind === "deadLetter") return writeStep(deps, task, late, breaker);
+  await deps.events.publish({ taskId: d.taskId, kind: "solving", state: "solving", version: row.version, data: { worker: w, attempt: row.attempts } });
+
+  // A previous holder presumed dead (its lease ran out) may be alive and mid-submit: wait for its
+  // checkpoint rather than submit the same captcha a second time.
+  if (!task.providerId && row.submitStartedAt && row.submitOwner !== w) {
+    const graceEnd = row.submitStartedAt.getTime() + t.providerTimeoutMs + 1000;
+    while (!task.providerId && Date.now() < graceEnd) {
+      await deps.sleeper.sleep(200, signal);
+      const now = await store.get(d.taskId);
+      if (!now || now.leaseOwner !== w || now.state !== "solving") return done(nak(t.leaseMs, "no longer ours while waiting for a started submit"));
+      if (now.providerId) {
+        task.providerId = now.providerId;
+        bump("adoptedSubmits");
+      } else if (!now.submitStartedAt) break; // that submit created nothing
+    }
+  }
+  return { task, row };
+}
+
+/** The row of a task handed back by the waiting room, if it is still this worker's to finish. */
+export async function resumedRow(deps: HandlerDeps, taskId: string): Promise<{ row: TaskRow } | Solved> {
+  const row = await deps.store.get(taskId);
+  if (!row) return done(ack("no row for this task any more"));
+  if (row.state === "completed" || row.state === "failed" || row.state === "cancelled") return done(ack(`already ${row.state}`));
+  if (row.state !== "solving" || row.leaseOwner !== deps.workerId) return done(nak(deps.timing.leaseMs, "no longer ours after waiting"));
+  return { row };
+}

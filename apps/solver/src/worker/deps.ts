@@ -1,0 +1,98 @@
+// What the task handler and the waiting room need, and the shapes they pass between them.
+import type { Logger } from "@pipeline/shared/log";
+import type { ProviderProfile } from "@pipeline/shared/provider";
+import type { Priority, TaskType } from "@pipeline/shared/schemas";
+import type { Poller } from "../adapters/bulk-poller.ts";
+import type { EventSink } from "../adapters/nats.ts";
+import type { SolverStore } from "../adapters/pg.ts";
+import type { ProviderClient } from "../adapters/provider.ts";
+import type { ProviderSlots } from "../adapters/slots.ts";
+import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
+import type { Step } from "../domain/lifecycle.ts";
+import type { Outcome } from "../domain/outcome.ts";
+import type { Permits } from "../domain/permits.ts";
+import type { Sleeper } from "./sleeps.ts";
+
+export interface HandlerTiming {
+  leaseMs: number;
+  firstPollMs: number | undefined;
+  pollIntervalMs: number;
+  maxPolls: number;
+  maxResubmits: number;
+  maxAttempts: number;
+  tokenTtlMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  slotWaitMs: number;
+  /** How long an in.php call may take; a taker-over waits this long for a started submit to land. */
+  providerTimeoutMs: number;
+}
+
+export interface HandlerDeps {
+  workerId: string;
+  store: SolverStore;
+  provider: ProviderClient;
+  /** Folds polls into bulk requests; without it each poll is its own request. */
+  poller?: Poller;
+  /**
+   * Caps the tasks in their start phase (slot, claim, submit, checkpoint: the Postgres-heavy
+   * part) at once; a task leaves it when it starts waiting for the provider. Without it,
+   * thousands of deliveries arriving together queue thousands of queries at once.
+   */
+  admission?: Permits;
+  slots: ProviderSlots;
+  /** The provider key in use (it may change between two tasks: key rotation) and a breaker per key. */
+  keys: KeyRing;
+  /** With several regions: may this region make new provider submissions (its lease)? Absent: always. */
+  fence?: { allows(): boolean };
+  events: EventSink;
+  log: Logger;
+  threads: number;
+  timing: HandlerTiming;
+  profile: ProviderProfile;
+  /** Counters the worker exposes (dedup acks, resumes...). */
+  counters: Record<string, number>;
+  /** Metrics hooks (Prometheus in the service; absent in some tests). */
+  metrics?: { event(name: string): void; solved(type: string, seconds: number): void };
+  random?: () => number;
+  /** The waits between steps (slot retries, first poll, poll interval): one timer for them all. */
+  sleeper: Sleeper;
+}
+
+export interface Delivery {
+  taskId: string;
+  priority: Priority;
+  deliveries: number;
+}
+
+/** A task waiting for the provider's answer, as the handler leaves it to the waiting room. */
+export interface Parked {
+  taskId: string;
+  type: TaskType;
+  providerId: string;
+  key: ProviderKeyInUse;
+  /** The provider slot the task holds (released when it finishes). */
+  slot: number;
+  /** res.php calls made for it so far in this delivery. */
+  polls: number;
+  /** New provider tasks this delivery made for it (bounded by maxResubmits). */
+  resubmits: number;
+  firstDelayMs: number;
+}
+
+/** What the handler decided: an outcome for the message, or a task parked in the waiting room. */
+export type Handled = Outcome | { kind: "parked"; parked: Parked };
+
+/** A task the waiting room hands back: the step it cannot take itself (resubmit, fail, key stopped, key rotated). */
+export interface Resume {
+  parked: Parked;
+  step: Step;
+}
+
+/** Counts an event for the worker's counters and the metrics. */
+export function counter(deps: Pick<HandlerDeps, "counters" | "metrics">) {
+  return (k: string) => {
+    deps.counters[k] = (deps.counters[k] ?? 0) + 1;
+    deps.metrics?.event(k);
+  };
+}

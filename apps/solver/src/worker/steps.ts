@@ -1,0 +1,91 @@
+// The one place a task's final or waiting steps are written: the row (every write guarded by the
+// lease), the event, and the message's outcome. The decisions are the domain's (lifecycle.ts).
+import type { ProviderReply } from "@pipeline/shared/provider";
+import type { TaskType } from "@pipeline/shared/schemas";
+import type { Breaker } from "../domain/breaker.ts";
+import { retryOrDeadLetter, type RowFacts, type Step } from "../domain/lifecycle.ts";
+import { ack, nak, type Outcome } from "../domain/outcome.ts";
+import { tokenExpiry } from "../domain/timing.ts";
+import { counter, type HandlerDeps, type Parked } from "./deps.ts";
+
+/** Where a delivery ends: the message's outcome, and whether the provider still works on the task. */
+export interface Solved {
+  outcome: Outcome;
+  /** True when the provider still works on the task (its slot must stay taken). */
+  providerTaskInFlight: boolean;
+  /** Set when the task goes to the waiting room (`outcome` is then unused). */
+  park?: Omit<Parked, "slot">;
+}
+
+export const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
+
+/** The task as the writer needs it; `polls` and `providerId` change as the delivery goes on. */
+export interface TaskInHand {
+  taskId: string;
+  type: TaskType;
+  row: RowFacts;
+  polls: number;
+  providerId: string | null;
+}
+
+type Final = Extract<Step, { kind: "retry" | "fail" | "deadLetter" | "keyStopped" }>;
+
+/** Writes a final (for this delivery) step: retry, fail, dead letter, key stopped. */
+export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final, breaker: Breaker): Promise<Solved> {
+  const { store, events, workerId: w } = deps;
+  const { taskId, polls } = task;
+  const s = step.kind === "retry" ? retryOrDeadLetter(task.row, step, Date.now(), deps.timing) : step;
+  switch (s.kind) {
+    case "deadLetter": {
+      const r = await store.fail(taskId, w, { code: s.code, message: `dead-lettered: ${s.reason}`, polls });
+      if (r) {
+        counter(deps)("deadLettered");
+        await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code, deadLetter: s.reason } });
+        await events.deadLetter(taskId, task.type, { reason: s.reason, code: s.code, attempts: r.attempts, redrives: r.redrives });
+      }
+      return done(ack(`dead-lettered: ${s.reason}`));
+    }
+    case "retry": {
+      const r = await store.release(taskId, w, { polls, ...(s.code ? { code: s.code } : {}) });
+      if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code: s.code, delayMs: s.delayMs } });
+      return done(nak(s.delayMs, s.why), task.providerId !== null);
+    }
+    case "fail": {
+      const r = await store.fail(taskId, w, { code: s.code, polls });
+      if (r) await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code } });
+      return done(ack(`failed: ${s.code}`));
+    }
+    case "keyStopped": {
+      // A key-level error: the task waits (no attempt is spent on it), the breaker is open.
+      deps.log.error({ taskId, code: s.code }, "provider key stopped; breaker open, task waits");
+      const r = await store.release(taskId, w, { polls, code: s.code });
+      if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code: s.code } });
+      return done(nak(breaker.retryInMs() + 500, `key stopped: ${s.code}`), task.providerId !== null);
+    }
+    default:
+      throw new Error(`not a final step: ${s.kind}`);
+  }
+}
+
+/**
+ * The finish of a solved task: the completion (guarded by the lease), the solve-time metric, the
+ * `completed` event. The waiting room calls it when the answer is there.
+ */
+export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
+  const { store, events, timing: t, workerId: w } = deps;
+  const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
+  const expiresAt = tokenExpiry(type, new Date(), t.tokenTtlMs);
+  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });
+  if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
+  deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);
+  // The token rides in the event: EVENTS is the changelog a restored database is replayed
+  // from (it is a stream, not a log; nothing prints event bodies).
+  await events.publish({
+    taskId,
+    kind: "completed",
+    state: "completed",
+    version: r.version,
+    data: { token: reply.value, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId },
+  });
+  return ack("completed");
+}

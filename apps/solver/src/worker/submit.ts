@@ -1,0 +1,81 @@
+// The submit phase: in.php until the provider has a task for us, its id checkpointed before
+// anything else happens (losing it would mean paying twice), then the task is parked.
+import { toProviderParams } from "@pipeline/shared/provider";
+import type { TaskSpec } from "@pipeline/shared/schemas";
+import type { Breaker } from "../domain/breaker.ts";
+import type { ProviderKeyInUse } from "../domain/keyring.ts";
+import { afterSubmit, observeReply } from "../domain/lifecycle.ts";
+import { nak } from "../domain/outcome.ts";
+import { firstPollDelay } from "../domain/timing.ts";
+import type { HandlerDeps } from "./deps.ts";
+import type { Sleeper } from "./sleeps.ts";
+import { done, type Solved, type TaskInHand, writeStep } from "./steps.ts";
+
+/** Runs a write until it succeeds or `forMs` passes (then rethrows), backing off up to 2 s. */
+async function persist<T>(write: () => Promise<T>, forMs: number, sleeper: Sleeper, signal: AbortSignal): Promise<T> {
+  const until = Date.now() + forMs;
+  for (let wait = 100; ; wait = Math.min(2000, wait * 2)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (Date.now() + wait > until) throw err;
+      await sleeper.sleep(wait, signal);
+    }
+  }
+}
+
+export interface SubmitContext {
+  deps: HandlerDeps;
+  task: TaskInHand & { params: unknown; attempts: number; version: number };
+  key: ProviderKeyInUse;
+  breaker: Breaker;
+  /** New provider tasks made in this delivery so far; counted up here. */
+  resubmits: { n: number };
+  /** The task leaves the start cap once the provider has it. */
+  leave(): void;
+  signal: AbortSignal;
+}
+
+/**
+ * Submits until the provider id is stored: then the task is parked (`park` set, the first poll
+ * after the type's delay). Any other end (fenced, cancelled, failed, retry, key stopped) is a
+ * written step. Never submits while the region is fenced or after the row stopped being ours.
+ */
+export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
+  const { deps, task, key } = c;
+  const { store, provider, timing: t, workerId: w } = deps;
+  const taskId = task.taskId;
+  for (;;) {
+    // A fenced region (cut off from the witness, or its lease taken over) pays for nothing new.
+    if (deps.fence && !deps.fence.allows()) return done(nak(2000, "region fenced: no new provider submissions"));
+    // Cancelled (or lease lost) since the claim: never submit afterwards.
+    if (!(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
+    deps.log.debug({ taskId, attempt: task.attempts, resubmits: c.resubmits.n }, "provider submit");
+    const reply = await provider.submit(toProviderParams({ type: task.type, params: task.params } as TaskSpec), key.value, c.signal);
+    observeReply(c.breaker, deps.profile, reply);
+    if (reply.kind !== "ok") await store.endSubmit(taskId, w);
+    // A timed-out in.php may have created a provider task we will never hear of: the retry
+    // then pays twice. Said at warn so an operator can count them.
+    if (reply.kind === "transport") deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
+    const step = afterSubmit(reply, { attempts: task.attempts, resubmits: c.resubmits.n, profile: deps.profile, limits: t });
+    if (step.kind === "resubmit") {
+      c.resubmits.n++;
+      continue;
+    }
+    if (step.kind !== "checkpoint") return writeStep(deps, task, step, c.breaker);
+    const pid = step.providerId;
+    // The provider has the task now: losing this write means paying for it twice, so it is
+    // retried through a database outage (for as long as a lease could have lasted, at least a minute).
+    const cp = await persist(() => store.setProviderId(taskId, w, pid, key.ref), Math.max(60_000, t.leaseMs * 2), deps.sleeper, c.signal);
+    deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
+    if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
+    task.providerId = pid;
+    await deps.events.publish({ taskId, kind: "submitted", state: "solving", version: task.version, data: { providerId: pid, keyRef: key.ref } });
+    c.leave();
+    return {
+      outcome: { kind: "ack", reason: "parked" },
+      providerTaskInFlight: true,
+      park: { taskId, type: task.type, providerId: pid, key, polls: task.polls, resubmits: c.resubmits.n, firstDelayMs: firstPollDelay(task.type, t.firstPollMs) },
+    };
+  }
+}
