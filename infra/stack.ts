@@ -2,7 +2,8 @@
 // and Postgres of the project's own under .data/, migrations, and `.data/dev-stack.json` that the
 // apps' dev tasks wait for (infra/with-stack.ts). `turbo run dev` runs it beside the apps;
 // Ctrl-C stops the servers and removes the file; a second start reuses the data.
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { migrateDatabase } from "@pipeline/shared/db";
 import { devStackFile, portInUse, removeDevStack, startNatsServer, startPostgres, writeDevStack } from "@pipeline/shared/localstack";
@@ -25,6 +26,7 @@ const natsPort = num("NATS_PORT", 14222);
 const pgPort = num("PG_PORT", 15432);
 const gatewayPort = num("GATEWAY_PORT", 8080);
 const emulatorPort = num("EMULATOR_PORT", 18090);
+const consolePort = num("CONSOLE_PORT", 8090);
 
 const stops: Array<() => Promise<void>> = [];
 let stopping = false;
@@ -67,6 +69,14 @@ try {
   // The solvers' key file: `recovery rotate-key --to spare` switches the fleet to the second key.
   const keysFile = join(dataDir, "provider-keys.json");
   if (!env.PROVIDER_KEYS_FILE) writeFileSync(keysFile, JSON.stringify({ default: env.PROVIDER_KEY ?? emulatorKey, spare: spareKey }, null, 2), { mode: 0o600 });
+  // The operator console's sign-in (recovery, CONSOLE_PORT): one generated operator token, kept
+  // across starts in a 0600 file like the NATS credentials; never in dev-stack.json.
+  const consoleTokensFile = join(dataDir, "console-tokens");
+  let operatorToken = existsSync(consoleTokensFile) ? /^dev-operator:operator:(\S+)$/m.exec(readFileSync(consoleTokensFile, "utf8"))?.[1] : undefined;
+  if (!operatorToken && !env.CONSOLE_TOKENS_FILE) {
+    operatorToken = randomBytes(24).toString("base64url");
+    writeFileSync(consoleTokensFile, `# name:role:token, one a line (roles viewer, operator); read by the recovery service's console\ndev-operator:operator:${operatorToken}\n`, { mode: 0o600 });
+  }
   // Dev defaults of what the user did not set: the apps merge them under their own environment.
   const defaults: Record<string, string> = {
     REGION: region,
@@ -85,6 +95,8 @@ try {
     WEBHOOK_ALLOW_HTTP: "1",
     WEBHOOK_ALLOW_PRIVATE: "1",
     DATA_DIR: dataDir,
+    CONSOLE_PORT: String(consolePort),
+    CONSOLE_TOKENS_FILE: consoleTokensFile,
   };
   for (const k of Object.keys(defaults)) if (env[k]) delete defaults[k];
   writeDevStack(stackFile, {
@@ -103,6 +115,7 @@ try {
   gateway   http://127.0.0.1:${gatewayPort}   (API key: ${env.API_KEYS ? "(yours)" : apiKey}; callbacks signed with WEBHOOK_SECRET=${env.WEBHOOK_SECRET ? "(yours)" : defaults.WEBHOOK_SECRET})
   emulator  ${provider}   (provider; stats at /emulator/stats)
   metrics   http://127.0.0.1:${gatewayPort}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
+  console   http://127.0.0.1:${consolePort}/console   (operator token: ${env.CONSOLE_TOKENS_FILE ? "(yours)" : `${operatorToken}, in ${consoleTokensFile} (0600)`})
   NATS      ${nats.url}   (nats-server ${nats.version}${nats.credentialsFile ? `; users per app, passwords in ${nats.credentialsFile}` : ""})
   Postgres  ${databaseUrl}
   settings  ${stackFile}   (read by the apps' dev tasks and by \`npm run recovery -- <command>\`)

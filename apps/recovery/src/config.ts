@@ -54,6 +54,15 @@ export const RecoveryEnv = z
     LEASE_RENEW_MS: envInt(1000, 100, 60_000),
     /** After a takeover, tasks whose provider id never reached this region are adopted this much later. */
     ADOPT_UNCERTAIN_MS: envInt(30_000, 0, 3600_000),
+    /** The operator console (src/console): its own listener, never the public one. */
+    CONSOLE_HOST: z.string().min(1).default("127.0.0.1"),
+    CONSOLE_PORT: envInt(8090, 0, 65535),
+    /** `name:role:token` entries (roles viewer, operator), comma- or newline-separated; no entry = console off. */
+    CONSOLE_TOKENS: z.string().optional(),
+    /** The same entries in a file, one a line (npm run dev writes one, 0600). */
+    CONSOLE_TOKENS_FILE: z.string().min(1).optional(),
+    /** A redriven task's fresh deadline (the gateway's TASK_DEADLINE_MS). */
+    TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
 export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[] };

@@ -12,6 +12,7 @@ import { adoptRegion } from "./regions/adopt.ts";
 import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
+import { startConsole } from "./console/server.ts";
 
 export interface RecoveryService {
   /** Waits for a sweep or snapshot in progress, then closes NATS and Postgres. */
@@ -83,11 +84,14 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () =>
     takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log }),
   );
+  // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
+  const operatorConsole = await startConsole(config, ctx, log);
   log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");
   return {
     async stop() {
       stopping = true;
       for (const t of timers) clearInterval(t);
+      await operatorConsole?.stop();
       await keeper?.stop();
       await witnessNc?.close().catch(() => {});
       void keeperStarting;

@@ -74,3 +74,11 @@ export function findPromtool(log: (m: string) => void = () => {}): string {
   if (!p) throw new MissingBinaryError("promtool not found; install Debian's prometheus package (apt-get install prometheus)");
   return p;
 }
+
+/** Debian's chromium for the browser tests (driven by playwright-core): /usr/bin/chromium, else installed through apt (root). */
+export function findChromium(log: (m: string) => void = () => {}): string {
+  const bin = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
+  if (existsSync(bin)) return bin;
+  if (aptInstall(["chromium"], log) && existsSync(bin)) return bin;
+  throw new MissingBinaryError(`chromium not found at ${bin}; apt-get install --no-install-recommends chromium (as root), or set CHROMIUM_BIN`);
+}

@@ -1,0 +1,252 @@
+// What the console shows, read from the sources the CLI and the metrics use: the tasks table
+// (states, solve times, provider calls), the workers_<region> heartbeats (the `workers` command),
+// provider_slots (the fleet-wide thread plan), DLQ_<region> and failed rows, snapshots' manifests
+// and audit_log's drills (`snapshots`, `audit`), `assess` itself, and the region lease and
+// mirrors (`assess` with several regions). Tokens and keys are never read out of a row.
+import { createHash } from "node:crypto";
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type postgres from "postgres";
+import { liveWorkers, type Heartbeat } from "@pipeline/shared/runtime";
+import { streams } from "@pipeline/shared/subjects";
+import { TaskEvent } from "@pipeline/shared/schemas";
+import type { Assessment } from "../assess/assess.ts";
+import type { RegionsProbe } from "../assess/regions.ts";
+import { listSnapshots } from "../snapshot/manifest.ts";
+import { fillBuckets, type Bucket } from "./charts.ts";
+
+export const WINDOW_MINUTES = 15;
+
+export interface ConsoleState {
+  at: string;
+  region: string;
+  regions: string[];
+  /** Rows of the tasks table by (region, state, type). */
+  tasks: Array<{ region: string; state: string; type: string; n: number }>;
+  window: { minutes: number; buckets: Bucket[]; completed: number; perMinute: number; p50: number | null; p95: number | null };
+  provider: { solved: number; calls: number; callsPerSolved: number | null; extraPaid: number };
+  fleet: { workers: Array<Heartbeat & { waiting: number; heartbeatAgeMs: number }>; error: string | null };
+  keys: Array<{ keyRef: string; names: string[]; threads: number; inUse: number; balance: string | null }>;
+  dlq: { stream: number | null; failed: Array<{ id: string; type: string; region: string; at: string; code: string | null; reason: string | null; redrives: number; home: boolean }> };
+  recovery: {
+    snapshot: { name: string; at: string; ageSec: number } | null;
+    drills: Array<{ scenario: string; at: string; rpo: unknown; rtoMs: unknown; passed: unknown; actor: string }>;
+    assess: { at: string; level: string; checks: Array<{ name: string; level: string; summary: string }> } | null;
+  };
+  regionsView: { lease: { holder: string; epoch: number; validForMs: number } | null | string; mirrors: Array<{ remote: string; lag?: number; activeMs?: number | null; error?: string }> } | null;
+  rollouts: null;
+}
+
+export interface DataDeps {
+  region: string;
+  regions: string[];
+  sql: postgres.Sql;
+  jsm: JetStreamManager;
+  js: JetStreamClient;
+  workersKv: KV;
+  snapshotDir: string;
+  /** PROVIDER_KEY, only to match its balance to its hash reference; never shown. */
+  providerKey: string | undefined;
+  /** The latest cached `assess` (re-run in the background; it probes the provider). */
+  assessment: () => Assessment | null;
+  regionsProbe: () => RegionsProbe | null;
+}
+
+/** The solver's hash reference of a key (apps/solver/src/domain/key-ref.ts). */
+export const keyRefOf = (key: string) => `key_${createHash("sha256").update(key).digest("hex").slice(0, 12)}`;
+
+const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+export async function collectState(d: DataDeps, now = Date.now()): Promise<ConsoleState> {
+  const sql = d.sql;
+  const [tasks, buckets, totals, provider, waiting, slots, failed, drills] = await Promise.all([
+    sql<{ region: string; state: string; type: string; n: number }[]>`select region, state, type, count(*)::int as n from tasks group by 1, 2, 3 order by 1, 2, 3`,
+    sql<{ minute: number; n: number; p50: number | null; p95: number | null }[]>`
+      select floor(extract(epoch from completed_at) / 60)::bigint::int as minute, count(*)::int as n,
+             percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at) * 1000) as p50,
+             percentile_cont(0.95) within group (order by extract(epoch from completed_at - created_at) * 1000) as p95
+      from tasks where state in ('completed', 'expired') and completed_at >= to_timestamp(${Math.floor(now / 60_000 - (WINDOW_MINUTES - 1)) * 60})
+      group by 1`,
+    sql<{ n: number; p50: number | null; p95: number | null }[]>`
+      select count(*)::int as n,
+             percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at) * 1000) as p50,
+             percentile_cont(0.95) within group (order by extract(epoch from completed_at - created_at) * 1000) as p95
+      from tasks where state in ('completed', 'expired') and completed_at >= to_timestamp(${Math.floor(now / 60_000 - (WINDOW_MINUTES - 1)) * 60})`,
+    sql<{ solved: number; calls: number; extra: number }[]>`
+      select count(*)::int as solved, coalesce(sum(provider_submissions + provider_polls), 0)::int as calls,
+             coalesce(sum(greatest(provider_submissions - 1, 0)), 0)::int as extra
+      from tasks where state in ('completed', 'expired')`,
+    sql<{ owner: string; n: number }[]>`select lease_owner as owner, count(*)::int as n from tasks where state = 'solving' and provider_id is not null and lease_owner is not null group by 1`,
+    sql<{ key_ref: string; threads: number; in_use: number }[]>`select key_ref, count(*)::int as threads, count(task_id)::int as in_use from provider_slots group by 1 order by 1`,
+    sql<{ id: string; type: string; region: string; at: Date; code: string | null; reason: string | null; redrives: number }[]>`
+      select id, type, region, coalesce(completed_at, updated_at) as at, error_code as code, error_message as reason, redrives
+      from tasks where state = 'failed' order by coalesce(completed_at, updated_at) desc limit 50`,
+    sql<{ at: Date; actor: string; detail: Record<string, unknown> }[]>`
+      select distinct on (detail->>'scenario') at, actor, detail from audit_log where action = 'drill' order by detail->>'scenario', id desc`,
+  ]);
+  const fleet: ConsoleState["fleet"] = { workers: [], error: null };
+  try {
+    const waitingBy = new Map(waiting.map((w) => [w.owner, w.n]));
+    fleet.workers = (await liveWorkers(d.workersKv, now)).workers.map((w) => ({ ...w, waiting: waitingBy.get(w.workerId) ?? 0, heartbeatAgeMs: Math.max(0, now - Date.parse(w.at)) }));
+  } catch (err) {
+    fleet.error = (err as Error).message;
+  }
+  const a = d.assessment();
+  const ourRef = d.providerKey ? keyRefOf(d.providerKey) : undefined;
+  const namesOf = (ref: string) => [...new Set(fleet.workers.filter((w) => w.keyRef === ref).map((w) => w.keyName))];
+  const refs = new Set([...slots.map((s) => s.key_ref), ...fleet.workers.map((w) => w.keyRef)]);
+  const keys = [...refs].sort().map((ref) => {
+    const s = slots.find((x) => x.key_ref === ref);
+    return { keyRef: ref, names: namesOf(ref), threads: s?.threads ?? 0, inUse: s?.in_use ?? 0, balance: ref === ourRef ? (a?.provider?.balance ?? null) : null };
+  });
+  let dlqStream: number | null = null;
+  try {
+    dlqStream = (await d.jsm.streams.info(streams.dlq(d.region))).state.messages;
+  } catch {
+    dlqStream = null;
+  }
+  const snaps = listSnapshots(d.snapshotDir);
+  const newest = snaps[0];
+  const t = totals[0]!;
+  const completed = t.n;
+  const p = provider[0]!;
+  const probe = d.regionsProbe();
+  return {
+    at: new Date(now).toISOString(),
+    region: d.region,
+    regions: d.regions,
+    tasks,
+    window: { minutes: WINDOW_MINUTES, buckets: fillBuckets(buckets, now, WINDOW_MINUTES), completed, perMinute: completed / WINDOW_MINUTES, p50: num(t.p50), p95: num(t.p95) },
+    provider: { solved: p.solved, calls: p.calls, callsPerSolved: p.solved ? p.calls / p.solved : null, extraPaid: p.extra },
+    fleet,
+    keys,
+    dlq: { stream: dlqStream, failed: failed.map((f) => ({ ...f, at: new Date(f.at).toISOString(), home: f.region === d.region })) },
+    recovery: {
+      snapshot: newest ? { name: newest.manifest.name, at: newest.manifest.createdAt, ageSec: Math.round((now - Date.parse(newest.manifest.createdAt)) / 1000) } : null,
+      drills: drills.map((r) => ({ scenario: String(r.detail.scenario), at: new Date(r.at).toISOString(), rpo: r.detail.rpo, rtoMs: r.detail.rtoMs, passed: r.detail.passed, actor: r.actor })),
+      assess: a ? { at: a.at, level: a.level, checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })) } : null,
+    },
+    regionsView:
+      d.regions.length > 1 && probe
+        ? {
+            lease: probe.lease instanceof Error ? probe.lease.message : probe.lease ? { holder: probe.lease.holder, epoch: probe.lease.epoch, validForMs: probe.lease.validUntil - probe.now } : null,
+            mirrors: probe.mirrors.map((m) => ("error" in m ? { remote: m.remote, error: m.error } : { remote: m.remote, lag: m.lag, activeMs: m.activeMs })),
+          }
+        : null,
+    rollouts: null,
+  };
+}
+
+/** Event fields a timeline may show; anything else (the token, the user agent) is never sent to a page. */
+const SHOWN = ["worker", "attempt", "providerId", "keyRef", "code", "deadLetter", "delayMs", "redrives", "deadlineAt", "from", "epoch", "expiresAt", "completedAt", "by"] as const;
+
+export function safeEventData(data: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of SHOWN) if (data && data[k] !== undefined && data[k] !== null) out[k] = data[k];
+  return out;
+}
+
+export interface Timeline {
+  task: {
+    id: string;
+    region: string;
+    type: string;
+    priority: string;
+    state: string;
+    version: number;
+    attempts: number;
+    redrives: number;
+    providerId: string | null;
+    providerKeyRef: string | null;
+    providerSubmissions: number;
+    providerPolls: number;
+    leaseOwner: string | null;
+    submitOwner: string | null;
+    errorCode: string | null;
+    errorMessage: string | null;
+    createdAt: string;
+    startedAt: string | null;
+    completedAt: string | null;
+    deadlineAt: string | null;
+    hasToken: boolean;
+  };
+  events: Array<{ seq: number; at: string; kind: string; state: string; version: number; region: string; data: Record<string, unknown> }>;
+  /** Events were read from the task's acceptance on; true when the read stopped at its limit. */
+  truncated: boolean;
+  audit: Array<{ at: string; actor: string; action: string; detail: unknown }>;
+}
+
+const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
+
+/**
+ * A task by id: its row (no token), every event of it in its home's EVENTS stream (an ordered
+ * consumer from its acceptance time, scanning at most `maxScan` events), and the audit entries
+ * that name it (console redrives).
+ */
+export async function taskTimeline(d: { sql: postgres.Sql; js: JetStreamClient }, id: string, maxScan = 50_000): Promise<Timeline | undefined> {
+  const [row] = await d.sql<Record<string, unknown>[]>`
+    select id, region, type, priority, state, version, attempts, redrives, provider_id, provider_key_ref, provider_submissions, provider_polls,
+           lease_owner, submit_owner, error_code, error_message, created_at, started_at, completed_at, deadline_at, token is not null as has_token
+    from tasks where id = ${id}`;
+  if (!row) return undefined;
+  const task: Timeline["task"] = {
+    id: String(row.id),
+    region: String(row.region),
+    type: String(row.type),
+    priority: String(row.priority),
+    state: String(row.state),
+    version: Number(row.version),
+    attempts: Number(row.attempts),
+    redrives: Number(row.redrives),
+    providerId: (row.provider_id as string | null) ?? null,
+    providerKeyRef: (row.provider_key_ref as string | null) ?? null,
+    providerSubmissions: Number(row.provider_submissions),
+    providerPolls: Number(row.provider_polls),
+    leaseOwner: (row.lease_owner as string | null) ?? null,
+    submitOwner: (row.submit_owner as string | null) ?? null,
+    errorCode: (row.error_code as string | null) ?? null,
+    errorMessage: (row.error_message as string | null) ?? null,
+    createdAt: iso(row.created_at as Date)!,
+    startedAt: iso(row.started_at as Date | null),
+    completedAt: iso(row.completed_at as Date | null),
+    deadlineAt: iso(row.deadline_at as Date | null),
+    hasToken: Boolean(row.has_token),
+  };
+  const events: Timeline["events"] = [];
+  let truncated = false;
+  try {
+    const from = new Date(Date.parse(task.createdAt) - 5000).toISOString();
+    const consumer = await d.js.consumers.get(streams.events(task.region), { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from });
+    let scanned = 0;
+    for (;;) {
+      const batch = await consumer.fetch({ max_messages: 1000, expires: 1000 });
+      let got = 0;
+      let pending = 0;
+      for await (const m of batch) {
+        got++;
+        scanned++;
+        pending = m.info.pending;
+        let ev: TaskEvent | undefined;
+        try {
+          const r = TaskEvent.safeParse(m.json());
+          ev = r.success ? r.data : undefined;
+        } catch {
+          ev = undefined;
+        }
+        if (ev?.taskId === id) events.push({ seq: m.seq, at: ev.at, kind: ev.kind, state: ev.state, version: ev.version, region: ev.region, data: safeEventData(ev.data) });
+        if (pending === 0) break;
+      }
+      if (got === 0 || pending === 0) break;
+      if (scanned >= maxScan) {
+        truncated = true;
+        break;
+      }
+    }
+    await consumer.delete().catch(() => {});
+  } catch {
+    truncated = true;
+  }
+  const audit = await d.sql<{ at: Date; actor: string; action: string; detail: unknown }[]>`
+    select at, actor, action, detail from audit_log where detail->>'taskId' = ${id} order by id`;
+  return { task, events, truncated, audit: audit.map((a) => ({ ...a, at: iso(a.at)! })) };
+}

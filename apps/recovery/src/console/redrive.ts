@@ -1,0 +1,50 @@
+// The console's redrive: what the gateway's `POST /v1/tasks/:id/retry` does (apps/gateway
+// src/http/tasks.ts and adapters/pg.ts), for any owner's task, by an operator, and audited.
+// failed -> queued with a fresh deadline and attempt count, in one guarded UPDATE; then a message
+// with a fresh id (`<id>:redrive:<n>`: the first may still be in the duplicate window); when the
+// publish fails the row goes back to failed. The solver's guarded claim stays the only writer
+// after that.
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type postgres from "postgres";
+import { publishWithRetry } from "@pipeline/shared/nats";
+import { eventSubject, shardOf, taskSubject } from "@pipeline/shared/subjects";
+import type { Priority, TaskEvent, TaskType } from "@pipeline/shared/schemas";
+import type { Db } from "@pipeline/shared/db";
+import { recordAudit } from "../runtime/audit.ts";
+
+export type RedriveResult =
+  | { ok: true; id: string; redrives: number; deadlineAt: string | null }
+  | { ok: false; status: 404 | 409 | 503; reason: string };
+
+export interface RedriveDeps {
+  sql: postgres.Sql;
+  db: Db;
+  js: JetStreamClient;
+  region: string;
+  deadlineMs: number;
+  publishDeadlineMs: number;
+}
+
+export async function redriveTask(d: RedriveDeps, id: string, actor: string): Promise<RedriveResult> {
+  const [cur] = await d.sql<{ state: string; region: string }[]>`select state, region from tasks where id = ${id}`;
+  if (!cur) return { ok: false, status: 404, reason: "no such task" };
+  if (cur.region !== d.region) return { ok: false, status: 409, reason: `the task lives in region ${cur.region}; redrive it from that region's console` };
+  const [row] = await d.sql<{ id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]>`
+    update tasks set state = 'queued', version = version + 1, attempts = 0, redrives = redrives + 1, provider_id = null,
+      deadline_at = now() + ${`${d.deadlineMs} milliseconds`}::interval, completed_at = null, updated_at = now()
+    where id = ${id} and state = 'failed'
+    returning id, type, priority, version, redrives, deadline_at`;
+  if (!row) return { ok: false, status: 409, reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven` };
+  try {
+    const msg = { id, type: row.type as TaskType, priority: row.priority as Priority };
+    await publishWithRetry(d.js, taskSubject(d.region, msg.priority, shardOf(id)), JSON.stringify(msg), `${id}:redrive:${row.redrives}`, d.publishDeadlineMs);
+  } catch {
+    await d.sql`update tasks set state = 'failed', version = version + 1, completed_at = now(), updated_at = now() where id = ${id} and state = 'queued' and version = ${row.version}`;
+    return { ok: false, status: 503, reason: "the queue did not take the task; it stays failed, try again" };
+  }
+  const deadlineAt = row.deadline_at ? new Date(row.deadline_at).toISOString() : null;
+  const ev: TaskEvent = { taskId: id, kind: "redriven", state: "queued", version: row.version, region: d.region, at: new Date().toISOString(), data: { redrives: row.redrives, deadlineAt, by: actor } };
+  await publishWithRetry(d.js, eventSubject(d.region, ev.kind), JSON.stringify(ev), `${id}:${ev.version}:${ev.kind}`, d.publishDeadlineMs).catch(() => {});
+  await recordAudit(d.db, { actor, action: "task.redrive", detail: { taskId: id, redrives: row.redrives, via: "console" } });
+  return { ok: true, id, redrives: row.redrives, deadlineAt };
+}

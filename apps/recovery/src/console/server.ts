@@ -1,0 +1,192 @@
+// The operator console (issue 19): its own listener in the recovery service (CONSOLE_HOST /
+// CONSOLE_PORT, 127.0.0.1:8090 by default), never behind the public load balancer. Server-
+// rendered HTML (page.ts) refreshed by a small script; JSON of the same figures at
+// /console/api/state. Sign-in with a console token (tokens.ts), then a signed HttpOnly,
+// SameSite=Strict session cookie; `Authorization: Bearer <token>` works for scripts.
+import { readFileSync } from "node:fs";
+import { Hono, type Context } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { KV } from "@nats-io/kv";
+import type { Logger } from "@pipeline/shared/log";
+import { liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { assess, type Assessment } from "../assess/assess.ts";
+import { probeRegions, regionChecks, type RegionsProbe } from "../assess/regions.ts";
+import type { RecoveryConfig } from "../config.ts";
+import type { RecoveryContext } from "../context.ts";
+import { collectState, taskTimeline, type ConsoleState } from "./data.ts";
+import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
+import { redriveTask } from "./redrive.ts";
+import { parseTokens, sessions, type Principal } from "./tokens.ts";
+
+export interface ConsoleServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+const COOKIE = "console_session";
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The entries of CONSOLE_TOKENS and CONSOLE_TOKENS_FILE together (empty: the console stays off). */
+export function consoleTokens(config: Pick<RecoveryConfig, "CONSOLE_TOKENS" | "CONSOLE_TOKENS_FILE">) {
+  const file = config.CONSOLE_TOKENS_FILE ? readFileSync(config.CONSOLE_TOKENS_FILE, "utf8") : "";
+  return parseTokens([config.CONSOLE_TOKENS ?? "", file].join("\n"));
+}
+
+export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<ConsoleServer | undefined> {
+  const tokens = consoleTokens(config);
+  if (tokens.length === 0) {
+    log.info("console off: no CONSOLE_TOKENS / CONSOLE_TOKENS_FILE entry");
+    return undefined;
+  }
+  const session = sessions();
+  const workersKv: KV = await openWorkersBucket(ctx.nc, config.REGION);
+  const remotes = config.regions.filter((r) => r !== config.REGION);
+  const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
+
+  // assess probes the provider and walks the consumers: re-run every 10 s in the background, not per request.
+  let lastAssess: Assessment | null = null;
+  let lastProbe: RegionsProbe | null = null;
+  let stopped = false;
+  const runAssess = async () => {
+    try {
+      if (regionKv) lastProbe = await probeRegions(ctx.jsm, regionKv, config.REGION, remotes);
+      const workers = await liveWorkers(workersKv).then((w) => w.workers).catch((e: Error) => e);
+      lastAssess = await assess({
+        region: config.REGION,
+        jsm: ctx.jsm,
+        sql: ctx.database.sql,
+        snapshotDir: config.SNAPSHOT_DIR,
+        snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
+        staleAfterMs: config.STALE_AFTER_MS,
+        provider: { url: config.PROVIDER_URL, key: config.PROVIDER_KEY, timeoutMs: config.PROVIDER_TIMEOUT_MS },
+        workers,
+        ...(lastProbe ? { regionChecks: regionChecks(lastProbe) } : {}),
+        ...(ctx.nc.info ? { natsServer: { version: ctx.nc.info.version, url: config.NATS_URL } } : {}),
+      });
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, "console: assess failed");
+    }
+  };
+  const assessTimer = setInterval(() => void runAssess(), 10_000);
+  void runAssess();
+
+  // One read of the sources per second at most, however many pages poll.
+  let cached: { at: number; state: Promise<ConsoleState> } | undefined;
+  const state = () => {
+    const now = Date.now();
+    if (!cached || now - cached.at >= 1000) {
+      cached = {
+        at: now,
+        state: collectState({
+          region: config.REGION,
+          regions: config.regions,
+          sql: ctx.database.sql,
+          jsm: ctx.jsm,
+          js: ctx.js,
+          workersKv,
+          snapshotDir: config.SNAPSHOT_DIR,
+          providerKey: config.PROVIDER_KEY,
+          assessment: () => lastAssess,
+          regionsProbe: () => lastProbe,
+        }),
+      };
+      cached.state.catch(() => (cached = undefined));
+    }
+    return cached.state;
+  };
+
+  type Env = { Variables: { who: Principal } };
+  const app = new Hono<Env>();
+  app.use("*", async (c, next) => {
+    await next();
+    c.header("cache-control", "no-store");
+    c.header("x-frame-options", "DENY");
+    c.header("x-content-type-options", "nosniff");
+    c.header("referrer-policy", "no-referrer");
+    c.header("content-security-policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+  });
+  app.get("/console/app.css", (c) => c.body(CSS, 200, { "content-type": "text/css; charset=utf-8" }));
+  app.get("/console/app.js", (c) => c.body(JS, 200, { "content-type": "text/javascript; charset=utf-8" }));
+  app.get("/console/login", (c) => c.html(renderLogin(config.REGION)));
+  app.post("/console/login", async (c) => {
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const token = typeof form.token === "string" ? form.token : "";
+    const who = token ? tokens.check(token) : undefined;
+    if (!who) {
+      log.warn({ from: c.req.header("x-forwarded-for") ?? "direct" }, "console: sign-in refused");
+      return c.html(renderLogin(config.REGION, "That is not a console token."), 401);
+    }
+    log.info({ who: who.name, role: who.role }, "console: signed in");
+    setCookie(c, COOKIE, session.issue(who), { httpOnly: true, sameSite: "Strict", path: "/console" });
+    return c.redirect("/console", 303);
+  });
+  app.post("/console/logout", (c) => {
+    deleteCookie(c, COOKIE, { path: "/console" });
+    return c.redirect("/console/login", 303);
+  });
+
+  const principal = (c: Context<Env>): Principal | undefined => {
+    const auth = c.req.header("authorization");
+    if (auth?.startsWith("Bearer ")) return tokens.check(auth.slice(7).trim());
+    return session.verify(getCookie(c, COOKIE));
+  };
+  app.use("/console/*", async (c, next) => {
+    const who = principal(c);
+    if (!who) {
+      if (c.req.path.startsWith("/console/api/") || c.req.method !== "GET") return c.json({ error: "a console token is required (a viewer or operator entry of CONSOLE_TOKENS)" }, 401);
+      return c.redirect("/console/login", 302);
+    }
+    c.set("who", who);
+    await next();
+  });
+  app.get("/console", async (c) => c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION)));
+  app.get("/console/", (c) => c.redirect("/console", 301));
+  app.get("/console/live", async (c) => c.html(renderLive(await state(), c.get("who"))));
+  app.get("/console/api/state", async (c) => c.json(await state()));
+  app.get("/console/api/tasks/:id", async (c) => {
+    const id = c.req.param("id");
+    if (!UUID.test(id)) return c.json({ error: "not a task id" }, 400);
+    const t = await taskTimeline({ sql: ctx.database.sql, js: ctx.js }, id);
+    return t ? c.json(t) : c.json({ error: "no such task" }, 404);
+  });
+  app.get("/console/timeline/:id", async (c) => {
+    const id = c.req.param("id");
+    if (!UUID.test(id)) return c.html(`<p class="fail">not a task id</p>`, 400);
+    const t = await taskTimeline({ sql: ctx.database.sql, js: ctx.js }, id);
+    return c.html(renderTimeline(t, id), t ? 200 : 404);
+  });
+  app.post("/console/api/tasks/:id/redrive", async (c) => {
+    const who = c.get("who");
+    if (who.role !== "operator") return c.json({ reason: "the operator role is needed to redrive" }, 403);
+    // A header a cross-site form cannot send (with the SameSite=Strict cookie: no CSRF).
+    if (c.req.header("x-console-action") !== "redrive") return c.json({ reason: "missing x-console-action: redrive" }, 400);
+    const id = c.req.param("id");
+    if (!UUID.test(id)) return c.json({ reason: "not a task id" }, 400);
+    const r = await redriveTask(
+      { sql: ctx.database.sql, db: ctx.database.db, js: ctx.js, region: config.REGION, deadlineMs: config.TASK_DEADLINE_MS, publishDeadlineMs: config.PUBLISH_DEADLINE_MS },
+      id,
+      `console:${who.name}`,
+    );
+    cached = undefined;
+    log.info({ taskId: id, who: who.name, ok: r.ok }, "console: redrive");
+    return r.ok ? c.json(r, 202) : c.json(r, r.status);
+  });
+  app.onError((err, c) => {
+    log.error({ err: err.message, path: c.req.path }, "console: request failed");
+    return c.json({ error: "internal error" }, 500);
+  });
+  app.notFound((c) => c.text("not found", 404));
+
+  const server = Bun.serve({ hostname: config.CONSOLE_HOST, port: config.CONSOLE_PORT, fetch: app.fetch });
+  const url = `http://${config.CONSOLE_HOST.includes(":") ? `[${config.CONSOLE_HOST}]` : config.CONSOLE_HOST}:${server.port}/console`;
+  log.info({ url, tokens: tokens.map((t) => `${t.name}:${t.role}`) }, "console listening");
+  return {
+    url,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(assessTimer);
+      await server.stop(true);
+    },
+  };
+}

@@ -1,0 +1,252 @@
+// The operator console in a real browser (issue 19): Debian's chromium driven by playwright-core,
+// against a running stack (gateway, solver, emulator, NATS, Postgres) and the recovery service
+// serving /console. The figures a person sees equal the API's once the system is still; a page
+// left open updates by itself; a dead-lettered task is redriven with a click (confirmed, audited)
+// and completes; a client API key and a viewer cannot do what an operator does; no token, key or
+// password reaches a page; every control has a label; it reads at 1280x800 and on a phone.
+// Screenshots go to the test's output folder (printed) and docs/console.png.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/shared/localstack";
+import { withHomeRegion } from "@pipeline/shared/regions";
+import { eventually } from "@pipeline/shared/testing";
+import { api, PROVIDER_KEY, ROOT, spawnApp, startStack, type Proc, type Stack } from "./harness.ts";
+
+const region = "console";
+const OPERATOR = `op-${crypto.randomUUID()}`;
+const VIEWER = `view-${crypto.randomUUID()}`;
+const out = mkdtempSync(join(tmpdir(), "console-test-"));
+let s: Stack;
+let recovery: Proc;
+let base: string;
+let browser: Browser;
+const shots: string[] = [];
+
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
+
+beforeAll(async () => {
+  const executablePath = findChromium((m) => console.error(`[console] ${m}`));
+  expect(executablePath).toBe("/usr/bin/chromium");
+  s = await startStack({ region, solvers: 1, emulator: { latencyMs: 300 } });
+  const port = await freePort();
+  recovery = spawnApp(
+    "recovery",
+    "apps/recovery/src/main.ts",
+    {
+      NATS_URL: s.nats.url,
+      ...natsEnv(s.nats, "recovery"),
+      DATABASE_URL: s.tdb.url,
+      REGION: region,
+      LOG_LEVEL: "info",
+      SNAPSHOT_DIR: join(out, "snapshots"),
+      PROVIDER_URL: s.emu.url,
+      PROVIDER_KEY,
+      CONSOLE_PORT: String(port),
+      CONSOLE_TOKENS: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
+    },
+    s.logDir,
+  );
+  await waitForPort(port, 30_000);
+  base = `http://127.0.0.1:${port}`;
+  browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
+  console.error(`[console] screenshots in ${out}`);
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await recovery?.kill("SIGTERM");
+  await s?.stop();
+});
+
+async function signIn(token: string, viewport = { width: 1280, height: 800 }): Promise<{ ctx: BrowserContext; page: Page }> {
+  const ctx = await browser.newContext({ viewport });
+  const page = await ctx.newPage();
+  await page.goto(`${base}/console`);
+  await expect(page.url()).toEndWith("/console/login");
+  await page.getByLabel("Operator token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${base}/console`);
+  return { ctx, page };
+}
+
+const figure = (page: Page, name: string) => page.locator(`[data-figure="${name}"]`).first().textContent();
+
+async function shot(page: Page, name: string) {
+  const path = join(out, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  shots.push(path);
+  return path;
+}
+
+/** Submits n tasks through the gateway and waits until the API says each is completed. */
+async function solved(n: number, prefix: string): Promise<string[]> {
+  const ids = await Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: i % 2 ? "turnstile" : "recaptcha_v2", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } } });
+      expect(r.status).toBe(202);
+      return r.body.id;
+    }),
+  );
+  for (const id of ids) {
+    const r = await api<{ status: string }>(s, `/v1/tasks/${id}?wait=30`);
+    expect(r.body.status).toBe("completed");
+  }
+  return ids;
+}
+
+test("a client API key is refused, by the page and by the JSON API; a viewer cannot redrive", async () => {
+  for (const key of [s.apiKey, "", "not-a-token-at-all-000"]) {
+    const r = await fetch(`${base}/console/api/state`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+    expect(r.status).toBe(401);
+  }
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await ctx.newPage();
+  await page.goto(`${base}/console`);
+  expect(page.url()).toEndWith("/console/login");
+  await page.getByLabel("Operator token").fill(s.apiKey);
+  const res = await Promise.all([page.waitForResponse((r) => r.url().endsWith("/console/login") && r.request().method() === "POST"), page.getByRole("button", { name: "Sign in" }).click()]);
+  expect(res[0].status()).toBe(401);
+  await expect(await page.getByRole("alert").textContent()).toContain("not a console token");
+  await shot(page, "refused-client-key");
+  await ctx.close();
+
+  const viewer = await signIn(VIEWER);
+  expect(await figure(viewer.page, "who")).toBe("watcher");
+  expect(await viewer.page.locator("button[data-redrive]").count()).toBe(0);
+  await viewer.ctx.close();
+  const r = await fetch(`${base}/console/api/tasks/${crypto.randomUUID()}/redrive`, { method: "POST", headers: { authorization: `Bearer ${VIEWER}`, "x-console-action": "redrive" } });
+  expect(r.status).toBe(403);
+}, 60_000);
+
+test("the figures on the page equal the API's, and the page updates by itself", async () => {
+  const ids = await solved(12, "figures");
+  const { ctx, page } = await signIn(OPERATOR);
+  // The same moment: the system is still (every task final), so the page, the console's JSON, the
+  // gateway's answers and the database all describe one state.
+  await page.reload();
+  const state = (await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).json()) as {
+    tasks: Array<{ state: string; type: string; n: number }>;
+    window: { completed: number };
+    provider: { solved: number; calls: number; extraPaid: number };
+    fleet: { workers: Array<{ workerId: string; inFlight: number }> };
+    keys: Array<{ keyRef: string; threads: number; inUse: number }>;
+  };
+  const completed = state.tasks.filter((t) => t.state === "completed").reduce((a, t) => a + t.n, 0);
+  expect(completed).toBe(ids.length);
+  expect(Number(await figure(page, "tasks.total.completed"))).toBe(completed);
+  for (const type of ["turnstile", "recaptcha_v2"]) {
+    const n = state.tasks.find((t) => t.type === type && t.state === "completed")!.n;
+    expect(n).toBe(ids.length / 2);
+    expect(Number(await figure(page, `tasks.${region}.${type}.completed`))).toBe(n);
+  }
+  expect(Number(await figure(page, "window.completed"))).toBe(ids.length);
+  expect(Number(await figure(page, "window.completed"))).toBe(state.window.completed);
+  expect(Number(await figure(page, "provider.solved"))).toBe(state.provider.solved);
+  expect(Number(await figure(page, "provider.calls"))).toBe(state.provider.calls);
+  // Extra paid submissions: the emulator's own count of submissions, against tasks solved.
+  expect(Number(await figure(page, "provider.extraPaid"))).toBe(s.emu.stats().submissions - ids.length);
+  expect(Number(await figure(page, "provider.extraPaid"))).toBe(state.provider.extraPaid);
+  expect(Number(await figure(page, "fleet.count"))).toBe(1);
+  expect(await figure(page, "worker.solver-1.id")).toBe("solver-1");
+  expect(Number(await figure(page, "worker.solver-1.inFlight"))).toBe(state.fleet.workers[0]!.inFlight);
+  const key = state.keys[0]!;
+  expect(Number(await figure(page, `key.${key.keyRef}.inUse`))).toBe(key.inUse);
+  expect(await figure(page, `key.${key.keyRef}.name`)).toBe("default");
+  expect(await page.locator("svg.chart rect.bar").count()).toBe(15);
+  // One more task while the page stays open: it shows up without a reload.
+  await solved(1, "live");
+  await eventually(async () => Number(await figure(page, "tasks.total.completed")) === ids.length + 1, 15_000, 200);
+  // A task's timeline by id: every event, the provider id, who claimed it.
+  await page.getByLabel("Task id").fill(ids[0]!);
+  await page.getByRole("button", { name: "Show timeline" }).click();
+  await page.locator('[data-figure="timeline.state"]').waitFor();
+  expect(await figure(page, "timeline.state")).toBe("completed");
+  const [row] = await s.db.sql<{ provider_id: string }[]>`select provider_id from tasks where id = ${ids[0]!}`;
+  expect(await figure(page, "timeline.provider-id")).toBe(row!.provider_id);
+  const kinds = await page.locator("#timeline-events tbody tr td:nth-child(3)").allTextContents();
+  expect(kinds).toEqual(expect.arrayContaining(["accepted", "solving", "submitted", "completed"]));
+  expect(await page.locator("#timeline-events").textContent()).toContain("worker=solver-1");
+  expect(await figure(page, "timeline.token")).toBe("stored (never shown)");
+  await shot(page, "timeline-1280x800");
+  await ctx.close();
+}, 90_000);
+
+test("a dead-lettered task is redriven with a click, confirmed and audited, and completes", async () => {
+  const id = withHomeRegion(crypto.randomUUID(), [region], region);
+  // What the solver leaves behind when it gives a task up (state failed, a dead letter), owned by
+  // the test's client (the owner the gateway stored for its earlier tasks).
+  const owner = (await s.db.sql<{ owner: string }[]>`select owner from tasks limit 1`)[0]!.owner;
+  await s.db.sql`
+    insert into tasks (id, owner, request_hash, region, type, priority, params, state, version, attempts, error_code, error_message, deadline_at, created_at, updated_at, completed_at)
+    values (${id}, ${owner}, 'hash', ${region}, 'turnstile', 'normal', ${JSON.stringify({ sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/dead" })}::text::jsonb,
+            'failed', 3, 5, 'ERROR_CAPTCHA_UNSOLVABLE', 'dead-lettered: too many attempts', now() - interval '1 minute', now() - interval '5 minutes', now() - interval '1 minute', now() - interval '1 minute')`;
+  expect((await api<{ status: string }>(s, `/v1/tasks/${id}`)).body.status).toBe("failed");
+  const { ctx, page } = await signIn(OPERATOR);
+  const button = page.getByRole("button", { name: `Redrive task ${id}` });
+  await button.waitFor({ timeout: 10_000 });
+  expect(await page.locator("#dlq").textContent()).toContain("dead-lettered: too many attempts");
+  // The README's picture: the live page with a dead letter waiting for its redrive.
+  copyFileSync(await shot(page, "dead-letter-1280x800"), join(ROOT, "docs", "console.png"));
+  const dialogs: string[] = [];
+  page.on("dialog", (d) => {
+    dialogs.push(d.message());
+    void d.accept();
+  });
+  await button.click();
+  await page.getByRole("status").filter({ hasText: "redriven" }).waitFor({ timeout: 10_000 });
+  expect(dialogs.length).toBe(1);
+  expect(dialogs[0]).toContain(id);
+  // The page follows the task to its end (the timeline refreshes with the panels).
+  await eventually(async () => (await figure(page, "timeline.state")) === "completed", 30_000, 250);
+  const view = await api<{ status: string; result?: { token: string } }>(s, `/v1/tasks/${id}?wait=10`);
+  expect(view.body.status).toBe("completed");
+  const kinds = await page.locator("#timeline-events tbody tr td:nth-child(3)").allTextContents();
+  expect(kinds).toEqual(expect.arrayContaining(["redriven", "submitted", "completed"]));
+  expect(await page.locator("#timeline").textContent()).toContain("console:ops");
+  const audit = await s.db.sql<{ actor: string; action: string; detail: { taskId: string } }[]>`select actor, action, detail from audit_log where action = 'task.redrive'`;
+  expect(audit.map((a) => [a.actor, a.detail.taskId])).toEqual([["console:ops", id]]);
+  await eventually(async () => (await page.locator("button[data-redrive]").count()) === 0, 10_000, 200);
+  await shot(page, "redriven");
+  // Redriving it again is refused: only failed tasks can be.
+  const again = await fetch(`${base}/console/api/tasks/${id}/redrive`, { method: "POST", headers: { authorization: `Bearer ${OPERATOR}`, "x-console-action": "redrive" } });
+  expect(again.status).toBe(409);
+  await ctx.close();
+}, 90_000);
+
+test("no token, key or password in any page; every control labelled; reads at 1280x800 and on a phone", async () => {
+  const secrets = [PROVIDER_KEY, s.apiKey, OPERATOR, VIEWER, ...(await s.db.sql<{ token: string }[]>`select token from tasks where token is not null`).map((r) => r.token)];
+  const creds = JSON.parse(readFileSync(s.nats.credentialsFile!, "utf8")) as Record<string, { password: string }>;
+  secrets.push(...Object.values(creds).map((c) => c.password));
+  expect(secrets.length).toBeGreaterThan(10);
+  const [done] = await s.db.sql<{ id: string }[]>`select id from tasks where state = 'completed' limit 1`;
+  for (const viewport of [
+    { width: 1280, height: 800 },
+    { width: 390, height: 844 },
+  ]) {
+    const { ctx, page } = await signIn(OPERATOR, viewport);
+    await page.getByLabel("Task id").fill(done!.id);
+    await page.getByRole("button", { name: "Show timeline" }).click();
+    await page.locator('[data-figure="timeline.state"]').waitFor();
+    const texts = [await page.content(), await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).text(), await (await fetch(`${base}/console/api/tasks/${done!.id}`, { headers: { authorization: `Bearer ${OPERATOR}` } })).text()];
+    for (const t of texts) for (const secret of secrets) expect(t.includes(secret)).toBe(false);
+    // Every control has an accessible name (a label, aria-label or its text).
+    // (Evaluated in the page; a string, since the tests are not type-checked against the DOM.)
+    const unlabelled = (await page.evaluate(`[...document.querySelectorAll("input, button, select, textarea, a[href]")]
+      .filter((el) => !((el.getAttribute("aria-label") || "").trim() || (el.labels ? [...el.labels].map((l) => l.textContent || "").join("").trim() : "") || (el.tagName !== "INPUT" ? (el.textContent || "").trim() : "")))
+      .map((el) => el.outerHTML.slice(0, 120))`)) as string[];
+    expect(unlabelled).toEqual([]);
+    // It reads: no sideways scrolling of the page itself (wide tables scroll in their own box).
+    const overflow = (await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+    expect(overflow).toBeLessThanOrEqual(0);
+    expect(await page.getByRole("heading", { name: "Tasks by state and type" }).isVisible()).toBe(true);
+    await shot(page, `console-${viewport.width}x${viewport.height}`);
+    await ctx.close();
+  }
+  // Neither the console's tokens nor the provider key were logged.
+  for (const secret of [OPERATOR, VIEWER, PROVIDER_KEY]) expect(recovery.log().includes(secret)).toBe(false);
+  expect(recovery.log()).toContain("console listening");
+  console.log(`[console] screenshots: ${shots.join(", ")}`);
+}, 90_000);
