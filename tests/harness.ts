@@ -182,6 +182,38 @@ export function steadyLoad(s: Stack, prefix: string, n: number, clients: number,
 }
 
 /**
+ * How many extra provider submissions a set of kill -9s may explain, from the solvers' own logs
+ * (LOG_LEVEL debug): a killed solver whose last word on a task was "provider submit" died between
+ * sending in.php and checkpointing the provider id (the one window where a kill can pay twice);
+ * plus every "provider submit unanswered" (a timed-out in.php may have created a task). Anything
+ * above this is a submission the checkpoint should have prevented.
+ */
+export function submitWindowsAtKill(s: Stack, killed: Proc[]): { inWindow: number; unanswered: number } {
+  let inWindow = 0;
+  let unanswered = 0;
+  const lines = (p: Proc) =>
+    p
+      .log()
+      .split("\n")
+      .filter((t) => t.startsWith("{"))
+      .map((t) => {
+        try {
+          return JSON.parse(t) as Record<string, unknown>;
+        } catch {
+          return undefined;
+        }
+      })
+      .filter((l): l is Record<string, unknown> => !!l);
+  for (const p of killed) {
+    const last = new Map<string, string>();
+    for (const l of lines(p)) if (typeof l.taskId === "string") last.set(l.taskId, String(l.msg));
+    for (const msg of last.values()) if (msg === "provider submit") inWindow++;
+  }
+  for (const p of s.solvers) for (const l of lines(p)) if (l.msg === "provider submit unanswered; the retry may pay twice") unanswered++;
+  return { inWindow, unanswered };
+}
+
+/**
  * The solvers' own account of every task the provider saw more than once: each log line that
  * names the task (submits, checkpoints, retries, kills in between), oldest first. Needs the
  * solvers' LOG_LEVEL at debug ("provider submit" is a debug line).
