@@ -54,3 +54,14 @@ test("a failed task carries its error code", () => {
   expect(v.status).toBe("failed");
   expect(v.error).toEqual({ code: "ERROR_PAGEURL" });
 });
+
+test("a completed row without a token (erased by retention, or rebuilt from events) is expired: TOKEN_UNAVAILABLE, never completed without a result", () => {
+  const v = toTaskView({ ...base, token: null }, new Date("2026-01-01T00:01:00Z"));
+  expect(v.status).toBe("expired");
+  expect(v.result).toBeUndefined();
+  expect(v.error?.code).toBe("TOKEN_UNAVAILABLE");
+  // An image answer (no expiry) erased by retention reads the same way.
+  expect(toTaskView({ ...base, type: "image", token: null, tokenExpiresAt: null }, new Date("2026-02-01T00:00:00Z")).status).toBe("expired");
+  // Past its expiry it is the ordinary TOKEN_EXPIRED.
+  expect(toTaskView({ ...base, token: null }, new Date("2026-01-01T00:03:00Z")).error?.code).toBe("TOKEN_EXPIRED");
+});

@@ -38,6 +38,8 @@ export const webhookDeliveries = pgTable(
   (t) => [
     // The dispatchers' "what is due" scan, and the in-flight counts of the caps, over pending rows only.
     index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
+    // Retention deletes a task's deliveries with it.
+    index("webhook_deliveries_task_idx").on(t.taskId),
   ],
 );
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;

@@ -1,0 +1,3 @@
+CREATE INDEX "tasks_finished_idx" ON "tasks" USING btree (coalesce("completed_at", "updated_at")) WHERE state in ('completed','failed','cancelled');--> statement-breakpoint
+CREATE INDEX "tasks_token_expiry_idx" ON "tasks" USING btree ("token_expires_at") WHERE "tasks"."token" is not null;--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_task_idx" ON "webhook_deliveries" USING btree ("task_id");
