@@ -54,6 +54,27 @@ export const RecoveryEnv = z
     LEASE_RENEW_MS: envInt(1000, 100, 60_000),
     /** After a takeover, tasks whose provider id never reached this region are adopted this much later. */
     ADOPT_UNCERTAIN_MS: envInt(30_000, 0, 3600_000),
+    /** Retention job of the service (issue 16.3, docs/security.md); 0 turns it off. */
+    RETENTION_INTERVAL_MS: envInt(3600_000, 0, 7 * 24 * 3600_000),
+    /** A completed task's token is erased from its row this long after it expired. */
+    TOKEN_GRACE_MS: envInt(3600_000, 0, 30 * 24 * 3600_000),
+    /** Params (images included), callback URLs and answers without expiry of finished tasks: erased after this many days. */
+    TASK_RETENTION_DAYS: envInt(7, 1, 3650),
+    /** Finished rows (and their webhook_deliveries) deleted after this many days. */
+    ROW_RETENTION_DAYS: envInt(30, 1, 3650),
+    /** Rows per retention statement: small enough that no statement holds locks for long. */
+    RETENTION_BATCH: envInt(1000, 1, 100_000),
+    /** The service's Prometheus `/metrics` (retention, off-host copies); unset = no listener, 0 = a free port. */
+    METRICS_HOST: z.string().min(1).default("127.0.0.1"),
+    METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    /**
+     * Off-host snapshot copies (issue 16.4): the JetStream domain (another region) whose Object
+     * Store receives a verified copy of each snapshot. Default: the first other region of REGIONS;
+     * `none` turns copies off.
+     */
+    SNAPSHOT_OFFHOST: z.string().regex(/^[A-Za-z0-9_-]+$/, "a JetStream domain (a region name) or none").optional(),
+    /** Copies kept in the off-host bucket (default SNAPSHOT_KEEP). */
+    SNAPSHOT_OFFHOST_KEEP: z.coerce.number().int().min(1).max(10_000).optional(),
     /** The operator console (src/console): its own listener, never the public one. */
     CONSOLE_HOST: z.string().min(1).default("127.0.0.1"),
     CONSOLE_PORT: envInt(8090, 0, 65535),
@@ -65,7 +86,7 @@ export const RecoveryEnv = z
     TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
-export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[] };
+export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[]; offHostDomain: string | undefined };
 
 /** Parses the recovery environment; throws a ConfigError naming each variable at fault (never its value). */
 export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
@@ -73,7 +94,10 @@ export function loadConfig(env: Record<string, string | undefined>): RecoveryCon
   const regions = regionsOf(c);
   if (regions.length > 1 && !c.WITNESS_URL) throw new ConfigError("invalid configuration:\n  WITNESS_URL: required with several REGIONS (the region leases live there)", ["WITNESS_URL"]);
   if (c.LEASE_MARGIN_MS * 2 >= c.LEASE_TTL_MS) throw new ConfigError("invalid configuration:\n  LEASE_MARGIN_MS: must be less than half of LEASE_TTL_MS", ["LEASE_MARGIN_MS"]);
-  return { ...c, regions };
+  if (c.ROW_RETENTION_DAYS < c.TASK_RETENTION_DAYS) throw new ConfigError("invalid configuration:\n  ROW_RETENTION_DAYS: must be at least TASK_RETENTION_DAYS", ["ROW_RETENTION_DAYS"]);
+  const offHostDomain = c.SNAPSHOT_OFFHOST === "none" ? undefined : (c.SNAPSHOT_OFFHOST ?? regions.find((r) => r !== c.REGION));
+  if (offHostDomain === c.REGION) throw new ConfigError("invalid configuration:\n  SNAPSHOT_OFFHOST: must be another region's domain, not this region's", ["SNAPSHOT_OFFHOST"]);
+  return { ...c, regions, offHostDomain };
 }
 
 /** Validates a Postgres URL given on the command line (`--into`). */

@@ -16,7 +16,14 @@ const Accepted = z.object({
   deadlineAt: z.string().nullable().optional(),
 });
 const Str = z.string().nullable().optional().catch(null);
-const Completed = z.object({ token: z.string(), userAgent: Str, expiresAt: Str, completedAt: Str, providerId: Str });
+/**
+ * A `completed` event: `token` (older solvers) or `tokenStored: true` (the token stays in the
+ * row only, issue 16.3). Without a token the row is completed with token null: the client sees
+ * `expired` (TOKEN_UNAVAILABLE, packages/shared/src/tasks/view.ts) and solves again.
+ */
+const Completed = z
+  .object({ token: z.string().optional(), tokenStored: z.boolean().optional(), userAgent: Str, expiresAt: Str, completedAt: Str, providerId: Str })
+  .refine((c) => c.token !== undefined || c.tokenStored === true, "a completed event carries token or tokenStored");
 const Loose = z.object({ code: Str, worker: Str, providerId: Str, keyRef: Str, deadLetter: Str, attempt: z.number().int().optional().catch(undefined), redrives: z.number().int().optional().catch(undefined) });
 
 type Tx = postgres.TransactionSql | postgres.Sql;
@@ -67,7 +74,7 @@ export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
       const c = Completed.safeParse(ev.data ?? {});
       if (!c.success) return "skipped";
       r = await sql`
-        update tasks set state = 'completed', version = ${v}, token = ${c.data.token}, user_agent = ${c.data.userAgent ?? null},
+        update tasks set state = 'completed', version = ${v}, token = ${c.data.token ?? null}, user_agent = ${c.data.userAgent ?? null},
           token_expires_at = ${c.data.expiresAt ? new Date(c.data.expiresAt) : null}, completed_at = ${c.data.completedAt ? new Date(c.data.completedAt) : at},
           provider_id = coalesce(${c.data.providerId ?? null}, provider_id), lease_owner = null, lease_until = null, error_code = null, error_message = null, updated_at = ${at}
         where id = ${ev.taskId} and version < ${v}`;

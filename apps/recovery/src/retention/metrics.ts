@@ -1,0 +1,55 @@
+import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
+
+/** What the recovery service counts (served on METRICS_PORT when set). */
+export interface RecoveryMetrics {
+  registry: Registry;
+  retention: RetentionMetrics;
+  offhost: OffHostMetrics;
+  response(): Promise<Response>;
+}
+
+export interface RetentionMetrics {
+  rows(action: "token_erased" | "params_purged" | "row_deleted" | "delivery_deleted", n: number): void;
+  run(result: "ok" | "error", ms: number): void;
+}
+
+export interface OffHostMetrics {
+  copy(result: "ok" | "error", bytes: number): void;
+}
+
+export function createRecoveryMetrics(): RecoveryMetrics {
+  const registry = createRegistry("recovery");
+  const rows = new Counter({ name: "recovery_retention_rows_total", help: "Rows changed by the retention job, by action", labelNames: ["action"], registers: [registry] });
+  const runs = new Counter({ name: "recovery_retention_runs_total", help: "Retention runs, by result", labelNames: ["result"], registers: [registry] });
+  const lastRun = new Gauge({ name: "recovery_retention_last_success_timestamp_seconds", help: "When the last retention run succeeded (unix seconds)", registers: [registry] });
+  const runSeconds = new Gauge({ name: "recovery_retention_last_run_seconds", help: "How long the last retention run took", registers: [registry] });
+  const copies = new Counter({ name: "recovery_snapshot_offhost_copies_total", help: "Snapshot copies sent off the host and verified, by result", labelNames: ["result"], registers: [registry] });
+  const copyBytes = new Counter({ name: "recovery_snapshot_offhost_bytes_total", help: "Bytes of snapshot dumps copied off the host and verified", registers: [registry] });
+  const lastCopy = new Gauge({ name: "recovery_snapshot_offhost_last_success_timestamp_seconds", help: "When the last verified off-host snapshot copy finished (unix seconds)", registers: [registry] });
+  for (const a of ["token_erased", "params_purged", "row_deleted", "delivery_deleted"]) rows.inc({ action: a }, 0);
+  for (const r of ["ok", "error"]) {
+    runs.inc({ result: r }, 0);
+    copies.inc({ result: r }, 0);
+  }
+  return {
+    registry,
+    retention: {
+      rows: (action, n) => rows.inc({ action }, n),
+      run: (result, ms) => {
+        runs.inc({ result });
+        runSeconds.set(ms / 1000);
+        if (result === "ok") lastRun.setToCurrentTime();
+      },
+    },
+    offhost: {
+      copy: (result, bytes) => {
+        copies.inc({ result });
+        if (result === "ok") {
+          copyBytes.inc(bytes);
+          lastCopy.setToCurrentTime();
+        }
+      },
+    },
+    response: () => metricsResponse(registry),
+  };
+}

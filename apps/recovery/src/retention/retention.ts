@@ -1,0 +1,113 @@
+// Data retention (issue 16.3): what the pipeline keeps of a finished task, and for how long.
+// Three rules, each run in batches of short statements (one batch = one autocommit UPDATE or
+// DELETE over at most `batch` rows picked with SKIP LOCKED), so a large table is never locked
+// for long and a solver or gateway writing a row is never waited on:
+//   1. tokens: a completed task's token (and user agent) is erased once it expired plus
+//      `tokenGraceMs`; an answer without an expiry (image tasks) once the task is
+//      `taskRetentionDays` old;
+//   2. params (images included) and the callback URL of a finished task: replaced by `{}` / null
+//      once it finished `taskRetentionDays` ago;
+//   3. rows: a finished task, and its webhook_deliveries rows, deleted `rowRetentionDays` after
+//      it finished.
+// Only final states (completed, failed, cancelled) are touched, never the state or version of a
+// row (no event is published, no guard of another writer changes). A task with a callback still
+// pending keeps its params, callback URL and row until the dispatcher is done with it (it gives
+// up after WEBHOOK_MAX_AGE_MS, 24 h). Every row of the local database is covered, replicas of
+// other regions' tasks included: retention is the database's, not a transition of the task.
+import type postgres from "postgres";
+import type { RetentionMetrics } from "./metrics.ts";
+
+export interface RetentionPolicy {
+  /** A completed task's token is erased this long after it expired. */
+  tokenGraceMs: number;
+  /** Params, images and callback URLs of finished tasks are erased after this many days. */
+  taskRetentionDays: number;
+  /** Finished rows are deleted after this many days. */
+  rowRetentionDays: number;
+  /** Rows per statement. */
+  batch?: number;
+  /** At most this many batches per rule and run (the next run goes on). */
+  maxBatches?: number;
+}
+
+export interface RetentionReport {
+  tokensErased: number;
+  paramsPurged: number;
+  rowsDeleted: number;
+  deliveriesDeleted: number;
+  batches: number;
+  ms: number;
+}
+
+
+/** Runs `step` (one batch, returns rows touched) until a batch comes back short. */
+async function drain(step: () => Promise<number>, batch: number, maxBatches: number): Promise<{ rows: number; batches: number }> {
+  let rows = 0;
+  let batches = 0;
+  for (;;) {
+    const n = await step();
+    rows += n;
+    batches++;
+    if (n < batch || batches >= maxBatches) return { rows, batches };
+  }
+}
+
+export async function runRetention(sql: postgres.Sql, p: RetentionPolicy, metrics?: RetentionMetrics): Promise<RetentionReport> {
+  const started = Date.now();
+  const batch = p.batch ?? 1000;
+  const maxBatches = p.maxBatches ?? 1000;
+  const grace = `${p.tokenGraceMs} milliseconds`;
+  const taskAge = `${p.taskRetentionDays} days`;
+  const rowAge = `${p.rowRetentionDays} days`;
+  try {
+    // Rows first: nothing is rewritten that is about to go.
+    let deliveriesDeleted = 0;
+    const rows = await drain(async () => {
+      // One statement: the rows and their (finished) deliveries go together.
+      const [r] = await sql<{ tasks: number; deliveries: number }[]>`
+        with gone as (
+          delete from tasks t where t.id in (
+            select id from tasks
+            where state in ('completed', 'failed', 'cancelled') and coalesce(completed_at, updated_at) < now() - ${rowAge}::interval
+              and not exists (select 1 from webhook_deliveries d where d.status = 'pending' and d.task_id = tasks.id)
+            limit ${batch} for update skip locked)
+          returning t.id),
+        deliveries as (delete from webhook_deliveries d using gone where d.task_id = gone.id returning 1)
+        select (select count(*) from gone)::int as tasks, (select count(*) from deliveries)::int as deliveries`;
+      deliveriesDeleted += r?.deliveries ?? 0;
+      return r?.tasks ?? 0;
+    }, batch, maxBatches);
+    metrics?.rows("row_deleted", rows.rows);
+    metrics?.rows("delivery_deleted", deliveriesDeleted);
+    const tokens = await drain(async () => {
+      const r = await sql`
+        update tasks t set token = null, user_agent = null
+        where t.id in (
+          select id from tasks
+          where state = 'completed' and token is not null
+            and ((token_expires_at is not null and token_expires_at < now() - ${grace}::interval)
+              or (token_expires_at is null and coalesce(completed_at, updated_at) < now() - ${taskAge}::interval))
+          limit ${batch} for update skip locked)`;
+      return r.count;
+    }, batch, maxBatches);
+    metrics?.rows("token_erased", tokens.rows);
+    const params = await drain(async () => {
+      const r = await sql`
+        update tasks t set params = '{}'::jsonb, callback_url = null
+        where t.id in (
+          select id from tasks
+          where state in ('completed', 'failed', 'cancelled') and coalesce(completed_at, updated_at) < now() - ${taskAge}::interval
+            and (params <> '{}'::jsonb or callback_url is not null)
+            and not exists (select 1 from webhook_deliveries d where d.status = 'pending' and d.task_id = tasks.id)
+          limit ${batch} for update skip locked)`;
+      return r.count;
+    }, batch, maxBatches);
+    metrics?.rows("params_purged", params.rows);
+    const report = { tokensErased: tokens.rows, paramsPurged: params.rows, rowsDeleted: rows.rows, deliveriesDeleted, batches: tokens.batches + params.batches + rows.batches, ms: Date.now() - started };
+    metrics?.run("ok", report.ms);
+    return report;
+  } catch (err) {
+    metrics?.run("error", Date.now() - started);
+    throw err;
+  }
+}
