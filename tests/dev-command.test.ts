@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, portInUse } from "@pipeline/shared/localstack";
@@ -23,6 +23,7 @@ async function runDev(how: "turbo" | "npm", dataDir: string, ports: Record<strin
     EMULATOR_PORT: String(ports.emulator),
     EMULATOR_LATENCY_MS: "200",
     METRICS_PORT: String(ports.metrics),
+    CONSOLE_PORT: String(ports.console),
   };
   delete env.DATABASE_URL;
   delete env.NATS_URL;
@@ -85,7 +86,7 @@ const auth = { authorization: "Bearer dev-key", "content-type": "application/jso
 
 test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves nothing, and npm run dev keeps the data", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "pipeline-dev-"));
-  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort() };
+  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort(), console: await freePort() };
   try {
     const dev = await runDev("turbo", dataDir, ports);
     const sub = await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks`, {
@@ -106,6 +107,16 @@ test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves n
       expect(dev.output()).not.toContain(c.password);
       expect(readFileSync(join(dataDir, "dev-stack.json"), "utf8")).not.toContain(c.password);
     }
+    // The operator console: its URL and a generated operator token printed, the token in a 0600 file.
+    const tokenLine = /^dev-operator:operator:(\S+)$/m.exec(readFileSync(join(dataDir, "console-tokens"), "utf8"));
+    expect(statSync(join(dataDir, "console-tokens")).mode & 0o777).toBe(0o600);
+    expect(dev.output()).toContain(`console   http://127.0.0.1:${ports.console}/console   (operator token: ${tokenLine![1]}`);
+    const consoleState = await eventually(async () => {
+      const r = await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, { headers: { authorization: `Bearer ${tokenLine![1]}` } }).catch(() => undefined);
+      return r?.status === 200 ? ((await r.json()) as { tasks: Array<{ state: string; n: number }> }) : undefined;
+    }, 30_000, 250);
+    expect(consoleState.tasks.find((t) => t.state === "completed")?.n).toBe(1);
+    expect((await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, { headers: { authorization: "Bearer dev-key" } })).status).toBe(401);
     const a = assessAgainstDev(dataDir);
     expect(a.out).toMatch(/ok\s+nats\s+nats-server 2\.\d+\.\d+ at nats:\/\/127\.0\.0\.1:/);
     expect(a.out).toMatch(/ok\s+postgres\s+PostgreSQL/);

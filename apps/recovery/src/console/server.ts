@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { KV } from "@nats-io/kv";
+import { ConfigError } from "@pipeline/shared/config";
 import type { Logger } from "@pipeline/shared/log";
 import { liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
 import { assess, type Assessment } from "../assess/assess.ts";
@@ -29,7 +30,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The entries of CONSOLE_TOKENS and CONSOLE_TOKENS_FILE together (empty: the console stays off). */
 export function consoleTokens(config: Pick<RecoveryConfig, "CONSOLE_TOKENS" | "CONSOLE_TOKENS_FILE">) {
   const file = config.CONSOLE_TOKENS_FILE ? readFileSync(config.CONSOLE_TOKENS_FILE, "utf8") : "";
-  return parseTokens([config.CONSOLE_TOKENS ?? "", file].join("\n"));
+  try {
+    return parseTokens([config.CONSOLE_TOKENS ?? "", file].join("\n"));
+  } catch (err) {
+    throw new ConfigError(`invalid configuration:\n  CONSOLE_TOKENS / CONSOLE_TOKENS_FILE: ${(err as Error).message}`, ["CONSOLE_TOKENS"]);
+  }
 }
 
 export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<ConsoleServer | undefined> {

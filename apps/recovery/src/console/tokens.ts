@@ -24,10 +24,13 @@ const NAME = /^[A-Za-z0-9_.@-]{1,64}$/;
 /** Parses the entries; a bad one is named by its position and name, never by its token. */
 export function parseTokens(text: string): Principal[] & { check(token: string): Principal | undefined } {
   const entries: Entry[] = [];
+  // Comment lines (#) first, then entries split on commas and newlines.
   const parts = text
-    .split(/[,\n]/)
+    .split("\n")
+    .filter((l) => !l.trim().startsWith("#"))
+    .flatMap((l) => l.split(","))
     .map((s) => s.trim())
-    .filter((s) => s && !s.startsWith("#"));
+    .filter(Boolean);
   parts.forEach((p, i) => {
     const [name, role, ...rest] = p.split(":");
     const token = rest.join(":");
