@@ -7,6 +7,7 @@ const Flag = z.literal(true).optional();
 /** Who runs a change (audited) and why. */
 const Actor = { by: z.string().min(1).max(64).optional(), reason: z.string().min(1).max(200).optional() };
 const Ms = z.coerce.number().int().min(0).max(3_600_000).optional();
+const Domain = z.string().regex(/^[A-Za-z0-9_-]+$/, "a JetStream domain (a region name)");
 
 /** One variant per command; unknown flags are refused (strict). */
 export const Command = z.discriminatedUnion("command", [
@@ -16,7 +17,21 @@ export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("rebuild-queue"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("snapshot"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("snapshots"), args: z.tuple([]), json: Flag }).strict(),
-  z.object({ command: z.literal("restore"), args: z.tuple([z.string().min(1)], { error: "restore takes one snapshot (a name, `latest`, or a path)" }), into: DatabaseUrl, json: Flag, "no-replay": Flag, "allow-gap": Flag }).strict(),
+  z
+    .object({
+      command: z.literal("restore"),
+      args: z.tuple([z.string().min(1)], { error: "restore takes one snapshot (a name, `latest`, or a path)" }),
+      into: DatabaseUrl,
+      json: Flag,
+      "no-replay": Flag,
+      "allow-gap": Flag,
+      /** Take the snapshot from its off-host copy in this JetStream domain (another region). */
+      from: Domain.optional(),
+      /** Replay from the mirror of EVENTS in this domain (this region's NATS was lost too). */
+      "events-from": Domain.optional(),
+    })
+    .strict(),
+  z.object({ command: z.literal("retention"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("verify"), args: z.tuple([z.string().min(1)], { error: "verify takes one snapshot (a name, `latest`, or a path)" }), json: Flag }).strict(),
   z
     .object({
@@ -55,9 +70,12 @@ export const USAGE = `usage: bun run recovery <command> [options]
   recover-stale [--older-than MS] [--json]  re-publish stale tasks that have no message in TASKS
   rebuild-queue [--json]                  recreate TASKS if missing and re-publish every unfinished task
   snapshot [--json]                       pg_dump + EVENTS sequence into SNAPSHOT_DIR (keeps SNAPSHOT_KEEP)
-  snapshots [--json]                      list snapshots, newest first
-  restore <snapshot> --into <url> [--no-replay] [--allow-gap] [--json]
-                                          restore into an EMPTY database, then replay EVENTS after the snapshot
+  snapshots [--json]                      list snapshots, newest first, and where their off-host copies are
+  restore <snapshot> --into <url> [--from DOMAIN] [--events-from DOMAIN] [--no-replay] [--allow-gap] [--json]
+                                          restore into an EMPTY database, then replay EVENTS after the snapshot;
+                                          --from: the off-host copy in that region's domain (checked again);
+                                          --events-from: replay from that region's mirror of our EVENTS
+  retention [--json]                      erase expired tokens, old params/images/callback URLs, delete old finished rows
   verify <snapshot> [--json]              checksum + restore into a scratch database + row counts; drops it
   workers [--json]                        live solvers (heartbeats): key, config revision, breaker, in flight
   config show|history [--json]            the solvers' runtime config in KV, and its kept revisions
@@ -74,7 +92,7 @@ export const USAGE = `usage: bun run recovery <command> [options]
   Environment: NATS_URL, DATABASE_URL, REGION, SNAPSHOT_DIR, PROVIDER_URL, PROVIDER_KEY; drills also GATEWAY_URL and
   DRILL_API_KEY (see apps/recovery/README.md).`;
 
-const VALUE_FLAGS = ["into", "older-than", "by", "reason", "to", "wait", "limit", "rate", "baseline", "timeout"];
+const VALUE_FLAGS = ["into", "from", "events-from", "older-than", "by", "reason", "to", "wait", "limit", "rate", "baseline", "timeout"];
 
 /** Splits argv into command, positionals and flags (`--a`, `--a value`, `--a=value`). */
 export function tokenize(argv: string[]): Record<string, unknown> {

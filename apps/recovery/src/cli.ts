@@ -18,6 +18,9 @@ import { listSnapshots, resolveSnapshot } from "./snapshot/manifest.ts";
 import { restoreSnapshot } from "./snapshot/restore.ts";
 import { takeSnapshot } from "./snapshot/take-snapshot.ts";
 import { verifySnapshot } from "./snapshot/verify.ts";
+import { copySnapshotOffHost, fetchOffHost, listOffHost, offHostBucket, offHostRecord } from "./snapshot/offhost.ts";
+import { runRetention } from "./retention/retention.ts";
+import { retentionPolicy } from "./retention/policy.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
 
 const log = createLogger("recovery", { level: process.env.LOG_LEVEL ?? "warn" });
@@ -65,6 +68,7 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
           sql,
           snapshotDir: config.SNAPSHOT_DIR,
           snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
+          ...(config.offHostDomain ? { offHostDomain: config.offHostDomain } : {}),
           staleAfterMs: config.STALE_AFTER_MS,
           provider: { url: config.PROVIDER_URL, key: config.PROVIDER_KEY, timeoutMs: config.PROVIDER_TIMEOUT_MS },
         });
@@ -115,29 +119,57 @@ async function run(cmd: Command, config: RecoveryConfig): Promise<number> {
       const nc = await natsWithin(config, 5000);
       try {
         const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: await jetstreamManager(nc), log });
-        print(cmd.json, s.manifest, `snapshot ${s.manifest.name}: ${s.manifest.bytes} bytes, sha256 ${s.manifest.sha256.slice(0, 16)}…, EVENTS seq ${s.manifest.events.lastSeq}, ${s.manifest.tookMs} ms\n  ${s.dumpPath}`);
-        return 0;
+        const copy = config.offHostDomain
+          ? await copySnapshotOffHost({ nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }, s, config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP).catch((e: Error) => e)
+          : undefined;
+        const where = copy === undefined ? "no off-host copy (SNAPSHOT_OFFHOST is none)" : copy instanceof Error ? `OFF-HOST COPY FAILED: ${copy.message}` : `copied to ${copy.domain}/${copy.bucket} and verified (${copy.copyMs} ms)`;
+        print(cmd.json, { ...s.manifest, offHost: copy instanceof Error ? { error: copy.message } : (copy ?? null) }, `snapshot ${s.manifest.name}: ${s.manifest.bytes} bytes, sha256 ${s.manifest.sha256.slice(0, 16)}…, EVENTS seq ${s.manifest.events.lastSeq}, ${s.manifest.tookMs} ms\n  ${s.dumpPath}\n  ${where}`);
+        return copy instanceof Error ? 1 : 0;
       } finally {
         await nc.close();
       }
     }
     case "snapshots": {
       const all = listSnapshots(config.SNAPSHOT_DIR);
-      print(
-        cmd.json,
-        all.map((s) => s.manifest),
-        all.length ? all.map((s) => `${s.manifest.name}  ${String(s.manifest.bytes).padStart(10)} B  events seq ${s.manifest.events.lastSeq}`).join("\n") : `no snapshot in ${config.SNAPSHOT_DIR}`,
-      );
+      // The copies held in the other region, when one is configured and reachable.
+      let remote: Awaited<ReturnType<typeof listOffHost>> | Error | undefined;
+      if (config.offHostDomain) {
+        const nc = await natsWithin(config, 5000).catch((e: Error) => e);
+        remote = nc instanceof Error ? nc : await listOffHost({ nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }).catch((e: Error) => e).finally(() => nc.close());
+      }
+      const remoteNames = new Set(remote instanceof Array ? remote.map((m) => m.name) : []);
+      const rows = all.map((s) => ({ ...s.manifest, local: true, offHost: offHostRecord(s) ?? null, inOffHostBucket: remoteNames.has(s.manifest.name) }));
+      const only = remote instanceof Array ? remote.filter((m) => !all.some((s) => s.manifest.name === m.name)).map((m) => ({ ...m, local: false, offHost: null, inOffHostBucket: true })) : [];
+      const where = (r: (typeof rows)[number]) => [r.local ? "local" : "", r.offHost ? `${r.offHost.domain}/${r.offHost.bucket} (verified ${r.offHost.verifiedAt})` : r.inOffHostBucket ? `${config.offHostDomain} (unverified)` : ""].filter(Boolean).join(" + ") || "-";
+      const lines = [...rows, ...only].sort((a, b) => b.createdAt.localeCompare(a.createdAt)).map((r) => `${r.name}  ${String(r.bytes).padStart(10)} B  events seq ${r.events.lastSeq}  ${where(r)}`);
+      if (remote instanceof Error) lines.push(`off-host copies in ${config.offHostDomain}: unreadable (${remote.message})`);
+      if (!config.offHostDomain) lines.push("off-host copies: none configured (SNAPSHOT_OFFHOST)");
+      print(cmd.json, { snapshots: [...rows, ...only], offHostDomain: config.offHostDomain ?? null, offHostError: remote instanceof Error ? remote.message : null }, lines.length ? lines.join("\n") : `no snapshot in ${config.SNAPSHOT_DIR}`);
       return 0;
     }
-    case "restore": {
-      const snapshot = resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
-      const nc = cmd["no-replay"] ? undefined : await natsWithin(config, 5000);
+    case "retention": {
+      if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for retention");
+      const database = openDatabase(config.DATABASE_URL, { max: 2, appName: "recovery-retention" });
       try {
+        const r = await runRetention(database.sql, retentionPolicy(config));
+        print(cmd.json, r, `retention: ${r.tokensErased} token(s) erased, ${r.paramsPurged} task(s) stripped of params and callback URL, ${r.rowsDeleted} row(s) deleted with ${r.deliveriesDeleted} callback record(s) (${r.batches} batches, ${r.ms} ms)`);
+        return 0;
+      } finally {
+        await database.close();
+      }
+    }
+    case "restore": {
+      const nc = cmd["no-replay"] && !cmd.from ? undefined : await natsWithin(config, 5000);
+      try {
+        // --from: the off-host copy, fetched into SNAPSHOT_DIR and checked against its manifest.
+        const snapshot = cmd.from ? await fetchOffHost({ nc: nc!, domain: cmd.from, bucket: offHostBucket(config.REGION) }, cmd.args[0], config.SNAPSHOT_DIR) : resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
+        const eventsDomain = cmd["events-from"];
         const r = await restoreSnapshot({
           snapshot,
           intoUrl: cmd.into,
-          ...(nc ? { nats: { js: jetstream(nc), jsm: await jetstreamManager(nc) } } : {}),
+          ...(nc && !cmd["no-replay"]
+            ? { nats: eventsDomain ? { js: jetstream(nc, { domain: eventsDomain }), jsm: await jetstreamManager(nc, { domain: eventsDomain }), mirror: true } : { js: jetstream(nc), jsm: await jetstreamManager(nc) } }
+            : {}),
           ...(cmd["allow-gap"] ? { allowGap: true } : {}),
         });
         const replay = r.replay ? `replayed ${r.replay.events} events (seq ${r.replay.fromSeq}..${r.replay.toSeq}): ${Object.entries(r.replay.counts).map(([k, v]) => `${k}=${v}`).join(" ")}` : "no replay (--no-replay)";

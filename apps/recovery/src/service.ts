@@ -12,6 +12,10 @@ import { adoptRegion } from "./regions/adopt.ts";
 import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
+import { createRecoveryMetrics } from "./retention/metrics.ts";
+import { retentionPolicy } from "./retention/policy.ts";
+import { runRetention } from "./retention/retention.ts";
+import { copySnapshotOffHost, offHostBucket } from "./snapshot/offhost.ts";
 import { startConsole } from "./console/server.ts";
 
 export interface RecoveryService {
@@ -81,9 +85,31 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
           });
         })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"))
       : undefined;
-  every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () =>
-    takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log }),
-  );
+  const metrics = createRecoveryMetrics();
+  // Each snapshot is copied off the host right after it is taken (another region's Object Store),
+  // read back and checked; a failed copy is logged and counted, the local snapshot stays.
+  every(config.SNAPSHOT_INTERVAL_MS, "snapshot", async () => {
+    const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log });
+    if (!config.offHostDomain) return;
+    try {
+      const c = await copySnapshotOffHost({ nc: ctx.nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }, s, config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP);
+      metrics.offhost.copy("ok", c.bytes);
+      log.info({ snapshot: c.snapshot, domain: c.domain, bucket: c.bucket, bytes: c.bytes, ms: c.copyMs }, "snapshot copied off the host and verified");
+    } catch (err) {
+      metrics.offhost.copy("error", 0);
+      log.error({ snapshot: s.manifest.name, domain: config.offHostDomain, err: (err as Error).message }, "off-host snapshot copy failed");
+    }
+  });
+  // Data retention (docs/security.md): tokens, params, callback URLs, old rows.
+  every(config.RETENTION_INTERVAL_MS, "retention", async () => {
+    const r = await runRetention(ctx.database.sql, retentionPolicy(config), metrics.retention);
+    log.info({ tokensErased: r.tokensErased, paramsPurged: r.paramsPurged, rowsDeleted: r.rowsDeleted, deliveriesDeleted: r.deliveriesDeleted, batches: r.batches, ms: r.ms }, "retention");
+  });
+  const metricsServer =
+    config.METRICS_PORT === undefined
+      ? undefined
+      : Bun.serve({ hostname: config.METRICS_HOST, port: config.METRICS_PORT, fetch: (req) => (new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 })) });
+  if (metricsServer) log.info({ metrics: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics` }, "recovery metrics listening");
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);
   log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");
@@ -91,6 +117,7 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
     async stop() {
       stopping = true;
       for (const t of timers) clearInterval(t);
+      void metricsServer?.stop(true);
       await operatorConsole?.stop();
       await keeper?.stop();
       await witnessNc?.close().catch(() => {});

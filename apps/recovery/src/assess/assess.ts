@@ -5,6 +5,7 @@ import { eventSubject, streams } from "@pipeline/shared/subjects";
 import type { Heartbeat } from "@pipeline/shared/runtime";
 import { MIN_NATS_SERVER, versionAtLeast } from "@pipeline/shared/localstack";
 import { listSnapshots } from "../snapshot/manifest.ts";
+import { offHostRecord } from "../snapshot/offhost.ts";
 
 export type Level = "ok" | "warn" | "fail";
 
@@ -61,6 +62,8 @@ export interface AssessDeps {
   regionChecks?: Check[];
   /** Live solvers from their heartbeats (an Error when the bucket cannot be read). */
   workers?: Heartbeat[] | Error;
+  /** Where snapshots are copied off the host (SNAPSHOT_OFFHOST); undefined = copies are off. */
+  offHostDomain?: string;
 }
 
 /** Asks the provider for the balance (`res.php`, action=getbalance, key in the POST body). */
@@ -193,6 +196,19 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
         ? { name: "snapshot", level: "fail", summary: `newest snapshot is ${Math.round(ageMs / 60_000)} min old (${snap.manifest.name})`, hint: "is the recovery service running? bun run recovery snapshot" }
         : { name: "snapshot", level: "ok", summary: `${snap.manifest.name}, ${Math.round(ageMs / 1000)} s old` },
     );
+  }
+  // A snapshot only on this host dies with the database it would restore (issue 16.4).
+  const snaps = listSnapshots(d.snapshotDir);
+  if (!d.offHostDomain) {
+    if (snaps.length) add({ name: "offhost", level: "warn", summary: "snapshots have no off-host copy (SNAPSHOT_OFFHOST is none): losing this host loses them", hint: "set SNAPSHOT_OFFHOST to another region (docs/runbook.md)" });
+  } else if (snaps.length) {
+    const copied = snaps.find((s) => offHostRecord(s));
+    const newest = snaps[0]!;
+    const copiedAgeMs = copied ? Date.now() - Date.parse(copied.manifest.createdAt) : Infinity;
+    if (!copied || copiedAgeMs > d.snapshotMaxAgeMs)
+      add({ name: "offhost", level: "fail", summary: copied ? `newest snapshot with a verified copy in ${d.offHostDomain} is ${Math.round(copiedAgeMs / 60_000)} min old (${copied.manifest.name})` : `no snapshot has a verified copy in ${d.offHostDomain}`, hint: "recovery log 'off-host snapshot copy failed'; the leafnode link (assess replica line); bun run recovery snapshot" });
+    else if (copied !== newest) add({ name: "offhost", level: "warn", summary: `newest snapshot ${newest.manifest.name} has no verified off-host copy yet (last copied: ${copied.manifest.name})` });
+    else add({ name: "offhost", level: "ok", summary: `${newest.manifest.name} copied to ${d.offHostDomain} and verified` });
   }
 
   if (!d.provider.key) add({ name: "provider", level: "warn", summary: "not checked (PROVIDER_KEY unset)" });

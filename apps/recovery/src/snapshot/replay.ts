@@ -29,6 +29,12 @@ export interface ReplayOptions {
   streamCreated?: string;
   /** Replay even when events after the snapshot are gone (the result then misses them: RPO > 0). */
   allowGap?: boolean;
+  /**
+   * `js`/`jsm` reach a mirror of EVENTS in another region's domain (the origin was lost with the
+   * host): a mirror keeps the origin's sequences but has its own creation time, so that check is
+   * skipped; the range check still holds.
+   */
+  mirror?: boolean;
   batch?: number;
 }
 
@@ -42,7 +48,8 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
   const started = Date.now();
   const name = streams.events(o.region);
   const info = await o.jsm.streams.info(name);
-  if (o.streamCreated && info.created !== o.streamCreated && !o.allowGap)
+  if (o.mirror && info.config.mirror?.name !== name) throw new ReplayGapError(`${name} in that domain is not a mirror of this region's EVENTS`);
+  if (o.streamCreated && info.created !== o.streamCreated && !o.allowGap && !o.mirror)
     throw new ReplayGapError(`${name} was recreated since the snapshot (created ${info.created}, snapshot saw ${o.streamCreated}): its sequences no longer match`);
   if (info.state.first_seq > o.afterSeq + 1 && info.state.last_seq > o.afterSeq && !o.allowGap)
     throw new ReplayGapError(`${name} no longer holds events ${o.afterSeq + 1}..${info.state.first_seq - 1} (max age or size reached): take snapshots more often than EVENTS keeps events`);

@@ -22,7 +22,7 @@ export interface RestoreOptions {
   snapshot: Snapshot;
   intoUrl: string;
   /** EVENTS to replay from; without it, only the dump is restored. */
-  nats?: { js: JetStreamClient; jsm: JetStreamManager };
+  nats?: { js: JetStreamClient; jsm: JetStreamManager; /** js/jsm reach a mirror of EVENTS in another domain (see replayEvents). */ mirror?: boolean };
   allowGap?: boolean;
 }
 
@@ -43,7 +43,7 @@ export async function restoreSnapshot(o: RestoreOptions): Promise<RestoreReport>
   const sql = postgres(o.intoUrl, { max: 2, onnotice: () => {} });
   try {
     const replay = o.nats
-      ? await replayEvents({ sql, js: o.nats.js, jsm: o.nats.jsm, region: m.region, afterSeq: m.events.lastSeq, streamCreated: m.events.streamCreated, ...(o.allowGap ? { allowGap: true } : {}) })
+      ? await replayEvents({ sql, js: o.nats.js, jsm: o.nats.jsm, region: m.region, afterSeq: m.events.lastSeq, streamCreated: m.events.streamCreated, ...(o.allowGap ? { allowGap: true } : {}), ...(o.nats.mirror ? { mirror: true } : {}) })
       : null;
     const rows = await sql<{ state: string; n: number }[]>`select state, count(*)::int as n from tasks group by state order by state`;
     return { snapshot: m.name, into: describeUrl(o.intoUrl), restoreMs, replay, tasks: Object.fromEntries(rows.map((r) => [r.state, r.n])), totalMs: Date.now() - started };
