@@ -134,6 +134,20 @@ test("the service copies each snapshot to the other region's Object Store and ve
   await service.kill("SIGTERM");
   service = undefined;
 
+  // The CLI: `snapshots` says where each copy is; `retention` runs the same job once.
+  const cliEnv = { NATS_URL: fsn1.url, ...natsEnv(fsn1, "recovery"), DATABASE_URL: source.url, REGION: "fsn1", SNAPSHOT_DIR: snapshots, SNAPSHOT_OFFHOST: "hel1" };
+  const listed = await cli(["snapshots", "--json"], cliEnv);
+  expect(listed.code, listed.out).toBe(0);
+  const l = JSON.parse(listed.out) as { offHostDomain: string; snapshots: Array<{ name: string; local: boolean; inOffHostBucket: boolean; offHost: { domain: string } | null }> };
+  expect(l.offHostDomain).toBe("hel1");
+  expect(l.snapshots.length).toBe(2);
+  expect(l.snapshots.every((x) => x.local && x.inOffHostBucket && x.offHost?.domain === "hel1")).toBe(true);
+  const ancient2 = await insertTask({ state: "cancelled", finishedAgoMs: 31 * DAY });
+  const ret = await cli(["retention", "--json"], cliEnv);
+  expect(ret.code, ret.out).toBe(0);
+  expect(JSON.parse(ret.out)).toMatchObject({ rowsDeleted: 1, tokensErased: 0 });
+  expect((await sql`select 1 from tasks where id = ${ancient2}`).length).toBe(0);
+
   // assess: ok while the newest snapshot has its copy; a warning for a newer one without; a
   // failure when no recent snapshot has one.
   const check = async () => (await assess({ region: "fsn1", jsm: new Error("n/a"), sql: new Error("n/a"), snapshotDir: snapshots, snapshotMaxAgeMs: 60_000, staleAfterMs: 60_000, provider: { url: "http://127.0.0.1:1", key: undefined, timeoutMs: 100 }, offHostDomain: "hel1" })).checks.find((c) => c.name === "offhost");
