@@ -10,6 +10,13 @@ export const GatewayEnv = z.object({
   MAX_BODY_BYTES: envInt(256 * 1024, 1024, 16 * 1024 * 1024),
   IMAGE_MAX_BYTES: envInt(DEFAULT_IMAGE_MAX_BYTES, 1024, 8 * 1024 * 1024),
   MAX_WAIT_SECONDS: envInt(60, 0, 300),
+  /** Long-polls (`?wait=`) and event streams open at once per API key, and in all (429 beyond). */
+  LONG_POLL_MAX_PER_KEY: envInt(2000, 1, 100_000),
+  LONG_POLL_MAX_TOTAL: envInt(20_000, 1, 1_000_000),
+  /** A waiting request re-reads its task on each of its events, and at least this often (a missed event; another region's task: 1 s). */
+  LONG_POLL_RECHECK_MS: envInt(5000, 100, 60_000),
+  /** An event stream (`/v1/tasks/:id/events`) is closed after this long; EventSource reconnects. */
+  SSE_MAX_SECONDS: envInt(300, 1, 24 * 3600),
   PUBLISH_DEADLINE_MS: envInt(10_000, 100, 120_000),
   /** A task not finished this long after acceptance (or a redrive) is dead-lettered. */
   TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),

@@ -27,9 +27,20 @@ export function createTaskQueue(nc: NatsConnection, js: JetStreamClient, region:
   };
 }
 
+export interface TaskWatch {
+  /**
+   * Resolves "event" at the task's next event (or at once when one came since the last call),
+   * "timeout" after `ms`, "aborted" when `signal` aborts.
+   */
+  wait(ms: number, signal?: AbortSignal): Promise<"event" | "timeout" | "aborted">;
+  close(): void;
+}
+
 export interface TaskWatcher {
-  /** Resolves when an event for the task arrives, or after `ms`. */
-  waitForChange(taskId: string, ms: number): Promise<void>;
+  /** Starts listening for the task's events (before its row is read: no event is missed in between). */
+  watch(taskId: string): TaskWatch;
+  /** Open watches (the long-polls and streams held now). */
+  size(): number;
   close(): void;
 }
 
@@ -38,35 +49,65 @@ export interface TaskWatcher {
  * publishes reach core subscribers too). A missed event only costs the caller's re-check interval.
  */
 export function createTaskWatcher(nc: NatsConnection, region: string): TaskWatcher {
-  const waiters = new Map<string, Set<() => void>>();
+  const watches = new Map<string, Set<() => void>>();
+  let open = 0;
   const sub = nc.subscribe(eventSubjects(region), {
     callback: (_err, m) => {
-      if (waiters.size === 0) return;
+      if (watches.size === 0) return;
       let id: unknown;
       try {
         id = (m.json() as { taskId?: unknown }).taskId;
       } catch {
         return;
       }
-      const set = typeof id === "string" ? waiters.get(id) : undefined;
-      if (set) for (const wake of [...set]) wake();
+      const set = typeof id === "string" ? watches.get(id) : undefined;
+      if (set) for (const fire of [...set]) fire();
     },
   });
   return {
-    waitForChange(taskId, ms) {
-      return new Promise<void>((resolve) => {
-        const set = waiters.get(taskId) ?? new Set();
-        waiters.set(taskId, set);
-        const done = () => {
-          clearTimeout(timer);
-          set.delete(done);
-          if (set.size === 0) waiters.delete(taskId);
-          resolve();
-        };
-        const timer = setTimeout(done, ms);
-        set.add(done);
-      });
+    watch(taskId) {
+      let fired = false;
+      let wake: ((r: "event" | "timeout" | "aborted") => void) | undefined;
+      const fire = () => {
+        if (wake) wake("event");
+        else fired = true;
+      };
+      const set = watches.get(taskId) ?? new Set();
+      watches.set(taskId, set);
+      set.add(fire);
+      open++;
+      let closed = false;
+      return {
+        wait(ms, signal) {
+          if (fired) {
+            fired = false;
+            return Promise.resolve("event");
+          }
+          if (signal?.aborted) return Promise.resolve("aborted");
+          return new Promise((resolve) => {
+            const done = (r: "event" | "timeout" | "aborted") => {
+              clearTimeout(timer);
+              signal?.removeEventListener("abort", onAbort);
+              wake = undefined;
+              resolve(r);
+            };
+            const onAbort = () => done("aborted");
+            const timer = setTimeout(() => done("timeout"), ms);
+            signal?.addEventListener("abort", onAbort);
+            wake = done;
+          });
+        },
+        close() {
+          if (closed) return;
+          closed = true;
+          open--;
+          set.delete(fire);
+          if (set.size === 0) watches.delete(taskId);
+          wake?.("aborted");
+        },
+      };
     },
+    size: () => open,
     close() {
       sub.unsubscribe();
     },

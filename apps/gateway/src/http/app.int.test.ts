@@ -240,3 +240,100 @@ test("when JetStream cannot take the task, the answer is 503 and no row is left"
   expect(rowsAfter).toBe(rowsBefore);
   await ensureStreams(jsm, { region: REGION });
 });
+
+describe("waiting requests: caps, client aborts, wake-ups, stream lifetime (issue 14.5)", () => {
+  let capped: ReturnType<typeof createApp>;
+  let reads = 0;
+  let watcher: ReturnType<typeof createTaskWatcher>;
+  beforeAll(() => {
+    const store = createTaskStore(database.db);
+    watcher = createTaskWatcher(nc, REGION);
+    capped = createApp({
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 30, TASK_DEADLINE_MS: 600_000, LONG_POLL_MAX_PER_KEY: 2, LONG_POLL_MAX_TOTAL: 3, LONG_POLL_RECHECK_MS: 5000, SSE_MAX_SECONDS: 1 },
+      // Counts the task reads, to see what a waiting request costs Postgres.
+      store: { ...store, get: (id: string) => (reads++, store.get(id)) },
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      watcher,
+      apiKeys: createApiKeys(["client-a-key", "client-b-key", "client-c-key"]),
+      log: createLogger("gateway-test", { level: "silent" }),
+    });
+  });
+  const queued = async (key = "client-a-key") =>
+    ((await (await capped.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(turnstile) })).json()) as { id: string }).id;
+  const waitOn = async (id: string, key: string, signal?: AbortSignal): Promise<Response> => capped.request(`/v1/tasks/${id}?wait=30`, { headers: { authorization: `Bearer ${key}` }, ...(signal ? { signal } : {}) });
+
+  test("a key holds at most LONG_POLL_MAX_PER_KEY waits, the gateway LONG_POLL_MAX_TOTAL: then 429 with Retry-After, naming query.wait", async () => {
+    const id = await queued();
+    const aborts = [new AbortController(), new AbortController(), new AbortController()];
+    const held = [waitOn(id, "client-a-key", aborts[0]!.signal), waitOn(id, "client-a-key", aborts[1]!.signal)];
+    await Bun.sleep(200);
+    const third = await waitOn(id, "client-a-key");
+    expect(third.status).toBe(429);
+    expect(third.headers.get("retry-after")).toBe("1");
+    expect(((await third.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("query.wait");
+    // Another key still gets one (the total is 3), then the total is reached for everyone.
+    const other = waitOn(await queued("client-b-key"), "client-b-key", aborts[2]!.signal);
+    await Bun.sleep(200);
+    expect((await waitOn(await queued("client-c-key"), "client-c-key")).status).toBe(429);
+    // A read without ?wait is never capped.
+    expect((await capped.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-a-key" } })).status).toBe(200);
+    for (const a of aborts) a.abort();
+    await Promise.allSettled([...held, other]);
+  });
+
+  test("a client that goes away frees its slot and its watch at once, and nothing reads the task for it any more", async () => {
+    const id = await queued();
+    const gone = new AbortController();
+    const before = watcher.size();
+    const pending = waitOn(id, "client-a-key", gone.signal).catch(() => undefined);
+    await Bun.sleep(300);
+    expect(watcher.size()).toBe(before + 1);
+    gone.abort();
+    await pending;
+    await Bun.sleep(100);
+    expect(watcher.size()).toBe(before);
+    const readsAfter = reads;
+    await Bun.sleep(1500);
+    expect(reads).toBe(readsAfter);
+    // Its slots are back: two new waits of the same key are accepted.
+    const again = [new AbortController(), new AbortController()];
+    const two = again.map((a) => waitOn(id, "client-a-key", a.signal));
+    await Bun.sleep(200);
+    expect(watcher.size()).toBe(before + 2);
+    for (const a of again) a.abort();
+    await Promise.allSettled(two);
+  });
+
+  test("a waiting request re-reads its task on an event, not every second", async () => {
+    const id = await queued("client-b-key");
+    const stop = new AbortController();
+    const readsBefore = reads;
+    const pending = waitOn(id, "client-b-key", stop.signal).catch(() => undefined);
+    await Bun.sleep(3000);
+    // One read at the start; no event, and the re-check is 5 s away.
+    expect(reads - readsBefore).toBe(1);
+    await database.sql`update tasks set state='completed', token='T-2', token_expires_at=now()+interval '2 minutes', completed_at=now(), version=version+1 where id=${id}`;
+    nc.publish(`events.${REGION}.completed`, JSON.stringify({ taskId: id }));
+    const res = (await pending) as Response;
+    expect(((await res.json()) as { status: string }).status).toBe("completed");
+    expect(reads - readsBefore).toBe(2);
+  });
+
+  test("an event stream ends after SSE_MAX_SECONDS and gives its slot back", async () => {
+    const id = await queued("client-c-key");
+    const t0 = Date.now();
+    const res = await capped.request(`/v1/tasks/${id}/events`, { headers: { authorization: "Bearer client-c-key" } });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain("event: state");
+    expect(Date.now() - t0).toBeLessThan(2500);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    // Its slot is back: the key opens two more.
+    const aborts = [new AbortController(), new AbortController()];
+    const two = aborts.map((a) => waitOn(id, "client-c-key", a.signal));
+    await Bun.sleep(200);
+    expect((await waitOn(id, "client-c-key")).status).toBe(429);
+    for (const a of aborts) a.abort();
+    await Promise.allSettled(two);
+  });
+});

@@ -35,7 +35,7 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
             { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } },
             { name: "wait", in: "query", required: false, schema: { type: "integer", minimum: 0 } },
           ],
-          responses: { "200": { description: "the task", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } } }, ...errors(400, 401, 404) },
+          responses: { "200": { description: "the task", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } } }, ...errors(400, 401, 404, 429) },
         },
       },
       "/healthz": { get: { security: [], responses: { "200": { description: "alive" } } } },

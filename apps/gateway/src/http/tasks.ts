@@ -3,6 +3,7 @@ import { z } from "zod";
 import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
 import { bearerToken } from "../domain/api-keys.ts";
 import { validIdempotencyKey } from "../domain/task-id.ts";
+import { createWaitLimits } from "../domain/wait-limits.ts";
 import { SubmitError, submitTask } from "../usecases/submit-task.ts";
 import { toTaskView, WAITABLE_DONE } from "../domain/task-view.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
@@ -23,6 +24,18 @@ export function tasksRoutes(deps: GatewayDeps) {
   });
   const now = deps.now ?? (() => new Date());
   const WaitQuery = z.coerce.number().int().min(0).max(deps.config.MAX_WAIT_SECONDS).default(0);
+  const limits = createWaitLimits({ perKey: deps.config.LONG_POLL_MAX_PER_KEY ?? 2000, total: deps.config.LONG_POLL_MAX_TOTAL ?? 20_000 });
+  /** A waiting request re-reads its task at each event and at least this often (sooner for another region's task, whose events this gateway does not see). */
+  const recheckMs = (region: string) => (region === deps.config.REGION ? (deps.config.LONG_POLL_RECHECK_MS ?? 5000) : 1000);
+  const sseMaxMs = (deps.config.SSE_MAX_SECONDS ?? 300) * 1000;
+  /** A slot for a waiting request, or a 429 naming what is capped. */
+  const waitSlot = (clientId: string, field: string) => {
+    const release = limits.enter(clientId);
+    if (!release) {
+      throw new ProblemError(429, "Too Many Waiting Requests", "this API key (or the gateway) holds as many long-polls and event streams as allowed; retry shortly or poll without ?wait", [{ field, message: "too many waiting requests" }], { "retry-after": "1" });
+    }
+    return release;
+  };
 
   app.use("*", async (c, next) => {
     const key = bearerToken(c.req.header("authorization"));
@@ -83,35 +96,57 @@ export function tasksRoutes(deps: GatewayDeps) {
     const clientId = c.get("clientId");
     const wait = WaitQuery.safeParse(c.req.query("wait") ?? undefined);
     if (!wait.success) throw new ProblemError(400, "Invalid Query", undefined, fieldErrors(wait.error, "query.wait"));
-    const until = Date.now() + wait.data * 1000;
-    for (;;) {
-      const row = await ownTask(clientId, c.req.param("id"));
-      const left = until - Date.now();
-      if (WAITABLE_DONE.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, now()));
-      await deps.watcher.waitForChange(row.id, Math.min(left, 1000));
+    const first = await ownTask(clientId, c.req.param("id"));
+    if (wait.data === 0 || WAITABLE_DONE.includes(first.state as TaskState)) return c.json(toTaskView(first, now()));
+    const release = waitSlot(clientId, "query.wait");
+    const watch = deps.watcher.watch(first.id);
+    try {
+      const until = Date.now() + wait.data * 1000;
+      for (let row = first; ; row = await ownTask(clientId, first.id)) {
+        const left = until - Date.now();
+        if (WAITABLE_DONE.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, now()));
+        // The client gone: stop reading the task for nobody.
+        if ((await watch.wait(Math.min(left, recheckMs(row.region)), c.req.raw.signal)) === "aborted") return c.body(null, 499 as never);
+      }
+    } finally {
+      watch.close();
+      release();
     }
   });
 
   app.get("/:id/events", async (c) => {
-    const first = await ownTask(c.get("clientId"), c.req.param("id"));
+    const clientId = c.get("clientId");
+    const first = await ownTask(clientId, c.req.param("id"));
+    const release = waitSlot(clientId, "path.id");
+    const watch = deps.watcher.watch(first.id);
     return streamSSE(c, async (stream) => {
-      let last = "";
-      let lastWrite = Date.now();
-      while (!stream.aborted && !stream.closed) {
-        const row = (await deps.store.get(first.id)) ?? first;
-        const view = toTaskView(row, now());
-        const key = `${row.version}:${view.status}`;
-        if (key !== last) {
-          await stream.writeSSE({ event: "state", id: String(row.version), data: JSON.stringify(view) });
-          last = key;
-          lastWrite = Date.now();
+      const gone = new AbortController();
+      stream.onAbort(() => gone.abort());
+      const until = Date.now() + sseMaxMs;
+      try {
+        let last = "";
+        let lastWrite = Date.now();
+        for (let row = first; !stream.aborted && !stream.closed; row = (await deps.store.get(first.id)) ?? row) {
+          const view = toTaskView(row, now());
+          const key = `${row.version}:${view.status}`;
+          if (key !== last) {
+            await stream.writeSSE({ event: "state", id: String(row.version), data: JSON.stringify(view) });
+            last = key;
+            lastWrite = Date.now();
+          }
+          if (WAITABLE_DONE.includes(row.state as TaskState)) break;
+          const left = until - Date.now();
+          // A stream lives at most SSE_MAX_SECONDS: EventSource reconnects (Last-Event-ID) to a fresh one.
+          if (left <= 0) break;
+          if ((await watch.wait(Math.min(left, recheckMs(row.region), 15_000), gone.signal)) === "aborted") break;
+          if (Date.now() - lastWrite > 15_000) {
+            await stream.write(": keep-alive\n\n");
+            lastWrite = Date.now();
+          }
         }
-        if (WAITABLE_DONE.includes(row.state as TaskState)) break;
-        await deps.watcher.waitForChange(row.id, 1000);
-        if (Date.now() - lastWrite > 15_000) {
-          await stream.write(": keep-alive\n\n");
-          lastWrite = Date.now();
-        }
+      } finally {
+        watch.close();
+        release();
       }
     });
   });
