@@ -5,19 +5,22 @@
 // hel1` rebuilds the database from the copy and from hel1's mirror of fsn1's EVENTS. A copy whose
 // bytes do not match its manifest is refused.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Objm } from "@nats-io/obj";
-import { freePort, natsEnv, startNatsServer, type NatsServerHandle } from "@pipeline/shared/localstack";
+import { findPromtool, freePort, natsEnv, startNatsServer, type NatsServerHandle } from "@pipeline/shared/localstack";
 import { connectNats, ensureStreams, eventsMirrorConfig, type NatsConnection } from "@pipeline/shared/nats";
+import { openDatabase } from "@pipeline/shared/db";
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
 import postgres from "postgres";
 import { assess } from "../apps/recovery/src/assess/assess.ts";
+import { redriveTask } from "../apps/recovery/src/console/redrive.ts";
 import { listSnapshots } from "../apps/recovery/src/snapshot/manifest.ts";
 import { copySnapshotOffHost, offHostBucket, offHostRecord } from "../apps/recovery/src/snapshot/offhost.ts";
 import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
@@ -82,6 +85,8 @@ test("the service copies each snapshot to the other region's Object Store and ve
   const expired = await insertTask({ state: "completed", token: "TOKEN-OLD", expiresAgoMs: 3 * 3600_000, finishedAgoMs: 3 * 3600_000 });
   const ancient = await insertTask({ state: "failed", finishedAgoMs: 40 * DAY });
   const fresh = await insertTask({ state: "completed", token: "TOKEN-FRESH", expiresAgoMs: -120_000, finishedAgoMs: 1000 });
+  const failedOld = await insertTask({ state: "failed", finishedAgoMs: 8 * DAY });
+  const failedNew = await insertTask({ state: "failed", finishedAgoMs: 60_000 });
   const snapshots = mkdtempSync(join(tmpdir(), "offhost-service-"));
   service = spawnApp(
     "recovery-fsn1",
@@ -131,8 +136,24 @@ test("the service copies each snapshot to the other region's Object Store and ve
   expect(text).toMatch(/recovery_retention_rows_total\{action="row_deleted"[^}]*\} 1\b/);
   expect(text).toMatch(/recovery_retention_rows_total\{action="token_erased"[^}]*\} 1\b/);
   expect(text).toMatch(/recovery_retention_last_success_timestamp_seconds\{[^}]*\} \d/);
+  const lint = spawnSync(findPromtool(), ["check", "metrics"], { input: text, encoding: "utf8" });
+  expect(lint.status, `${lint.stdout}${lint.stderr}`).toBe(0);
   await service.kill("SIGTERM");
   service = undefined;
+
+  // A failed task whose params retention erased cannot be redriven from the console (nothing left
+  // to solve); one that still has them can.
+  const [p] = await sql<{ params: Record<string, unknown> }[]>`select params from tasks where id = ${failedOld}`;
+  expect(p!.params).toEqual({});
+  const database = openDatabase(source.url, { max: 1 });
+  try {
+    const deps = { sql, db: database.db, js: jetstream(ncA), region: "fsn1", deadlineMs: 600_000, publishDeadlineMs: 5000 };
+    expect(await redriveTask(deps, failedOld, "test")).toMatchObject({ ok: false, status: 409 });
+    expect((await sql<{ state: string }[]>`select state from tasks where id = ${failedOld}`)[0]!.state).toBe("failed");
+    expect(await redriveTask(deps, failedNew, "test")).toMatchObject({ ok: true, redrives: 1 });
+  } finally {
+    await database.close();
+  }
 
   // The CLI: `snapshots` says where each copy is; `retention` runs the same job once.
   const cliEnv = { NATS_URL: fsn1.url, ...natsEnv(fsn1, "recovery"), DATABASE_URL: source.url, REGION: "fsn1", SNAPSHOT_DIR: snapshots, SNAPSHOT_OFFHOST: "hel1" };

@@ -26,13 +26,15 @@ export interface RedriveDeps {
 }
 
 export async function redriveTask(d: RedriveDeps, id: string, actor: string): Promise<RedriveResult> {
-  const [cur] = await d.sql<{ state: string; region: string }[]>`select state, region from tasks where id = ${id}`;
+  const [cur] = await d.sql<{ state: string; region: string; purged: boolean }[]>`select state, region, params = '{}'::jsonb as purged from tasks where id = ${id}`;
   if (!cur) return { ok: false, status: 404, reason: "no such task" };
+  // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): there is nothing left to solve.
+  if (cur.purged) return { ok: false, status: 409, reason: "the task's params were erased by retention (TASK_RETENTION_DAYS); the client must submit it again" };
   if (cur.region !== d.region) return { ok: false, status: 409, reason: `the task lives in region ${cur.region}; redrive it from that region's console` };
   const [row] = await d.sql<{ id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]>`
     update tasks set state = 'queued', version = version + 1, attempts = 0, redrives = redrives + 1, provider_id = null,
       deadline_at = now() + ${`${d.deadlineMs} milliseconds`}::interval, completed_at = null, updated_at = now()
-    where id = ${id} and state = 'failed'
+    where id = ${id} and state = 'failed' and params <> '{}'::jsonb
     returning id, type, priority, version, redrives, deadline_at`;
   if (!row) return { ok: false, status: 409, reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven` };
   try {
