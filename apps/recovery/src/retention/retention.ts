@@ -79,17 +79,22 @@ export async function runRetention(sql: postgres.Sql, p: RetentionPolicy, metric
     }, batch, maxBatches);
     metrics?.rows("row_deleted", rows.rows);
     metrics?.rows("delivery_deleted", deliveriesDeleted);
-    const tokens = await drain(async () => {
-      const r = await sql`
-        update tasks t set token = null, user_agent = null
-        where t.id in (
-          select id from tasks
-          where state = 'completed' and token is not null
-            and ((token_expires_at is not null and token_expires_at < now() - ${grace}::interval)
-              or (token_expires_at is null and coalesce(completed_at, updated_at) < now() - ${taskAge}::interval))
-          limit ${batch} for update skip locked)`;
-      return r.count;
-    }, batch, maxBatches);
+    // Two statements, each an index range on tasks_token_expiry_idx: tokens past expiry + grace,
+    // then answers without expiry (image tasks) of tasks finished TASK_RETENTION_DAYS ago.
+    const erase = (which: "expired" | "no-expiry") =>
+      drain(async () => {
+        const r = await sql`
+          update tasks t set token = null, user_agent = null
+          where t.id in (
+            select id from tasks
+            where token is not null and state = 'completed'
+              and ${which === "expired" ? sql`token_expires_at < now() - ${grace}::interval` : sql`token_expires_at is null and coalesce(completed_at, updated_at) < now() - ${taskAge}::interval`}
+            limit ${batch} for update skip locked)`;
+        return r.count;
+      }, batch, maxBatches);
+    const expiredTokens = await erase("expired");
+    const answers = await erase("no-expiry");
+    const tokens = { rows: expiredTokens.rows + answers.rows, batches: expiredTokens.batches + answers.batches };
     metrics?.rows("token_erased", tokens.rows);
     const params = await drain(async () => {
       const r = await sql`

@@ -1,0 +1,1 @@
+CREATE INDEX "tasks_unpurged_idx" ON "tasks" USING btree (coalesce("completed_at", "updated_at")) WHERE state in ('completed','failed','cancelled') and (params <> '{}'::jsonb or callback_url is not null);
