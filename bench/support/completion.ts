@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { progressBar } from "@pipeline/shared/progress";
 
 /** Rows of `tasks` per state. */
 export async function stateCounts(sql: postgres.Sql): Promise<Record<string, number>> {
@@ -16,15 +17,22 @@ export async function stateCounts(sql: postgres.Sql): Promise<Record<string, num
 export async function waitForCompleted(sql: postgres.Sql, count: number, timeoutMs: number): Promise<number> {
   const until = performance.now() + timeoutMs;
   let last: { n: number; at: number } | undefined;
-  for (;;) {
-    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tasks where state = 'completed'`;
-    const n = row?.n ?? 0;
-    const now = performance.now();
-    if (n >= count) return now;
-    if (now > until) throw new Error(`only ${n} of ${count} tasks completed after ${Math.round(timeoutMs / 1000)} s: ${JSON.stringify(await stateCounts(sql))}`);
-    const perMs = last && n > last.n ? (n - last.n) / (now - last.at) : 0;
-    last = { n, at: now };
-    const wait = perMs > 0 ? Math.min(250, Math.max(10, (count - n) / perMs / 4)) : 250;
-    await Bun.sleep(wait);
+  // On a terminal: completed of `count`, with an estimate (quiet when piped; the bar costs no query).
+  const bar = progressBar("bench: completed", count, { unit: "tasks" });
+  try {
+    for (;;) {
+      const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tasks where state = 'completed'`;
+      const n = row?.n ?? 0;
+      const now = performance.now();
+      bar.update(Math.min(n, count));
+      if (n >= count) return now;
+      if (now > until) throw new Error(`only ${n} of ${count} tasks completed after ${Math.round(timeoutMs / 1000)} s: ${JSON.stringify(await stateCounts(sql))}`);
+      const perMs = last && n > last.n ? (n - last.n) / (now - last.at) : 0;
+      last = { n, at: now };
+      const wait = perMs > 0 ? Math.min(250, Math.max(10, (count - n) / perMs / 4)) : 250;
+      await Bun.sleep(wait);
+    }
+  } finally {
+    bar.done();
   }
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { progressBar } from "@pipeline/shared/progress";
 import { recordAudit } from "../runtime/audit.ts";
 import { faultFor, type FaultDeps } from "./faults.ts";
 import { startDrillLoad } from "./load.ts";
@@ -66,7 +67,13 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
   const load = startDrillLoad({ gatewayUrl: o.gatewayUrl, apiKey: o.apiKey, rate: o.rate, runId });
   const loadStart = Date.now();
   say(`drill ${o.scenario}: steady load of ${o.rate}/s, baseline ${o.baselineMs} ms`);
+  // On a terminal (quiet when piped): the baseline's seconds, then the completions while waiting for the normal rate.
+  const baselineBar = progressBar(`drill ${o.scenario}: baseline`, Math.round(o.baselineMs / 1000), { unit: "s" });
+  const baselineTick = setInterval(() => baselineBar.update(Math.min(Math.round((Date.now() - loadStart) / 1000), Math.round(o.baselineMs / 1000))), 250);
   await Bun.sleep(o.baselineMs);
+  clearInterval(baselineTick);
+  baselineBar.update(Math.round(o.baselineMs / 1000));
+  baselineBar.done();
   faultAt = Date.now();
   const warm = Math.min(2000, o.baselineMs / 2);
   const baselinePerSec = ratePerSec(load.completions(), loadStart + warm, faultAt);
@@ -81,8 +88,10 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
   await o.afterInject?.();
   const stableMs = o.stableMs ?? 4000;
   const giveUp = faultAt + o.timeoutMs;
+  const recoveryBar = progressBar(`drill ${o.scenario}: waiting for the normal rate, tasks completed`, undefined, { unit: "tasks" });
   for (;;) {
     const now = Date.now();
+    recoveryBar.update(load.completions().length);
     const r = recoveryMs(load.completions(), { faultAt, endAt: now, baselinePerSec });
     if (r !== null && now - faultAt - r >= stableMs && now - faultAt >= remedyMs + stableMs) break;
     if (now > giveUp) {
@@ -91,6 +100,7 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
     }
     await Bun.sleep(250);
   }
+  recoveryBar.done();
   const loadEnd = Date.now();
   await load.finish(Math.max(30_000, o.timeoutMs / 2));
   const all = [...load.tasks.values()];

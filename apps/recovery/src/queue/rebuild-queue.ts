@@ -1,4 +1,5 @@
 import { ensureStreams } from "@pipeline/shared/nats";
+import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
 import { republishTask, scanTasksStream, type RepublishRow } from "../adapters/tasks-stream.ts";
 import type { RecoveryContext } from "../context.ts";
@@ -63,25 +64,32 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
   const rows = await openRows();
   report.open = rows.length;
   ctx.log.debug({ created: report.created, open: rows.length, young: rows.filter((r) => r.young).length }, "rebuild: stream ensured, rows read");
-  const publish = async (list: OpenRow[]) => {
+  const publish = async (list: OpenRow[], label: string) => {
     const scan = await scanTasksStream(ctx.jsm, ctx.region);
     ctx.log.debug({ rows: list.length, messages: scan.messages }, "rebuild: pass");
-    for (const r of list) {
-      if (scan.ids.has(r.id)) {
-        report.withMessage++;
-        continue;
+    // On a terminal: a bar with an estimate over the rows of this pass (nothing when piped).
+    const bar = progressBar(label, list.length, { unit: "tasks" });
+    try {
+      for (const r of list) {
+        bar.increment();
+        if (scan.ids.has(r.id)) {
+          report.withMessage++;
+          continue;
+        }
+        if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs)) report.republished++;
+        else report.duplicates++;
       }
-      if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs)) report.republished++;
-      else report.duplicates++;
+    } finally {
+      bar.done();
     }
   };
-  await publish(rows.filter((r) => !r.young));
+  await publish(rows.filter((r) => !r.young), "rebuild-queue");
   const young = rows.filter((r) => r.young);
   report.deferred = young.length;
   if (young.length > 0) {
     const oldest = Math.max(...young.map((r) => r.ageMs));
     await sleep(Math.max(0, o.gatewayGraceMs - oldest));
-    await publish(await openRows(young.map((r) => r.id)));
+    await publish(await openRows(young.map((r) => r.id)), "rebuild-queue (fresh rows)");
   }
   report.ms = Date.now() - started;
   ctx.log.warn({ stream: name, created: report.created, republished: report.republished, open: report.open }, "TASKS rebuilt from Postgres");

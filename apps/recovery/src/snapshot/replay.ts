@@ -1,6 +1,7 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type postgres from "postgres";
 import { TaskEvent } from "@pipeline/shared/schemas";
+import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
 import { applyEvent, type Applied } from "./apply-event.ts";
 
@@ -72,6 +73,8 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
   if (target > o.afterSeq) {
     const consumer = await o.js.consumers.get(name, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: o.afterSeq + 1 });
     const messages = await consumer.consume({ max_messages: o.batch ?? 500 });
+    // On a terminal: events replayed of those after the snapshot, with an estimate (quiet when piped).
+    const bar = progressBar("restore: replaying EVENTS", target - o.afterSeq, { unit: "events" });
     let batch: Array<TaskEvent | undefined> = [];
     // Stalls only if the stream lost messages in the range; the check above makes that rare.
     const stall = setInterval(() => {
@@ -95,11 +98,13 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
         if (batch.length >= (o.batch ?? 500) || m.seq >= target) {
           await applyBatch(batch, false);
           batch = [];
+          bar.update(m.seq - o.afterSeq);
         }
         if (m.seq >= target) break;
       }
       if (batch.length) await applyBatch(batch, false);
     } finally {
+      bar.done();
       clearInterval(stall);
       await messages.close().catch(() => {});
       await consumer.delete().catch(() => {});

@@ -2,6 +2,7 @@ import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rena
 import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
+import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
 import { describeUrl, pgDump } from "../adapters/pg-tools.ts";
 import { listSnapshots, sha256File, type Snapshot, type SnapshotManifest } from "./manifest.ts";
@@ -50,7 +51,26 @@ export async function takeSnapshot(o: SnapshotOptions): Promise<Snapshot> {
   const dumpFile = `${name}.dump`;
   const tmp = join(o.dir, `.${dumpFile}.tmp`);
   try {
-    await pgDump(o.databaseUrl, tmp);
+    // On a terminal: MB written so far against the previous dump's size (the estimate), polled.
+    const previous = listSnapshots(o.dir)[0]?.manifest.bytes;
+    const mb = (b: number) => Math.round((b / 1e6) * 10) / 10;
+    const bar = progressBar("snapshot (pg_dump)", previous ? mb(previous) : undefined, { unit: "MB" });
+    const poll = setInterval(() => {
+      try {
+        const size = mb(statSync(tmp).size);
+        bar.update(size, previous && size > mb(previous) ? size : undefined);
+      } catch {
+        // not created yet
+      }
+    }, 200);
+    try {
+      await pgDump(o.databaseUrl, tmp);
+      const final = mb(statSync(tmp).size);
+      bar.update(final, previous ? final : undefined);
+    } finally {
+      clearInterval(poll);
+      bar.done();
+    }
     chmodSync(tmp, 0o600); // pg_dump writes 0644
     fsyncPath(tmp);
     const sha256 = await sha256File(tmp);
