@@ -190,6 +190,7 @@ export const JS = `
   const auto = document.getElementById("autorefresh");
   const state = document.getElementById("refresh-state");
   let shownTask = "";
+  let shownFinal = false;
   let busy = false;
   const say = (text, error) => { flash.textContent = text; flash.className = error ? "error" : ""; };
   async function refresh() {
@@ -200,7 +201,8 @@ export const JS = `
       if (r.status === 401) { location.href = "/console/login"; return; }
       if (r.ok) { live.innerHTML = await r.text(); state.textContent = ""; }
       else state.textContent = "refresh failed (" + r.status + ")";
-      if (shownTask) await showTimeline(shownTask, false);
+      // A timeline follows its task until it is final (each refresh reads its events again).
+      if (shownTask && !shownFinal) await showTimeline(shownTask, false);
     } catch (e) { state.textContent = "refresh failed: " + e.message; }
     finally { busy = false; }
   }
@@ -208,6 +210,8 @@ export const JS = `
     const r = await fetch("/console/timeline/" + encodeURIComponent(id), { cache: "no-store" });
     out.innerHTML = await r.text();
     shownTask = r.ok ? id : "";
+    const st = out.querySelector('[data-figure="timeline.state"]');
+    shownFinal = !!st && ["completed", "failed", "cancelled", "expired"].includes(st.textContent);
     if (focus) out.scrollIntoView({ block: "start" });
   }
   document.getElementById("timeline-form").addEventListener("submit", (e) => {
