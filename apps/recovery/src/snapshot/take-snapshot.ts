@@ -51,10 +51,11 @@ export async function takeSnapshot(o: SnapshotOptions): Promise<Snapshot> {
   const dumpFile = `${name}.dump`;
   const tmp = join(o.dir, `.${dumpFile}.tmp`);
   try {
-    // On a terminal: MB written so far against the previous dump's size (the estimate), polled.
+    // On a terminal: kB or MB written so far against the previous dump's size (the estimate), polled.
     const previous = listSnapshots(o.dir)[0]?.manifest.bytes;
-    const mb = (b: number) => Math.round((b / 1e6) * 10) / 10;
-    const bar = progressBar("snapshot (pg_dump)", previous ? mb(previous) : undefined, { unit: "MB" });
+    const big = (previous ?? 0) >= 10e6;
+    const mb = (b: number) => (big ? Math.round(b / 1e5) / 10 : Math.round(b / 1e3));
+    const bar = progressBar("snapshot (pg_dump)", previous ? mb(previous) : undefined, { unit: big ? "MB" : "kB" });
     const poll = setInterval(() => {
       try {
         const size = mb(statSync(tmp).size);
