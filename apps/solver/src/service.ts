@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { jetstream, jetstreamManager, type Consumer } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, natsAuthFromEnv, ensureConsumer, ensureLaneConsumers, ensureStreams, notifierConsumerConfig } from "@pipeline/shared/nats";
+import { connectNats, natsAuthFromEnv, ensureConsumer, ensureStreams, notifierConsumerConfig } from "@pipeline/shared/nats";
 import type { Priority } from "@pipeline/shared/schemas";
 import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
@@ -15,7 +15,7 @@ import { createSolverStore } from "./adapters/pg.ts";
 import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
-import { openConfigBucket, openRegionBucket, openWorkersBucket, reapDeadWorkers, watchFence } from "@pipeline/shared/runtime";
+import { ensureVersionConsumers, openConfigBucket, openRegionBucket, openRolloutBucket, openWorkersBucket, reapDeadWorkers, watchFence } from "@pipeline/shared/runtime";
 
 import { startHeartbeat } from "./adapters/heartbeat.ts";
 import { createSleeper } from "./worker/sleeps.ts";
@@ -46,7 +46,12 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: config.REGION });
-  await ensureLaneConsumers(jsm, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS });
+  // This version's lane consumers filter the shards the region's assignment gives it (all of them
+  // for the first version of a region; none, an idle filter, for a new version until the rollout
+  // moves shards to it): runtime/shards.ts.
+  const rolloutKv = await openRolloutBucket(nc, config.REGION);
+  const versionConsumers = () => ensureVersionConsumers(jsm, rolloutKv, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS, by: `solver ${workerId}` });
+  await versionConsumers();
   const js = jetstream(nc);
   const consumers = {} as Record<Priority, Consumer>;
   for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
@@ -115,7 +120,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       for (let i = 0; ; i++) {
         try {
           await ensureStreams(jsm, { region: config.REGION });
-          await ensureLaneConsumers(jsm, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS });
+          await versionConsumers();
           log.warn({ lane }, "TASKS topology recreated");
           return;
         } catch (err) {

@@ -76,6 +76,8 @@ function solver(regions: string[]): Permissions {
     pub.push(...consumeApi(streams.tasks(r)), ...consumeApi(streams.events(r)));
     pub.push(`$JS.API.CONSUMER.DELETE.${streams.tasks(r)}.>`);
     pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
+    // The shard assignment: the first solver of a region creates it; the rollout service changes it.
+    pub.push(...kvWrite(buckets.rollout(r)));
     // The config bucket is the operator's: a solver reads and watches it, never writes it.
     deny.push(`$KV.${buckets.config(r)}.>`, `$KV.${buckets.region(r)}.>`);
   }

@@ -24,7 +24,7 @@ export class TopologyError extends Error {
   }
 }
 
-function isNotFound(err: unknown): boolean {
+export function isNotFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && (err.code === 10059 || err.code === 10014);
 }
 

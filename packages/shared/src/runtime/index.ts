@@ -3,3 +3,4 @@ export * from "./kv.ts";
 export * from "./peer-errors.ts";
 export * from "./reaper.ts";
 export * from "./fence.ts";
+export * from "./shards.ts";

@@ -15,6 +15,8 @@ export const buckets = {
   region: (region: string) => `region_${assertRegion(region).replace(/-/g, "_")}`,
   /** The witness's bucket of region leases (on the witness's own server). */
   leases: () => "leases",
+  /** The region's shard assignment (which solver version pulls which shard: shards.ts). */
+  rollout: (region: string) => `rollout_${assertRegion(region).replace(/-/g, "_")}`,
 };
 
 /** The region's own bucket: `lease` (LeaseView) and `adopted.<remote>` (the epoch adopted). */
