@@ -12,6 +12,7 @@ import { homeRegionOf } from "@pipeline/shared/regions";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/shared/testing";
+import { completedEventsCarryToken } from "./support/event-format.ts";
 import { call, REGIONS, startTwoRegions, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
 
 let two: TwoRegions;
@@ -37,15 +38,20 @@ test("each region's tasks carry their home in the id, complete at home, and read
     }
   }
   for (const r of [fsn1, hel1]) {
+    // Once the solvers keep tokens out of EVENTS (issue 16.3: `tokenStored`), the other region's
+    // replica knows the task completed but holds no token: it answers expired, TOKEN_UNAVAILABLE.
+    const nc = await connectNats(r.nats.url, "regions-event-format", r.nats.auth("admin"));
+    const tokensInEvents = await jetstreamManager(nc).then((jsm) => completedEventsCarryToken(jsm, r.name)).finally(() => nc.close());
     for (const id of ids[r.name]!) {
       const home = await call<TaskView>(r, `/v1/tasks/${id}?wait=30`);
       expect(home.body.status).toBe("completed");
       const other = r === fsn1 ? hel1 : fsn1;
       const away = await eventually(async () => {
         const v = await call<TaskView>(other, `/v1/tasks/${id}`);
-        return v.status === 200 && v.body.status === "completed" ? v : undefined;
+        return v.status === 200 && v.body.status === (tokensInEvents ? "completed" : "expired") ? v : undefined;
       }, 15_000);
-      expect(away.body.result!.token).toBe(home.body.result!.token);
+      if (tokensInEvents) expect(away.body.result!.token).toBe(home.body.result!.token);
+      else expect(away.body).toMatchObject({ status: "expired", error: { code: "TOKEN_UNAVAILABLE" } });
     }
   }
   // Each task was submitted to the provider once: the other region queued none of them.
