@@ -126,14 +126,17 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
       drills: drills.map((r) => ({ scenario: String(r.detail.scenario), at: new Date(r.at).toISOString(), rpo: r.detail.rpo, rtoMs: r.detail.rtoMs, passed: r.detail.passed, actor: r.actor })),
       assess: a ? { at: a.at, level: a.level, checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })) } : null,
     },
-    regionsView:
-      d.regions.length > 1 && probe
-        ? {
-            lease: probe.lease instanceof Error ? probe.lease.message : probe.lease ? { holder: probe.lease.holder, epoch: probe.lease.epoch, validForMs: probe.lease.validUntil - probe.now } : null,
-            mirrors: probe.mirrors.map((m) => ("error" in m ? { remote: m.remote, error: m.error } : { remote: m.remote, lag: m.lag, activeMs: m.activeMs })),
-          }
-        : null,
+    regionsView: regionsViewOf(d.regions, probe),
     rollouts: null,
+  };
+}
+
+/** With several regions: the lease this region sees and each mirror's lag (what `assess` probes). */
+export function regionsViewOf(regions: string[], probe: RegionsProbe | null): ConsoleState["regionsView"] {
+  if (regions.length < 2 || !probe) return null;
+  return {
+    lease: probe.lease instanceof Error ? probe.lease.message : probe.lease ? { holder: probe.lease.holder, epoch: probe.lease.epoch, validForMs: probe.lease.validUntil - probe.now } : null,
+    mirrors: probe.mirrors.map((m) => ("error" in m ? { remote: m.remote, error: m.error } : { remote: m.remote, lag: m.lag, activeMs: m.activeMs })),
   };
 }
 

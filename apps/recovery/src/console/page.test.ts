@@ -1,0 +1,87 @@
+// The console's rendering without a server: what each role sees, escaping, labels, event data
+// filtering and the two-region view (the browser test covers the live page).
+import { expect, test } from "bun:test";
+import { fillBuckets } from "./charts.ts";
+import { regionsViewOf, safeEventData, type ConsoleState } from "./data.ts";
+import { renderLive, renderTimeline } from "./page.ts";
+
+const now = Date.UTC(2026, 11, 4, 5, 0, 0);
+const hostile = `<script>alert(1)</script>`;
+const state = (over: Partial<ConsoleState> = {}): ConsoleState => ({
+  at: new Date(now).toISOString(),
+  region: "fsn1",
+  regions: ["fsn1"],
+  tasks: [
+    { region: "fsn1", state: "completed", type: "turnstile", n: 7 },
+    { region: "fsn1", state: "failed", type: "image", n: 1 },
+    { region: "hel1", state: "completed", type: "turnstile", n: 2 },
+  ],
+  window: { minutes: 15, buckets: fillBuckets([], now), completed: 9, perMinute: 0.6, p50: 420, p95: 900 },
+  provider: { solved: 9, calls: 20, callsPerSolved: 20 / 9, extraPaid: 1 },
+  fleet: { workers: [], error: null },
+  keys: [{ keyRef: "key_abc", names: ["default"], threads: 50, inUse: 3, balance: "12.5" }],
+  dlq: { stream: 1, failed: [{ id: "01a23f44-13cb-7216-a127-dd1fd3eb3b01", type: "image", region: "fsn1", at: new Date(now).toISOString(), code: "ERROR_X", reason: hostile, redrives: 0, home: true }] },
+  recovery: { snapshot: null, drills: [], assess: null },
+  regionsView: null,
+  rollouts: null,
+  ...over,
+});
+
+const fig = (html: string, name: string) => new RegExp(`data-figure="${name.replace(/\./g, "\\.")}">([^<]*)<`).exec(html)?.[1];
+
+test("figures per region, type and state, totals, provider calls", () => {
+  const html = renderLive(state(), { name: "a", role: "viewer" });
+  expect(fig(html, "tasks.fsn1.turnstile.completed")).toBe("7");
+  expect(fig(html, "tasks.hel1.turnstile.completed")).toBe("2");
+  expect(fig(html, "tasks.total.completed")).toBe("9");
+  expect(fig(html, "tasks.all.failed")).toBe("1");
+  expect(fig(html, "provider.callsPerSolved")).toBe("2.22");
+  expect(fig(html, "provider.extraPaid")).toBe("1");
+  expect(fig(html, "key.key_abc.inUse")).toBe("3");
+});
+
+test("redrive buttons only for operators and home tasks; text from rows is escaped", () => {
+  const viewer = renderLive(state(), { name: "v", role: "viewer" });
+  expect(viewer).not.toContain("data-redrive");
+  expect(viewer).toContain("operator role needed");
+  const op = renderLive(state(), { name: "o", role: "operator" });
+  expect(op).toContain('aria-label="Redrive task 01a23f44-13cb-7216-a127-dd1fd3eb3b01"');
+  expect(op).not.toContain(hostile);
+  expect(op).toContain("&lt;script&gt;");
+  const away = state();
+  away.dlq.failed[0]!.home = false;
+  away.dlq.failed[0]!.region = "hel1";
+  expect(renderLive(away, { name: "o", role: "operator" })).not.toContain("data-redrive");
+});
+
+test("timelines never carry a token: event data is filtered to named fields", () => {
+  expect(safeEventData({ token: "TOKEN-1", userAgent: "UA", providerId: "77", worker: "w1", expiresAt: "x" })).toEqual({ providerId: "77", worker: "w1", expiresAt: "x" });
+  const html = renderTimeline(
+    {
+      task: { id: "01a23f44-13cb-7216-a127-dd1fd3eb3b01", region: "fsn1", type: "turnstile", priority: "normal", state: "completed", version: 2, attempts: 1, redrives: 0, providerId: "77", providerKeyRef: "key_abc", providerSubmissions: 1, providerPolls: 2, leaseOwner: null, submitOwner: "w1", errorCode: null, errorMessage: null, createdAt: "2026-12-04T05:00:00.000Z", startedAt: null, completedAt: null, deadlineAt: null, hasToken: true },
+      events: [{ seq: 5, at: "2026-12-04T05:00:01.000Z", kind: "completed", state: "completed", version: 2, region: "fsn1", data: safeEventData({ token: "TOKEN-1", providerId: "77" }) }],
+      truncated: false,
+      audit: [],
+    },
+    "x",
+  );
+  expect(html).not.toContain("TOKEN-1");
+  expect(html).toContain("stored (never shown)");
+  expect(html).toContain("providerId=77");
+  expect(renderTimeline(undefined, "<b>")).toContain("&lt;b&gt;");
+});
+
+test("two regions: the lease holder and each mirror's lag; one region: none", () => {
+  expect(regionsViewOf(["fsn1"], null)).toBeNull();
+  const v = regionsViewOf(["fsn1", "hel1"], {
+    local: "fsn1",
+    lease: { holder: "fsn1", epoch: 3, validUntil: 15_000 },
+    mirrors: [{ remote: "hel1", lag: 12, activeMs: 300, replicaPending: 0 }],
+    now: 10_000,
+  });
+  expect(v).toEqual({ lease: { holder: "fsn1", epoch: 3, validForMs: 5000 }, mirrors: [{ remote: "hel1", lag: 12, activeMs: 300 }] });
+  const html = renderLive(state({ regions: ["fsn1", "hel1"], regionsView: v }), { name: "v", role: "viewer" });
+  expect(fig(html, "lease.holder")).toBe("fsn1");
+  expect(fig(html, "mirror.hel1.lag")).toBe("12");
+  expect(regionsViewOf(["fsn1", "hel1"], { local: "fsn1", lease: new Error("down"), mirrors: [{ remote: "hel1", error: "not found" }], now: 0 })).toEqual({ lease: "down", mirrors: [{ remote: "hel1", error: "not found" }] });
+});
