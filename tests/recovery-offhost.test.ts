@@ -140,6 +140,8 @@ test("the service copies each snapshot to the other region's Object Store and ve
   expect(lint.status, `${lint.stdout}${lint.stderr}`).toBe(0);
   await service.kill("SIGTERM");
   service = undefined;
+  // Records of snapshots pruned locally went with them.
+  expect(readdirSync(snapshots).filter((f) => f.endsWith(".offhost.json")).length).toBe(listSnapshots(snapshots).length);
 
   // A failed task whose params retention erased cannot be redriven from the console (nothing left
   // to solve); one that still has them can.

@@ -6,8 +6,8 @@
 // `snapshots` lists and `assess` checks. `restore --from <domain>` fetches a copy into the local
 // snapshot folder, checks it again and restores it as usual.
 import { createHash } from "node:crypto";
-import { chmodSync, createReadStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { jetstream } from "@nats-io/jetstream";
 import { Objm, type ObjectStore } from "@nats-io/obj";
@@ -51,7 +51,13 @@ const recordPath = (s: Snapshot) => s.manifestPath.replace(/\.json$/, ".offhost.
 export function offHostRecord(s: Snapshot): OffHostRecord | undefined {
   const p = recordPath(s);
   if (!existsSync(p)) return undefined;
-  const r = OffHostRecord.safeParse(JSON.parse(readFileSync(p, "utf8")));
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(p, "utf8"));
+  } catch {
+    return undefined; // a damaged record counts as no copy
+  }
+  const r = OffHostRecord.safeParse(json);
   return r.success && r.data.sha256 === s.manifest.sha256 ? r.data : undefined;
 }
 
@@ -94,6 +100,11 @@ export async function copySnapshotOffHost(t: OffHostTarget, s: Snapshot, keep: n
   writeFileSync(`${p}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
   renameSync(`${p}.tmp`, p);
   await pruneOffHost(store, keep);
+  // Records of snapshots pruned locally (take-snapshot keeps SNAPSHOT_KEEP) go too.
+  for (const f of readdirSync(dirname(p))) {
+    const m2 = /^(snap-[0-9A-Za-z-]+)\.offhost\.json$/.exec(f);
+    if (m2 && !existsSync(join(dirname(p), `${m2[1]}.json`))) rmSync(join(dirname(p), f), { force: true });
+  }
   return record;
 }
 
