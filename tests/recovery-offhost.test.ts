@@ -159,6 +159,11 @@ test("the service copies each snapshot to the other region's Object Store and ve
 
   // The CLI: `snapshots` says where each copy is; `retention` runs the same job once.
   const cliEnv = { NATS_URL: fsn1.url, ...natsEnv(fsn1, "recovery"), DATABASE_URL: source.url, REGION: "fsn1", SNAPSHOT_DIR: snapshots, SNAPSHOT_OFFHOST: "hel1" };
+  const taken = await cli(["snapshot", "--json"], { ...cliEnv, SNAPSHOT_KEEP: "2" });
+  expect(taken.code, taken.out).toBe(0);
+  const t = JSON.parse(taken.out) as { name: string; sha256: string; offHost: { domain: string; sha256: string } };
+  expect(t.offHost).toMatchObject({ domain: "hel1", sha256: t.sha256 });
+  expect(await manifestsInBucket()).toContain(`${t.name}.json`);
   const listed = await cli(["snapshots", "--json"], cliEnv);
   expect(listed.code, listed.out).toBe(0);
   const l = JSON.parse(listed.out) as { offHostDomain: string; snapshots: Array<{ name: string; local: boolean; inOffHostBucket: boolean; offHost: { domain: string } | null }> };
