@@ -4,7 +4,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { findNatsServer, freePort, startPostgres } from "@pipeline/shared/localstack";
+import { findChromium, findNatsServer, freePort, startPostgres } from "@pipeline/shared/localstack";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -29,6 +29,17 @@ try {
   process.exit(1);
 }
 console.error(`[test] nats-server ${nats.version} (${nats.source}: ${nats.bin}); every test server runs with authentication on`);
+
+// The browser test's chromium (Debian's, driven by playwright-core): installed through apt when
+// missing and we are root; without it only tests/console.test.ts fails, saying why.
+const pathsAsked = args.filter((a) => !a.startsWith("--"));
+if (pathsAsked.length === 0 || pathsAsked.some((p) => p.includes("console"))) {
+  try {
+    console.error(`[test] chromium ${findChromium((m) => console.error(`[test] ${m}`))}`);
+  } catch (err) {
+    console.error(`[test] ${(err as Error).message}`);
+  }
+}
 
 // One folder per run, so two runs at once (a helper and CI, say) do not remove each other's cluster.
 const pgDir = join(root, ".data", `test-pg-${process.pid}`);
