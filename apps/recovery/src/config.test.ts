@@ -1,0 +1,29 @@
+import { expect, test } from "bun:test";
+import { ConfigError } from "@pipeline/shared/config";
+import { loadConfig } from "./config.ts";
+
+const base = { DATABASE_URL: "postgres://u@127.0.0.1:5432/db", REGION: "fsn1" };
+const witness = { WITNESS_URL: "nats://127.0.0.1:4222" };
+
+test("retention settings: defaults 1 h period, 1 h token grace, 7 and 30 days, batches of 1000; metrics off unless METRICS_PORT is set", () => {
+  const c = loadConfig(base);
+  expect(c).toMatchObject({ RETENTION_INTERVAL_MS: 3600_000, TOKEN_GRACE_MS: 3600_000, TASK_RETENTION_DAYS: 7, ROW_RETENTION_DAYS: 30, RETENTION_BATCH: 1000 });
+  expect(c.METRICS_PORT).toBeUndefined();
+  expect(loadConfig({ ...base, METRICS_PORT: "0" }).METRICS_PORT).toBe(0);
+});
+
+test("ROW_RETENTION_DAYS below TASK_RETENTION_DAYS is refused, naming the variable", () => {
+  expect(() => loadConfig({ ...base, TASK_RETENTION_DAYS: "10", ROW_RETENTION_DAYS: "5" })).toThrow(ConfigError);
+  expect(() => loadConfig({ ...base, TASK_RETENTION_DAYS: "10", ROW_RETENTION_DAYS: "5" })).toThrow("ROW_RETENTION_DAYS");
+  expect(() => loadConfig({ ...base, TASK_RETENTION_DAYS: "0" })).toThrow("TASK_RETENTION_DAYS");
+});
+
+test("off-host copies go to the first other region by default; none with one region or SNAPSHOT_OFFHOST=none; never this region", () => {
+  expect(loadConfig(base).offHostDomain).toBeUndefined();
+  expect(loadConfig({ ...base, REGIONS: "fsn1,hel1", ...witness }).offHostDomain).toBe("hel1");
+  expect(loadConfig({ ...base, REGION: "hel1", REGIONS: "fsn1,hel1", ...witness }).offHostDomain).toBe("fsn1");
+  expect(loadConfig({ ...base, REGIONS: "fsn1,hel1", ...witness, SNAPSHOT_OFFHOST: "none" }).offHostDomain).toBeUndefined();
+  expect(loadConfig({ ...base, SNAPSHOT_OFFHOST: "nbg1" }).offHostDomain).toBe("nbg1");
+  expect(() => loadConfig({ ...base, SNAPSHOT_OFFHOST: "fsn1" })).toThrow("SNAPSHOT_OFFHOST");
+  expect(() => loadConfig({ ...base, SNAPSHOT_OFFHOST: "a.b" })).toThrow("SNAPSHOT_OFFHOST");
+});
