@@ -26,11 +26,12 @@ function aptInstall(pkgs: string[], log: (m: string) => void): boolean {
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
   if (!aptUpdated) {
     log(`apt-get update (to install ${pkgs.join(", ")})`);
-    spawnSync("apt-get", ["update", "-qq"], { stdio: "inherit", env });
+    spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=300", "update", "-qq"], { stdio: "inherit", env });
     aptUpdated = true;
   }
   log(`apt-get install ${pkgs.join(" ")}`);
-  const r = spawnSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...pkgs], { stdio: "inherit", env });
+  // Another run (CI beside a helper) may hold the dpkg lock: wait for it rather than fail.
+  const r = spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "--no-install-recommends", ...pkgs], { stdio: "inherit", env });
   return r.status === 0;
 }
 
