@@ -77,3 +77,8 @@ test("moving everything back leaves the other version idle, not filtering every 
   // A write on a stale revision is refused (compare-and-set).
   await expect(writeAssignment(kv, assignment, revision)).rejects.toThrow();
 });
+
+test("the versions with lane consumers are listed from the stream (what a reconcile must look at)", async () => {
+  const { consumerVersions } = await import("./shards.ts");
+  expect((await consumerVersions(jsm, REGION)).sort()).toEqual(["v1", "v2"]);
+});

@@ -163,3 +163,14 @@ export async function ensureVersionConsumers(jsm: JetStreamManager, kv: KV, o: {
     }
   }
 }
+
+/** Versions that have lane consumers on the region's TASKS (needs the consumer-list permission: rollout, admin). */
+export async function consumerVersions(jsm: JetStreamManager, region: string): Promise<string[]> {
+  const out = new Set<string>();
+  const prefixes = LANES.map((lane) => laneConsumer(region, lane, ""));
+  for await (const c of jsm.consumers.list(streams.tasks(region))) {
+    const p = prefixes.find((x) => c.name.startsWith(x));
+    if (p) out.add(c.name.slice(p.length));
+  }
+  return [...out];
+}
