@@ -2,8 +2,23 @@ import { sql } from "drizzle-orm";
 import type { Db } from "@pipeline/shared/db";
 import { Counter, createRegistry, Gauge, Histogram, HTTP_BUCKETS, metricsResponse } from "@pipeline/shared/metrics";
 
-/** The gateway's Prometheus metrics; task counts by state are read from Postgres at scrape time. */
-export function createGatewayMetrics(db: Db) {
+/**
+ * The gateway's Prometheus metrics. Task counts by state are read from Postgres at most every
+ * `countsEveryMs` (a count of the whole table per scrape, per gateway, per scraper, is the cost
+ * otherwise); a scrape in between answers the last counts.
+ */
+export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: () => number } = {}) {
+  const every = o.countsEveryMs ?? 15_000;
+  const now = o.now ?? Date.now;
+  let reads = 0;
+  let counts: { at: number; rows: Promise<{ state: string; type: string; n: number }[]> } | undefined;
+  const taskCounts = () => {
+    if (!counts || now() - counts.at >= every) {
+      reads++;
+      counts = { at: now(), rows: db.execute<{ state: string; type: string; n: number }>(sql`select state, type, count(*)::int as n from tasks group by state, type`).then((r) => [...r]).catch(() => []) };
+    }
+    return counts.rows;
+  };
   const registry = createRegistry("gateway");
   const http = new Histogram({ name: "gateway_http_request_duration_seconds", help: "HTTP requests by method, route and status", labelNames: ["method", "route", "status"], buckets: HTTP_BUCKETS, registers: [registry] });
   const submitted = new Counter({ name: "gateway_tasks_submitted_total", help: "Submissions by type and result (accepted, replayed, rejected)", labelNames: ["type", "result"], registers: [registry] });
@@ -14,7 +29,7 @@ export function createGatewayMetrics(db: Db) {
     registers: [registry],
     async collect() {
       this.reset();
-      const rows = await db.execute<{ state: string; type: string; n: number }>(sql`select state, type, count(*)::int as n from tasks group by state, type`).catch(() => []);
+      const rows = await taskCounts();
       for (const r of rows) this.set({ state: r.state, type: r.type }, r.n);
     },
   });
@@ -23,6 +38,8 @@ export function createGatewayMetrics(db: Db) {
     request: (method: string, route: string, status: number, seconds: number) => http.observe({ method, route, status: String(status) }, seconds),
     submitted: (type: string, result: "accepted" | "replayed" | "rejected") => submitted.inc({ type, result }),
     response: () => metricsResponse(registry),
+    /** How many times the task counts were read from Postgres (for the test of the cache). */
+    countReads: () => reads,
   };
 }
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;

@@ -337,3 +337,17 @@ describe("waiting requests: caps, client aborts, wake-ups, stream lifetime (issu
     await Promise.allSettled(two);
   });
 });
+
+test("the tasks-by-state gauge reads Postgres at most once per interval, whatever the scrape rate (issue 14.7)", async () => {
+  const { createGatewayMetrics } = await import("../adapters/metrics.ts");
+  let t = 1_000_000;
+  const m = createGatewayMetrics(database.db, { countsEveryMs: 15_000, now: () => t });
+  const scrape = async () => (await m.response()).text();
+  const first = await scrape();
+  expect(first).toMatch(/pipeline_tasks\{state="queued",type="turnstile",app="gateway"\} \d+/);
+  for (let i = 0; i < 5; i++) await scrape();
+  expect(m.countReads()).toBe(1);
+  t += 15_000;
+  await scrape();
+  expect(m.countReads()).toBe(2);
+});
