@@ -156,6 +156,9 @@ test("the figures on the page equal the API's, and the page updates by itself", 
   expect(Number(await figure(page, `key.${key.keyRef}.inUse`))).toBe(key.inUse);
   expect(await figure(page, `key.${key.keyRef}.name`)).toBe("default");
   expect(await page.locator("svg.chart rect.bar").count()).toBe(15);
+  // Rollouts: the region's shard assignment (rollout_<region>), all 16 shards with the one version.
+  expect(Number(await figure(page, "rollout.v1.shards"))).toBe(16);
+  expect(await figure(page, "rollout.v1.percent")).toBe("100%");
   // One more task while the page stays open: it shows up without a reload.
   await solved(1, "live");
   await eventually(async () => Number(await figure(page, "tasks.total.completed")) === ids.length + 1, 15_000, 200);

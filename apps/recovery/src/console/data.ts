@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
-import { liveWorkers, type Heartbeat } from "@pipeline/shared/runtime";
+import { liveWorkers, readAssignment, shareOf, type Heartbeat } from "@pipeline/shared/runtime";
 import { streams } from "@pipeline/shared/subjects";
 import { TaskEvent } from "@pipeline/shared/schemas";
 import type { Assessment } from "../assess/assess.ts";
@@ -34,7 +34,8 @@ export interface ConsoleState {
     assess: { at: string; level: string; checks: Array<{ name: string; level: string; summary: string }> } | null;
   };
   regionsView: { lease: { holder: string; epoch: number; validForMs: number } | null | string; mirrors: Array<{ remote: string; lag?: number; activeMs?: number | null; error?: string }> } | null;
-  rollouts: null;
+  /** The shard assignment of issue 15 (`rollout_<region>`): shards per solver version; null before the first solver wrote it. */
+  rollouts: { shards: number; share: Record<string, number>; updatedAt: string; by: string; revision: number } | null | { error: string };
 }
 
 export interface DataDeps {
@@ -50,6 +51,8 @@ export interface DataDeps {
   /** The latest cached `assess` (re-run in the background; it probes the provider). */
   assessment: () => Assessment | null;
   regionsProbe: () => RegionsProbe | null;
+  /** The region's rollout bucket, when it exists (never created from here). */
+  rolloutKv?: () => Promise<KV | undefined>;
 }
 
 /** The solver's hash reference of a key (apps/solver/src/domain/key-ref.ts). */
@@ -105,6 +108,15 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
   } catch {
     dlqStream = null;
   }
+  let rollouts: ConsoleState["rollouts"] = null;
+  try {
+    const kv = await d.rolloutKv?.();
+    const a = kv ? await readAssignment(kv) : undefined;
+    if (a) rollouts = { shards: a.assignment.owners.length, share: shareOf(a.assignment), updatedAt: a.assignment.updatedAt, by: a.assignment.by, revision: a.revision };
+  } catch (err) {
+    // No bucket yet (no solver of this version line ran here): nothing to show, not an error.
+    rollouts = /not found/i.test((err as Error).message) ? null : { error: (err as Error).message };
+  }
   const snaps = listSnapshots(d.snapshotDir);
   const newest = snaps[0];
   const t = totals[0]!;
@@ -127,7 +139,7 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
       assess: a ? { at: a.at, level: a.level, checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })) } : null,
     },
     regionsView: regionsViewOf(d.regions, probe),
-    rollouts: null,
+    rollouts,
   };
 }
 

@@ -71,6 +71,15 @@ test("timelines never carry a token: event data is filtered to named fields", ()
   expect(renderTimeline(undefined, "<b>")).toContain("&lt;b&gt;");
 });
 
+test("rollouts: shard share per version from the assignment; none before the first solver", () => {
+  const html = renderLive(state({ rollouts: { shards: 16, share: { v1: 12, v2: 4 }, updatedAt: "2026-12-04T05:00:00.000Z", by: "solver w1", revision: 3 } }), { name: "v", role: "viewer" });
+  expect(fig(html, "rollout.v1.shards")).toBe("12");
+  expect(fig(html, "rollout.v2.percent")).toBe("25%");
+  expect(html).toContain('aria-label="share of version v2"');
+  expect(renderLive(state(), { name: "v", role: "viewer" })).toContain("no shard assignment yet");
+  expect(renderLive(state({ rollouts: { error: "timeout" } }), { name: "v", role: "viewer" })).toContain("unreadable: timeout");
+});
+
 test("two regions: the lease holder and each mirror's lag; one region: none", () => {
   expect(regionsViewOf(["fsn1"], null)).toBeNull();
   const v = regionsViewOf(["fsn1", "hel1"], {

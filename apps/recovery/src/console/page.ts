@@ -97,12 +97,20 @@ function regionsPanel(s: ConsoleState): string {
   return `<section aria-labelledby="h-regions" class="card"><h2 id="h-regions">Regions</h2><p>${esc(s.regions.join(", "))}; this region ${esc(s.region)}; lease ${lease}</p>${table("mirrors of other regions' events", ["region", "replication lag (events)", "link last active"], rows, "no mirror")}</section>`;
 }
 
-const rolloutsPanel = () =>
-  `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p class="muted">Not built yet (apps/rollout): shard share per version, gate verdicts and pause/resume/abort appear here once it exists.</p></section>`;
+function rolloutsPanel(s: ConsoleState): string {
+  const r = s.rollouts;
+  const later = `<p class="muted">Gate verdicts and pause/resume/abort appear here once the rollout controller (apps/rollout) exists.</p>`;
+  if (r === null) return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p>no shard assignment yet (the first solver of the region writes it)</p>${later}</section>`;
+  if ("error" in r) return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p class="fail">shard assignment unreadable: ${esc(r.error)}</p>${later}</section>`;
+  const rows = Object.entries(r.share)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([v, n]) => [esc(v), fig(`rollout.${v}.shards`, n), `<meter min="0" max="${r.shards}" value="${n}" aria-label="share of version ${esc(v)}">${n}/${r.shards}</meter> ${fig(`rollout.${v}.percent`, `${Math.round((n / r.shards) * 100)}%`)}`]);
+  return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2>${table(`shards of TASKS_${s.region.toUpperCase()} per solver version (rollout_${s.region}, revision ${r.revision}, ${r.updatedAt.replace("T", " ").slice(0, 19)} by ${r.by})`, ["version", "shards", "share"], rows, "no version")}${later}</section>`;
+}
 
 /** The panels refreshed every 2 s. */
 export function renderLive(s: ConsoleState, who: Principal): string {
-  return `<p class="stamp">as of ${fig("at", s.at.replace("T", " ").slice(0, 19))} UTC · region ${esc(s.region)}</p><div class="grid">${tasksPanel(s)}${windowPanel(s)}${fleetPanel(s)}${keysPanel(s)}${regionsPanel(s)}${dlqPanel(s, who)}${recoveryPanel(s)}${rolloutsPanel()}</div>`;
+  return `<p class="stamp">as of ${fig("at", s.at.replace("T", " ").slice(0, 19))} UTC · region ${esc(s.region)}</p><div class="grid">${tasksPanel(s)}${windowPanel(s)}${fleetPanel(s)}${keysPanel(s)}${regionsPanel(s)}${dlqPanel(s, who)}${recoveryPanel(s)}${rolloutsPanel(s)}</div>`;
 }
 
 export function renderTimeline(t: Timeline | undefined, id: string): string {

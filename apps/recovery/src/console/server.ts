@@ -6,10 +6,10 @@
 import { readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import type { KV } from "@nats-io/kv";
+import { Kvm, type KV } from "@nats-io/kv";
 import { ConfigError } from "@pipeline/shared/config";
 import type { Logger } from "@pipeline/shared/log";
-import { liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { buckets, liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/runtime";
 import { assess, type Assessment } from "../assess/assess.ts";
 import { probeRegions, regionChecks, type RegionsProbe } from "../assess/regions.ts";
 import type { RecoveryConfig } from "../config.ts";
@@ -45,6 +45,9 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
   }
   const session = sessions();
   const workersKv: KV = await openWorkersBucket(ctx.nc, config.REGION);
+  // The rollout bucket is opened, never created, here (the first solver creates it).
+  let rolloutKv: KV | undefined;
+  const rollout = async () => (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
 
@@ -93,6 +96,7 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
           providerKey: config.PROVIDER_KEY,
           assessment: () => lastAssess,
           regionsProbe: () => lastProbe,
+          rolloutKv: rollout,
         }),
       };
       cached.state.catch(() => (cached = undefined));
