@@ -104,7 +104,7 @@ test("the service copies each snapshot to the other region's Object Store and ve
       SWEEP_INTERVAL_MS: "0",
       RETENTION_INTERVAL_MS: "1000",
       TOKEN_GRACE_MS: "3600000",
-      METRICS_PORT: "0",
+      RECOVERY_METRICS_PORT: "0",
     },
     logDir,
   );
@@ -127,7 +127,7 @@ test("the service copies each snapshot to the other region's Object Store and ve
     expect(statSync(s.manifestPath.replace(/\.json$/, ".offhost.json")).mode & 0o777).toBe(0o600);
   }
   expect((await manifestsInBucket()).sort()).toEqual(listSnapshots(snapshots).map((s) => `${s.manifest.name}.json`).sort());
-  // Metrics on METRICS_PORT.
+  // Metrics on RECOVERY_METRICS_PORT.
   const url = /"metrics":"(http:\/\/[^"]+)"/.exec(service.log())?.[1];
   expect(url).toBeTruthy();
   const text = await (await fetch(url!)).text();

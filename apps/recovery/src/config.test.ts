@@ -5,11 +5,13 @@ import { loadConfig } from "./config.ts";
 const base = { DATABASE_URL: "postgres://u@127.0.0.1:5432/db", REGION: "fsn1" };
 const witness = { WITNESS_URL: "nats://127.0.0.1:4222" };
 
-test("retention settings: defaults 1 h period, 1 h token grace, 7 and 30 days, batches of 1000; metrics off unless METRICS_PORT is set", () => {
+test("retention settings: defaults 1 h period, 1 h token grace, 7 and 30 days, batches of 1000; metrics off unless RECOVERY_METRICS_PORT is set", () => {
   const c = loadConfig(base);
   expect(c).toMatchObject({ RETENTION_INTERVAL_MS: 3600_000, TOKEN_GRACE_MS: 3600_000, TASK_RETENTION_DAYS: 7, ROW_RETENTION_DAYS: 30, RETENTION_BATCH: 1000 });
-  expect(c.METRICS_PORT).toBeUndefined();
-  expect(loadConfig({ ...base, METRICS_PORT: "0" }).METRICS_PORT).toBe(0);
+  expect(c.RECOVERY_METRICS_PORT).toBeUndefined();
+  expect(loadConfig({ ...base, RECOVERY_METRICS_PORT: "0" }).RECOVERY_METRICS_PORT).toBe(0);
+  // The solver's METRICS_PORT (one environment under npm run dev) is not the recovery service's.
+  expect(loadConfig({ ...base, METRICS_PORT: "9464" }).RECOVERY_METRICS_PORT).toBeUndefined();
 });
 
 test("ROW_RETENTION_DAYS below TASK_RETENTION_DAYS is refused, naming the variable", () => {

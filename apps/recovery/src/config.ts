@@ -65,8 +65,9 @@ export const RecoveryEnv = z
     /** Rows per retention statement: small enough that no statement holds locks for long. */
     RETENTION_BATCH: envInt(1000, 1, 100_000),
     /** The service's Prometheus `/metrics` (retention, off-host copies); unset = no listener, 0 = a free port. */
-    METRICS_HOST: z.string().min(1).default("127.0.0.1"),
-    METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    /** Its own names: under `npm run dev` every app sees one environment, where METRICS_PORT is the solver's. */
+    RECOVERY_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
+    RECOVERY_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
     /**
      * Off-host snapshot copies (issue 16.4): the JetStream domain (another region) whose Object
      * Store receives a verified copy of each snapshot. Default: the first other region of REGIONS;

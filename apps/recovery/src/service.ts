@@ -106,10 +106,10 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
     log.info({ tokensErased: r.tokensErased, paramsPurged: r.paramsPurged, rowsDeleted: r.rowsDeleted, deliveriesDeleted: r.deliveriesDeleted, batches: r.batches, ms: r.ms }, "retention");
   });
   const metricsServer =
-    config.METRICS_PORT === undefined
+    config.RECOVERY_METRICS_PORT === undefined
       ? undefined
-      : Bun.serve({ hostname: config.METRICS_HOST, port: config.METRICS_PORT, fetch: (req) => (new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 })) });
-  if (metricsServer) log.info({ metrics: `http://${config.METRICS_HOST}:${metricsServer.port}/metrics` }, "recovery metrics listening");
+      : Bun.serve({ hostname: config.RECOVERY_METRICS_HOST, port: config.RECOVERY_METRICS_PORT, fetch: (req) => (new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 })) });
+  if (metricsServer) log.info({ metrics: `http://${config.RECOVERY_METRICS_HOST}:${metricsServer.port}/metrics` }, "recovery metrics listening");
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);
   log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");

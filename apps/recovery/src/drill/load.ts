@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 const Accepted = z.object({ id: z.string().min(1) });
-const View = z.object({ id: z.string(), status: z.string() });
+const View = z.object({ id: z.string(), status: z.string(), error: z.object({ code: z.string() }).nullish() });
 const TERMINAL = new Set(["completed", "failed", "cancelled", "expired"]);
 
 export interface DrillLoadOptions {
@@ -20,6 +20,8 @@ export interface Tracked {
   acceptedAt: number;
   /** Last status the gateway answered; "missing" after a 404. */
   status: string;
+  /** The error code the gateway answered with the last status (e.g. TOKEN_UNAVAILABLE). */
+  code?: string;
   finishedAt?: number;
 }
 
@@ -47,7 +49,10 @@ export function startDrillLoad(o: DrillLoadOptions) {
         if (res.status === 404) t.status = "missing";
         else if (res.ok) {
           const v = View.safeParse(await res.json());
-          if (v.success) t.status = v.data.status;
+          if (v.success) {
+            t.status = v.data.status;
+            if (v.data.error?.code) t.code = v.data.error.code;
+          }
         } else await res.body?.cancel();
       } catch {
         /* the gateway is down or slow: ask again */

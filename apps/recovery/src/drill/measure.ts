@@ -50,8 +50,14 @@ export interface RpoFigures {
   completed: number;
   /** Acknowledged, then unknown to the system (404) at the end. */
   lost: number;
-  /** Acknowledged, then failed, expired or cancelled. */
+  /** Acknowledged, then failed, expired or cancelled (not counting tokensLost). */
   failed: number;
+  /**
+   * Completed and paid, but the token is not held any more (status expired, TOKEN_UNAVAILABLE): a
+   * task completed after the snapshot and restored from EVENTS, which carry no token (retention).
+   * The task is not lost; its answer is. Counted apart from RPO.
+   */
+  tokensLost: number;
   /** Acknowledged, not finished when the drill gave up waiting. */
   unfinished: number;
   /** Submissions the gateway refused (not acknowledged: the client knows to retry). */

@@ -1,6 +1,6 @@
 import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
 
-/** What the recovery service counts (served on METRICS_PORT when set). */
+/** What the recovery service counts (served on RECOVERY_METRICS_PORT when set). */
 export interface RecoveryMetrics {
   registry: Registry;
   retention: RetentionMetrics;

@@ -78,14 +78,15 @@ export async function completeSolved(deps: HandlerDeps, taskId: string, type: Ta
   const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });
   if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
   deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);
-  // The token rides in the event: EVENTS is the changelog a restored database is replayed
-  // from (it is a stream, not a log; nothing prints event bodies).
+  // No token in the event (issue 16.3, retention): the row holds it while it is valid. The event
+  // says one is stored; a database restored and replayed from EVENTS has the task completed
+  // without its token (read as expired, TOKEN_UNAVAILABLE), as has the other region's replica.
   await events.publish({
     taskId,
     kind: "completed",
     state: "completed",
     version: r.version,
-    data: { token: reply.value, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId },
+    data: { tokenStored: true, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId },
   });
   return ack("completed");
 }
