@@ -351,3 +351,14 @@ test("the tasks-by-state gauge reads Postgres at most once per interval, whateve
   await scrape();
   expect(m.countReads()).toBe(2);
 });
+
+test("POST /retry of a failed task whose params retention erased is a 409 naming path.id, and changes nothing", async () => {
+  const { id } = (await (await post(turnstile)).json()) as { id: string };
+  await database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', params = '{}'::jsonb, version = version + 1 where id = ${id}`;
+  const [before] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+  const res = await app.request(`/v1/tasks/${id}/retry`, { method: "POST", headers: { authorization: "Bearer client-a-key" } });
+  expect(res.status).toBe(409);
+  expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("path.id");
+  const [after] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+  expect(after).toEqual(before!);
+});

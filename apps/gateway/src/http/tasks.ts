@@ -180,6 +180,9 @@ export function tasksRoutes(deps: GatewayDeps) {
   app.post("/:id/retry", async (c) => {
     const clientId = c.get("clientId");
     const row = homeOnly(await ownTask(clientId, c.req.param("id")));
+    // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): nothing is left to solve.
+    if (row.state === "failed" && row.params !== null && typeof row.params === "object" && Object.keys(row.params).length === 0)
+      throw new ProblemError(409, "Task Params Erased", "the task's params were erased by retention (TASK_RETENTION_DAYS); submit the task again", [{ field: "path.id", message: "params erased by retention" }]);
     const redriven = await deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS);
     if (!redriven) throw new ProblemError(409, "Task Not Failed", `the task is ${row.state}; only failed (dead-lettered) tasks can be retried`);
     try {
