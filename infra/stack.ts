@@ -112,7 +112,7 @@ try {
   const apiKey = (env.API_KEYS ?? "dev-key").split(",")[0];
   const provider = env.PROVIDER_URL ?? defaults.PROVIDER_URL;
   console.log(`
-  gateway   http://127.0.0.1:${gatewayPort}   (API key: ${env.API_KEYS ? "(yours)" : apiKey}; callbacks signed with WEBHOOK_SECRET=${env.WEBHOOK_SECRET ? "(yours)" : defaults.WEBHOOK_SECRET})
+  gateway   http://127.0.0.1:${gatewayPort}   (API key: ${env.API_KEYS ? "(yours)" : apiKey}; each client's callback signing secret: GET /v1/webhook-secret)
   emulator  ${provider}   (provider; stats at /emulator/stats)
   metrics   http://127.0.0.1:${gatewayPort}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
   console   http://127.0.0.1:${consolePort}/console   (operator token: ${env.CONSOLE_TOKENS_FILE ? "(yours)" : `${operatorToken}, in ${consoleTokensFile} (0600)`})

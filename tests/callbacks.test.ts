@@ -8,7 +8,7 @@ import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/shared/testing";
 import { verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
-import { startStack, WEBHOOK_SECRET, type Stack } from "./harness.ts";
+import { clientSecret, startStack, type Stack } from "./harness.ts";
 
 const REGION = "cb";
 const TENANT_B_KEY = "e2e-tenant-b-key-0001";
@@ -61,12 +61,17 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
     },
   });
   const atB: Array<{ at: number; delivery: string | null; ok: boolean }> = [];
+  // Tenant B verifies with its own secret; tenant A's does not verify B's callbacks (issue 14.3).
+  const [secretB, secretA] = await Promise.all([clientSecret(s, TENANT_B_KEY), clientSecret(s)]);
+  let verifiesWithA = false;
   const receiverB = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
     async fetch(req) {
       const body = await req.text();
-      const ok = verifyWebhook(WEBHOOK_SECRET, { timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp), signature: req.headers.get(WEBHOOK_HEADERS.signature) }, body);
+      const sig = { timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp), signature: req.headers.get(WEBHOOK_HEADERS.signature) };
+      const ok = verifyWebhook(secretB, sig, body);
+      verifiesWithA ||= verifyWebhook(secretA, sig, body);
       atB.push({ at: Date.now(), delivery: req.headers.get(WEBHOOK_HEADERS.delivery), ok });
       return new Response("ok");
     },
@@ -82,6 +87,8 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
     console.log(`[callbacks] tenant B's callback ${delay} ms after its task completed, while tenant A held ${aInFlight} callbacks (max ${aMax}) at a receiver answering 500 after ${HOLD_MS} ms`);
     expect(delay).toBeLessThan(2000);
     expect(atB[0]).toMatchObject({ delivery: `${b}:completed:0`, ok: true });
+    expect(secretA).not.toBe(secretB);
+    expect(verifiesWithA).toBe(false);
     expect(aMax).toBe(5);
 
     // The events were acknowledged once their deliveries were recorded: the notifier's

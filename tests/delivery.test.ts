@@ -7,7 +7,7 @@ import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/shared/testing";
 import { verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
-import { api, startStack, WEBHOOK_SECRET, type Stack } from "./harness.ts";
+import { api, clientSecret, startStack, type Stack } from "./harness.ts";
 
 let s: Stack;
 beforeAll(async () => {
@@ -96,12 +96,13 @@ test("GET /v1/tasks/:id/events streams every state change and ends at the final 
 test("a callbackUrl gets one signed POST per final state, retried until the receiver acknowledges", async () => {
   const received: Array<{ delivery: string; ok: boolean; body: { event: string; task: TaskView } }> = [];
   let refuse = 2;
+  const secret = await clientSecret(s);
   const receiver = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
     async fetch(req) {
       const body = await req.text();
-      const ok = verifyWebhook(WEBHOOK_SECRET, { timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp), signature: req.headers.get(WEBHOOK_HEADERS.signature) }, body);
+      const ok = verifyWebhook(secret, { timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp), signature: req.headers.get(WEBHOOK_HEADERS.signature) }, body);
       received.push({ delivery: req.headers.get(WEBHOOK_HEADERS.delivery)!, ok, body: JSON.parse(body) });
       if (refuse-- > 0) return new Response("busy", { status: 503 });
       return new Response("ok");

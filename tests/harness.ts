@@ -83,7 +83,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const gatewayPort = await freePort();
   // Tests receive callbacks on http://127.0.0.1: the SSRF policy is loosened for them (docs/security.md).
   const devCallbacks = { WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
-  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, ...o.gatewayEnv };
+  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, WEBHOOK_SECRET, ...o.gatewayEnv };
   let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
   const gateways = [gateway];
   let solverN = 0;
@@ -141,6 +141,13 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     },
   };
   return stack;
+}
+
+/** A client's own callback signing secret, as the gateway hands it out (`GET /v1/webhook-secret`). */
+export async function clientSecret(s: Stack, key = s.apiKey): Promise<string> {
+  const res = await fetch(`${s.gatewayUrl}/v1/webhook-secret`, { headers: { authorization: `Bearer ${key}` } });
+  if (res.status !== 200) throw new Error(`GET /v1/webhook-secret: ${res.status}`);
+  return ((await res.json()) as { secret: string }).secret;
 }
 
 /** A JSON request to the gateway with the stack's API key. */

@@ -21,6 +21,10 @@ export const GatewayEnv = z.object({
   /** A task not finished this long after acceptance (or a redrive) is dead-lettered. */
   TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   DB_POOL_MAX: envInt(20, 1, 500),
+  /** The master of the clients' callback signing secrets (the solvers' WEBHOOK_SECRET): GET /v1/webhook-secret hands each client its own. */
+  WEBHOOK_SECRET: z.string().min(16, "at least 16 characters").optional(),
+  /** The master before a rotation (the solvers sign with both until it is removed). */
+  WEBHOOK_SECRET_PREVIOUS: z.string().min(16, "at least 16 characters").optional(),
   /** A task's callbackUrl may use http: as well as https: (dev stacks and tests). */
   WEBHOOK_ALLOW_HTTP: envBool(false),
   /** A task's callbackUrl may point to loopback, RFC 1918, CGNAT and ULA addresses (dev stacks and tests only). */

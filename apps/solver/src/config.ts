@@ -47,6 +47,8 @@ export const SolverEnv = z
     HIGH_LANE_RESERVED: z.coerce.number().min(0).max(0.9).default(0.1),
     /** Signs task callbacks (HMAC-SHA256); without it callbacks are not sent. */
     WEBHOOK_SECRET: z.string().min(16, "at least 16 characters").optional(),
+    /** The master secret before a rotation: callbacks carry a signature for each until it is removed. */
+    WEBHOOK_SECRET_PREVIOUS: z.string().min(16, "at least 16 characters").optional(),
     WEBHOOK_TIMEOUT_MS: envInt(5000, 100, 60_000),
     WEBHOOK_RETRY_BASE_MS: envInt(1000, 10, 600_000),
     WEBHOOK_RETRY_MAX_MS: envInt(300_000, 10, 3600_000),

@@ -245,7 +245,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callback SSRF policy loosened: for dev stacks and tests only");
     dispatcher = createDispatcher({
       store: deliveries,
-      secret: config.WEBHOOK_SECRET,
+      secrets: [config.WEBHOOK_SECRET, ...(config.WEBHOOK_SECRET_PREVIOUS ? [config.WEBHOOK_SECRET_PREVIOUS] : [])],
       policy: { allowHttp: config.WEBHOOK_ALLOW_HTTP, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
       resolve: systemResolve,
       post: pinnedPost(),

@@ -11,3 +11,22 @@ test("a signature verifies with the right secret and body, and only within the t
   expect(verifyWebhook("s3cret-s3cret-s3cret", h, '{"a":2}', 1_700_000_100)).toBe(false);
   expect(verifyWebhook("s3cret-s3cret-s3cret", h, body, 1_700_001_000)).toBe(false);
 });
+
+test("each client has its own secret from one master: a callback signed for one does not verify with another's (issue 14.3)", async () => {
+  const { clientWebhookSecret, signatureHeader } = await import("./webhooks.ts");
+  const a = clientWebhookSecret("master-secret-0001", "client-a");
+  const b = clientWebhookSecret("master-secret-0001", "client-b");
+  expect(a).not.toBe(b);
+  expect(a).toBe(clientWebhookSecret("master-secret-0001", "client-a"));
+  expect(a).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+  const body = '{"task":1}';
+  const h = { timestamp: "1700000000", signature: signatureHeader([a], 1_700_000_000, body) };
+  expect(verifyWebhook(a, h, body, 1_700_000_000)).toBe(true);
+  expect(verifyWebhook(b, h, body, 1_700_000_000)).toBe(false);
+  // During a rotation two signatures ride in the header; either secret verifies.
+  const next = clientWebhookSecret("master-secret-0002", "client-a");
+  const both = { timestamp: "1700000000", signature: signatureHeader([next, a], 1_700_000_000, body) };
+  expect(verifyWebhook(a, both, body, 1_700_000_000)).toBe(true);
+  expect(verifyWebhook(next, both, body, 1_700_000_000)).toBe(true);
+  expect(verifyWebhook(b, both, body, 1_700_000_000)).toBe(false);
+});

@@ -362,3 +362,29 @@ test("POST /retry of a failed task whose params retention erased is a 409 naming
   const [after] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
   expect(after).toEqual(before!);
 });
+
+test("GET /v1/webhook-secret hands each client its own signing secret (and the previous one during a rotation); none without a master (issue 14.3)", async () => {
+  const { clientWebhookSecret } = await import("@pipeline/shared/webhooks");
+  const signed = createApp({
+    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: "master-secret-0002", WEBHOOK_SECRET_PREVIOUS: "master-secret-0001" },
+    store: createTaskStore(database.db),
+    queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+    watcher: createTaskWatcher(nc, REGION),
+    apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
+    log: createLogger("gateway-test", { level: "silent" }),
+  });
+  const get = (a: ReturnType<typeof createApp>, key?: string) => a.request("/v1/webhook-secret", { headers: key ? { authorization: `Bearer ${key}` } : {} });
+  const ra = await get(signed, "client-a-key");
+  const rb = await get(signed, "client-b-key");
+  expect(ra.status).toBe(200);
+  expect(ra.headers.get("cache-control")).toBe("no-store");
+  const a = (await ra.json()) as { clientId: string; secret: string; previous: string };
+  const b = (await rb.json()) as { clientId: string; secret: string; previous: string };
+  expect(a.secret).not.toBe(b.secret);
+  expect(a.secret).toBe(clientWebhookSecret("master-secret-0002", a.clientId));
+  expect(a.previous).toBe(clientWebhookSecret("master-secret-0001", a.clientId));
+  expect(JSON.stringify([a, b])).not.toContain("master-secret");
+  expect((await get(signed)).status).toBe(401);
+  expect((await get(signed, "nope-not-a-key")).status).toBe(401);
+  expect((await get(app, "client-a-key")).status).toBe(404);
+});

@@ -10,6 +10,7 @@ import { healthRoutes } from "./health.ts";
 import { openApiDocument } from "./openapi.ts";
 import { ProblemError, problemResponse } from "./problem.ts";
 import { tasksRoutes } from "./tasks.ts";
+import { webhookSecretRoutes } from "./webhook-secret.ts";
 
 /** The gateway's Hono app: sub-apps mounted with route(), one onError rendering problem+json. */
 export function createApp(deps: GatewayDeps) {
@@ -40,6 +41,7 @@ export function createApp(deps: GatewayDeps) {
   app.get("/openapi.json", (c) => c.json(doc));
   app.route("/", facadeRoutes(deps)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
   app.route("/v1/tasks", tasksRoutes(deps));
+  app.route("/v1/webhook-secret", webhookSecretRoutes(deps));
   app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((err, c) => {
     if (err instanceof ProblemError) return problemResponse(c, err);

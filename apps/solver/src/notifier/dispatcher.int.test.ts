@@ -12,7 +12,7 @@ import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline
 import { createLogger } from "@pipeline/shared/log";
 import { callbackHostKey, type CallbackPolicy, type ResolvedAddress } from "@pipeline/shared/net";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
-import { verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
+import { clientWebhookSecret, verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
 import { pinnedPost, type CallbackRequest, type PostCallback, type Resolve } from "../adapters/callback-http.ts";
 import { createDeliveryStore, type DeliveryStore } from "../adapters/deliveries.ts";
 import { createDispatcher, type AttemptResult, type DeliveryOutcome, type DispatcherDeps } from "./dispatcher.ts";
@@ -80,7 +80,7 @@ function dispatcher(o: Partial<DispatcherDeps> & { post: PostCallback; resolve?:
   const { log, lines } = capturedLog();
   const d = createDispatcher({
     store,
-    secret: SECRET,
+    secrets: [SECRET],
     policy: STRICT,
     resolve: o.resolve ?? (async () => [{ address: "93.184.216.34", family: 4 }]),
     timeoutMs: 1000,
@@ -190,8 +190,27 @@ describe("the SSRF policy at send time", () => {
     expect(calls[0]!).toMatchObject({ address: "2606:4700::1111", family: 6 });
     expect(calls[0]!.url.hostname).toBe("hooks.public.example");
     expect(calls[0]!.headers[WEBHOOK_HEADERS.delivery]).toBe(deliveryId);
-    expect(verifyWebhook(SECRET, { timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!, signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]! }, calls[0]!.body)).toBe(true);
+    // Signed with the owner's own secret (derived from the master), which no other tenant holds.
+    const sig = { timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!, signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]! };
+    expect(verifyWebhook(clientWebhookSecret(SECRET, "tenant-a"), sig, calls[0]!.body)).toBe(true);
+    expect(verifyWebhook(clientWebhookSecret(SECRET, "tenant-b"), sig, calls[0]!.body)).toBe(false);
+    expect(verifyWebhook(SECRET, sig, calls[0]!.body)).toBe(false);
     expect(counted).toEqual({ attempts: ["delivered"], outcomes: ["delivered"] });
+  });
+
+  test("during a master-secret rotation each callback carries a signature for the new and the previous secret", async () => {
+    const { calls, post } = sent();
+    const { deliveryId } = await completedTask("https://hooks.public.example/rotation");
+    const { d } = dispatcher({ post, secrets: ["dispatcher-test-secret-0002", SECRET] });
+    try {
+      await eventually(async () => (await delivery(deliveryId)).status === "delivered", 5000);
+    } finally {
+      await d.stop();
+    }
+    const sig = { timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!, signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]! };
+    expect(sig.signature.split(",")).toHaveLength(2);
+    expect(verifyWebhook(clientWebhookSecret("dispatcher-test-secret-0002", "tenant-a"), sig, calls[0]!.body)).toBe(true);
+    expect(verifyWebhook(clientWebhookSecret(SECRET, "tenant-a"), sig, calls[0]!.body)).toBe(true);
   });
 
   test("a refused connection to the first checked answer falls back to the next one", async () => {

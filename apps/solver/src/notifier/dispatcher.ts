@@ -1,7 +1,7 @@
 import type { Logger } from "@pipeline/shared/log";
 import { checkCallbackUrl, checkResolvedAddresses, type CallbackPolicy } from "@pipeline/shared/net";
 import { toTaskView } from "@pipeline/shared/tasks";
-import { signWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
+import { clientWebhookSecret, signatureHeader, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
 import type { PostCallback, Resolve } from "../adapters/callback-http.ts";
 import type { ClaimedDelivery, DeliveryStore } from "../adapters/deliveries.ts";
 import { backoff } from "../domain/timing.ts";
@@ -13,7 +13,11 @@ export type DeliveryOutcome = "delivered" | "failed" | "refused" | "superseded";
 
 export interface DispatcherDeps {
   store: DeliveryStore;
-  secret: string;
+  /**
+   * The master secrets, current first (and the previous one during a rotation): each callback is
+   * signed with the task owner's own secret derived from each (`clientWebhookSecret`).
+   */
+  secrets: string[];
   policy: CallbackPolicy;
   resolve: Resolve;
   post: PostCallback;
@@ -157,7 +161,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       "content-type": "application/json",
       [WEBHOOK_HEADERS.delivery]: d.deliveryId,
       [WEBHOOK_HEADERS.timestamp]: String(ts),
-      [WEBHOOK_HEADERS.signature]: signWebhook(deps.secret, ts, body),
+      [WEBHOOK_HEADERS.signature]: signatureHeader(deps.secrets.map((m) => clientWebhookSecret(m, row.owner)), ts, body),
     };
     let status = 0;
     for (const [i, pinned] of candidates.entries()) {
