@@ -48,7 +48,6 @@ export const envList = () =>
     .string()
     .transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
 
-export const envUrl = (def?: string) => (def === undefined ? z.url() : z.url().default(def));
 
 const optionalFile = (what: string) => z.string().min(1, `must be the path of ${what}`).optional();
 

@@ -1,12 +1,13 @@
 import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { callbackHostKey } from "@pipeline/shared/net";
+import { TERMINAL_STATES } from "@pipeline/shared/schemas";
 import { z } from "zod";
 import { applyOutcome } from "../adapters/nats.ts";
 import type { DeliveryStore } from "../adapters/deliveries.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 
-const FINAL = new Set(["completed", "failed", "cancelled"]);
+const FINAL = new Set<string>(TERMINAL_STATES);
 const EventHead = z.object({ taskId: z.uuid(), kind: z.string() });
 
 export interface NotifierDeps {

@@ -8,12 +8,8 @@ export type TaskState = z.infer<typeof TaskState>;
 export const VisibleState = z.enum([...TaskState.options, "expired"]);
 export type VisibleState = z.infer<typeof VisibleState>;
 
+/** The row states no transition leaves (but a redrive of `failed`): the one list the apps use. */
 export const TERMINAL_STATES: readonly TaskState[] = ["completed", "failed", "cancelled"];
-
-/** True when no further transition is allowed. */
-export function isTerminal(state: TaskState): boolean {
-  return TERMINAL_STATES.includes(state);
-}
 
 /** What `GET /v1/tasks/:id` answers. */
 export const TaskView = z.object({
