@@ -76,7 +76,8 @@ test("v2 starts idle; shifts to 25%, 50%, 100% and back to v1 under load lose no
     const e = m.json() as { taskId: string; data: { worker: string } };
     if (ids.has(e.taskId)) byVersion[e.data.worker === "solver-3" || e.data.worker === "solver-4" ? "v2" : "v1"]++;
   }
-  console.log(`[rollout] ${steps.join(" | ")}; 240 tasks, solved by v1 ${byVersion.v1}, v2 ${byVersion.v2}; provider submissions ${s.emu.stats().submissions - before}`);
+  const [slow] = await s.db.sql<{ p50: number; max: number }[]>`select percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at))::float8 as p50, max(extract(epoch from completed_at - created_at))::float8 as max from tasks where idempotency_key like 'shift-%'`;
+  console.log(`[rollout] ${steps.join(" | ")}; 240 tasks, solved by v1 ${byVersion.v1}, v2 ${byVersion.v2}; provider submissions ${s.emu.stats().submissions - before}; accepted to completed p50 ${slow!.p50.toFixed(2)} s, max ${slow!.max.toFixed(2)} s`);
   expect(byVersion.v1).toBeGreaterThan(0);
   expect(byVersion.v2).toBeGreaterThan(0);
   expect(await filters("v2")).toEqual([`tasks.${REGION}.normal.idle_v2`]);
