@@ -13,6 +13,8 @@ import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
 import { createRecoveryMetrics } from "./retention/metrics.ts";
+import { regionGauges } from "./regions/gauges.ts";
+import { probeRegions } from "./assess/regions.ts";
 import { retentionPolicy } from "./retention/policy.ts";
 import { runRetention } from "./retention/retention.ts";
 import { copySnapshotOffHost, offHostBucket } from "./snapshot/offhost.ts";
@@ -85,7 +87,8 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
           });
         })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"))
       : undefined;
-  const metrics = createRecoveryMetrics();
+  const regionKvForMetrics = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
+  const metrics = createRecoveryMetrics(regionKvForMetrics ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) } : {});
   // Each snapshot is copied off the host right after it is taken (another region's Object Store),
   // read back and checked; a failed copy is logged and counted, the local snapshot stays.
   every(config.SNAPSHOT_INTERVAL_MS, "snapshot", async () => {

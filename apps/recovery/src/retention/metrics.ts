@@ -1,4 +1,5 @@
 import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
+import type { RegionGauge } from "../regions/gauges.ts";
 
 /** What the recovery service counts (served on RECOVERY_METRICS_PORT when set). */
 export interface RecoveryMetrics {
@@ -17,8 +18,38 @@ export interface OffHostMetrics {
   copy(result: "ok" | "error", bytes: number): void;
 }
 
-export function createRecoveryMetrics(): RecoveryMetrics {
+/**
+ * `regions`: read at scrape time (several regions only): the lease and mirror figures as gauges
+ * (regions/gauges.ts), from the same probe as `assess`.
+ */
+export function createRecoveryMetrics(o: { regions?: () => Promise<RegionGauge[]> } = {}): RecoveryMetrics {
   const registry = createRegistry("recovery");
+  if (o.regions) {
+    const read = o.regions;
+    const names: Record<RegionGauge["name"], string> = {
+      recovery_region_may_submit: "1 when this region holds a valid lease and may submit to the provider, 0 when fenced",
+      recovery_region_lease_valid_seconds: "Seconds the region's lease view is still valid (negative: lapsed)",
+      recovery_region_lease_epoch: "Epoch of the region's lease view",
+      recovery_region_mirror_lag_messages: "Messages the mirror of another region's EVENTS is behind",
+      recovery_region_mirror_idle_seconds: "Seconds since the mirror of another region's EVENTS last heard from it",
+      recovery_region_replica_pending: "Mirrored events of another region not yet applied to this region's database",
+    };
+    // One probe per scrape, shared by every region gauge.
+    let pending: Promise<RegionGauge[]> | undefined;
+    const snapshot = () => (pending ??= read().finally(() => setTimeout(() => (pending = undefined), 0)));
+    for (const [name, help] of Object.entries(names) as [RegionGauge["name"], string][]) {
+      new Gauge({
+        name,
+        help,
+        labelNames: ["region", "remote", "holder"],
+        registers: [registry],
+        async collect() {
+          this.reset();
+          for (const g of await snapshot().catch(() => [])) if (g.name === name) this.set(g.labels, g.value);
+        },
+      });
+    }
+  }
   const rows = new Counter({ name: "recovery_retention_rows_total", help: "Rows changed by the retention job, by action", labelNames: ["action"], registers: [registry] });
   const runs = new Counter({ name: "recovery_retention_runs_total", help: "Retention runs, by result", labelNames: ["result"], registers: [registry] });
   const lastRun = new Gauge({ name: "recovery_retention_last_success_timestamp_seconds", help: "When the last retention run succeeded (unix seconds)", registers: [registry] });
