@@ -336,3 +336,21 @@ test("when JetStream cannot take the task, in.php answers ERROR_NO_SLOT_AVAILABL
     await ensureStreams(jsm, { region: REGION });
   }
 }, 15_000);
+
+test("a fenced region's in.php answers ERROR_NO_SLOT_AVAILABLE (clients retry), names the other region, and stores nothing", async () => {
+  const fenced = createApp({
+    config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, regions: [REGION, "other"] },
+    store: createTaskStore(database.db),
+    queue: createTaskQueue(nc, jetstream(nc), REGION, 1000),
+    watcher: createTaskWatcher(nc, REGION),
+    apiKeys: createApiKeys([KEY, OTHER_KEY]),
+    log: createLogger("facade-test", { level: "silent" }),
+    fence: { allows: () => false },
+  });
+  const [{ n: rowsBefore }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
+  const res = await fenced.request(`/in.php?${new URLSearchParams(V2)}`);
+  expect(await res.text()).toBe("ERROR_NO_SLOT_AVAILABLE");
+  expect(res.headers.get("x-try-regions")).toBe("other");
+  const [{ n: rowsAfter }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
+  expect(rowsAfter).toBe(rowsBefore);
+});

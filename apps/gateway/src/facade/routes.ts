@@ -64,9 +64,16 @@ export function facadeRoutes(deps: GatewayDeps) {
     ["GET", "POST"],
     "/in.php",
     limit("ERROR_TOO_BIG_CAPTCHA_FILESIZE"),
-    protocol(async (call, clientId) => {
+    protocol(async (call, clientId, c) => {
       const sub = parseSubmission(call.params, call.file, { imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
       if (!sub.ok) return code(sub.code);
+      // A fenced region (its lease lapsed or taken over) takes no new task: the protocol's "busy,
+      // retry" code, which 2Captcha clients retry on; the other regions named as for REST.
+      if (deps.fence && !deps.fence.allows()) {
+        const others = (deps.config.regions ?? []).filter((r) => r !== deps.config.REGION);
+        if (others.length) c.header("x-try-regions", others.join(","));
+        return code("ERROR_NO_SLOT_AVAILABLE");
+      }
       try {
         const accepted = await submitTask(submitDeps, clientId, sub.task, undefined);
         return ok(accepted.id);
