@@ -63,9 +63,10 @@ function systemdRoot(): string {
 }
 
 const hasSystemd = onPath("systemd-analyze") !== undefined;
-if (!hasSystemd) console.log("[deploy-static] systemd-analyze not on PATH: the unit checks are skipped");
+// Debian's systemd package is on every machine this runs on (and CI's): its absence is a failure, not a skip.
 
-test.skipIf(!hasSystemd)("systemd-analyze verify: every unit, without a word of output", () => {
+test("systemd-analyze verify: every unit, without a word of output", () => {
+  expect(hasSystemd).toBe(true);
   const root = systemdRoot();
   try {
     for (const unit of UNITS) {
@@ -77,7 +78,8 @@ test.skipIf(!hasSystemd)("systemd-analyze verify: every unit, without a word of 
   }
 });
 
-test.skipIf(!hasSystemd)("systemd-analyze security: each service's exposure stays under its threshold", () => {
+test("systemd-analyze security: each service's exposure stays under its threshold", () => {
+  expect(hasSystemd).toBe(true);
   const root = systemdRoot();
   try {
     for (const [unit, max] of Object.entries(MAX_EXPOSURE)) {
@@ -378,7 +380,9 @@ const nats = (() => {
 })();
 const hasOpenssl = onPath("openssl") !== undefined;
 
-test.skipIf(!nats || !hasOpenssl)("nats-server -t accepts every rendered NATS config (hashes and TLS files filled in; nothing started)", () => {
+test("nats-server -t accepts every rendered NATS config (hashes and TLS files filled in; nothing started)", () => {
+  expect(nats).toBeDefined();
+  expect(hasOpenssl).toBe(true);
   const dir = mkdtempSync(join(tmpdir(), "deploy-nats-"));
   try {
     const key = join(dir, "server-key.pem");
