@@ -9,7 +9,7 @@ import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
 import { liveWorkers, readAssignment, shareOf, type Heartbeat } from "@pipeline/shared/runtime";
 import { streams } from "@pipeline/shared/subjects";
-import { TaskEvent } from "@pipeline/shared/schemas";
+import { taskEventOf } from "@pipeline/shared/schemas";
 import type { Assessment } from "../assess/assess.ts";
 import type { RegionsProbe } from "../assess/regions.ts";
 import { listSnapshots } from "../snapshot/manifest.ts";
@@ -241,13 +241,7 @@ export async function taskTimeline(d: { sql: postgres.Sql; js: JetStreamClient }
         got++;
         scanned++;
         pending = m.info.pending;
-        let ev: TaskEvent | undefined;
-        try {
-          const r = TaskEvent.safeParse(m.json());
-          ev = r.success ? r.data : undefined;
-        } catch {
-          ev = undefined;
-        }
+        const ev = taskEventOf(m);
         if (ev?.taskId === id) events.push({ seq: m.seq, at: ev.at, kind: ev.kind, state: ev.state, version: ev.version, region: ev.region, data: safeEventData(ev.data) });
         if (pending === 0) break;
       }

@@ -7,7 +7,7 @@ import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JetStreamClient, 
 import { nanos } from "@nats-io/transport-node";
 import type { Logger } from "@pipeline/shared/log";
 import { ensureConsumer, ensureStream, eventsMirrorConfig } from "@pipeline/shared/nats";
-import { TaskEvent } from "@pipeline/shared/schemas";
+import { taskEventOf } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import type postgres from "postgres";
 import { applyEvent, type Applied } from "../snapshot/apply-event.ts";
@@ -50,13 +50,7 @@ export async function startReplicator(d: ReplicatorDeps): Promise<Replicator> {
       try {
         messages = await consumer.consume({ max_messages: 500 });
         for await (const m of messages) {
-          let ev: TaskEvent | undefined;
-          try {
-            const r = TaskEvent.safeParse(m.json());
-            ev = r.success ? r.data : undefined;
-          } catch {
-            ev = undefined;
-          }
+          const ev = taskEventOf(m);
           // Only task events of the remote region (alerts and breaker events carry no task).
           if (!ev || ev.region !== d.remote) {
             counts.skipped++;

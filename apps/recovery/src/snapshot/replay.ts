@@ -1,6 +1,6 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type postgres from "postgres";
-import { TaskEvent } from "@pipeline/shared/schemas";
+import { TaskEvent, taskEventOf } from "@pipeline/shared/schemas";
 import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
 import { applyEvent, type Applied } from "./apply-event.ts";
@@ -85,13 +85,7 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
       for await (const m of messages) {
         lastAt = Date.now();
         if (m.seq > target) break;
-        let ev: TaskEvent | undefined;
-        try {
-          const r = TaskEvent.safeParse(m.json());
-          ev = r.success ? r.data : undefined;
-        } catch {
-          ev = undefined;
-        }
+        const ev = taskEventOf(m);
         batch.push(ev);
         events++;
         lastSeq = m.seq;

@@ -45,6 +45,16 @@ export const TaskEvent = z.object({
 });
 export type TaskEvent = z.infer<typeof TaskEvent>;
 
+/** A stream message's body as a TaskEvent, or undefined when it is not JSON or not a task event (alerts, breaker events). */
+export function taskEventOf(m: { json(): unknown }): TaskEvent | undefined {
+  try {
+    const r = TaskEvent.safeParse(m.json());
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** RFC 9457 problem details, with the fields at fault. */
 export const Problem = z.object({
   type: z.string(),
