@@ -1,32 +1,35 @@
-// The region-partition drill, short variant: steady load through both regions' gateways; fsn1
-// is cut off from hel1 and from the witness; hel1 takes fsn1's lease over and adopts its
+// The region-partition drill, short variant: steady load through both regions' gateways; each
+// region runs in its own network namespace (tests/support/two-regions-netns.ts) and fsn1 is cut
+// off from hel1 and from the witness by setting its inter-region link down (30 ms relays on the
+// inter-region links); hel1 takes fsn1's lease over and adopts its
 // unfinished tasks (resuming provider ids it has), fsn1 fences itself (no new provider
 // submissions); the link heals and fsn1 takes its lease back. Every acknowledged task ends
 // completed in both regions' databases with one token, and the provider is paid once per task.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/shared/testing";
-import { assessRegion, call, startTwoRegions, steadyLoad, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
+import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
+import { assessRegionAsync, startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
 
 // `npm run drill -- region-partition` runs the full variant: a 30 s cut at 20 tasks/s per region.
 const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
 const RATE = Number(process.env.DRILL_RATE ?? 10);
-let two: TwoRegions;
+let two: NetnsTwoRegions;
 
 beforeAll(async () => {
   // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
   // TTL + margin + ADOPT_UNCERTAIN_MS (25 s) outlasts the cut (15 s): a task fsn1 submitted just
   // before it fenced, its checkpoint stuck behind the cut, is not submitted again by hel1.
-  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: CUT_MS + 5000 });
+  two = await startTwoRegionsNetns({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: CUT_MS + 5000 });
 }, 60_000);
-afterAll(() => two.stop());
+afterAll(() => two?.stop());
 
 test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`, async () => {
   const [fsn1, hel1] = two.regions;
   const load = steadyLoad([fsn1, hel1], RATE, "partition");
   await Bun.sleep(5000);
   const cutAt = Date.now();
-  two.isolate("fsn1");
+  await two.isolate("fsn1");
   // fsn1's tasks that hel1 knew of at the cut and that were not finished: hel1 adopts them.
   await Bun.sleep(300);
   const known = await hel1.db.sql<{ id: string; resumable: boolean }[]>`select id, provider_id is not null as resumable from tasks where region = 'fsn1' and state in ('queued', 'retrying', 'solving')`;
@@ -55,12 +58,12 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
   const elapsed = Date.now() - cutAt;
   if (elapsed < CUT_MS) await Bun.sleep(CUT_MS - elapsed);
   // What an operator sees meanwhile: fsn1 fenced (its lease lapsed), hel1 with a stalled mirror.
-  const atFsn1 = assessRegion(two, fsn1);
+  const atFsn1 = await assessRegionAsync(two, fsn1);
   expect(atFsn1.out).toMatch(/FAIL\s+lease\s+lapsed/);
-  const atHel1 = assessRegion(two, hel1);
+  const atHel1 = await assessRegionAsync(two, hel1);
   expect(atHel1.out).toMatch(/ok\s+lease\s+held by hel1/);
   expect(atHel1.out).toMatch(/WARN\s+replica\s+events of fsn1: mirror not active/);
-  two.heal();
+  await two.heal();
   const healedAt = Date.now();
   await Bun.sleep(3000);
   await load.stop();
@@ -95,7 +98,7 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
   const rto = (adoptedDone - cutAt) / 1000;
   console.log(
     `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
-      ` (cut ${CUT_MS / 1000} s; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it, the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()})`,
+      ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it, the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()})`,
   );
   expect(lost).toBe(0);
   expect(failed).toBe(0);

@@ -23,6 +23,8 @@ export interface NatsServerOptions {
    */
   leafnodes?: {
     listenPort?: number;
+    /** Address of the leafnode listener (default: `host`); a region's inter-region interface. */
+    listenHost?: string;
     /**
      * The address other regions should use (`host:port`). A server tells its leafnode peers
      * where it listens and they reconnect there: behind a relay or NAT, advertise the relay
@@ -107,7 +109,7 @@ export function natsServerConfig(o: {
   const host = o.host ?? "127.0.0.1";
   const leafnodes = o.leafnodes
     ? {
-        ...(o.leafnodes.listenPort ? { listen: `${host}:${o.leafnodes.listenPort}` } : {}),
+        ...(o.leafnodes.listenPort ? { listen: `${o.leafnodes.listenHost ?? host}:${o.leafnodes.listenPort}` } : {}),
         ...(o.leafnodes.advertise ? { advertise: o.leafnodes.advertise } : {}),
         ...(o.leafnodes.remotes?.length
           ? {

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { accessSync, chmodSync, chownSync, constants, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { accessSync, appendFileSync, chmodSync, chownSync, constants, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import postgres from "postgres";
 import { findPostgres, type PostgresBinaries } from "./binaries.ts";
@@ -10,6 +10,10 @@ export interface PostgresOptions {
   port: number;
   /** Trade durability for speed (fsync off): tests only. */
   fast?: boolean;
+  /** Address to listen on (default 127.0.0.1); another one also trusts clients of its subnets (`samenet`). */
+  host?: string;
+  /** Runs the server inside this network namespace (`ip netns exec`): a region's own namespace in tests. */
+  netns?: string;
   log?: (m: string) => void;
 }
 
@@ -34,9 +38,10 @@ function asPgUser(cmd: string, args: string[]): { cmd: string; args: string[] } 
   return isRoot() ? { cmd: "runuser", args: ["-u", "postgres", "--", cmd, ...args] } : { cmd, args };
 }
 
-function run(cmd: string, args: string[], log: (m: string) => void): void {
+function run(cmd: string, args: string[], log: (m: string) => void, netns?: string): void {
   const c = asPgUser(cmd, args);
-  const r = spawnSync(c.cmd, c.args, { encoding: "utf8" });
+  const [bin, argv] = netns ? ["ip", ["netns", "exec", netns, c.cmd, ...c.args]] : [c.cmd, c.args];
+  const r = spawnSync(bin, argv, { encoding: "utf8" });
   if (r.status !== 0) {
     log(r.stdout + r.stderr);
     throw new Error(`${cmd} ${args[0] ?? ""} failed (exit ${r.status}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" | ")}`);
@@ -90,20 +95,26 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
     if (v !== bins.version) throw new Error(`${dataDir} holds a PostgreSQL ${v} cluster but the server found is ${bins.version}; set PG_BIN_DIR or remove the folder`);
   }
   accessSync(dataDir, constants.R_OK);
+  const host = o.host ?? "127.0.0.1";
+  if (host !== "127.0.0.1") {
+    const hba = join(dataDir, "pg_hba.conf");
+    const line = "host all all samenet trust";
+    if (!readFileSync(hba, "utf8").includes(line)) appendFileSync(hba, `${line}\n`);
+  }
   const opts = [
     `-p ${o.port}`,
     `-k ${dataDir}`,
-    "-c listen_addresses=127.0.0.1",
+    `-c listen_addresses=${host}`,
     "-c max_connections=300",
     "-c shared_buffers=128MB",
     ...(o.fast ? ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"] : []),
   ].join(" ");
   const start = async () => {
-    if (!running(dataDir, bins)) run(bins.pgCtl, ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"], log);
-    await waitForPort(o.port, 30_000);
+    if (!running(dataDir, bins)) run(bins.pgCtl, ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"], log, o.netns);
+    await waitForPort(o.port, 30_000, host);
   };
   await start();
-  const urlFor = (db: string) => `postgres://postgres@127.0.0.1:${o.port}/${db}`;
+  const urlFor = (db: string) => `postgres://postgres@${host}:${o.port}/${db}`;
   return {
     adminUrl: urlFor("postgres"),
     port: o.port,

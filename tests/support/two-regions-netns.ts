@@ -1,0 +1,343 @@
+// Two regions on one machine, each in its own network namespace (root only; CI runs as root):
+// a region's nats-server, Postgres, gateway, solver and recovery service run in `rg<pid>-<region>`,
+// the witness in `rg<pid>-witness`. What crosses regions goes over a bridge (the "WAN"): every
+// namespace has a `wan` veth port on it, and this process, on the bridge too, runs a delaying TCP
+// relay per inter-region link (this kernel has no netem): hel1's leafnode link to fsn1 and each
+// region's connection to the witness. A partition is `ip link set <region's WAN port> down`: the
+// relays' connections into that region stall as on a real cut link (nothing is closed for them).
+// Each region also has an access link (a /30 veth pair to this namespace) carrying what is not
+// inter-region: its clients (the test's HTTP calls), the provider (the emulator, in this process)
+// and an operator's view of its NATS and Postgres. The access links are never cut.
+//
+//       this process (root namespace): emulator, relays, test clients
+//        │ access fsn1 (/30)        │ bridge rg<pid>br (/26)            │ access hel1 (/30)
+//   ┌────┴─────────┐   wan   ┌──────┴──────┐   wan   ┌──────────────┐ ┌─┴────────────┐
+//   │ ns fsn1      ├────────►│ relays      │◄────────┤ ns hel1      │ │              │
+//   │ nats pg apps │         │ (delay)     │◄───┐    │ nats pg apps ├─┘              │
+//   └──────────────┘         └─────────────┘ wan│    └──────────────┘
+//                                          ┌────┴─────────┐
+//                                          │ ns witness   │
+//                                          └──────────────┘
+//
+// Names and addresses derive from this process's pid (unique per test process); `stop()` removes
+// every namespace, link and process, as does a watchdog if this process dies without stopping.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createEmulator, type EmulatorOptions } from "@pipeline/emulator";
+import { openDatabase } from "@pipeline/shared/db";
+import { startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/shared/localstack";
+import { connectNats } from "@pipeline/shared/nats";
+import { LeaseView, maySubmit } from "@pipeline/shared/regions";
+import { openRegionBucket } from "@pipeline/shared/runtime";
+import { createTestDatabase, eventually } from "@pipeline/shared/testing";
+import { natsEnv } from "@pipeline/shared/localstack";
+import { ROOT, type Proc } from "../harness.ts";
+import { startRelay, type Relay } from "./relay.ts";
+import { API_KEY, PROVIDER_KEY, REGIONS, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
+
+export interface NetnsTwoRegionOptions extends TwoRegionOptions {
+  /** One-way delay of each inter-region relay, per chunk (default 30 ms: fsn1-hel1 is ~25 ms apart). */
+  latencyMs?: number;
+}
+
+export interface NetnsRegion extends Region {
+  /** The region's network namespace. */
+  ns: string;
+  /** Its address on the bridge (inter-region) and on its access link (clients, provider, operator). */
+  wanIp: string;
+  accessIp: string;
+  /** The bridge port (in the root namespace) that `isolate` sets down. */
+  wanPort: string;
+}
+
+export interface NetnsTwoRegions extends Omit<TwoRegions, "regions" | "isolate" | "heal"> {
+  regions: [NetnsRegion, NetnsRegion];
+  witnessNs: string;
+  latencyMs: number;
+  /** Cuts a region off from the other region and the witness: `ip link set <its WAN port> down`. */
+  isolate(name: string): Promise<void>;
+  /** Sets every WAN port up again. */
+  heal(): Promise<void>;
+  /** Starts one more process of a region's app inside its namespace (e.g. a second solver). */
+  spawnIn(r: NetnsRegion, name: string, script: string, env: Record<string, string>): Proc;
+}
+
+/** A command that must succeed (setup and teardown only: it blocks the relays of this process). */
+function sh(args: string[]): string {
+  const r = spawnSync(args[0]!, args.slice(1), { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`${args.join(" ")}: ${(r.stderr || r.stdout).trim()}`);
+  return r.stdout;
+}
+
+/** A command run while relays in this process carry traffic: async, so they keep working. */
+async function shAsync(args: string[]): Promise<void> {
+  const p = Bun.spawn(args, { stdout: "pipe", stderr: "pipe" });
+  const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`${args.join(" ")}: ${err.trim()}`);
+}
+
+/** The namespace plan of this process: names from the pid, a free /24 under 10.220.0.0-10.254.255.0. */
+function plan() {
+  const tag = `rg${process.pid}`;
+  const used = sh(["ip", "-o", "-4", "addr", "show"]);
+  let idx = process.pid % 8960;
+  let base = "";
+  for (let i = 0; i < 8960; i++, idx = (idx + 1) % 8960) {
+    base = `10.${220 + (idx >> 8)}.${idx & 255}`;
+    if (!used.includes(` ${base}.`)) break;
+  }
+  return {
+    tag,
+    bridge: `${tag}br`,
+    bridgeIp: `${base}.1`,
+    witness: { ns: `${tag}-witness`, wanPort: `${tag}w2`, wanIp: `${base}.4` },
+    regions: REGIONS.map((name, i) => ({
+      name,
+      ns: `${tag}-${name}`,
+      wanPort: `${tag}w${i}`,
+      wanIp: `${base}.${2 + i}`,
+      accessPort: `${tag}a${i}`,
+      hostAccessIp: `${base}.${64 + 4 * i + 1}`,
+      accessIp: `${base}.${64 + 4 * i + 2}`,
+    })),
+  };
+}
+
+/** Removes what `plan()` names: the namespaces' processes, the namespaces, the bridge (a shell script, for the watchdog too). */
+function teardownScript(p: ReturnType<typeof plan>): string {
+  const nss = [...p.regions.map((r) => r.ns), p.witness.ns];
+  return [
+    ...nss.map((ns) => `for pid in $(ip netns pids ${ns} 2>/dev/null); do kill -KILL $pid 2>/dev/null; done`),
+    "sleep 0.2",
+    ...nss.map((ns) => `ip netns del ${ns} 2>/dev/null`),
+    ...[...p.regions.flatMap((r) => [r.wanPort, r.accessPort]), p.witness.wanPort, p.bridge].map((l) => `ip link del ${l} 2>/dev/null`),
+    "true",
+  ].join("; ");
+}
+
+/** Runs `bun <script>` inside a namespace, as `spawnApp` does outside one. */
+function spawnInNs(ns: string, name: string, script: string, env: Record<string, string>, logDir: string): Proc {
+  const logFile = join(logDir, `${name}.log`);
+  const fd = openSync(logFile, "a");
+  // `ip netns exec` execs the command: the pid is bun's, signals reach it.
+  const p = Bun.spawn(["ip", "netns", "exec", ns, process.execPath, join(ROOT, script)], { cwd: ROOT, env: { ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  return {
+    name,
+    pid: p.pid,
+    logFile,
+    exited: p.exited,
+    exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
+    async kill(signal = "SIGTERM") {
+      p.kill(signal);
+      return p.exited;
+    },
+    log: () => readFileSync(logFile, "utf8"),
+  };
+}
+
+export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promise<NetnsTwoRegions> {
+  if (process.getuid?.() !== 0) throw new Error("startTwoRegionsNetns needs root (ip netns, veth, bridge); CI runs as root");
+  const p = plan();
+  const latencyMs = o.latencyMs ?? 30;
+  const logDir = mkdtempSync(join(tmpdir(), "pipeline-regions-netns-"));
+  const cleanups: Array<() => Promise<void>> = [];
+  const tmp = (prefix: string) => {
+    const d = mkdtempSync(join(tmpdir(), prefix));
+    cleanups.push(async () => rmSync(d, { recursive: true, force: true }));
+    return d;
+  };
+  const teardown = teardownScript(p);
+  spawnSync("sh", ["-c", teardown]); // leftovers of an earlier process with this pid
+  // If this process dies without stop(), a watchdog removes the namespaces.
+  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${teardown}`], { detached: true, stdio: "ignore" });
+  watchdog.unref();
+  const stopAll = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+    spawnSync("sh", ["-c", teardown]);
+    try {
+      process.kill(watchdog.pid!, "SIGKILL");
+    } catch {}
+  };
+  try {
+    // The WAN: a bridge this process is on (its relays listen there).
+    sh(["ip", "link", "add", p.bridge, "type", "bridge"]);
+    sh(["ip", "addr", "add", `${p.bridgeIp}/26`, "dev", p.bridge]);
+    sh(["ip", "link", "set", p.bridge, "up"]);
+    const joinWan = (ns: string, port: string, ip: string) => {
+      sh(["ip", "link", "add", port, "type", "veth", "peer", "name", `${port}p`]);
+      sh(["ip", "link", "set", `${port}p`, "netns", ns]);
+      sh(["ip", "-n", ns, "link", "set", `${port}p`, "name", "wan"]);
+      sh(["ip", "-n", ns, "addr", "add", `${ip}/26`, "dev", "wan"]);
+      sh(["ip", "-n", ns, "link", "set", "wan", "up"]);
+      sh(["ip", "link", "set", port, "master", p.bridge]);
+      sh(["ip", "link", "set", port, "up"]);
+    };
+    for (const ns of [p.witness.ns, ...p.regions.map((r) => r.ns)]) {
+      sh(["ip", "netns", "add", ns]);
+      sh(["ip", "-n", ns, "link", "set", "lo", "up"]);
+    }
+    joinWan(p.witness.ns, p.witness.wanPort, p.witness.wanIp);
+    for (const r of p.regions) {
+      joinWan(r.ns, r.wanPort, r.wanIp);
+      sh(["ip", "link", "add", r.accessPort, "type", "veth", "peer", "name", `${r.accessPort}p`]);
+      sh(["ip", "link", "set", `${r.accessPort}p`, "netns", r.ns]);
+      sh(["ip", "-n", r.ns, "link", "set", `${r.accessPort}p`, "name", "access"]);
+      sh(["ip", "-n", r.ns, "addr", "add", `${r.accessIp}/30`, "dev", "access"]);
+      sh(["ip", "-n", r.ns, "link", "set", "access", "up"]);
+      sh(["ip", "addr", "add", `${r.hostAccessIp}/30`, "dev", r.accessPort]);
+      sh(["ip", "link", "set", r.accessPort, "up"]);
+    }
+
+    // The provider: reachable from every region over its access link.
+    const emu = createEmulator({ port: 0, host: "0.0.0.0", keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 50, ...o.emulator });
+    await emu.start();
+    cleanups.push(() => emu.stop());
+    const emuPort = Number(new URL(emu.url).port);
+
+    const witness = await startNatsServer({ port: 4222, host: p.witness.wanIp, netns: p.witness.ns, storeDir: tmp("nats-witness-"), name: "witness-1" });
+    cleanups.push(() => witness.stop());
+    const relay = async (to: { host: string; port: number }) => {
+      const r = await startRelay(to, { listenHost: p.bridgeIp, delayMs: latencyMs });
+      cleanups.push(() => r.stop());
+      return r;
+    };
+    const [pa, pb] = p.regions as [(typeof p.regions)[number], (typeof p.regions)[number]];
+    // hel1 connects its leafnode to fsn1 through a relay on the WAN.
+    const regionLink = await relay({ host: pa.wanIp, port: 7422 });
+    const a = await startNatsServer({
+      port: 4222,
+      host: pa.accessIp,
+      netns: pa.ns,
+      storeDir: tmp("nats-fsn1-"),
+      name: "fsn1-1",
+      regions: ["fsn1"],
+      domain: "fsn1",
+      leafnodes: { listenPort: 7422, listenHost: pa.wanIp, advertise: `${p.bridgeIp}:${regionLink.port}` },
+    });
+    cleanups.push(() => a.stop());
+    const b = await startNatsServer({
+      port: 4222,
+      host: pb.accessIp,
+      netns: pb.ns,
+      storeDir: tmp("nats-hel1-"),
+      name: "hel1-1",
+      regions: ["hel1"],
+      domain: "hel1",
+      leafnodes: { remotes: [{ host: p.bridgeIp, port: regionLink.port, credentials: a.leafCredentials }] },
+    });
+    cleanups.push(() => b.stop());
+
+    const startRegion = async (rp: (typeof p.regions)[number], nats: NatsServerHandle): Promise<NetnsRegion> => {
+      const pgDir = tmp(`pg-${rp.name}-`);
+      const pg: PostgresHandle = await startPostgres({ dataDir: pgDir, port: 5432, host: rp.accessIp, netns: rp.ns, fast: true });
+      cleanups.push(() => pg.stop("immediate"));
+      const tdb = await createTestDatabase(`reg_${rp.name}`, pg.adminUrl);
+      const witnessLink = await relay({ host: p.witness.wanIp, port: 4222 });
+      const w = witness.auth("recovery");
+      const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: rp.name, REGIONS: REGIONS.join(","), LOG_LEVEL: process.env.LOG_LEVEL ?? "info" };
+      const procs = [
+        spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY }, logDir),
+        spawnInNs(
+          rp.ns,
+          `solver-${rp.name}`,
+          "apps/solver/src/main.ts",
+          { ...common, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${rp.name}`, PROVIDER_URL: `http://${rp.hostAccessIp}:${emuPort}`, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
+          logDir,
+        ),
+        spawnInNs(
+          rp.ns,
+          `recovery-${rp.name}`,
+          "apps/recovery/src/main.ts",
+          {
+            ...common,
+            ...natsEnv(nats, "recovery"),
+            SNAPSHOT_INTERVAL_MS: "0",
+            SWEEP_INTERVAL_MS: "1000",
+            STALE_AFTER_MS: "3000",
+            GATEWAY_PUBLISH_GRACE_MS: "0",
+            DATA_DIR: tmp(`regions-${rp.name}-`),
+            WITNESS_URL: `nats://${p.bridgeIp}:${witnessLink.port}`,
+            WITNESS_USER: w.user!,
+            WITNESS_PASSWORD: w.pass!,
+            LEASE_TTL_MS: String(o.leaseTtlMs ?? 4000),
+            LEASE_MARGIN_MS: String(o.leaseMarginMs ?? 1000),
+            LEASE_RENEW_MS: String(o.leaseRenewMs ?? 300),
+            ADOPT_UNCERTAIN_MS: String(o.adoptUncertainMs ?? 20_000),
+          },
+          logDir,
+        ),
+      ];
+      const db = openDatabase(tdb.url, { max: 2 });
+      cleanups.push(async () => {
+        await Promise.all(procs.map((x) => x.kill("SIGTERM")));
+        await db.close();
+      });
+      await waitForPort(8080, 20_000, rp.accessIp);
+      return { name: rp.name, nats, tdb, db, gatewayUrl: `http://${rp.accessIp}:8080`, procs, witnessLink, ns: rp.ns, wanIp: rp.wanIp, accessIp: rp.accessIp, wanPort: rp.wanPort };
+    };
+    const regions: [NetnsRegion, NetnsRegion] = [await startRegion(pa, a), await startRegion(pb, b)];
+    // Ready when each region holds its lease (its gateway turns tasks away until then).
+    for (const r of regions) {
+      const nc = await connectNats(r.nats.url, "two-regions-ready", r.nats.auth("admin"));
+      try {
+        const kv = await openRegionBucket(nc, r.name);
+        await eventually(async () => {
+          const e = await kv.get("lease");
+          return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
+        }, 30_000, 100);
+      } finally {
+        await nc.close();
+      }
+    }
+    return {
+      emu,
+      witness,
+      witnessNs: p.witness.ns,
+      regions,
+      regionLink,
+      logDir,
+      latencyMs,
+      async isolate(name) {
+        await shAsync(["ip", "link", "set", regions.find((r) => r.name === name)!.wanPort, "down"]);
+      },
+      async heal() {
+        for (const r of regions) await shAsync(["ip", "link", "set", r.wanPort, "up"]);
+      },
+      spawnIn(r, name, script, env) {
+        const proc = spawnInNs(r.ns, name, script, env, logDir);
+        r.procs.push(proc);
+        return proc;
+      },
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/** `recovery assess` against one region from this machine (async: the relays here keep working meanwhile). */
+export async function assessRegionAsync(two: NetnsTwoRegions, r: NetnsRegion): Promise<{ code: number | null; out: string }> {
+  const w = two.witness.auth("recovery");
+  const env = {
+    ...process.env,
+    ...natsEnv(r.nats, "recovery"),
+    NATS_URL: r.nats.url,
+    DATABASE_URL: r.tdb.url,
+    REGION: r.name,
+    REGIONS: REGIONS.join(","),
+    WITNESS_URL: two.witness.url,
+    WITNESS_USER: w.user!,
+    WITNESS_PASSWORD: w.pass!,
+    SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "regions-assess-")),
+  };
+  try {
+    const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), "assess"], { env, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    return { code, out: `${out}${err}` };
+  } finally {
+    rmSync(env.SNAPSHOT_DIR, { recursive: true, force: true });
+  }
+}
