@@ -22,7 +22,7 @@
 // Names and addresses derive from this process's pid (unique per test process); `stop()` removes
 // every namespace, link and process, as does a watchdog if this process dies without stopping.
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type EmulatorOptions } from "@pipeline/emulator";
@@ -145,7 +145,11 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
   const cleanups: Array<() => Promise<void>> = [];
   const tmp = (prefix: string) => {
     const d = mkdtempSync(join(tmpdir(), prefix));
-    cleanups.push(async () => rmSync(d, { recursive: true, force: true }));
+    cleanups.push(async () => {
+      // A nats-server's log outlives its store, beside the apps' logs.
+      if (existsSync(join(d, "nats-server.log"))) copyFileSync(join(d, "nats-server.log"), join(logDir, `${prefix.replace(/-$/, "")}.log`));
+      rmSync(d, { recursive: true, force: true });
+    });
     return d;
   };
   const teardown = teardownScript(p);
