@@ -1,30 +1,31 @@
-// The region-loss drill, short variant: steady load through both regions; every process of
-// fsn1 (its nats-server, gateway, solver, recovery) is killed -9 and never comes back. hel1
+// The region-loss drill, short variant: steady load through both regions, each in its own
+// network namespace (tests/support/two-regions-netns.ts); every process of fsn1 (its nats-server,
+// Postgres, gateway, solver, recovery: whatever runs in its namespace) is killed -9 and its
+// inter-region link set down, and it never comes back. hel1
 // takes fsn1's lease over once it has been silent for TTL + margin, adopts what it knows of
 // fsn1's unfinished tasks (resuming the provider ids it has), and fsn1's clients go on through
 // hel1 with the same Idempotency-Keys. RPO: acknowledged tasks hel1 never heard of, at most what
 // fsn1 acknowledged within the replication lag before the loss.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventually } from "@pipeline/shared/testing";
-import { startTwoRegions, steadyLoad, type TwoRegions } from "./support/two-regions.ts";
+import { steadyLoad } from "./support/two-regions.ts";
+import { startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
 
 // `npm run drill -- region-loss` runs it at 20 tasks/s per region.
 const RATE = Number(process.env.DRILL_RATE ?? 10);
-let two: TwoRegions;
+let two: NetnsTwoRegions;
 
 beforeAll(async () => {
-  two = await startTwoRegions({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: 5000 });
+  two = await startTwoRegionsNetns({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: 5000 });
 }, 60_000);
-afterAll(() => two.stop());
+afterAll(() => two?.stop());
 
 test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, RPO within the replication lag", async () => {
   const [fsn1, hel1] = two.regions;
   const load = steadyLoad([fsn1, hel1], RATE, "loss");
   await Bun.sleep(5000);
   const lostAt = Date.now();
-  await Promise.all(fsn1.procs.map((p) => p.kill("SIGKILL")));
-  await fsn1.nats.kill();
-  two.isolate("fsn1");
+  await two.killRegion("fsn1");
   const ackedByFsn1 = load.acked.filter((a) => a.region === "fsn1" && a.at <= lostAt);
   const lagBound = ackedByFsn1.filter((a) => a.at > lostAt - 1000).length;
   await Bun.sleep(10_000);
@@ -52,7 +53,7 @@ test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, 
   const rto = (doneAt - lostAt) / 1000;
   console.log(
     `drill region-loss: acknowledged ${ids.length}, lost ${unknown.length}, failed 0, extra paid submissions ${extraPaid}, double results 0, RPO ${unknown.length}, RTO ${rto.toFixed(1)} s` +
-      ` (fsn1 acknowledged ${ackedByFsn1.length} before the loss, ${lagBound} of them in its last second; hel1 completed everything it knew of ${rto.toFixed(1)} s after the loss; clients refused ${load.refused()})`,
+      ` (every process in fsn1's namespace killed -9 and its inter-region link down; ${two.latencyMs} ms relays; fsn1 acknowledged ${ackedByFsn1.length} before the loss, ${lagBound} of them in its last second; hel1 completed everything it knew of ${rto.toFixed(1)} s after the loss; clients refused ${load.refused()})`,
   );
   // Acknowledged tasks hel1 never heard of: only those fsn1 acknowledged within the replication lag.
   expect(unknown.length).toBeLessThanOrEqual(lagBound);

@@ -60,6 +60,11 @@ export interface NetnsTwoRegions extends Omit<TwoRegions, "regions" | "isolate" 
   isolate(name: string): Promise<void>;
   /** Sets every WAN port up again. */
   heal(): Promise<void>;
+  /**
+   * A region lost for good: kill -9 every process in its namespace (nats-server, Postgres, apps)
+   * and its WAN port down. Its access link stays: its clients' connections are refused at once.
+   */
+  killRegion(name: string): Promise<void>;
   /** Starts one more process of a region's app inside its namespace (e.g. a second solver). */
   spawnIn(r: NetnsRegion, name: string, script: string, env: Record<string, string>): Proc;
 }
@@ -308,6 +313,18 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       },
       async heal() {
         for (const r of regions) await shAsync(["ip", "link", "set", r.wanPort, "up"]);
+      },
+      async killRegion(name) {
+        const r = regions.find((x) => x.name === name)!;
+        await shAsync(["sh", "-c", `kill -KILL $(ip netns pids ${r.ns}) 2>/dev/null; true`]);
+        await shAsync(["ip", "link", "set", r.wanPort, "down"]);
+        const pids = async () => {
+          const p = Bun.spawn(["ip", "netns", "pids", r.ns], { stdout: "pipe" });
+          return (await new Response(p.stdout).text()).trim();
+        };
+        await eventually(async () => (await pids()) === "", 5000, 100).catch(async () => {
+          throw new Error(`processes left in ${r.ns} after kill -9: ${await pids()}`);
+        });
       },
       spawnIn(r, name, script, env) {
         const proc = spawnInNs(r.ns, name, script, env, logDir);
