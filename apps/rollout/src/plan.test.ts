@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { command, decide, GateThresholds, gateVerdict, Rollout, RolloutPlan, type VersionFigures } from "./plan.ts";
+import { command, decide, desiredPercent, GateThresholds, gateVerdict, LOG_KEEP, Rollout, RolloutPlan, withLog, type VersionFigures } from "./plan.ts";
 
 const t = GateThresholds.parse({});
 const plan = RolloutPlan.parse({ version: "v2", stable: "v1", regions: ["fsn1", "hel1"], steps: [5, 25, 50, 100], bakeMs: 10_000, progressDeadlineMs: 60_000, gate: {} });
-const start: Rollout = { id: "r1", plan, state: "running", region: 0, step: 0, stepStartedAt: 0 };
+const start: Rollout = { id: "r1", plan, state: "running", region: 0, step: 0, stepStartedAt: 0, applied: true, log: [] };
 const figures = (o: Partial<VersionFigures> = {}): VersionFigures => ({ tasks: 100, failed: 1, providerCalls: 200, providerErrors: 2, extraPaid: 0, p95Ms: 1000, lostProcesses: 0, ...o });
 const pass = gateVerdict(figures(), figures(), t);
 
@@ -25,7 +25,12 @@ describe("the gate compares the canary with the stable version over the same win
     expect(v).toEqual({ pass: false, why: "task failure rate 10.0% vs stable 1.0%" });
   });
   test("a provider error rate above the stable one fails (a misconfigured provider URL or key)", () => expect(gateVerdict(figures({ providerErrors: 150 }), figures(), t).pass).toBe(false));
-  test("a p95 beyond the ratio fails", () => expect(gateVerdict(figures({ p95Ms: 2000 }), figures({ p95Ms: 1000 }), t).pass).toBe(false));
+  test("a p95 beyond the ratio fails", () => expect(gateVerdict(figures({ p95Ms: 2500 }), figures({ p95Ms: 1000 }), t).pass).toBe(false));
+  test("a p95 within the noise floor passes whatever the ratio", () => expect(gateVerdict(figures({ p95Ms: 900 }), figures({ p95Ms: 300 }), t).pass).toBe(true));
+  test("extra paid submissions are judged against the stable version's rate on as many tasks", () => {
+    expect(gateVerdict(figures({ extraPaid: 3 }), figures({ extraPaid: 3 }), t).pass).toBe(true);
+    expect(gateVerdict(figures({ extraPaid: 4 }), figures({ extraPaid: 3 }), t)).toEqual({ pass: false, why: "extra paid submissions 4 (stable's rate: 3) > 0" });
+  });
 });
 
 describe("a running rollout", () => {
@@ -52,6 +57,29 @@ describe("a running rollout", () => {
   test("a paused or ended rollout does nothing", () => {
     expect(decide({ ...start, state: "paused" }, 99_000, pass)).toMatchObject({ kind: "wait" });
     expect(decide({ ...start, state: "aborted" }, 99_000, pass)).toMatchObject({ kind: "wait" });
+  });
+});
+
+describe("the share each region should have", () => {
+  test("regions before the current one are done, the current one at its step, later ones untouched", () => {
+    const r = { ...start, region: 1, step: 1 };
+    expect([0, 1].map((i) => desiredPercent(r, i))).toEqual([100, 25]);
+    expect([0, 1].map((i) => desiredPercent(start, i))).toEqual([5, 0]);
+  });
+  test("rolled back or aborted: the canary drained everywhere; promoted: the canary everywhere", () => {
+    for (const state of ["rolledBack", "aborted"] as const) expect([0, 1].map((i) => desiredPercent({ ...start, region: 1, state }, i))).toEqual([0, 0]);
+    expect([0, 1].map((i) => desiredPercent({ ...start, state: "promoted" }, i))).toEqual([100, 100]);
+  });
+  test("every decision that moves shards leaves the record unapplied until the move is done", () => {
+    expect(decide(start, 10_000, pass)).toMatchObject({ next: { applied: false } });
+    expect(decide(start, 3000, { pass: false, why: "x" })).toMatchObject({ next: { applied: false } });
+    expect(command(start, "abort", 1, "ops")).toMatchObject({ next: { applied: false } });
+  });
+  test("the history keeps the newest entries", () => {
+    let r = start;
+    for (let i = 0; i < LOG_KEEP + 5; i++) r = withLog(r, { action: "tick", why: String(i) }, new Date(0));
+    expect(r.log).toHaveLength(LOG_KEEP);
+    expect(r.log.at(-1)!.why).toBe(String(LOG_KEEP + 4));
   });
 });
 

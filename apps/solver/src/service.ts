@@ -129,7 +129,14 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
         }
       }
     })().finally(() => (recreating = undefined)));
-  const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, maxConcurrent: config.PROVIDER_MAX_CONNECTIONS, onReply: (c, r) => metrics?.reply(c, r) });
+  // Counted for the heartbeat: the rollout's gate compares versions by these (apps/rollout).
+  const tally = { providerCalls: 0, providerErrors: 0 };
+  const provider = createProviderClient({ url: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, maxConcurrent: config.PROVIDER_MAX_CONNECTIONS, onReply: (c, r) => {
+      metrics?.reply(c, r);
+      tally.providerCalls++;
+      if (r.kind === "error" || r.kind === "transport") tally.providerErrors++;
+    },
+  });
   const poller = config.BULK_POLL ? createBulkPoller(provider) : undefined;
   // With several regions, new provider submissions only while this region holds its lease.
   const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
@@ -219,6 +226,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
         breaker: keyRing.breaker(key.ref).state(),
         configRevision: st.revision,
         configRejected: st.rejected,
+        tally: { ...tally },
       };
     },
     log,

@@ -89,6 +89,8 @@ export const Heartbeat = z.object({
   breaker: z.string(),
   configRevision: z.number().int().nullable(),
   configRejected: z.object({ revision: z.number().int(), error: z.string() }).nullable(),
+  /** Provider replies since the process started (the rollout's gate compares versions by their deltas). */
+  tally: z.object({ providerCalls: z.number().int().min(0), providerErrors: z.number().int().min(0) }).optional(),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 

@@ -1,0 +1,172 @@
+// The rollout service's one job, a tick at a time: read the record; if its decision is not applied
+// yet, move every region's shards to what it says (idempotent, so a service killed -9 halfway just
+// does it again); otherwise measure the current step's gate window, `decide`, store the decision
+// (compare-and-set, with its figures in the record's log), then apply it. Operators' commands are
+// writes to the same record (cli.ts); the next tick carries them out.
+import type { Logger } from "@pipeline/shared/log";
+import { shardCount, shiftTo } from "./shift.ts";
+import { ProcessWindow, taskFigures, type TaskFigures } from "./figures.ts";
+import { decide, desiredPercent, gateVerdict, withLog, type Action, type GateVerdict, type Rollout, type VersionFigures } from "./plan.ts";
+import { audit, type RegionLink } from "./regions.ts";
+import type { RolloutStore } from "./store.ts";
+
+export interface ControllerDeps {
+  store: RolloutStore;
+  /** Every region the service can reach, by name; the home region's database takes the audit log. */
+  regions: Map<string, RegionLink>;
+  home: RegionLink;
+  ackWaitMs: number;
+  now: () => number;
+  log: Logger;
+  /** Told of every verdict (metrics). */
+  onVerdict?: (region: string, verdict: GateVerdict) => void;
+}
+
+export interface GateReading {
+  region: string;
+  at: string;
+  verdict: GateVerdict;
+  canary: VersionFigures;
+  stable: VersionFigures;
+}
+
+export interface RolloutStatus {
+  record?: Rollout | undefined;
+  revision?: number | undefined;
+  /** What the service is waiting for, or the last thing it did. */
+  note: string;
+  gate?: GateReading | undefined;
+  regions: Record<string, { share: Record<string, number>; processes: Record<string, number>; reachable: boolean; error?: string }>;
+}
+
+const EMPTY: TaskFigures = { tasks: 0, failed: 0, extraPaid: 0, p95Ms: null };
+
+export function createController(d: ControllerDeps) {
+  let window: { key: string; procs: ProcessWindow } | undefined;
+  let status: RolloutStatus = { note: "starting", regions: {} };
+
+  const linkOf = (name: string) => {
+    const l = d.regions.get(name);
+    if (!l) throw new Error(`region ${name} is in the plan but the rollout service has no connection to it (REGIONS, NATS_URL_<REGION>)`);
+    return l;
+  };
+
+  /** Shares and live processes per version in every region (the registry the status shows). */
+  async function survey(): Promise<RolloutStatus["regions"]> {
+    const out: RolloutStatus["regions"] = {};
+    for (const [name, l] of d.regions) {
+      try {
+        const a = await l.assignment();
+        const share: Record<string, number> = {};
+        for (const v of a?.owners ?? []) share[v] = (share[v] ?? 0) + 1;
+        const processes: Record<string, number> = {};
+        for (const b of (await l.heartbeats([])).beats) processes[b.version] = (processes[b.version] ?? 0) + 1;
+        out[name] = { share, processes, reachable: true };
+      } catch (err) {
+        out[name] = { share: {}, processes: {}, reachable: false, error: (err as Error).message };
+      }
+    }
+    return out;
+  }
+
+  async function record(action: string, r: Rollout, detail: { region?: string; percent?: number; why: string; figures?: Record<string, unknown> }) {
+    const data = { id: r.id, version: r.plan.version, stable: r.plan.stable, state: r.state, action, ...detail };
+    await audit(d.home.db, r.by && action === "start" ? r.by : "rollout-service", `rollout.${action}`, data).catch((err: Error) => d.log.warn({ err: err.message }, "audit entry not written"));
+    for (const name of r.plan.regions) {
+      const l = d.regions.get(name);
+      await l?.publish(data, `${r.id}:${r.log.length}:${action}`).catch((err: Error) => d.log.warn({ region: name, err: err.message }, "rollout event not published"));
+    }
+  }
+
+  /** Moves every region's shards to what the record says, then marks it applied. */
+  async function apply(r: Rollout, revision: number): Promise<void> {
+    const { version, stable } = r.plan;
+    const regions = await survey();
+    status = { ...status, regions };
+    // Work goes only to a version that runs there: moving shards to no process would stall them.
+    for (const [i, name] of r.plan.regions.entries()) {
+      if (desiredPercent(r, i) === 0 || (regions[name]?.processes[version] ?? 0) > 0) continue;
+      const why = `no ${version} process in ${name} (heartbeats)`;
+      if (r.state === "running" && d.now() - r.stepStartedAt > r.plan.progressDeadlineMs) {
+        const next = withLog({ ...r, state: "rolledBack", reason: `${why} within ${r.plan.progressDeadlineMs} ms`, applied: false }, { action: "rollback", region: name, why }, new Date(d.now()));
+        const rev = await d.store.write(next, revision);
+        if (rev !== undefined) {
+          await record("rollback", next, { region: name, why });
+          await apply(next, rev);
+        }
+        return;
+      }
+      status = { ...status, note: `waiting: ${why}` };
+      return;
+    }
+    const moved: string[] = [];
+    for (const [i, name] of r.plan.regions.entries()) {
+      const l = linkOf(name);
+      const p = desiredPercent(r, i);
+      const a = await l.assignment();
+      if (!a) throw new Error(`region ${name} has no shard assignment yet (no solver has started there)`);
+      const res = await shiftTo({ jsm: l.jsm, kv: l.shards, region: name, to: p === 0 ? stable : version, count: p === 0 ? a.owners.length : shardCount(`${p}%`, a.owners.length), by: `rollout ${r.id}`, ackWaitMs: d.ackWaitMs, versions: [version, stable] });
+      if (res.moved.length) moved.push(`${name}: ${res.moved.length} shard(s) to ${p === 0 ? stable : version} (${Object.entries(res.share).map(([v, n]) => `${v} ${n}`).join(", ")})`);
+    }
+    const live = r.state === "running" || r.state === "paused";
+    const next = withLog({ ...r, applied: true, stepStartedAt: live ? d.now() : r.stepStartedAt }, { action: "applied", why: moved.length ? moved.join("; ") : "shards already in place" }, new Date(d.now()));
+    if ((await d.store.write(next, revision)) === undefined) return; // changed meanwhile: the next tick sees it
+    status = { ...status, record: next, note: `applied: ${next.log.at(-1)!.why}` };
+    d.log.info({ id: r.id, state: r.state, moved }, "rollout applied");
+    await record("applied", next, { why: next.log.at(-1)!.why });
+  }
+
+  /** The current step's gate: canary against stable in the current region, since the step began. */
+  async function measure(r: Rollout): Promise<GateReading> {
+    const name = r.plan.regions[r.region]!;
+    const l = linkOf(name);
+    const key = `${r.id}/${r.region}/${r.step}/${r.stepStartedAt}`;
+    if (window?.key !== key) window = { key, procs: new ProcessWindow(r.stepStartedAt) };
+    const hb = await l.heartbeats(window.procs.knownWorkers());
+    window.procs.observe(hb.beats, hb.deleted);
+    const a = await l.assignment();
+    if (!a) throw new Error(`region ${name} has no shard assignment`);
+    const now = d.now();
+    const byVersion = taskFigures(await l.windowRows(r.stepStartedAt), a.owners, now);
+    const figures = (v: string): VersionFigures => ({ ...(byVersion.get(v) ?? EMPTY), ...window!.procs.figures(v) });
+    const canary = figures(r.plan.version);
+    const stable = figures(r.plan.stable);
+    const processes = window.procs.processes();
+    const verdict: GateVerdict = (processes[r.plan.version] ?? 0) === 0 && canary.lostProcesses === 0 ? { pass: "wait", why: `no ${r.plan.version} process in ${name}` } : gateVerdict(canary, stable, r.plan.gate);
+    return { region: name, at: new Date(now).toISOString(), verdict, canary, stable };
+  }
+
+  async function tick(): Promise<void> {
+    const cur = await d.store.read();
+    if (!cur) {
+      status = { note: "no rollout", regions: await survey() };
+      return;
+    }
+    const { record: r, revision } = cur;
+    status = { ...status, record: r, revision };
+    if (!r.applied) return apply(r, revision);
+    if (r.state !== "running") {
+      status = { ...status, note: `rollout ${r.state}${r.reason ? `: ${r.reason}` : ""}`, regions: await survey() };
+      return;
+    }
+    const gate = await measure(r);
+    d.onVerdict?.(gate.region, gate.verdict);
+    const action: Action = decide(r, d.now(), gate.verdict);
+    status = { ...status, gate, note: action.kind === "wait" ? `step ${r.plan.steps[r.step]}% in ${gate.region}: ${gate.verdict.pass === true ? "baking" : action.why}` : action.kind };
+    if (action.kind === "wait") return;
+    const why = action.kind === "rollback" ? action.next.reason! : gate.verdict.why;
+    const entry = { action: action.kind, region: action.kind === "done" ? undefined : action.region, percent: action.kind === "shift" ? action.percent : undefined, why, figures: { canary: gate.canary, stable: gate.stable } };
+    const next = withLog(action.next, Object.fromEntries(Object.entries(entry).filter(([, v]) => v !== undefined)) as typeof entry, new Date(d.now()));
+    const rev = await d.store.write(next, revision);
+    if (rev === undefined) return; // an operator's command came first: the next tick reads it
+    d.log.info({ id: r.id, action: action.kind, region: entry.region, percent: entry.percent, why }, "rollout decision");
+    await record(action.kind, next, { ...(entry.region ? { region: entry.region } : {}), ...(entry.percent ? { percent: entry.percent } : {}), why, figures: entry.figures });
+    await apply(next, rev);
+  }
+
+  return {
+    tick,
+    status: (): RolloutStatus => status,
+  };
+}
+export type Controller = ReturnType<typeof createController>;

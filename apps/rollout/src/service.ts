@@ -1,0 +1,63 @@
+// The rollout service: one connection per region, the record store in the home region, the
+// controller ticking every ROLLOUT_TICK_MS, and an operator-side listener with the JSON status
+// (GET /v1/rollout) and the metrics (GET /metrics).
+import type { Logger } from "@pipeline/shared/log";
+import { regionEndpoints, type RolloutConfig } from "./config.ts";
+import { createController } from "./controller.ts";
+import { createRolloutMetrics } from "./metrics.ts";
+import { openRegionLink, type RegionLink } from "./regions.ts";
+import { createRolloutStore, openControlBucket } from "./store.ts";
+
+export async function startRollout(config: RolloutConfig, env: Record<string, string | undefined>, log: Logger) {
+  const endpoints = regionEndpoints(config, env, { needDatabase: true });
+  const regions = new Map<string, RegionLink>();
+  for (const e of endpoints) regions.set(e.name, await openRegionLink(e, "rollout-service"));
+  const home = regions.get(config.REGION)!;
+  const store = createRolloutStore(await openControlBucket(home.nc));
+  let metrics: ReturnType<typeof createRolloutMetrics> | undefined;
+  const controller = createController({ store, regions, home, ackWaitMs: config.ACK_WAIT_MS, now: Date.now, log, onVerdict: (r, v) => metrics?.verdict(r, v) });
+  metrics = createRolloutMetrics(controller.status);
+
+  let stopped = false;
+  let failing = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        await controller.tick();
+        if (failing) log.info("rollout tick ok again");
+        failing = false;
+      } catch (err) {
+        // A region out of reach, a write refused: the record is unchanged, the next tick retries.
+        if (!failing) log.warn({ err: (err as Error).message }, "rollout tick failed; retrying");
+        failing = true;
+      }
+      await Bun.sleep(config.ROLLOUT_TICK_MS);
+    }
+  })();
+
+  const server =
+    config.ROLLOUT_HTTP_PORT === undefined
+      ? undefined
+      : Bun.serve({
+          hostname: config.ROLLOUT_HTTP_HOST,
+          port: config.ROLLOUT_HTTP_PORT,
+          fetch(req) {
+            const path = new URL(req.url).pathname;
+            if (req.method !== "GET") return new Response("method not allowed", { status: 405 });
+            if (path === "/v1/rollout") return Response.json(controller.status(), { headers: { "cache-control": "no-store" } });
+            if (path === "/metrics") return metrics!.response();
+            return new Response("not found", { status: 404 });
+          },
+        });
+  log.info({ regions: [...regions.keys()], http: server ? `${server.hostname}:${server.port}` : null }, "rollout service started");
+  return {
+    port: server?.port,
+    controller,
+    async stop() {
+      stopped = true;
+      await loop;
+      server?.stop(true);
+      for (const l of regions.values()) await l.close();
+    },
+  };
+}

@@ -1,0 +1,80 @@
+// `rollout start <version> [--steps 5,25,50,100] [--regions fsn1,hel1] [--stable v1] [--bake 60s]
+// [--deadline 10m] [--gate minTasks=20,maxP95Ratio=1.5]`: parsed into a plan, or an error that
+// names the option at fault (start-args.test.ts).
+import { z } from "zod";
+import { RolloutPlan } from "./plan.ts";
+
+export const DEFAULT_STEPS = [5, 25, 50, 100];
+
+/** `250ms`, `30s`, `10m`, `1h` or a number of milliseconds. */
+export function parseDuration(s: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(s.trim());
+  if (!m) throw new Error(`${JSON.stringify(s)} is not a duration (250ms, 30s, 10m, 1h)`);
+  const n = Number(m[1]);
+  return Math.round(n * ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const)[(m[2] ?? "ms") as "ms"]);
+}
+
+export interface StartArgs {
+  version: string;
+  stable?: string | undefined;
+  regions?: string[] | undefined;
+  steps: number[];
+  bakeMs?: number | undefined;
+  progressDeadlineMs?: number | undefined;
+  gate: Record<string, number>;
+}
+
+const OPTIONS = ["--steps", "--regions", "--stable", "--bake", "--deadline", "--gate"] as const;
+
+export function parseStartArgs(args: string[]): StartArgs {
+  const [version, ...rest] = args;
+  if (!version || version.startsWith("--")) throw new Error("start: takes <version> first");
+  const opts: Record<string, string> = {};
+  for (let i = 0; i < rest.length; i += 2) {
+    const k = rest[i]!;
+    if (!(OPTIONS as readonly string[]).includes(k)) throw new Error(`start: unknown option ${JSON.stringify(k)} (${OPTIONS.join(", ")})`);
+    const v = rest[i + 1];
+    if (v === undefined) throw new Error(`start: ${k} needs a value`);
+    opts[k] = v;
+  }
+  const field = <T>(name: string, f: () => T): T => {
+    try {
+      return f();
+    } catch (err) {
+      throw new Error(`start: ${name}: ${(err as Error).message}`);
+    }
+  };
+  const steps = opts["--steps"] ? field("--steps", () => opts["--steps"]!.split(",").map((x) => z.coerce.number().int().min(1).max(100).parse(x.replace(/%$/, "")))) : DEFAULT_STEPS;
+  const gate: Record<string, number> = {};
+  if (opts["--gate"])
+    for (const kv of opts["--gate"].split(",")) {
+      const [k, v] = kv.split("=");
+      if (!k || v === undefined || !Number.isFinite(Number(v))) throw new Error(`start: --gate: ${JSON.stringify(kv)} is not name=number`);
+      gate[k] = Number(v);
+    }
+  return {
+    version,
+    stable: opts["--stable"],
+    regions: opts["--regions"]?.split(",").map((r) => r.trim()).filter(Boolean),
+    steps,
+    bakeMs: opts["--bake"] ? field("--bake", () => parseDuration(opts["--bake"]!)) : undefined,
+    progressDeadlineMs: opts["--deadline"] ? field("--deadline", () => parseDuration(opts["--deadline"]!)) : undefined,
+    gate,
+  };
+}
+
+/** The plan the arguments describe, checked like a stored one; the error names the field. */
+export function planOf(a: StartArgs, o: { stable: string; regions: string[] }): RolloutPlan {
+  const r = RolloutPlan.safeParse({
+    version: a.version,
+    stable: a.stable ?? o.stable,
+    regions: a.regions ?? o.regions,
+    steps: a.steps,
+    ...(a.bakeMs !== undefined ? { bakeMs: a.bakeMs } : {}),
+    ...(a.progressDeadlineMs !== undefined ? { progressDeadlineMs: a.progressDeadlineMs } : {}),
+    gate: a.gate,
+  });
+  if (!r.success) throw new Error(`start: ${r.error.issues.map((i) => `${i.path.join(".") || "(plan)"}: ${i.message}`).join("; ")}`);
+  if (r.data.version === r.data.stable) throw new Error(`start: ${r.data.version} is already the stable version`);
+  return r.data;
+}
