@@ -82,6 +82,10 @@ try {
     REGION: region,
     GATEWAY_PORT: String(gatewayPort),
     API_KEYS: "dev-key",
+    // `dev-key` is short: a dev stack accepts it (outside dev the gateway wants 32+ characters).
+    API_KEYS_ALLOW_SHORT: "1",
+    // The gateway's /metrics, apart from the clients' port (infra/prometheus scrapes it).
+    GATEWAY_METRICS_PORT: "9466",
     EMULATOR_PORT: String(emulatorPort),
     EMULATOR_KEYS: `${emulatorKey}:50,${spareKey}:50`,
     PROVIDER_KEYS_FILE: keysFile,

@@ -50,7 +50,9 @@ console.error(`[test] Postgres for tests on ${pg.adminUrl}`);
 const paths = args.filter((a) => !a.startsWith("--"));
 const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])], {
   cwd: root,
-  env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+  // API_KEYS_ALLOW_SHORT: the gateways tests start are dev stacks (their keys are short); a test
+  // of the production rule sets its own environment.
+  env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1" },
   stdio: ["ignore", "inherit", "pipe"],
   detached: true,
 });

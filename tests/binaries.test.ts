@@ -18,7 +18,7 @@ const APPS: AppName[] = ["gateway", "solver", "recovery", "emulator"];
 /** A PATH with the system's tools and nothing of ours: no bun, no node_modules/.bin. */
 const BARE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin";
 const PROVIDER_KEY = "bin-provider-key-0001";
-const API_KEY = "bin-client-key-0001";
+const API_KEY = "bin-client-key-0001-0123456789abcdef"; // 32+ characters: a production gateway
 
 let work: string;
 let nats: TestNats;

@@ -14,7 +14,7 @@ import { startRelay, type Relay } from "./support/relay.ts";
 import { startSshHosts, type SshHosts } from "./support/ssh-hosts.ts";
 
 const REGION = "dep";
-const API_KEY = "deploy-client-key-0001";
+const API_KEY = "deploy-client-key-0001-0123456789abcdef"; // 32+ characters: a production gateway
 let hosts: SshHosts;
 let nats: TestNats;
 let tdb: TestDatabase;

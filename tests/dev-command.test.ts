@@ -23,6 +23,7 @@ async function runDev(how: "turbo" | "npm", dataDir: string, ports: Record<strin
     EMULATOR_PORT: String(ports.emulator),
     EMULATOR_LATENCY_MS: "200",
     METRICS_PORT: String(ports.metrics),
+    GATEWAY_METRICS_PORT: String(ports.gatewayMetrics),
     CONSOLE_PORT: String(ports.console),
   };
   delete env.DATABASE_URL;
@@ -86,7 +87,7 @@ const auth = { authorization: "Bearer dev-key", "content-type": "application/jso
 
 test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves nothing, and npm run dev keeps the data", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "pipeline-dev-"));
-  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort(), console: await freePort() };
+  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort(), gatewayMetrics: await freePort(), console: await freePort() };
   try {
     const dev = await runDev("turbo", dataDir, ports);
     const sub = await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks`, {

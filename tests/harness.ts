@@ -26,7 +26,9 @@ export interface Proc {
 export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string): Proc {
   const logFile = join(logDir, `${name}.log`);
   const fd = openSync(logFile, "a");
-  const p = Bun.spawn([BUN, join(ROOT, script)], { cwd: ROOT, env: { ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  // Test and bench stacks are dev stacks: their short client keys (`e2e-client-key-0001`) are
+  // accepted (API_KEYS_ALLOW_SHORT; a production gateway refuses keys under 32 characters).
+  const p = Bun.spawn([BUN, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
   return {
     name,
     pid: p.pid,
@@ -53,6 +55,8 @@ export interface StackOptions {
 
 export interface Stack {
   gatewayUrl: string;
+  /** The gateway's metrics listener (`/metrics`, `/readyz`): not on the clients' port. */
+  gatewayMetricsUrl: string;
   apiKey: string;
   emu: Emulator;
   nats: TestNats;
@@ -80,10 +84,10 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   await emu.start();
   const apiKey = "e2e-client-key-0001";
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: region, LOG_LEVEL: "info" };
-  const gatewayPort = await freePort();
+  const [gatewayPort, gatewayMetricsPort] = await Promise.all([freePort(), freePort()]);
   // Tests receive callbacks on http://127.0.0.1: the SSRF policy is loosened for them (docs/security.md).
   const devCallbacks = { WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
-  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), API_KEYS: apiKey, WEBHOOK_SECRET, ...o.gatewayEnv };
+  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), GATEWAY_METRICS_PORT: String(gatewayMetricsPort), API_KEYS: apiKey, WEBHOOK_SECRET, ...o.gatewayEnv };
   let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
   const gateways = [gateway];
   let solverN = 0;
@@ -116,6 +120,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const logs = () => [...new Set([...gateways, ...solvers].map((p) => p.logFile))].map((f) => readFileSync(f, "utf8")).join("\n");
   const stack: Stack = {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    gatewayMetricsUrl: `http://127.0.0.1:${gatewayMetricsPort}`,
     apiKey,
     emu,
     nats,

@@ -43,7 +43,9 @@ test("gateway and solver /metrics pass promtool and carry the pipeline's series"
   for (const id of ids) expect((await api<TaskView>(s, `/v1/tasks/${id}?wait=20`)).body.status).toBe("completed");
   await api(s, "/v1/tasks", { method: "POST", body: { type: "nope" } });
 
-  const gateway = await (await fetch(`${s.gatewayUrl}/metrics`)).text();
+  // Only on the metrics listener (issue 14.7): the clients' port has no /metrics.
+  expect((await fetch(`${s.gatewayUrl}/metrics`)).status).toBe(404);
+  const gateway = await (await fetch(`${s.gatewayMetricsUrl}/metrics`)).text();
   const gw = check(gateway);
   expect(gw.out).toBe("");
   expect(gw.code).toBe(0);

@@ -2,12 +2,17 @@ import { expect, test } from "bun:test";
 import { ConfigError } from "@pipeline/shared/config";
 import { loadConfig } from "./config.ts";
 
-const ok = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: "key-one,key-two" };
+const KEY_ONE = "key-one-0123456789abcdef0123456789";
+const KEY_TWO = "key-two-0123456789abcdef0123456789";
+const ok = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: `${KEY_ONE},${KEY_TWO}` };
 
 test("defaults apply and API_KEYS is a list", () => {
   const c = loadConfig(ok);
   expect(c.GATEWAY_PORT).toBe(8080);
-  expect(c.API_KEYS).toEqual(["key-one", "key-two"]);
+  expect(c.API_KEYS).toEqual([KEY_ONE, KEY_TWO]);
+  expect(c.API_KEYS_ALLOW_SHORT).toBe(false);
+  expect(c.GATEWAY_METRICS_PORT).toBeUndefined();
+  expect(c.GATEWAY_METRICS_HOST).toBe("127.0.0.1");
   expect(c.REGION).toBe("local");
 });
 
@@ -31,4 +36,33 @@ test("the callbackUrl policy is strict unless WEBHOOK_ALLOW_HTTP / WEBHOOK_ALLOW
   expect(loadConfig(ok)).toMatchObject({ WEBHOOK_ALLOW_HTTP: false, WEBHOOK_ALLOW_PRIVATE: false });
   expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "true" })).toMatchObject({ WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true });
   expect(() => loadConfig({ ...ok, WEBHOOK_ALLOW_PRIVATE: "maybe" })).toThrow(/WEBHOOK_ALLOW_PRIVATE/);
+});
+
+test("API keys shorter than 32 characters are refused outside dev (naming API_KEYS and the key's position, never the key); API_KEYS_ALLOW_SHORT=1 lets dev keys through (issue 14.8)", () => {
+  const short = "regions-client-key-0001";
+  let err: ConfigError | undefined;
+  try {
+    loadConfig({ ...ok, API_KEYS: `${KEY_ONE},${short}`, GATEWAY_PORT: "http" });
+  } catch (e) {
+    err = e as ConfigError;
+  }
+  expect(err).toBeInstanceOf(ConfigError);
+  // Both faults named in one start.
+  expect(err!.fields.sort()).toEqual(["API_KEYS", "GATEWAY_PORT"]);
+  expect(err!.message).toContain("key #2 has 23 characters: at least 32");
+  expect(err!.message).not.toContain(short);
+  expect(loadConfig({ ...ok, API_KEYS: "x".repeat(31) + "," + KEY_ONE, API_KEYS_ALLOW_SHORT: "1" }).API_KEYS).toHaveLength(2);
+  expect(loadConfig({ ...ok, API_KEYS: "dev-key", API_KEYS_ALLOW_SHORT: "1" }).API_KEYS).toEqual(["dev-key"]);
+  expect(loadConfig({ ...ok, API_KEYS: "x".repeat(32) }).API_KEYS).toHaveLength(1);
+  expect(() => loadConfig({ ...ok, API_KEYS: "x".repeat(31) })).toThrow(/API_KEYS/);
+  expect(() => loadConfig({ ...ok, API_KEYS_ALLOW_SHORT: "maybe" })).toThrow(/API_KEYS_ALLOW_SHORT/);
+  // Without API_KEYS at all.
+  const { API_KEYS: _, ...none } = ok;
+  expect(() => loadConfig(none)).toThrow(/API_KEYS/);
+});
+
+test("the metrics listener is off unless GATEWAY_METRICS_PORT is set; 0 asks for a free port (issue 14.7)", () => {
+  expect(loadConfig({ ...ok, GATEWAY_METRICS_PORT: "9466" }).GATEWAY_METRICS_PORT).toBe(9466);
+  expect(loadConfig({ ...ok, GATEWAY_METRICS_PORT: "0" }).GATEWAY_METRICS_PORT).toBe(0);
+  expect(() => loadConfig({ ...ok, GATEWAY_METRICS_PORT: "70000" })).toThrow(/GATEWAY_METRICS_PORT/);
 });

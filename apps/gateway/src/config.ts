@@ -2,11 +2,25 @@ import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
 import { commonEnv, envBool, envInt, envList, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 
-export const GatewayEnv = z.object({
+/** Shortest API key accepted outside dev stacks and tests (API_KEYS_ALLOW_SHORT). */
+export const MIN_API_KEY_LENGTH = 32;
+
+const GatewayEnvFields = z.object({
   GATEWAY_HOST: z.string().default("127.0.0.1"),
   GATEWAY_PORT: envInt(8080, 0, 65535),
   ...commonEnv,
+  /** Client API keys, comma-separated: each at least 32 characters (a key is a bearer secret), unless API_KEYS_ALLOW_SHORT. */
   API_KEYS: envList().pipe(z.array(z.string().min(4, "each key needs at least 4 characters")).min(1, "at least one key")),
+  /** Dev stacks and tests only: keys of 4 to 31 characters are accepted (`dev-key`). */
+  API_KEYS_ALLOW_SHORT: envBool(false),
+  /** Failed authentications (an unknown key) per source address within AUTH_FAIL_WINDOW_MS before that source gets 429. */
+  AUTH_FAIL_MAX: envInt(20, 1, 1_000_000),
+  AUTH_FAIL_WINDOW_MS: envInt(60_000, 1000, 24 * 3600_000),
+  /** The gateway runs behind a proxy (the load balancer) that appends the client's address to X-Forwarded-For: use its last entry as the source. */
+  GATEWAY_TRUST_PROXY: envBool(false),
+  /** The listener of `/metrics` (and `/readyz`, `/healthz`), apart from the clients' one; unset: no metrics listener, 0: a free port (logged). */
+  GATEWAY_METRICS_HOST: z.string().default("127.0.0.1"),
+  GATEWAY_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   MAX_BODY_BYTES: envInt(256 * 1024, 1024, 16 * 1024 * 1024),
   IMAGE_MAX_BYTES: envInt(DEFAULT_IMAGE_MAX_BYTES, 1024, 8 * 1024 * 1024),
   MAX_WAIT_SECONDS: envInt(60, 0, 300),
@@ -30,6 +44,18 @@ export const GatewayEnv = z.object({
   /** A task's callbackUrl may point to loopback, RFC 1918, CGNAT and ULA addresses (dev stacks and tests only). */
   WEBHOOK_ALLOW_PRIVATE: envBool(false),
 });
+export const GatewayEnv = GatewayEnvFields.superRefine(
+  (c, ctx) => {
+    if (c.API_KEYS_ALLOW_SHORT) return;
+    // Which key is short is told by its position, never by its value.
+    c.API_KEYS.forEach((k, i) => {
+      if (k.length < MIN_API_KEY_LENGTH)
+        ctx.addIssue({ code: "custom", path: ["API_KEYS"], message: `key #${i + 1} has ${k.length} characters: at least ${MIN_API_KEY_LENGTH} are required (API_KEYS_ALLOW_SHORT=1 for dev stacks and tests only)` });
+    });
+  },
+  // Also when another variable is at fault, so that one start names every problem.
+  { when: (p) => !p.issues.some((i) => i.path?.[0] === "API_KEYS" || i.path?.[0] === "API_KEYS_ALLOW_SHORT") },
+);
 export type GatewayConfig = z.infer<typeof GatewayEnv> & { regions: string[] };
 
 /** Parses the gateway's environment; throws a ConfigError naming each variable at fault. */

@@ -7,11 +7,13 @@ import { createTaskStore } from "./adapters/pg.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
-import { createApp } from "./http/app.ts";
+import { createApp, createMetricsApp } from "./http/app.ts";
 import { openRegionBucket, watchFence } from "@pipeline/shared/runtime";
 
 export interface GatewayService {
   url: string;
+  /** The metrics listener (`/metrics`, `/readyz`, `/healthz`) when GATEWAY_METRICS_PORT is set. */
+  metricsUrl?: string;
   /** Stops accepting connections, then closes NATS and Postgres. */
   stop(): Promise<void>;
 }
@@ -24,26 +26,35 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
   const watcher = createTaskWatcher(nc, config.REGION);
   const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
+  const metrics = createGatewayMetrics(database.db);
+  const store = createTaskStore(database.db);
+  const queue = createTaskQueue(nc, jetstream(nc), config.REGION, config.PUBLISH_DEADLINE_MS);
   const app = createApp({
     ...(fence ? { fence } : {}),
     config,
-    store: createTaskStore(database.db),
-    queue: createTaskQueue(nc, jetstream(nc), config.REGION, config.PUBLISH_DEADLINE_MS),
+    store,
+    queue,
     watcher,
     apiKeys: createApiKeys(config.API_KEYS),
     log,
-    metrics: createGatewayMetrics(database.db),
+    metrics,
   });
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
     log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callbackUrl policy loosened: for dev stacks and tests only");
   const server = Bun.serve({ hostname: config.GATEWAY_HOST, port: config.GATEWAY_PORT, fetch: app.fetch, idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10) });
   const url = `http://${config.GATEWAY_HOST}:${server.port}`;
-  log.info({ url, region: config.REGION }, "gateway listening");
+  // /metrics is not on the clients' listener (issue 14.7): its own, loopback by default, or none.
+  const metricsServer =
+    config.GATEWAY_METRICS_PORT === undefined ? undefined : Bun.serve({ hostname: config.GATEWAY_METRICS_HOST, port: config.GATEWAY_METRICS_PORT, fetch: createMetricsApp({ store, queue, log, metrics }).fetch });
+  const metricsUrl = metricsServer ? `http://${config.GATEWAY_METRICS_HOST}:${metricsServer.port}` : undefined;
+  log.info({ url, region: config.REGION, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) }, "gateway listening");
   return {
     url,
+    ...(metricsUrl ? { metricsUrl } : {}),
     async stop() {
       fence?.stop();
       await server.stop(false);
+      await metricsServer?.stop(true);
       watcher.close();
       await nc.drain().catch(() => {});
       await database.close().catch(() => {});

@@ -2,6 +2,7 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { toTaskView } from "../domain/task-view.ts";
+import type { Authenticator } from "../http/auth.ts";
 import type { GatewayDeps, GatewayEnvVars } from "../http/deps.ts";
 import { SubmitError, submitTask } from "../usecases/submit-task.ts";
 import { code, ok, bare, renderReply, replyStyleOf, type ProtocolReply, type ReplyStyle } from "./domain/reply.ts";
@@ -28,7 +29,7 @@ function send(c: Ctx, style: ReplyStyle, reply: ProtocolReply, status: 200 | 500
  * 2Captcha/CaptchaAI clients. Submissions go through `submitTask` (row + PubAck, as
  * `POST /v1/tasks`); answers are always protocol replies, never problem+json. Mounted at `/`.
  */
-export function facadeRoutes(deps: GatewayDeps) {
+export function facadeRoutes(deps: GatewayDeps, auth: Authenticator) {
   const app = new Hono<GatewayEnvVars>();
   const now = deps.now ?? (() => new Date());
   const submitDeps = { store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now };
@@ -41,10 +42,15 @@ export function facadeRoutes(deps: GatewayDeps) {
     const call = await readProtocolCall(c.req.raw);
     const style = call.malformed ? fallbackStyle(c) : replyStyleOf(call.params);
     if (call.malformed) return send(c, style, code("ERROR_BAD_PARAMETERS"));
-    const key = call.params.key?.trim();
-    if (!key) return send(c, style, code("ERROR_KEY_DOES_NOT_EXIST"));
-    const clientId = deps.apiKeys.clientOf(key);
-    if (!clientId) return send(c, style, code("ERROR_WRONG_USER_KEY"));
+    const checked = auth.check(c, call.params.key?.trim());
+    if (!checked.ok) {
+      if (checked.reason === "missing") return send(c, style, code("ERROR_KEY_DOES_NOT_EXIST"));
+      if (checked.reason === "unknown") return send(c, style, code("ERROR_WRONG_USER_KEY"));
+      // 2Captcha's own answer to "too many wrong keys from this address"; clients back off on it.
+      c.header("retry-after", String(checked.retryAfter));
+      return send(c, style, code("IP_BANNED"));
+    }
+    const clientId = checked.clientId;
     try {
       return send(c, style, await fn(call, clientId, c));
     } catch (err) {

@@ -388,3 +388,72 @@ test("GET /v1/webhook-secret hands each client its own signing secret (and the p
   expect((await get(signed, "nope-not-a-key")).status).toBe(401);
   expect((await get(app, "client-a-key")).status).toBe(404);
 });
+
+describe("failed authentication is throttled per source address (issue 14.8)", () => {
+  const from = (address: string) => ({ requestIP: () => ({ address, family: "IPv4", port: 1 }) });
+  const throttled = () =>
+    createApp({
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, AUTH_FAIL_MAX: 3, AUTH_FAIL_WINDOW_MS: 60_000 },
+      store: createTaskStore(database.db),
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      watcher: createTaskWatcher(nc, REGION),
+      apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
+      log: createLogger("gateway-test", { level: "silent" }),
+    });
+  const get = (a: ReturnType<typeof createApp>, ip: string, key?: string, path = "/v1/webhook-secret") => a.request(path, { headers: key ? { authorization: `Bearer ${key}` } : {} }, from(ip));
+
+  test("after AUTH_FAIL_MAX unknown keys an address gets 429 with Retry-After, even with a good key; other addresses are not affected; no key is logged", async () => {
+    const a = throttled();
+    // A missing key is not a guess: it does not count.
+    for (let i = 0; i < 5; i++) expect((await get(a, "203.0.113.5")).status).toBe(401);
+    for (let i = 0; i < 3; i++) expect((await get(a, "203.0.113.5", `guess-${i}`)).status).toBe(401);
+    const refused = await get(a, "203.0.113.5", "client-a-key", "/v1/tasks/00000000-0000-4000-8000-000000000000");
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(59);
+    expect(((await refused.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("header.authorization");
+    // The facade answers 2Captcha's code for it.
+    const facade = await a.request("/res.php?key=client-a-key&action=getbalance", {}, from("203.0.113.5"));
+    expect(await facade.text()).toBe("IP_BANNED");
+    expect(facade.headers.get("retry-after")).toBeTruthy();
+    // Another address with a good key is served; a good key does not lift the throttle.
+    expect((await get(a, "198.51.100.7", "client-b-key", "/v1/tasks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+    expect((await get(a, "203.0.113.5", "client-a-key")).status).toBe(429);
+  });
+
+  test("facade guesses count too; without the throttle (today's code) the 4th guess would be a plain wrong-key answer", async () => {
+    const a = throttled();
+    for (let i = 0; i < 3; i++) expect(await (await a.request(`/res.php?key=guess-${i}&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("ERROR_WRONG_USER_KEY");
+    expect(await (await a.request(`/res.php?key=guess-x&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("IP_BANNED");
+  });
+
+  test("behind a proxy (GATEWAY_TRUST_PROXY) the source is the last X-Forwarded-For entry, not a forged first one", async () => {
+    const { sourceOf } = await import("./auth.ts");
+    const { Hono } = await import("hono");
+    const h = new Hono();
+    h.get("/", (c) => c.text(`${sourceOf(c, true)} ${sourceOf(c, false)}`));
+    const res = await h.request("/", { headers: { "x-forwarded-for": "1.2.3.4, 203.0.113.5" } }, from("10.0.0.2"));
+    expect(await res.text()).toBe("203.0.113.5 10.0.0.2");
+  });
+});
+
+test("/metrics is not served on the clients' listener; the metrics app serves it with the health checks (issue 14.7)", async () => {
+  const { createGatewayMetrics } = await import("../adapters/metrics.ts");
+  const { createMetricsApp } = await import("./app.ts");
+  const metrics = createGatewayMetrics(database.db);
+  const store = createTaskStore(database.db);
+  const queue = createTaskQueue(nc, jetstream(nc), REGION, 2000);
+  const log = createLogger("gateway-test", { level: "silent" });
+  const clients = createApp({ config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 }, store, queue, watcher: createTaskWatcher(nc, REGION), apiKeys: createApiKeys(["client-a-key"]), log, metrics });
+  const res = await clients.request("/metrics");
+  expect(res.status).toBe(404);
+  expect(await res.text()).not.toContain("gateway_");
+  await clients.request("/v1/tasks/nope", { headers: { authorization: "Bearer client-a-key" } });
+  const ops = createMetricsApp({ store, queue, log, metrics });
+  const scraped = await ops.request("/metrics");
+  expect(scraped.status).toBe(200);
+  expect(await scraped.text()).toMatch(/gateway_http_request_duration_seconds_count\{[^}]*method="GET",route="\/v1\/tasks\/:id",status="404"\} 1/);
+  expect((await ops.request("/readyz")).status).toBe(200);
+  expect((await ops.request("/healthz")).status).toBe(200);
+  // The clients' listener keeps its health checks (the load balancer's probe).
+  expect((await clients.request("/readyz")).status).toBe(200);
+});

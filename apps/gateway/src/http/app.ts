@@ -6,11 +6,24 @@ import { routePath } from "hono/route";
 import { isConnectionError } from "@pipeline/shared/db";
 import { facadeRoutes } from "../facade/routes.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
+import { createAuthenticator } from "./auth.ts";
 import { healthRoutes } from "./health.ts";
 import { openApiDocument } from "./openapi.ts";
 import { ProblemError, problemResponse } from "./problem.ts";
 import { tasksRoutes } from "./tasks.ts";
 import { webhookSecretRoutes } from "./webhook-secret.ts";
+
+/**
+ * The operator side of the gateway, on its own listener (`GATEWAY_METRICS_HOST:GATEWAY_METRICS_PORT`,
+ * never the clients' one, issue 14.7): `/metrics` and the health checks.
+ */
+export function createMetricsApp(deps: Pick<GatewayDeps, "store" | "queue" | "log" | "metrics">) {
+  const app = new Hono();
+  app.get("/metrics", (c) => (deps.metrics ? deps.metrics.response() : c.text("metrics off", 404)));
+  app.route("/", healthRoutes(deps));
+  app.notFound((c) => c.text("not found", 404));
+  return app;
+}
 
 /** The gateway's Hono app: sub-apps mounted with route(), one onError rendering problem+json. */
 export function createApp(deps: GatewayDeps) {
@@ -26,7 +39,6 @@ export function createApp(deps: GatewayDeps) {
     if (route !== "/metrics" && route !== "/healthz")
       deps.log.info({ requestId: c.get("requestId"), method: c.req.method, route, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
   });
-  app.get("/metrics", (c) => (deps.metrics ? deps.metrics.response() : c.text("metrics off", 404)));
   app.use(
     "/v1/*",
     bodyLimit({
@@ -39,9 +51,10 @@ export function createApp(deps: GatewayDeps) {
   app.route("/", healthRoutes(deps));
   const doc = openApiDocument({ imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
   app.get("/openapi.json", (c) => c.json(doc));
-  app.route("/", facadeRoutes(deps)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
-  app.route("/v1/tasks", tasksRoutes(deps));
-  app.route("/v1/webhook-secret", webhookSecretRoutes(deps));
+  const auth = createAuthenticator(deps);
+  app.route("/", facadeRoutes(deps, auth)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
+  app.route("/v1/tasks", tasksRoutes(deps, auth));
+  app.route("/v1/webhook-secret", webhookSecretRoutes(deps, auth));
   app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((err, c) => {
     if (err instanceof ProblemError) return problemResponse(c, err);

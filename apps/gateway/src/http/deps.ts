@@ -8,7 +8,7 @@ import type { GatewayMetrics } from "../adapters/metrics.ts";
 /** Everything the HTTP layer needs, built once in main.ts. */
 export interface GatewayDeps {
   /** The WEBHOOK_ALLOW_* flags default to off (https, public hosts only). */
-  config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS" | "TASK_DEADLINE_MS"> & Partial<Pick<GatewayConfig, "WEBHOOK_ALLOW_HTTP" | "WEBHOOK_ALLOW_PRIVATE" | "regions" | "WEBHOOK_SECRET" | "WEBHOOK_SECRET_PREVIOUS" | "LONG_POLL_MAX_PER_KEY" | "LONG_POLL_MAX_TOTAL" | "LONG_POLL_RECHECK_MS" | "SSE_MAX_SECONDS">>;
+  config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS" | "TASK_DEADLINE_MS"> & Partial<Pick<GatewayConfig, "WEBHOOK_ALLOW_HTTP" | "WEBHOOK_ALLOW_PRIVATE" | "regions" | "WEBHOOK_SECRET" | "WEBHOOK_SECRET_PREVIOUS" | "LONG_POLL_MAX_PER_KEY" | "LONG_POLL_MAX_TOTAL" | "LONG_POLL_RECHECK_MS" | "SSE_MAX_SECONDS" | "AUTH_FAIL_MAX" | "AUTH_FAIL_WINDOW_MS" | "GATEWAY_TRUST_PROXY">>;
   store: TaskStore;
   queue: TaskQueue;
   watcher: TaskWatcher;

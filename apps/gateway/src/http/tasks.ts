@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
-import { bearerToken } from "../domain/api-keys.ts";
+import type { Authenticator } from "./auth.ts";
 import { validIdempotencyKey } from "../domain/task-id.ts";
 import { createWaitLimits } from "../domain/wait-limits.ts";
 import { SubmitError, submitTask } from "../usecases/submit-task.ts";
@@ -14,7 +14,7 @@ import { streamSSE } from "hono/streaming";
 const TaskIdParam = z.uuid();
 
 /** `/v1/tasks`: submit and read tasks of the calling client. */
-export function tasksRoutes(deps: GatewayDeps) {
+export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
   const app = new Hono<GatewayEnvVars>();
   // callbackUrl is checked against the SSRF policy here (a refusal is a 400 naming callbackUrl,
   // nothing stored) and again by the solver when it sends, after resolving the host.
@@ -38,13 +38,7 @@ export function tasksRoutes(deps: GatewayDeps) {
   };
 
   app.use("*", async (c, next) => {
-    const key = bearerToken(c.req.header("authorization"));
-    const clientId = key === undefined ? undefined : deps.apiKeys.clientOf(key);
-    if (!clientId)
-      throw new ProblemError(401, "Unauthorized", key === undefined ? "send Authorization: Bearer <api key>" : "unknown API key", [{ field: "header.authorization", message: "missing or unknown API key" }], {
-        "www-authenticate": 'Bearer realm="captcha-pipeline"',
-      });
-    c.set("clientId", clientId);
+    c.set("clientId", auth.bearer(c));
     await next();
   });
 

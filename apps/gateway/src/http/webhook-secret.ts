@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { clientWebhookSecret } from "@pipeline/shared/webhooks";
-import { bearerToken } from "../domain/api-keys.ts";
+import type { Authenticator } from "./auth.ts";
 import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
 import { ProblemError } from "./problem.ts";
 
@@ -9,12 +9,10 @@ import { ProblemError } from "./problem.ts";
  * during a rotation), derived from the operator's master `WEBHOOK_SECRET`. A client learns only
  * its own: it cannot sign a callback another client's receiver accepts (issue 14.3).
  */
-export function webhookSecretRoutes(deps: GatewayDeps) {
+export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
   const app = new Hono<GatewayEnvVars>();
   app.get("/", (c) => {
-    const key = bearerToken(c.req.header("authorization"));
-    const clientId = key === undefined ? undefined : deps.apiKeys.clientOf(key);
-    if (!clientId) throw new ProblemError(401, "Unauthorized", "send Authorization: Bearer <api key>", [{ field: "header.authorization", message: "missing or unknown API key" }], { "www-authenticate": 'Bearer realm="captcha-pipeline"' });
+    const clientId = auth.bearer(c);
     const master = deps.config.WEBHOOK_SECRET;
     if (!master) throw new ProblemError(404, "Callbacks Not Signed", "this gateway has no WEBHOOK_SECRET: callbacks are not signed here");
     const previous = deps.config.WEBHOOK_SECRET_PREVIOUS;

@@ -1,0 +1,31 @@
+import { expect, test } from "bun:test";
+import { createAuthThrottle } from "./auth-throttle.ts";
+
+test("a source is throttled after maxFailures failures in the window, until the window ends; other sources are not (issue 14.8)", () => {
+  let t = 1_000_000;
+  const th = createAuthThrottle({ maxFailures: 3, windowMs: 60_000, now: () => t });
+  expect(th.failed("203.0.113.5")).toBeUndefined();
+  expect(th.failed("203.0.113.5")).toBeUndefined();
+  expect(th.blocked("203.0.113.5")).toBeUndefined();
+  expect(th.failed("203.0.113.5")).toBe(60);
+  expect(th.blocked("203.0.113.5")).toBe(60);
+  expect(th.blocked("198.51.100.7")).toBeUndefined();
+  t += 45_500;
+  expect(th.blocked("203.0.113.5")).toBe(15);
+  t += 14_500;
+  expect(th.blocked("203.0.113.5")).toBeUndefined();
+  expect(th.failed("203.0.113.5")).toBeUndefined();
+});
+
+test("memory stays bounded: expired sources go first, then the oldest", () => {
+  let t = 0;
+  const th = createAuthThrottle({ maxFailures: 2, windowMs: 1000, maxSources: 3, now: () => t });
+  for (const s of ["a", "b", "c"]) th.failed(s);
+  t += 2000;
+  th.failed("d");
+  expect(th.size()).toBe(1);
+  th.failed("e");
+  th.failed("f");
+  th.failed("g");
+  expect(th.size()).toBe(3);
+});
