@@ -1,4 +1,4 @@
-// `npm run drill -- <region-partition|region-loss>`: the two-region drills at full length, each
+// `npm run drill -- <region-partition|region-loss|rollout-good|rollout-bad>`: the two-region drills at full length, each
 // self-contained (it starts its own two-region stack: two nats-servers joined by a leafnode link
 // through a cuttable relay, a witness, two databases, both regions' apps, the emulator, and
 // removes it). It prints the drill's one line. The short variants run in `npm test`.
@@ -9,6 +9,9 @@ const root = join(import.meta.dir, "..");
 const drills: Record<string, { file: string; env: Record<string, string> }> = {
   "region-partition": { file: "tests/region-failover.test.ts", env: { PARTITION_MS: "30000", DRILL_RATE: "20" } },
   "region-loss": { file: "tests/region-loss.test.ts", env: { DRILL_RATE: "20" } },
+  // The rollout drills (issue 15): the default steps (5/25/50/100 %) with a 10 s bake at 20 tasks/s per region.
+  "rollout-good": { file: "tests/rollout-good.test.ts", env: { ROLLOUT_DRILL_FULL: "1", DRILL_RATE: "20" } },
+  "rollout-bad": { file: "tests/rollout-bad.test.ts", env: { ROLLOUT_DRILL_FULL: "1", DRILL_RATE: "20" } },
 };
 const name = process.argv[2] ?? "";
 const drill = drills[name];

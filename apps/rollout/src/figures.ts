@@ -45,7 +45,7 @@ export function taskFigures(rows: WindowRow[], owners: string[], nowMs: number):
     acc.set(version, a);
   }
   const out = new Map<string, TaskFigures>();
-  for (const [v, a] of acc) out.set(v, { tasks: a.tasks, failed: a.failed, extraPaid: a.extraPaid, p95Ms: percentile(a.times, 95) });
+  for (const [v, a] of acc) out.set(v, { tasks: a.tasks, failed: a.failed, extraPaid: a.extraPaid, p95Ms: roundOrNull(percentile(a.times, 95)) });
   return out;
 }
 
@@ -131,3 +131,5 @@ interface Tally {
   errors: number;
 }
 const ZERO: Tally = { calls: 0, errors: 0 };
+
+const roundOrNull = (x: number | null) => (x === null ? null : Math.round(x));

@@ -75,6 +75,8 @@ function solver(regions: string[]): Permissions {
     for (const s of [streams.tasks(r), streams.events(r), streams.dlq(r)]) pub.push(...streamApi(s));
     pub.push(...consumeApi(streams.tasks(r)), ...consumeApi(streams.events(r)));
     pub.push(`$JS.API.CONSUMER.DELETE.${streams.tasks(r)}.>`);
+    // A lane consumer that gains shards is rewound to the oldest message left (shards.ts).
+    pub.push(`$JS.API.CONSUMER.RESET.${streams.tasks(r)}.>`);
     pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
     // The shard assignment: the first solver of a region creates it; the rollout service changes it.
     pub.push(...kvWrite(buckets.rollout(r)));

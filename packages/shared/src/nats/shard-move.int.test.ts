@@ -63,3 +63,27 @@ test("a paused consumer delivers nothing until resumed", async () => {
   await jsm.consumers.resume("SHARDS", "v2");
   expect(await drain("v2")).toEqual(["p0"]);
 });
+
+test("a consumer that gains a shard does not rewind: a message it scanned past is stranded until the consumer is reset (2.14+)", async () => {
+  await jsm.streams.add({ name: "STRAND", subjects: ["t.>"], retention: RetentionPolicy.Workqueue });
+  await jsm.consumers.add("STRAND", cfg("a", ["t.0"]));
+  await jsm.consumers.add("STRAND", cfg("b", ["t.1"]));
+  // b never pulls its message; a works through its own shard, scanning past b's message.
+  await js.publish("t.1", "stranded");
+  await js.publish("t.0", "own");
+  const own = await (await js.consumers.get("STRAND", "a")).next({ expires: 2000 });
+  expect(own?.string()).toBe("own");
+  own!.ack();
+  await Bun.sleep(100);
+  // t.1 moves from b to a: a's filters grow, but it does not go back for the message.
+  await jsm.consumers.update("STRAND", "b", { filter_subjects: ["t.idle"] } as never);
+  await jsm.consumers.update("STRAND", "a", { filter_subjects: ["t.0", "t.1"] } as never);
+  expect(await (await js.consumers.get("STRAND", "a")).next({ expires: 1000 })).toBeNull();
+  expect((await jsm.streams.info("STRAND")).state.messages).toBe(1);
+  // The reset to the oldest message left delivers it (what reconcileConsumers does after a grow).
+  const si = await jsm.streams.info("STRAND");
+  await jsm.consumers.reset("STRAND", "a", si.state.first_seq);
+  const m = await (await js.consumers.get("STRAND", "a")).next({ expires: 2000 });
+  expect(m?.string()).toBe("stranded");
+  m!.ack();
+});

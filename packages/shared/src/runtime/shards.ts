@@ -122,22 +122,44 @@ async function setFilters(jsm: JetStreamManager, region: string, lane: Priority,
 const sameSet = (a: string[], b: string[]) => a.length === b.length && a.every((x) => b.includes(x));
 
 /**
+ * A consumer that gains subjects has already scanned past their older messages (it skipped them
+ * while they were not its own), and the server does not rewind it when its filters change: those
+ * messages would stay in the stream with no consumer to deliver them (and the sweep leaves a task
+ * whose message exists alone). So it is reset (server 2.14+, ADR-60) to the oldest message the work
+ * queue still holds, or to its own ack floor if lower: every message of its filters left in the
+ * stream is delivered again, the ones it holds unacked too (a redelivery the claim answers `busy`).
+ * Nothing is reset when it has not scanned as far as the oldest message.
+ */
+async function rewindToOldest(jsm: JetStreamManager, stream: string, name: string): Promise<boolean> {
+  const si = await jsm.streams.info(stream);
+  if (si.state.messages === 0) return false;
+  const ci = await jsm.consumers.info(stream, name);
+  if (ci.delivered.stream_seq < si.state.first_seq) return false;
+  await jsm.consumers.reset(stream, name, Math.min(si.state.first_seq, ci.ack_floor.stream_seq + 1));
+  return true;
+}
+
+/**
  * Makes the lane consumers of `versions` filter what the assignment gives them: first every
  * consumer that only loses subjects, then every one that gains some, so no two ever overlap
  * (the server would refuse). Idempotent: a rollout killed mid-move runs it again.
  */
-export async function reconcileConsumers(jsm: JetStreamManager, region: string, a: ShardAssignment, versions: string[], ackWaitMs: number): Promise<{ changed: string[] }> {
+export async function reconcileConsumers(jsm: JetStreamManager, region: string, a: ShardAssignment, versions: string[], ackWaitMs: number): Promise<{ changed: string[]; rewound: string[] }> {
   const plan: { lane: Priority; version: string; want: string[]; have: string[] | undefined }[] = [];
   for (const version of new Set(versions))
     for (const lane of LANES) plan.push({ lane, version, want: laneFilters(region, lane, version, ownedShards(a, version)), have: await currentFilters(jsm, region, lane, version) });
   const changed: string[] = [];
   const shrinks = plan.filter((p) => p.have && !sameSet(p.want, p.have) && p.want.every((w) => p.have!.includes(w) || w.includes(".idle_")));
   const rest = plan.filter((p) => !shrinks.includes(p) && (!p.have || !sameSet(p.want, p.have)));
+  const rewound: string[] = [];
   for (const p of [...shrinks, ...rest]) {
     await setFilters(jsm, region, p.lane, p.version, p.want, ackWaitMs, p.have !== undefined);
-    changed.push(laneConsumer(region, p.lane, p.version));
+    const name = laneConsumer(region, p.lane, p.version);
+    changed.push(name);
+    const gained = p.have !== undefined && p.want.some((w) => !w.includes(".idle_") && !p.have!.includes(w));
+    if (gained && (await rewindToOldest(jsm, streams.tasks(region), name))) rewound.push(name);
   }
-  return { changed };
+  return { changed, rewound };
 }
 
 /**

@@ -1,0 +1,41 @@
+// The rollout-bad drill, short variant (`npm run drill -- rollout-bad` runs the full one): v2 is
+// misconfigured (its provider URL refuses connections), so the tasks it takes up fail their
+// submission and wait for a retry. The gate compares v2 with v1 on the same window and rolls the
+// rollout back: v2 drained, every shard back to v1, which finishes what v2 touched. Nothing is
+// lost, no task ends failed, nothing is paid twice.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { runRolloutDrill, startRolloutStage, type RolloutStage } from "./support/rollout-drill.ts";
+
+const FULL = process.env.ROLLOUT_DRILL_FULL === "1";
+const RATE = Number(process.env.DRILL_RATE ?? 10);
+const START = FULL ? ["--bake", "10s", "--gate", "minTasks=10"] : ["--steps", "25,100", "--bake", "4s", "--gate", "minTasks=10"];
+let stage: RolloutStage;
+
+beforeAll(async () => {
+  // Port 9 (discard) is closed here: every provider call of v2 is refused.
+  stage = await startRolloutStage({ canaryEnv: { PROVIDER_URL: "http://127.0.0.1:9" } });
+}, 120_000);
+afterAll(() => stage?.stop());
+
+test(`rollout-bad: a misconfigured v2 under ${RATE} tasks/s per region is rolled back by the gate; v1 finishes its tasks`, async () => {
+  const f = await runRolloutDrill(stage, { rate: RATE, startArgs: START, endWithin: 120_000 });
+  const gate = f.record.reason?.replace(/^gate failed in \S+ at \d+%: /, "") ?? "?";
+  console.log(
+    `drill rollout-bad: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, rolled back after ${f.seconds.toFixed(1)} s (gate: ${gate})` +
+      ` (v2 took up ${f.touchedByCanary} task(s), ${f.touchedCompleted} of them completed by v1; tasks taken up by ${Object.entries(f.solvedBy).map(([w, n]) => `${w} ${n}`).join(", ")})`,
+  );
+  console.log((await stage.cli("history")).out.trim());
+  expect(f.record.state).toBe("rolledBack");
+  expect(f.record.reason).toMatch(/^gate failed in fsn1 at /);
+  expect(f.seconds).toBeLessThan(30);
+  expect(f.lost).toBe(0);
+  expect(f.failed).toBe(0);
+  expect(f.extraPaid).toBe(0);
+  expect(f.touchedByCanary).toBeGreaterThan(0);
+  expect(f.touchedCompleted).toBe(f.touchedByCanary);
+  // hel1 was never touched; fsn1 is all v1 again and v2 idles there.
+  const st = (await (await fetch(stage.statusUrl)).json()) as { regions: Record<string, { share: Record<string, number> }> };
+  expect(st.regions.fsn1!.share).toEqual({ v1: 16 });
+  expect(st.regions.hel1!.share).toEqual({ v1: 16 });
+  expect(f.record.log.some((e) => e.region === "hel1" && e.action === "shift")).toBe(false);
+}, 400_000);

@@ -1,0 +1,197 @@
+// The rollout drills' stage (issue 15): the two-region stack (tests/support/two-regions.ts) with v1
+// solvers, a v2 solver beside v1 in each region (healthy, or misconfigured for rollout-bad), the
+// rollout service as its own process (home fsn1, reaching hel1 through NATS_URL_HEL1...), steady
+// load through both gateways. `runRolloutDrill` starts a rollout with the CLI, waits for it to end,
+// waits for every acknowledged task, and returns the figures of the drill's line.
+import { jetstream } from "@nats-io/jetstream";
+import { freePort, natsEnv } from "@pipeline/shared/localstack";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+import { eventSubject, streams } from "@pipeline/shared/subjects";
+import { eventually } from "@pipeline/shared/testing";
+import type { Rollout } from "../../apps/rollout/src/plan.ts";
+import { createRolloutStore, openControlBucket } from "../../apps/rollout/src/store.ts";
+import { ROOT, spawnApp, type Proc } from "../harness.ts";
+import { PROVIDER_KEY, REGIONS, startTwoRegions, steadyLoad, type Region, type TwoRegions } from "./two-regions.ts";
+
+export interface RolloutStage {
+  two: TwoRegions;
+  service: Proc;
+  canaries: Proc[];
+  statusUrl: string;
+  /** `npm run rollout -- <args>` against the stage, as an operator in fsn1 runs it. */
+  cli(...args: string[]): Promise<{ code: number; out: string }>;
+  stop(): Promise<void>;
+}
+
+function rolloutEnv(two: TwoRegions): Record<string, string> {
+  const [a, b] = two.regions;
+  const hel = natsEnv(b.nats, "rollout");
+  return {
+    NATS_URL: a.nats.url,
+    DATABASE_URL: a.tdb.url,
+    REGION: a.name,
+    REGIONS: REGIONS.join(","),
+    ...natsEnv(a.nats, "rollout"),
+    NATS_URL_HEL1: b.nats.url,
+    DATABASE_URL_HEL1: b.tdb.url,
+    NATS_USER_HEL1: hel.NATS_USER,
+    NATS_PASSWORD_HEL1: hel.NATS_PASSWORD,
+    LOG_LEVEL: "info",
+  };
+}
+
+/** The v2 solver of a region: the same settings as the region's v1 solver, plus `env`. */
+function spawnCanary(two: TwoRegions, r: Region, env: Record<string, string>): Proc {
+  return spawnApp(
+    `solver-${r.name}-v2`,
+    "apps/solver/src/main.ts",
+    {
+      NATS_URL: r.nats.url,
+      DATABASE_URL: r.tdb.url,
+      REGION: r.name,
+      REGIONS: REGIONS.join(","),
+      LOG_LEVEL: "info",
+      ...natsEnv(r.nats, "solver"),
+      WORKER_ID: `solver-${r.name}-v2`,
+      SOLVER_VERSION: "v2",
+      PROVIDER_URL: two.emu.url,
+      PROVIDER_KEY,
+      FIRST_POLL_MS: "50",
+      POLL_INTERVAL_MS: "100",
+      METRICS_PORT: "0",
+      WEBHOOK_SECRET: "regions-webhook-secret",
+      ...env,
+    },
+    two.logDir,
+  );
+}
+
+export async function startRolloutStage(o: { canaryEnv?: Record<string, string> } = {}): Promise<RolloutStage> {
+  const two = await startTwoRegions({ emulator: { latencyMs: 300 }, solverEnv: { SOLVER_VERSION: "v1" } });
+  const canaries = two.regions.map((r) => spawnCanary(two, r, o.canaryEnv ?? {}));
+  const port = await freePort();
+  const env = rolloutEnv(two);
+  const service = spawnApp("rollout", "apps/rollout/src/main.ts", { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port) }, two.logDir);
+  const statusUrl = `http://127.0.0.1:${port}/v1/rollout`;
+  const cli = async (...args: string[]) => {
+    const p = Bun.spawn([process.execPath, `${ROOT}/apps/rollout/src/cli.ts`, ...args], { env: { ...process.env, ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    return { code, out: out + err };
+  };
+  // Ready when both versions run in both regions (the registry the rollout reads) and the service answers.
+  await eventually(
+    async () => {
+      const s = (await (await fetch(statusUrl).catch(() => undefined))?.json().catch(() => undefined)) as { regions?: Record<string, { processes: Record<string, number> }> } | undefined;
+      return REGIONS.every((r) => (s?.regions?.[r]?.processes.v1 ?? 0) > 0 && (s?.regions?.[r]?.processes.v2 ?? 0) > 0);
+    },
+    60_000,
+    250,
+  );
+  return {
+    two,
+    service,
+    canaries,
+    statusUrl,
+    cli,
+    async stop() {
+      await service.kill("SIGTERM");
+      await Promise.all(canaries.map((c) => c.kill("SIGTERM")));
+      await two.stop();
+    },
+  };
+}
+
+export interface DrillFigures {
+  acknowledged: number;
+  lost: number;
+  failed: number;
+  extraPaid: number;
+  record: Rollout;
+  /** Seconds from the rollout's start to its last move (promoted), or from its first move to the rollback. */
+  seconds: number;
+  /** Tasks a v2 solver took up (its `solving` events), and how many of those ended completed. */
+  touchedByCanary: number;
+  touchedCompleted: number;
+  solvedBy: Record<string, number>;
+}
+
+const at = (r: Rollout, action: string, which: "first" | "last" = "first") => {
+  const e = which === "first" ? r.log.find((x) => x.action === action) : r.log.findLast((x) => x.action === action);
+  return e ? Date.parse(e.at) : NaN;
+};
+
+/** Runs one rollout of v2 under steady load through both gateways, to its end, and measures it. */
+export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; startArgs: string[]; endWithin: number }): Promise<DrillFigures> {
+  const { two } = stage;
+  const load = steadyLoad(two.regions, o.rate, "rollout");
+  await Bun.sleep(3000);
+  const started = await stage.cli("start", "v2", ...o.startArgs);
+  if (started.code !== 0) throw new Error(`rollout start failed: ${started.out}`);
+  const nc: NatsConnection = await connectNats(two.regions[0].nats.url, "rollout-drill", two.regions[0].nats.auth("admin"));
+  try {
+    const store = createRolloutStore(await openControlBucket(nc));
+    const record = await eventually(
+      async () => {
+        const r = (await store.read())?.record;
+        return r && ["promoted", "rolledBack", "aborted"].includes(r.state) && r.applied ? r : undefined;
+      },
+      o.endWithin,
+      250,
+    ).catch(async (e) => {
+      throw new Error(`${(e as Error).message}: the rollout did not end: ${(await stage.cli("history")).out}`);
+    });
+    // Steady load a little longer on the final assignment, then every acknowledged task must end.
+    await Bun.sleep(3000);
+    await load.stop();
+    const ids = load.acked.map((a) => a.id);
+    // Each task's state in its home region's database.
+    const states = async () => {
+      const out = new Map<string, string>();
+      for (const r of two.regions) for (const row of await r.db.sql<{ id: string; state: string }[]>`select id, state from tasks where region = ${r.name} and id = any(${ids}::uuid[])`) out.set(row.id, row.state);
+      return out;
+    };
+    const ended = (s?: string) => ["completed", "failed", "cancelled"].includes(s ?? "");
+    const final = await eventually(async () => {
+      const s = await states();
+      return ids.every((id) => ended(s.get(id))) ? s : undefined;
+    }, 120_000, 500).catch(async (e) => {
+      const s = await states();
+      const open = ids.filter((id) => !ended(s.get(id)));
+      throw new Error(`${(e as Error).message}: ${open.length} task(s) not finished, e.g. ${open.slice(0, 5).map((id) => `${id}=${s.get(id) ?? "missing"}`).join(", ")}`);
+    });
+    // Who took tasks up: the `solving` events name the worker (the v2 solvers end in "-v2").
+    const solvedBy: Record<string, number> = {};
+    const touched = new Set<string>();
+    const idSet = new Set(ids);
+    for (const r of two.regions) {
+      const rc = await connectNats(r.nats.url, `rollout-drill-${r.name}`, r.nats.auth("admin"));
+      try {
+        const c = await jetstream(rc).consumers.get(streams.events(r.name), { filter_subjects: [eventSubject(r.name, "solving")] });
+        for (;;) {
+          const m = await c.next({ expires: 1000 });
+          if (!m) break;
+          const e = m.json() as { taskId: string; data: { worker: string } };
+          if (!idSet.has(e.taskId)) continue;
+          solvedBy[e.data.worker] = (solvedBy[e.data.worker] ?? 0) + 1;
+          if (e.data.worker.endsWith("-v2")) touched.add(e.taskId);
+        }
+      } finally {
+        await rc.close();
+      }
+    }
+    const seconds = record.state === "promoted" ? (at(record, "applied", "last") - at(record, "start")) / 1000 : (at(record, "rollback") - at(record, "applied")) / 1000;
+    return {
+      acknowledged: ids.length,
+      lost: ids.filter((id) => !final.has(id)).length,
+      failed: ids.filter((id) => final.get(id) === "failed").length,
+      extraPaid: two.emu.stats().submissions - ids.length,
+      record,
+      seconds,
+      touchedByCanary: touched.size,
+      touchedCompleted: [...touched].filter((id) => final.get(id) === "completed").length,
+      solvedBy,
+    };
+  } finally {
+    await nc.close();
+  }
+}
