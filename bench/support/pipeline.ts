@@ -49,15 +49,7 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
   const tdb = await createTestDatabase("bench", env.pgAdminUrl);
   scope.defer(`database ${tdb.name}`, () => tdb.drop());
 
-  const emulatorPort = await freePort();
-  const emulator = spawnApp(
-    "emulator",
-    "packages/emulator/src/main.ts",
-    { EMULATOR_PORT: String(emulatorPort), EMULATOR_KEYS: `${PROVIDER_KEY}:${o.emulator.threads}:1000000`, EMULATOR_LATENCY_MS: String(o.emulator.latencyMs) },
-    logDir,
-  );
-  scope.defer("emulator", () => stopProc(emulator));
-  const emulatorUrl = `http://127.0.0.1:${emulatorPort}`;
+  const { proc: emulator, port: emulatorPort, url: emulatorUrl } = await spawnEmulator(scope, logDir, o.emulator);
 
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: REGION, LOG_LEVEL: "warn" };
   const gatewayPort = await freePort();
@@ -122,6 +114,14 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
       await fetch(`${emulatorUrl}/emulator/reset`, { method: "POST" });
     },
   };
+}
+
+/** The provider emulator as its own process (key PROVIDER_KEY with `threads`); not yet listening when this resolves. */
+export async function spawnEmulator(scope: Scope, logDir: string, o: { latencyMs: number; threads: number }): Promise<{ proc: Proc; port: number; url: string }> {
+  const port = await freePort();
+  const proc = spawnApp("emulator", "packages/emulator/src/main.ts", { EMULATOR_PORT: String(port), EMULATOR_KEYS: `${PROVIDER_KEY}:${o.threads}:1000000`, EMULATOR_LATENCY_MS: String(o.latencyMs) }, logDir);
+  scope.defer("emulator", () => stopProc(proc));
+  return { proc, port, url: `http://127.0.0.1:${port}` };
 }
 
 /** The body of task number i: a turnstile task whose page URL (so provider fingerprint) is its own. */
