@@ -17,13 +17,20 @@ beforeAll(async () => {
 afterAll(() => stage?.stop());
 
 test(`rollout-good: v1 -> v2 in fsn1 then hel1 under ${RATE} tasks/s per region; nothing lost, nothing paid twice`, async () => {
-  const f = await runRolloutDrill(stage, { rate: RATE, startArgs: START, endWithin: FULL ? 240_000 : 120_000 });
+  // The rollout service is killed -9 twice on the way (once mid-step in fsn1, once in hel1) and must resume.
+  const f = await runRolloutDrill(stage, {
+    rate: RATE,
+    startArgs: START,
+    endWithin: FULL ? 240_000 : 120_000,
+    crashWhen: [(r) => r.log.some((e) => e.action === "shift"), (r) => r.region === 1],
+  });
   console.log(
     `drill rollout-good: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, promoted in ${f.seconds.toFixed(1)} s` +
-      ` (steps ${f.record.plan.steps.join("/")}% per region, bake ${f.record.plan.bakeMs / 1000} s; tasks taken up by ${Object.entries(f.solvedBy).map(([w, n]) => `${w} ${n}`).join(", ")})`,
+      ` (rollout service killed -9 ${f.crashes} times on the way; steps ${f.record.plan.steps.join("/")}% per region, bake ${f.record.plan.bakeMs / 1000} s; tasks taken up by ${Object.entries(f.solvedBy).map(([w, n]) => `${w} ${n}`).join(", ")})`,
   );
   console.log((await stage.cli("history")).out.trim());
   expect(f.record.state).toBe("promoted");
+  expect(f.crashes).toBe(2);
   expect(f.record.log.filter((e) => e.action === "shift").map((e) => `${e.region} ${e.percent}`)).toEqual(
     ["fsn1", "hel1"].flatMap((r, i) => f.record.plan.steps.slice(i === 0 ? 1 : 0).map((p) => `${r} ${p}`)),
   );

@@ -16,6 +16,8 @@ import { PROVIDER_KEY, REGIONS, startTwoRegions, steadyLoad, type Region, type T
 export interface RolloutStage {
   two: TwoRegions;
   service: Proc;
+  /** kill -9 the rollout service and start it again (a crash at whatever it was doing). */
+  crashService(): Promise<void>;
   canaries: Proc[];
   statusUrl: string;
   /** `npm run rollout -- <args>` against the stage, as an operator in fsn1 runs it. */
@@ -71,7 +73,8 @@ export async function startRolloutStage(o: { canaryEnv?: Record<string, string> 
   const canaries = two.regions.map((r) => spawnCanary(two, r, o.canaryEnv ?? {}));
   const port = await freePort();
   const env = rolloutEnv(two);
-  const service = spawnApp("rollout", "apps/rollout/src/main.ts", { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port) }, two.logDir);
+  const spawnService = () => spawnApp("rollout", "apps/rollout/src/main.ts", { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port) }, two.logDir);
+  let service = spawnService();
   const statusUrl = `http://127.0.0.1:${port}/v1/rollout`;
   const cli = async (...args: string[]) => {
     const p = Bun.spawn([process.execPath, `${ROOT}/apps/rollout/src/cli.ts`, ...args], { env: { ...process.env, ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
@@ -89,7 +92,13 @@ export async function startRolloutStage(o: { canaryEnv?: Record<string, string> 
   );
   return {
     two,
-    service,
+    get service() {
+      return service;
+    },
+    async crashService() {
+      await service.kill("SIGKILL");
+      service = spawnService();
+    },
     canaries,
     statusUrl,
     cli,
@@ -121,7 +130,7 @@ const at = (r: Rollout, action: string, which: "first" | "last" = "first") => {
 };
 
 /** Runs one rollout of v2 under steady load through both gateways, to its end, and measures it. */
-export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; startArgs: string[]; endWithin: number }): Promise<DrillFigures> {
+export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; startArgs: string[]; endWithin: number; crashWhen?: Array<(r: Rollout) => boolean> }): Promise<DrillFigures & { crashes: number }> {
   const { two } = stage;
   const load = steadyLoad(two.regions, o.rate, "rollout");
   await Bun.sleep(3000);
@@ -130,9 +139,17 @@ export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; st
   const nc: NatsConnection = await connectNats(two.regions[0].nats.url, "rollout-drill", two.regions[0].nats.auth("admin"));
   try {
     const store = createRolloutStore(await openControlBucket(nc));
+    const crashWhen = [...(o.crashWhen ?? [])];
+    let crashes = 0;
     const record = await eventually(
       async () => {
         const r = (await store.read())?.record;
+        // The service killed -9 at the moments asked for, and started again: it must carry on.
+        if (r && crashWhen[0]?.(r)) {
+          crashWhen.shift();
+          await stage.crashService();
+          crashes++;
+        }
         return r && ["promoted", "rolledBack", "aborted"].includes(r.state) && r.applied ? r : undefined;
       },
       o.endWithin,
@@ -190,6 +207,7 @@ export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; st
       touchedByCanary: touched.size,
       touchedCompleted: [...touched].filter((id) => final.get(id) === "completed").length,
       solvedBy,
+      crashes,
     };
   } finally {
     await nc.close();
