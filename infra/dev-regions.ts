@@ -137,7 +137,7 @@ try {
       WEBHOOK_ALLOW_HTTP: "1",
       WEBHOOK_ALLOW_PRIVATE: "1",
     };
-    run(`${r} gateway`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPorts[i]), API_KEYS: apiKeys });
+    run(`${r} gateway`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPorts[i]), API_KEYS: apiKeys, ...(env.API_KEYS ? {} : { API_KEYS_ALLOW_SHORT: "1" }) });
     run(`${r} solver`, "apps/solver/src/main.ts", {
       ...common,
       ...natsEnv(nats, "solver"),

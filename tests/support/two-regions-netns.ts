@@ -22,6 +22,8 @@
 // Names and addresses derive from this process's pid (unique per test process); `stop()` removes
 // every namespace, link and process, as does a watchdog if this process dies without stopping.
 import { spawn, spawnSync } from "node:child_process";
+import { jetstream } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,7 +32,7 @@ import { openDatabase } from "@pipeline/shared/db";
 import { startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { LeaseView, maySubmit } from "@pipeline/shared/regions";
-import { openRegionBucket } from "@pipeline/shared/runtime";
+import { buckets, openRegionBucket } from "@pipeline/shared/runtime";
 import { createTestDatabase, eventually } from "@pipeline/shared/testing";
 import { natsEnv } from "@pipeline/shared/localstack";
 import { ROOT, type Proc } from "../harness.ts";
@@ -40,6 +42,13 @@ import { API_KEY, PROVIDER_KEY, REGIONS, type Region, type TwoRegionOptions, typ
 export interface NetnsTwoRegionOptions extends TwoRegionOptions {
   /** One-way delay of each inter-region relay, per chunk (default 30 ms: fsn1-hel1 is ~25 ms apart). */
   latencyMs?: number;
+  /**
+   * 3: the witness is a 3-node JetStream cluster as in production, one node per location (in
+   * fsn1's and hel1's namespaces and the witness's, "nbg1"), routes through the relays, the leases
+   * bucket with 3 replicas. Each region's keeper connects to its own location's node and nbg1's.
+   * Default 1: one witness server in its own namespace.
+   */
+  witnessNodes?: 1 | 3;
 }
 
 export interface NetnsRegion extends Region {
@@ -55,6 +64,8 @@ export interface NetnsRegion extends Region {
 export interface NetnsTwoRegions extends Omit<TwoRegions, "regions" | "isolate" | "heal"> {
   regions: [NetnsRegion, NetnsRegion];
   witnessNs: string;
+  /** With `witnessNodes: 3`, the nodes named `witness-nbg1` (the one `witness` is), `witness-fsn1`, `witness-hel1`, in that order; else `[witness]`. */
+  witnessNodes: NatsServerHandle[];
   latencyMs: number;
   /** Cuts a region off from the other region and the witness: `ip link set <its WAN port> down`. */
   isolate(name: string): Promise<void>;
@@ -205,13 +216,54 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     cleanups.push(() => emu.stop());
     const emuPort = Number(new URL(emu.url).port);
 
-    const witness = await startNatsServer({ port: 4222, host: p.witness.wanIp, netns: p.witness.ns, storeDir: tmp("nats-witness-"), name: "witness-1" });
-    cleanups.push(() => witness.stop());
     const relay = async (to: { host: string; port: number }) => {
       const r = await startRelay(to, { listenHost: p.bridgeIp, delayMs: latencyMs });
       cleanups.push(() => r.stop());
       return r;
     };
+    // The witness: one server in its namespace, or a 3-node cluster across the three locations.
+    const witnessNodes: NatsServerHandle[] = [];
+    if ((o.witnessNodes ?? 1) === 3) {
+      const sites = [
+        { site: "nbg1", ns: p.witness.ns, wanIp: p.witness.wanIp },
+        ...p.regions.map((r) => ({ site: r.name, ns: r.ns, wanIp: r.wanIp })),
+      ];
+      // Every route goes through a relay on the WAN (each node advertises its relay).
+      const routeRelays = await Promise.all(sites.map((x) => relay({ host: x.wanIp, port: 6222 })));
+      for (const [i, x] of sites.entries()) {
+        const node = await startNatsServer({
+          port: 4223,
+          host: x.wanIp,
+          netns: x.ns,
+          storeDir: tmp(`nats-witness-${x.site}-`),
+          name: `witness-${x.site}`,
+          ...(witnessNodes[0] ? { credentialsFrom: witnessNodes[0].credentialsFile } : {}),
+          cluster: {
+            name: "witness",
+            port: 6222,
+            advertise: `${p.bridgeIp}:${routeRelays[i]!.port}`,
+            routes: routeRelays.filter((_, j) => j !== i).map((r) => ({ host: p.bridgeIp, port: r.port })),
+          },
+        });
+        cleanups.push(() => node.stop());
+        witnessNodes.push(node);
+      }
+    } else {
+      const node = await startNatsServer({ port: 4222, host: p.witness.wanIp, netns: p.witness.ns, storeDir: tmp("nats-witness-"), name: "witness-1" });
+      cleanups.push(() => node.stop());
+      witnessNodes.push(node);
+    }
+    const witness = witnessNodes[0]!;
+    // The leases bucket, made as an operator provisions the witness (with 3 nodes, once the cluster
+    // has formed): the keepers' own create, with its 1 s timeout, then only finds it.
+    {
+      const wnc = await connectNats(witness.url, "two-regions-witness-setup", witness.auth("recovery"));
+      try {
+        await eventually(async () => Boolean(await new Kvm(jetstream(wnc, { timeout: 5000 })).create(buckets.leases(), { history: 1, replicas: witnessNodes.length })), 60_000, 500);
+      } finally {
+        await wnc.close();
+      }
+    }
     const [pa, pb] = p.regions as [(typeof p.regions)[number], (typeof p.regions)[number]];
     // hel1 connects its leafnode to fsn1 through a relay on the WAN.
     const regionLink = await relay({ host: pa.wanIp, port: 7422 });
@@ -243,11 +295,13 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       const pg: PostgresHandle = await startPostgres({ dataDir: pgDir, port: 5432, host: rp.accessIp, netns: rp.ns, fast: true });
       cleanups.push(() => pg.stop("immediate"));
       const tdb = await createTestDatabase(`reg_${rp.name}`, pg.adminUrl);
-      const witnessLink = await relay({ host: p.witness.wanIp, port: 4222 });
+      // The keeper's link to the witness (3 nodes: to nbg1's node; its own location's node it reaches inside its namespace).
+      const threeNodes = witnessNodes.length === 3;
+      const witnessLink = await relay({ host: p.witness.wanIp, port: threeNodes ? 4223 : 4222 });
       const w = witness.auth("recovery");
       const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: rp.name, REGIONS: REGIONS.join(","), LOG_LEVEL: process.env.LOG_LEVEL ?? "info" };
       const procs = [
-        spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY }, logDir),
+        spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY, API_KEYS_ALLOW_SHORT: "1" }, logDir),
         spawnInNs(
           rp.ns,
           `solver-${rp.name}`,
@@ -267,7 +321,8 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
             STALE_AFTER_MS: "3000",
             GATEWAY_PUBLISH_GRACE_MS: "0",
             DATA_DIR: tmp(`regions-${rp.name}-`),
-            WITNESS_URL: `nats://${p.bridgeIp}:${witnessLink.port}`,
+            WITNESS_URL: threeNodes ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}` : `nats://${p.bridgeIp}:${witnessLink.port}`,
+            WITNESS_REPLICAS: String(witnessNodes.length),
             WITNESS_USER: w.user!,
             WITNESS_PASSWORD: w.pass!,
             LEASE_TTL_MS: String(o.leaseTtlMs ?? 4000),
@@ -304,6 +359,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       emu,
       witness,
       witnessNs: p.witness.ns,
+      witnessNodes,
       regions,
       regionLink,
       logDir,

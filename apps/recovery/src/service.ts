@@ -72,8 +72,21 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
           const auth = natsAuthFromEnv({ NATS_USER: config.WITNESS_USER, NATS_PASSWORD: config.WITNESS_PASSWORD, NATS_CREDS: config.WITNESS_CREDS });
           witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"));
           if (stopping) return;
-          // Short requests: a round must fail fast when the witness is out of reach.
-          const witness = await new Kvm(jetstream(witnessNc, { timeout: 1000 })).create(buckets.leases(), { history: 1, replicas: config.WITNESS_REPLICAS });
+          // Short requests: a round must fail fast when the witness is out of reach. A witness out
+          // of reach at start (a partition, a busy host) is retried: the region stays fenced
+          // meanwhile, and a keeper that gave up would leave it fenced for good.
+          const kvm = new Kvm(jetstream(witnessNc, { timeout: 1000 }));
+          let witness: Awaited<ReturnType<Kvm["create"]>> | undefined;
+          for (let attempt = 1; !witness; attempt++) {
+            try {
+              witness = await kvm.create(buckets.leases(), { history: 1, replicas: config.WITNESS_REPLICAS });
+            } catch (err) {
+              if (stopping) return;
+              log.warn({ err: (err as Error).message, attempt }, "witness leases bucket not reachable yet: the lease keeper retries (this region stays fenced meanwhile)");
+              await Bun.sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
+            }
+          }
+          if (stopping) return;
           keeper = startLeaseKeeper({
             witness,
             local: await openRegionBucket(ctx.nc, config.REGION),

@@ -33,6 +33,14 @@ export interface NatsServerOptions {
     advertise?: string;
     remotes?: Array<{ host: string; port: number; credentials: NatsCredentials }>;
   };
+  /**
+   * A node of a JetStream cluster: its route listener (`host`:`port`), the routes to the other
+   * nodes, and the address the others should use (`advertise`, as for leafnodes behind a relay).
+   * Clients are not told the other nodes' addresses (`no_advertise`): they use the URLs they are given.
+   */
+  cluster?: { name: string; port: number; host?: string; advertise?: string; routes: Array<{ host: string; port: number }> };
+  /** Another server's credentials file to start from: the nodes of one cluster share their users. */
+  credentialsFrom?: string;
   /** Runs the server inside this network namespace (`ip netns exec`). */
   netns?: string;
   log?: (m: string) => void;
@@ -100,6 +108,7 @@ export function natsServerConfig(o: {
   host?: string;
   domain?: string;
   leafnodes?: NatsServerOptions["leafnodes"];
+  cluster?: NatsServerOptions["cluster"];
 }): string {
   const hash = (p: string) => Bun.password.hashSync(p, { algorithm: "bcrypt", cost: 4 });
   const users: object[] = NATS_ROLES.map((role) => ({ user: o.creds[role].user, password: hash(o.creds[role].password), permissions: rolePermissions(role, o.regions) }));
@@ -122,11 +131,24 @@ export function natsServerConfig(o: {
           : {}),
       }
     : undefined;
+  // Routes authenticate as the system user (every node of a cluster holds the same credentials).
+  const route = o.creds.system;
+  const cluster = o.cluster
+    ? {
+        name: o.cluster.name,
+        listen: `${o.cluster.host ?? host}:${o.cluster.port}`,
+        ...(o.cluster.advertise ? { advertise: o.cluster.advertise } : {}),
+        no_advertise: true,
+        authorization: { user: route.user, password: route.password },
+        routes: o.cluster.routes.map((r) => `nats-route://${encodeURIComponent(route.user)}:${encodeURIComponent(route.password)}@${r.host}:${r.port}`),
+      }
+    : undefined;
   const config = {
     listen: `${host}:${o.port}`,
     server_name: o.name,
     jetstream: { store_dir: o.storeDir, ...(o.domain ? { domain: o.domain } : {}) },
     ...(leafnodes ? { leafnodes } : {}),
+    ...(cluster ? { cluster } : {}),
     accounts: {
       SYS: { users: [{ user: o.creds.system.user, password: hash(o.creds.system.password) }] },
       PIPELINE: { jetstream: "enabled", users },
@@ -144,6 +166,7 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
   const server = findNatsServer(o.log);
   mkdirSync(o.storeDir, { recursive: true, mode: 0o700 });
   const credentialsFile = join(o.storeDir, "credentials.json");
+  if (o.credentialsFrom && !existsSync(credentialsFile)) writeFileSync(credentialsFile, readFileSync(o.credentialsFrom), { mode: 0o600 });
   const creds = loadOrCreateCredentials(credentialsFile);
   const configFile = join(o.storeDir, "nats-server.conf");
   const name = o.name ?? `nats-${o.port}`;
@@ -158,6 +181,7 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
       ...(o.host ? { host: o.host } : {}),
       ...(o.domain ? { domain: o.domain } : {}),
       ...(o.leafnodes ? { leafnodes: o.leafnodes } : {}),
+      ...(o.cluster ? { cluster: o.cluster } : {}),
     }),
     { mode: 0o600 },
   );
