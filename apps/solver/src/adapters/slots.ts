@@ -1,16 +1,35 @@
 import { sql } from "drizzle-orm";
 import { groupCommit, isConnectionError, type Db } from "@pipeline/shared/db";
 
+/** A slot as `acquire` took it. */
+export interface TakenSlot {
+  slot: number;
+  /**
+   * The task held this slot already (a redelivered or re-queued task: its provider task may be
+   * running, started by a holder presumed dead). Until this delivery has claimed the task, the
+   * slot is not this delivery's to free: `restore` gives it back as it was.
+   */
+  resumed: boolean;
+  /** The slot's owner and lease before this acquire (what `restore` puts back). */
+  previous: { owner: string | null; leaseUntil: string | null };
+}
+
 export interface ProviderSlots {
   /** Makes sure rows 0..threads-1 exist for the key (rows above are ignored, not deleted). */
   ensure(keyRef: string, threads: number): Promise<void>;
   /**
    * Takes a slot for the task: the one it already holds (a resumed task), else a free one. A
    * slot whose lease expired stays taken while its task still has a provider task in flight.
-   * Returns the slot number, or undefined when every slot is busy.
+   * Returns the slot, or undefined when every slot is busy.
    */
-  acquire(keyRef: string, threads: number, owner: string, taskId: string, leaseMs: number): Promise<number | undefined>;
+  acquire(keyRef: string, threads: number, owner: string, taskId: string, leaseMs: number): Promise<TakenSlot | undefined>;
   release(keyRef: string, slot: number, taskId: string): Promise<void>;
+  /**
+   * Gives a resumed slot back as it was before `acquire` (owner and lease), for a delivery that
+   * did not get the task (another worker's lease still runs, or it is final): the task keeps the
+   * slot while its provider task may run, and a live holder keeps renewing it.
+   */
+  restore(keyRef: string, taken: TakenSlot, owner: string, taskId: string): Promise<void>;
   /** Leaves the slot to the task (its provider task is still in flight) but no longer to this worker. */
   park(keyRef: string, slot: number, taskId: string): Promise<void>;
   /** Extends the lease of the slots of the tasks this worker is handling right now. */
@@ -47,20 +66,20 @@ export function createProviderSlots(db: Db): ProviderSlots {
   // few milliseconds; another solver skips them (SKIP LOCKED) as it skips any taken slot.
   const acquire = groupCommit(
     async (batch: AcquireRequest[]) =>
-      db.$client.begin((tx) => batch.map((r) => tx<{ slot: number }[]>`
+      db.$client.begin((tx) => batch.map((r) => tx<{ slot: number; resumed: boolean; prev_owner: string | null; prev_lease: string | null }[]>`
         with mine as (
-          select key_ref, slot from provider_slots
+          select key_ref, slot, true as resumed, owner as prev_owner, lease_until as prev_lease from provider_slots
           where key_ref = ${r.keyRef} and task_id = ${r.taskId} and slot < ${r.threads}
           limit 1 for update skip locked
         ), free as (
-          select key_ref, slot from provider_slots
+          select key_ref, slot, false as resumed, owner as prev_owner, lease_until as prev_lease from provider_slots
           where key_ref = ${r.keyRef} and slot < ${r.threads} and task_id is null
           order by slot
           limit 1 for update skip locked
         ), reclaimable as (
           -- Only read when no slot is free (the append below stops at its first row): slots
           -- whose holder's lease ran out and whose task no longer has a provider task running.
-          select s.key_ref, s.slot from provider_slots s
+          select s.key_ref, s.slot, false as resumed, s.owner as prev_owner, s.lease_until as prev_lease from provider_slots s
           left join tasks t on t.id = s.task_id
           where s.key_ref = ${r.keyRef} and s.slot < ${r.threads} and s.task_id is not null
             and s.lease_until < now()
@@ -74,7 +93,10 @@ export function createProviderSlots(db: Db): ProviderSlots {
         set owner = ${r.owner}, task_id = ${r.taskId}, lease_until = now() + ${`${r.leaseMs} milliseconds`}::interval
         from pick
         where p.key_ref = pick.key_ref and p.slot = pick.slot
-        returning p.slot`.then((rows) => rows[0]?.slot))),
+        returning p.slot, pick.resumed, pick.prev_owner, pick.prev_lease::text as prev_lease`.then((rows): TakenSlot | undefined => {
+        const row = rows[0];
+        return row ? { slot: row.slot, resumed: row.resumed, previous: { owner: row.prev_owner, leaseUntil: row.prev_lease } } : undefined;
+      }))),
     { batchWide: isConnectionError, key: (r) => r.taskId, maxBatch: 100 },
   );
   return {
@@ -86,6 +108,11 @@ export function createProviderSlots(db: Db): ProviderSlots {
     },
     acquire: (keyRef, threads, owner, taskId, leaseMs) => acquire({ keyRef, threads, owner, taskId, leaseMs }),
     release: (keyRef, slot, taskId) => release({ keyRef, slot, taskId }),
+    async restore(keyRef, taken, owner, taskId) {
+      await db.$client`
+        update provider_slots set owner = ${taken.previous.owner}, lease_until = ${taken.previous.leaseUntil}::timestamptz
+        where key_ref = ${keyRef} and slot = ${taken.slot} and task_id = ${taskId} and owner = ${owner}`;
+    },
     async park(keyRef, slot, taskId) {
       await db.execute(sql`update provider_slots set owner = null, lease_until = now() where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
     },

@@ -19,7 +19,7 @@ export interface Claimed {
  * `solving`, and takes over a submit a presumed-dead holder had started (its provider id, once
  * checkpointed) rather than submitting the same captcha again.
  */
-export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal): Promise<Claimed | Solved> {
+export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal, progress?: { claimed: boolean }): Promise<Claimed | Solved> {
   const { store, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   const claimed = afterClaim(await store.claim(d.taskId, w, t.leaseMs));
@@ -27,6 +27,7 @@ export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker
     bump(claimed.counter);
     return done(claimed.outcome);
   }
+  if (progress) progress.claimed = true;
   const row = claimed.row;
   if (d.deliveries > 1) bump("redeliveries");
   const task: TaskInHand = { taskId: d.taskId, type: row.type as TaskType, row, polls: 0, providerId: row.providerId };

@@ -1,5 +1,6 @@
 // One delivery of a task, from the message to its outcome or to the waiting room.
 import type { TaskRow } from "@pipeline/shared/db";
+import type { TakenSlot } from "../adapters/slots.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import type { ProviderKeyInUse } from "../domain/keyring.ts";
 import { gate, resubmitOrFail } from "../domain/lifecycle.ts";
@@ -42,7 +43,8 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
       admitted = true;
     }
     // A resumed task still holds the slot it was parked with (under the key it was submitted with).
-    const slot = resume ? resume.parked.slot : await acquireSlot(d, deps, key.ref, signal);
+    const taken = resume ? undefined : await acquireSlot(d, deps, key.ref, signal);
+    const slot = resume ? resume.parked.slot : taken?.slot;
     const slotKeyRef = resume ? resume.parked.key.ref : key.ref;
     if (slot === undefined) {
       counter(deps)("slotWaits");
@@ -52,8 +54,10 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     // provider task in flight. A task parked in the waiting room keeps it.
     let keepSlot = true;
     let parked = false;
+    // Set once this delivery holds the task (claimed, or handed back by the waiting room).
+    const progress = { claimed: !!resume };
     try {
-      const r = await solve(d, deps, key, breaker, leave, signal, resume);
+      const r = await solve(d, deps, key, breaker, leave, signal, progress, resume);
       if (r.park) {
         parked = true;
         return { kind: "parked", parked: { ...r.park, slot } };
@@ -63,6 +67,12 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     } finally {
       if (parked) {
         // the waiting room releases it
+      } else if (taken?.resumed && !progress.claimed) {
+        // The task held this slot before this delivery (its holder presumed dead, or alive with
+        // its lease running): its provider task may be running, so the slot is given back as it
+        // was, never freed by a delivery that did not get the task (issue 13: the plan's threads
+        // were exceeded when it was).
+        await deps.slots.restore(slotKeyRef, taken, deps.workerId, d.taskId).catch(() => {});
       } else if (keepSlot) await deps.slots.park(slotKeyRef, slot, d.taskId).catch(() => {});
       else await deps.slots.release(slotKeyRef, slot, d.taskId).catch(() => {});
     }
@@ -71,7 +81,7 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   }
 }
 
-async function acquireSlot(d: Delivery, deps: HandlerDeps, keyRef: string, signal: AbortSignal): Promise<number | undefined> {
+async function acquireSlot(d: Delivery, deps: HandlerDeps, keyRef: string, signal: AbortSignal): Promise<TakenSlot | undefined> {
   const until = Date.now() + deps.timing.slotWaitMs;
   // High-lane tasks look again sooner, so they win free slots under contention.
   const every = d.priority === "high" ? 20 : d.priority === "normal" ? 60 : 120;
@@ -83,7 +93,7 @@ async function acquireSlot(d: Delivery, deps: HandlerDeps, keyRef: string, signa
 }
 
 /** The claimed (or handed-back) task: to the waiting room with a provider id, or to a written step. */
-async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal, resume?: Resume): Promise<Solved> {
+async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal, progress: { claimed: boolean }, resume?: Resume): Promise<Solved> {
   const { store, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   let row: TaskRow;
@@ -95,7 +105,7 @@ async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, brea
     row = r.row;
     task = { taskId: d.taskId, type: resume.parked.type, row, polls: resume.parked.polls, providerId: row.providerId };
   } else {
-    const c = await claimTask(d, deps, breaker, signal);
+    const c = await claimTask(d, deps, breaker, signal, progress);
     if (!("task" in c)) return c;
     ({ row, task } = c);
   }
