@@ -12,7 +12,10 @@ import { ensureVersionConsumers, openRolloutBucket, openWorkersBucket, readAssig
 import { eventSubject, shardOf, streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 import { openDatabase, type Database } from "@pipeline/shared/db";
+import { spawnSync } from "node:child_process";
+import { findPromtool } from "@pipeline/shared/localstack";
 import { createController, type Controller } from "./controller.ts";
+import { createRolloutMetrics } from "./metrics.ts";
 import { withLog, type Rollout } from "./plan.ts";
 import { openRegionLink, type RegionLink } from "./regions.ts";
 import { createRolloutStore, openControlBucket, type RolloutStore } from "./store.ts";
@@ -187,6 +190,19 @@ describe("a rollout across two regions", () => {
     expect(await share("ra")).toEqual({ v2: 16 });
     expect((await cli("abort")).code).toBe(0);
   }, 30_000);
+
+  test("the status and metrics the service serves: promtool accepts them, the shares and verdicts are there", async () => {
+    const metrics = createRolloutMetrics(controller.status);
+    metrics.verdict("ra", { pass: false, why: "x" });
+    await controller.tick();
+    const text = await (await metrics.response()).text();
+    expect(text).toContain('rollout_shard_share{region="ra",version="v2",app="rollout"} 16');
+    expect(text).toContain('rollout_gate_verdicts_total{region="ra",verdict="fail",app="rollout"} 1');
+    expect(text).toMatch(/rollout_state\{state="aborted",app="rollout"\} 1/);
+    const r = spawnSync(findPromtool(), ["check", "metrics"], { input: text, encoding: "utf8" });
+    expect(`${r.stdout}${r.stderr}`.trim()).toBe("");
+    expect(r.status).toBe(0);
+  }, 60_000);
 
   test("bad arguments change nothing", async () => {
     const before = (await store.read())!.revision;
