@@ -66,3 +66,24 @@ test("the metrics listener is off unless GATEWAY_METRICS_PORT is set; 0 asks for
   expect(loadConfig({ ...ok, GATEWAY_METRICS_PORT: "0" }).GATEWAY_METRICS_PORT).toBe(0);
   expect(() => loadConfig({ ...ok, GATEWAY_METRICS_PORT: "70000" })).toThrow(/GATEWAY_METRICS_PORT/);
 });
+
+test("QUOTAS and TASK_PRICES are JSON checked field by field; a dailySpend needs TASK_PRICES (issue 14.6)", () => {
+  const fields = (env: Record<string, string>) => {
+    try {
+      loadConfig({ ...ok, ...env });
+      return [];
+    } catch (e) {
+      return (e as ConfigError).fields;
+    }
+  };
+  expect(loadConfig(ok).QUOTAS).toBeUndefined();
+  expect(fields({ QUOTAS: "{nope" })).toEqual(["QUOTAS"]);
+  expect(fields({ QUOTAS: JSON.stringify({ default: { maxInFlight: -1 } }) })).toEqual(["QUOTAS.default.maxInFlight"]);
+  expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef": { dailySpend: "a" } } }) })).toEqual(["QUOTAS.keys.0123456789abcdef.dailySpend"]);
+  expect(fields({ QUOTAS: JSON.stringify({ default: { dailySpend: 5 } }) })).toEqual(["TASK_PRICES"]);
+  expect(fields({ TASK_PRICES: JSON.stringify({ hcaptcha: 1 }) })).toEqual(["TASK_PRICES"]);
+  const c = loadConfig({ ...ok, QUOTAS: JSON.stringify({ default: { dailySpend: 5, maxInFlight: 100 }, keys: { "0123456789abcdef": { highLane: false } } }), TASK_PRICES: JSON.stringify({ turnstile: 0.0015 }) });
+  expect(c.QUOTAS).toEqual({ default: { dailySpend: 5, maxInFlight: 100 }, keys: { "0123456789abcdef": { highLane: false } } });
+  expect(c.TASK_PRICES).toEqual({ turnstile: 0.0015 });
+  expect(c.QUOTA_REFRESH_MS).toBe(2000);
+});

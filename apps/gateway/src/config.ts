@@ -1,6 +1,23 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
 import { commonEnv, envBool, envInt, envList, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
+import { QuotasConfig, TaskPrices } from "./domain/quotas.ts";
+
+/** A variable holding JSON, checked by `schema`; an error names the variable and the field inside it. */
+const envJson = <S extends z.ZodType>(schema: S) =>
+  z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined || s.trim() === "") return undefined;
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "not valid JSON" });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema.optional());
 
 /** Shortest API key accepted outside dev stacks and tests (API_KEYS_ALLOW_SHORT). */
 export const MIN_API_KEY_LENGTH = 32;
@@ -18,6 +35,12 @@ const GatewayEnvFields = z.object({
   AUTH_FAIL_WINDOW_MS: envInt(60_000, 1000, 24 * 3600_000),
   /** The gateway runs behind a proxy (the load balancer) that appends the client's address to X-Forwarded-For: use its last entry as the source. */
   GATEWAY_TRUST_PROXY: envBool(false),
+  /** Per API key quotas (docs/security.md, "Quotas"): `{"default": {…}, "keys": {"<client id>": {…}}}`; unset: no limits. */
+  QUOTAS: envJson(QuotasConfig),
+  /** Provider money per solve, by task type (`{"turnstile": 0.0015, …}`): what a dailySpend quota counts. */
+  TASK_PRICES: envJson(TaskPrices),
+  /** How often the in-flight and spend figures of the quotas are re-read from Postgres. */
+  QUOTA_REFRESH_MS: envInt(2000, 100, 600_000),
   /** The listener of `/metrics` (and `/readyz`, `/healthz`), apart from the clients' one; unset: no metrics listener, 0: a free port (logged). */
   GATEWAY_METRICS_HOST: z.string().default("127.0.0.1"),
   GATEWAY_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
@@ -46,6 +69,9 @@ const GatewayEnvFields = z.object({
 });
 export const GatewayEnv = GatewayEnvFields.superRefine(
   (c, ctx) => {
+    const spendCapped = c.QUOTAS && [c.QUOTAS.default, ...Object.values(c.QUOTAS.keys)].some((q) => q.dailySpend !== undefined);
+    if (spendCapped && (!c.TASK_PRICES || Object.keys(c.TASK_PRICES).length === 0))
+      ctx.addIssue({ code: "custom", path: ["TASK_PRICES"], message: "required when a quota sets dailySpend (the price of each task type, in provider money)" });
     if (c.API_KEYS_ALLOW_SHORT) return;
     // Which key is short is told by its position, never by its value.
     c.API_KEYS.forEach((k, i) => {
@@ -54,7 +80,7 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     });
   },
   // Also when another variable is at fault, so that one start names every problem.
-  { when: (p) => !p.issues.some((i) => i.path?.[0] === "API_KEYS" || i.path?.[0] === "API_KEYS_ALLOW_SHORT") },
+  { when: (p) => !p.issues.some((i) => ["API_KEYS", "API_KEYS_ALLOW_SHORT", "QUOTAS", "TASK_PRICES"].includes(String(i.path?.[0]))) },
 );
 export type GatewayConfig = z.infer<typeof GatewayEnv> & { regions: string[] };
 

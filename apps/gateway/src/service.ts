@@ -7,6 +7,8 @@ import { createTaskStore } from "./adapters/pg.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
+import { createQuotas } from "./domain/quotas.ts";
+import { createUsageSource } from "./adapters/usage.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
 import { openRegionBucket, watchFence } from "@pipeline/shared/runtime";
 
@@ -38,6 +40,8 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     apiKeys: createApiKeys(config.API_KEYS),
     log,
     metrics,
+    // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.
+    quotas: createQuotas({ ...(config.QUOTAS ? { config: config.QUOTAS } : {}), ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}), source: createUsageSource(database.db), refreshMs: config.QUOTA_REFRESH_MS }),
   });
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
     log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callbackUrl policy loosened: for dev stacks and tests only");

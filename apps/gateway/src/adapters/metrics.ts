@@ -23,6 +23,7 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
   const http = new Histogram({ name: "gateway_http_request_duration_seconds", help: "HTTP requests by method, route and status", labelNames: ["method", "route", "status"], buckets: HTTP_BUCKETS, registers: [registry] });
   const submitted = new Counter({ name: "gateway_tasks_submitted_total", help: "Submissions by type and result (accepted, replayed, rejected)", labelNames: ["type", "result"], registers: [registry] });
   const authFailures = new Counter({ name: "gateway_auth_failures_total", help: "Failed authentications: an unknown API key, or a source refused while throttled", labelNames: ["result"], registers: [registry] });
+  const quotaRefusals = new Counter({ name: "gateway_quota_refusals_total", help: "Requests refused by an API key's quota, by quota", labelNames: ["quota"], registers: [registry] });
   new Gauge({
     name: "pipeline_tasks",
     help: "Tasks by state and type (from Postgres)",
@@ -38,6 +39,7 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
     registry,
     request: (method: string, route: string, status: number, seconds: number) => http.observe({ method, route, status: String(status) }, seconds),
     submitted: (type: string, result: "accepted" | "replayed" | "rejected") => submitted.inc({ type, result }),
+    quotaRefused: (quota: string) => quotaRefusals.inc({ quota }),
     authFailure: (result: "unknown_key" | "throttled") => authFailures.inc({ result }),
     response: () => metricsResponse(registry),
     /** How many times the task counts were read from Postgres (for the test of the cache). */

@@ -32,7 +32,7 @@ function send(c: Ctx, style: ReplyStyle, reply: ProtocolReply, status: 200 | 500
 export function facadeRoutes(deps: GatewayDeps, auth: Authenticator) {
   const app = new Hono<GatewayEnvVars>();
   const now = deps.now ?? (() => new Date());
-  const submitDeps = { store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now };
+  const submitDeps = { store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now, ...(deps.quotas ? { quotas: deps.quotas } : {}) };
   // Only the facade's paths get these limits: a middleware on "*" here would, mounted at "/", cover every route.
   const limit = (tooBig: string) =>
     bodyLimit({ maxSize: deps.config.MAX_BODY_BYTES, onError: (c) => send(c as Ctx, fallbackStyle(c as Ctx), code(tooBig)) });
@@ -84,7 +84,15 @@ export function facadeRoutes(deps: GatewayDeps, auth: Authenticator) {
         const accepted = await submitTask(submitDeps, clientId, sub.task, undefined);
         return ok(accepted.id);
       } catch (err) {
-        if (err instanceof SubmitError) return code(submitFailureCode(err.code));
+        if (err instanceof SubmitError) {
+          if (err.refusal) {
+            deps.metrics?.quotaRefused(err.refusal.kind);
+            if (err.refusal.retryAfter !== undefined) c.header("retry-after", String(err.refusal.retryAfter));
+            // The protocol's codes: no money left for today, or busy (clients retry).
+            return code(err.refusal.kind === "dailySpend" ? "ERROR_ZERO_BALANCE" : "ERROR_NO_SLOT_AVAILABLE");
+          }
+          return code(submitFailureCode(err.code));
+        }
         throw err;
       }
     }),

@@ -457,3 +457,148 @@ test("/metrics is not served on the clients' listener; the metrics app serves it
   // The clients' listener keeps its health checks (the load balancer's probe).
   expect((await clients.request("/readyz")).status).toBe(200);
 });
+
+describe("per API key quotas over HTTP, figures from Postgres (issue 14.6)", () => {
+  const K = { flight: "quota-inflight-key", spend: "quota-spend-key", rate: "quota-rate-key", lane: "quota-lane-key", free: "quota-free-key" };
+  let q: ReturnType<typeof createApp>;
+  beforeAll(async () => {
+    const { createQuotas, QuotasConfig } = await import("../domain/quotas.ts");
+    const { createUsageSource } = await import("../adapters/usage.ts");
+    const { clientIdOf } = await import("../domain/api-keys.ts");
+    const config = QuotasConfig.parse({
+      default: { maxRedrives: 1 },
+      keys: {
+        [clientIdOf(K.flight)]: { maxInFlight: 2 },
+        [clientIdOf(K.spend)]: { dailySpend: 0.003 },
+        [clientIdOf(K.rate)]: { submitsPerSecond: 1, burst: 1 },
+        [clientIdOf(K.lane)]: { highLane: false },
+      },
+    });
+    q = createApp({
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      store: createTaskStore(database.db),
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      watcher: createTaskWatcher(nc, REGION),
+      apiKeys: createApiKeys(Object.values(K)),
+      log: createLogger("gateway-test", { level: "silent" }),
+      quotas: createQuotas({ config, prices: { turnstile: 0.001 }, source: createUsageSource(database.db), refreshMs: 100 }),
+    });
+  });
+  const submit = (key: string, body: unknown = turnstile, headers: Record<string, string> = {}) =>
+    q.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const problem = async (res: Response) => (await res.json()) as { status: number; errors: Array<{ field: string }> };
+  const usage = async (key: string) => (await (await q.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as { clientId: string; inFlight: number; spendToday: number; limits: Record<string, unknown> };
+
+  test("tasks in flight: the third is 429 naming quota.maxInFlight with Retry-After, nothing stored; a finished task frees a place; an Idempotency-Key replay is still answered", async () => {
+    const first = (await (await submit(K.flight, turnstile, { "idempotency-key": "q-1" })).json()) as { id: string };
+    expect((await submit(K.flight)).status).toBe(202);
+    const before = await counts();
+    const third = await submit(K.flight);
+    expect(third.status).toBe(429);
+    expect(third.headers.get("retry-after")).toBe("1");
+    expect((await problem(third)).errors[0]!.field).toBe("quota.maxInFlight");
+    expect(await counts()).toEqual(before);
+    // The same request again (a client's retry) is its task, not a refusal.
+    const replay = await submit(K.flight, turnstile, { "idempotency-key": "q-1" });
+    expect(replay.status).toBe(202);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect((await usage(K.flight)).inFlight).toBe(2);
+    await database.sql`update tasks set state = 'completed', completed_at = now(), version = version + 1 where id = ${first.id}`;
+    await Bun.sleep(150);
+    expect((await submit(K.flight)).status).toBe(202);
+  });
+
+  test("daily spend: at 0.001 a task and 0.003 a day, the fourth task is 429 naming quota.dailySpend with Retry-After until 00:00 UTC; the facade answers ERROR_ZERO_BALANCE", async () => {
+    for (let i = 0; i < 3; i++) expect((await submit(K.spend)).status).toBe(202);
+    const res = await submit(K.spend);
+    expect(res.status).toBe(429);
+    const wait = Number(res.headers.get("retry-after"));
+    const midnight = Math.ceil((Math.ceil(Date.now() / 86_400_000) * 86_400_000 - Date.now()) / 1000);
+    expect(Math.abs(wait - midnight)).toBeLessThan(5);
+    expect((await problem(res)).errors[0]!.field).toBe("quota.dailySpend");
+    expect(await (await q.request(`/in.php?key=${K.spend}&method=turnstile&sitekey=0x4AAAAAAAC3DHQFLr1GavRN&pageurl=https://example.com/x`)).text()).toBe("ERROR_ZERO_BALANCE");
+    const u = await usage(K.spend);
+    expect(u.spendToday).toBe(0.003);
+    expect(u.limits).toMatchObject({ dailySpend: 0.003 });
+  });
+
+  test("submission rate: a second task within the second is 429 naming quota.submitsPerSecond; a key without limits is not affected", async () => {
+    expect((await submit(K.rate)).status).toBe(202);
+    const res = await submit(K.rate);
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect((await problem(res)).errors[0]!.field).toBe("quota.submitsPerSecond");
+    for (let i = 0; i < 3; i++) expect((await submit(K.free)).status).toBe(202);
+  });
+
+  test("the high lane is a right: 403 naming priority; normal is accepted", async () => {
+    const res = await submit(K.lane, { ...turnstile, priority: "high" });
+    expect(res.status).toBe(403);
+    expect((await problem(res)).errors[0]!.field).toBe("priority");
+    expect((await submit(K.lane, { ...turnstile, priority: "normal" })).status).toBe(202);
+  });
+
+  test("redrives per task: the second redrive of a task is 403 naming path.id, and nothing changes", async () => {
+    const { id } = (await (await submit(K.free)).json()) as { id: string };
+    const fail = () => database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id = ${id}`;
+    const retry = () => q.request(`/v1/tasks/${id}/retry`, { method: "POST", headers: { authorization: `Bearer ${K.free}` } });
+    await fail();
+    expect((await retry()).status).toBe(202);
+    await fail();
+    const [before] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+    const res = await retry();
+    expect(res.status).toBe(403);
+    expect((await problem(res)).errors[0]!.field).toBe("path.id");
+    const [after] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+    expect(after).toEqual(before!);
+  });
+
+  test("GET /v1/usage shows a key its own figures only (no-store); without a key 401", async () => {
+    const { clientIdOf } = await import("../domain/api-keys.ts");
+    const res = await q.request("/v1/usage", { headers: { authorization: `Bearer ${K.lane}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    const u = (await res.json()) as { clientId: string; inFlight: number; limits: Record<string, unknown> };
+    expect(u.clientId).toBe(clientIdOf(K.lane));
+    expect(u.inFlight).toBe(1);
+    expect(u.limits).toEqual({ maxRedrives: 1, highLane: false });
+    expect((await q.request("/v1/usage")).status).toBe(401);
+  });
+});
+
+test("two gateways share a key's in-flight and spend figures through Postgres (each reads at most every QUOTA_REFRESH_MS)", async () => {
+  const { createQuotas, QuotasConfig } = await import("../domain/quotas.ts");
+  const { createUsageSource } = await import("../adapters/usage.ts");
+  const key = "quota-two-gateways-key";
+  const gateway = () =>
+    createApp({
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      store: createTaskStore(database.db),
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      watcher: createTaskWatcher(nc, REGION),
+      apiKeys: createApiKeys([key]),
+      log: createLogger("gateway-test", { level: "silent" }),
+      quotas: createQuotas({ config: QuotasConfig.parse({ default: { maxInFlight: 3, dailySpend: 10 } }), prices: { turnstile: 2 }, source: createUsageSource(database.db), refreshMs: 200 }),
+    });
+  const [one, two] = [gateway(), gateway()];
+  const submit = (g: ReturnType<typeof createApp>) => g.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(turnstile) });
+  // The second gateway reads its figures first (nothing yet), then the first takes three tasks.
+  expect((await (await two.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as { inFlight: number }).toMatchObject({ inFlight: 0 });
+  for (let i = 0; i < 3; i++) expect((await submit(one)).status).toBe(202);
+  expect((await submit(one)).status).toBe(429);
+  await Bun.sleep(250);
+  const res = await submit(two);
+  expect(res.status).toBe(429);
+  expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("quota.maxInFlight");
+  const u = (await (await two.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as { inFlight: number; spendToday: number };
+  expect(u).toMatchObject({ inFlight: 3, spendToday: 6 });
+  // Finished tasks leave the count; the spend stays: 6 + 2 + 2 = 10, then the cap.
+  await database.sql`update tasks set state = 'completed', completed_at = now(), version = version + 1 where owner = ${(await import("../domain/api-keys.ts")).clientIdOf(key)}`;
+  await Bun.sleep(250);
+  expect((await submit(two)).status).toBe(202);
+  expect((await submit(one)).status).toBe(202);
+  await Bun.sleep(250);
+  const capped = await submit(two);
+  expect(capped.status).toBe(429);
+  expect(((await capped.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("quota.dailySpend");
+});

@@ -10,7 +10,7 @@ import { createAuthenticator } from "./auth.ts";
 import { healthRoutes } from "./health.ts";
 import { openApiDocument } from "./openapi.ts";
 import { ProblemError, problemResponse } from "./problem.ts";
-import { tasksRoutes } from "./tasks.ts";
+import { tasksRoutes, usageRoutes } from "./tasks.ts";
 import { webhookSecretRoutes } from "./webhook-secret.ts";
 
 /**
@@ -55,6 +55,7 @@ export function createApp(deps: GatewayDeps) {
   app.route("/", facadeRoutes(deps, auth)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
   app.route("/v1/tasks", tasksRoutes(deps, auth));
   app.route("/v1/webhook-secret", webhookSecretRoutes(deps, auth));
+  app.route("/v1/usage", usageRoutes(deps, auth));
   app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((err, c) => {
     if (err instanceof ProblemError) return problemResponse(c, err);

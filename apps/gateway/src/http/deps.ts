@@ -4,6 +4,7 @@ import type { TaskStore } from "../adapters/pg.ts";
 import type { ApiKeys } from "../domain/api-keys.ts";
 import type { GatewayConfig } from "../config.ts";
 import type { GatewayMetrics } from "../adapters/metrics.ts";
+import type { Quotas } from "../domain/quotas.ts";
 
 /** Everything the HTTP layer needs, built once in main.ts. */
 export interface GatewayDeps {
@@ -15,6 +16,8 @@ export interface GatewayDeps {
   apiKeys: ApiKeys;
   log: Logger;
   metrics?: GatewayMetrics;
+  /** Per API key quotas (issue 14.6); absent: none. */
+  quotas?: Quotas;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */
   fence?: { allows(): boolean };
   now?: () => Date;

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
 import type { Authenticator } from "./auth.ts";
+import { createQuotas, isRefusal, type QuotaRefusal } from "../domain/quotas.ts";
 import { validIdempotencyKey } from "../domain/task-id.ts";
 import { createWaitLimits } from "../domain/wait-limits.ts";
 import { SubmitError, submitTask } from "../usecases/submit-task.ts";
@@ -67,12 +68,13 @@ export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
     try {
-      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now }, clientId, parsed.data, idem);
+      const r = await submitTask({ store: deps.store, queue: deps.queue, log: deps.log, region: deps.config.REGION, regions: deps.config.regions, deadlineMs: deps.config.TASK_DEADLINE_MS, now, ...(deps.quotas ? { quotas: deps.quotas } : {}) }, clientId, parsed.data, idem);
       deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
       const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
       if (r.replayed) headers["idempotent-replayed"] = "true";
       return c.json({ id: r.id, status: r.status }, 202, headers);
     } catch (err) {
+      if (err instanceof SubmitError && err.refusal) deps.metrics?.quotaRefused(err.refusal.kind);
       throw submitProblem(err);
     }
   });
@@ -177,12 +179,23 @@ export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
     // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): nothing is left to solve.
     if (row.state === "failed" && row.params !== null && typeof row.params === "object" && Object.keys(row.params).length === 0)
       throw new ProblemError(409, "Task Params Erased", "the task's params were erased by retention (TASK_RETENTION_DAYS); submit the task again", [{ field: "path.id", message: "params erased by retention" }]);
+    if (row.state !== "failed") throw new ProblemError(409, "Task Not Failed", `the task is ${row.state}; only failed (dead-lettered) tasks can be retried`);
+    // Quotas: redrives per task, and the redrive counts in flight and costs a solve (issue 14.6).
+    const admitted = deps.quotas ? await deps.quotas.admitRedrive(clientId, { type: row.type, redrives: row.redrives }) : undefined;
+    if (admitted && isRefusal(admitted)) {
+      deps.metrics?.quotaRefused(admitted.kind);
+      throw quotaProblem(admitted);
+    }
     const redriven = await deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS);
-    if (!redriven) throw new ProblemError(409, "Task Not Failed", `the task is ${row.state}; only failed (dead-lettered) tasks can be retried`);
+    if (!redriven) {
+      admitted?.release();
+      throw new ProblemError(409, "Task Not Failed", `the task is ${row.state}; only failed (dead-lettered) tasks can be retried`);
+    }
     try {
       // A new message id: the first one may still be inside the duplicate window.
       await deps.queue.publishTask({ id: row.id, type: row.type as TaskType, priority: row.priority as Priority }, `${row.id}:redrive:${redriven.redrives}`);
     } catch {
+      admitted?.release();
       await deps.store.undoRedrive(redriven);
       throw new ProblemError(503, "Queue Unavailable", "the task was not requeued; retry", undefined, { "retry-after": "1" });
     }
@@ -205,5 +218,32 @@ function submitProblem(err: unknown): unknown {
       return new ProblemError(409, "Conflict", err.message);
     case "queue_unavailable":
       return new ProblemError(503, "Queue Unavailable", err.message, undefined, { "retry-after": "1" });
+    case "quota":
+      return err.refusal ? quotaProblem(err.refusal) : new ProblemError(429, "Quota Exceeded", err.message);
   }
+}
+
+const QUOTA_TITLES: Record<QuotaRefusal["kind"], string> = {
+  submitsPerSecond: "Submission Rate Limited",
+  maxInFlight: "Too Many Tasks In Flight",
+  dailySpend: "Daily Spend Limit Reached",
+  highLane: "High Lane Not Allowed",
+  maxRedrives: "Redrive Limit Reached",
+};
+
+/** A quota refusal as problem+json: 429 with Retry-After for a limit, 403 for a right; the quota named as the field. */
+function quotaProblem(r: QuotaRefusal): ProblemError {
+  return new ProblemError(r.status, QUOTA_TITLES[r.kind], r.message, [{ field: r.field, message: r.message }], r.retryAfter !== undefined ? { "retry-after": String(r.retryAfter) } : {});
+}
+
+/** `GET /v1/usage`: the calling key's own figures and limits, never another key's. */
+export function usageRoutes(deps: GatewayDeps, auth: Authenticator) {
+  const app = new Hono<GatewayEnvVars>();
+  const none = createQuotas({ source: { openByOwner: async () => new Map(), createdSince: async (_o, from) => ({ settledTo: from, rows: [] }) } });
+  app.get("/", async (c) => {
+    const clientId = auth.bearer(c);
+    c.header("cache-control", "no-store");
+    return c.json(await (deps.quotas ?? none).usage(clientId));
+  });
+  return app;
 }

@@ -5,14 +5,17 @@ import type { TaskStore } from "../adapters/pg.ts";
 import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
+import { isRefusal, type QuotaRefusal, type Quotas, type Reservation } from "../domain/quotas.ts";
 
 /** Why a submission was not accepted; `code` is what callers map to their own protocol. */
 export class SubmitError extends Error {
   override name = "SubmitError";
   constructor(
-    readonly code: "idempotency_mismatch" | "id_collision" | "queue_unavailable",
+    readonly code: "idempotency_mismatch" | "id_collision" | "queue_unavailable" | "quota",
     message: string,
     options?: { cause?: unknown },
+    /** With code "quota": which limit, and how to answer it. */
+    readonly refusal?: QuotaRefusal,
   ) {
     super(message, options);
   }
@@ -27,6 +30,8 @@ export interface SubmitDeps {
   regions?: readonly string[];
   /** Deadline of a new task, from acceptance. */
   deadlineMs: number;
+  /** Per API key quotas (issue 14.6); absent: none. */
+  quotas?: Pick<Quotas, "admitSubmit">;
   now?: () => Date;
 }
 
@@ -54,6 +59,26 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
       if (existing) return replay(deps, existing, clientId, hash);
     }
   }
+  // Quotas, checked for a new task only: a replay (same Idempotency-Key) is always answered.
+  let reservation: Reservation | undefined;
+  if (deps.quotas) {
+    const r = await deps.quotas.admitSubmit(clientId, req);
+    if (isRefusal(r)) {
+      const existing = idempotencyKey === undefined ? undefined : await deps.store.get(id);
+      if (existing) return replay(deps, existing, clientId, hash);
+      throw new SubmitError("quota", r.message, undefined, r);
+    }
+    reservation = r;
+  }
+  try {
+    return await insertAndPublish(deps, clientId, req, idempotencyKey, id, hash, () => reservation?.release());
+  } catch (err) {
+    reservation?.release();
+    throw err;
+  }
+}
+
+async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined, id: string, hash: string, notNew: () => void): Promise<Submitted> {
   const inserted = await deps.store.insertQueued({
     id,
     owner: clientId,
@@ -69,6 +94,7 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
   const message = { id, type: req.type, priority: req.priority };
   if (!inserted) {
     const existing = await deps.store.get(id);
+    notNew();
     if (!existing) throw new SubmitError("id_collision", "task id collision; retry");
     return replay(deps, existing, clientId, hash);
   }

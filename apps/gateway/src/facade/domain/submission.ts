@@ -172,6 +172,6 @@ export function parseSubmission(rawParams: Readonly<Record<string, string>>, fil
  * did not take it, nothing was left behind) and `id_collision` are ERROR_NO_SLOT_AVAILABLE, which
  * every client treats as "try again"; a reused Idempotency-Key cannot happen through in.php.
  */
-export function submitFailureCode(reason: "idempotency_mismatch" | "id_collision" | "queue_unavailable"): string {
+export function submitFailureCode(reason: "idempotency_mismatch" | "id_collision" | "queue_unavailable" | "quota"): string {
   return reason === "idempotency_mismatch" ? "ERROR_BAD_PARAMETERS" : "ERROR_NO_SLOT_AVAILABLE";
 }
