@@ -281,6 +281,16 @@ describe("res.php", () => {
     expect((await get("/res.php", { key: KEY, action: "get2", id })).body).toBe("CAPCHA_NOT_READY");
   });
 
+  test("get2 on another key's task is ERROR_WRONG_CAPTCHA_ID and never shows its token (issue 14)", async () => {
+    const id = await submit();
+    await setRow(id, { state: "completed", token: "NOT-YOURS-2", expiresInMs: 60_000 });
+    for (const json of ["0", "1"]) {
+      const r = await get("/res.php", { key: OTHER_KEY, action: "get2", id, json });
+      expect(r.body).not.toContain("NOT-YOURS-2");
+      expect(r.body).toBe(json === "1" ? '{"status":0,"request":"ERROR_WRONG_CAPTCHA_ID"}' : "ERROR_WRONG_CAPTCHA_ID");
+    }
+  });
+
   test("getbalance answers the documented constant, bare in plain", async () => {
     const plain = await get("/res.php", { key: KEY, action: "getbalance" });
     expect(plain.contentType).toBe(PLAIN);

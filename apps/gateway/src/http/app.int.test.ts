@@ -602,3 +602,70 @@ test("two gateways share a key's in-flight and spend figures through Postgres (e
   expect(capped.status).toBe(429);
   expect(((await capped.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("quota.dailySpend");
 });
+
+describe("another client's key, and request limits (issue 14, untested until now)", () => {
+  const as = (key: string, path: string, init: RequestInit = {}) => app.request(path, { ...init, headers: { authorization: `Bearer ${key}`, ...(init.headers as Record<string, string>) } });
+
+  test("DELETE, retry and the event stream of a task with another client's key are 404, and change nothing", async () => {
+    const { id } = (await (await post(turnstile)).json()) as { id: string };
+    await database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id = ${id}`;
+    const [before] = await database.sql<{ state: string; version: number; redrives: number }[]>`select state, version, redrives from tasks where id = ${id}`;
+    const del = await as("client-b-key", `/v1/tasks/${id}`, { method: "DELETE" });
+    const retry = await as("client-b-key", `/v1/tasks/${id}/retry`, { method: "POST" });
+    const sse = await as("client-b-key", `/v1/tasks/${id}/events`);
+    for (const r of [del, retry, sse]) {
+      expect(r.status).toBe(404);
+      expect(r.headers.get("content-type")).toContain("application/problem+json");
+    }
+    const [after] = await database.sql<{ state: string; version: number; redrives: number }[]>`select state, version, redrives from tasks where id = ${id}`;
+    expect(after).toEqual(before!);
+    // The owner still can.
+    expect((await as("client-a-key", `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(202);
+  });
+
+  test("an Idempotency-Key used by another client is another task: no replay of the first client's task, no 422 telling it exists", async () => {
+    const a = await post(turnstile, { "idempotency-key": "shared-order-7" });
+    const b = await post({ ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/b" } }, { "idempotency-key": "shared-order-7", authorization: "Bearer client-b-key" });
+    expect(a.status).toBe(202);
+    expect(b.status).toBe(202);
+    expect(b.headers.get("idempotent-replayed")).toBeNull();
+    const [ida, idb] = [((await a.json()) as { id: string }).id, ((await b.json()) as { id: string }).id];
+    expect(idb).not.toBe(ida);
+    const rows = await database.sql<{ id: string; owner: string }[]>`select id, owner from tasks where id in (${ida}, ${idb})`;
+    expect(new Set(rows.map((r) => r.owner)).size).toBe(2);
+  });
+
+  describe("over a real listener", () => {
+    let server: ReturnType<typeof Bun.serve>;
+    let base: string;
+    beforeAll(() => {
+      server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: app.fetch });
+      base = `http://127.0.0.1:${server.port}`;
+    });
+    afterAll(() => server.stop(true));
+
+    test("a chunked body (no Content-Length) beyond MAX_BODY_BYTES is 413 naming (body), and nothing is stored", async () => {
+      const before = await counts();
+      const chunk = new TextEncoder().encode(`{"type":"image","params":{"body":"${"A".repeat(8 * 1024)}`);
+      let sent = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull(ctl) {
+          if (sent >= 12) return ctl.close();
+          sent++;
+          ctl.enqueue(chunk);
+        },
+      });
+      const res = await fetch(`${base}/v1/tasks`, { method: "POST", headers: { authorization: "Bearer client-a-key", "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("(body)");
+      expect(await counts()).toEqual(before);
+    });
+
+    test("an oversized request header is refused before any route runs (431), and nothing is stored", async () => {
+      const before = await counts();
+      const res = await fetch(`${base}/v1/tasks`, { method: "POST", headers: { authorization: "Bearer client-a-key", "content-type": "application/json", "x-filler": "x".repeat(64 * 1024) }, body: JSON.stringify(turnstile) });
+      expect(res.status).toBe(431);
+      expect(await counts()).toEqual(before);
+    });
+  });
+});
