@@ -1,3 +1,4 @@
+import { z } from "zod";
 // What the console shows, read from the sources the CLI and the metrics use: the tasks table
 // (states, solve times, provider calls), the workers_<region> heartbeats (the `workers` command),
 // provider_slots (the fleet-wide thread plan), DLQ_<region> and failed rows, snapshots' manifests
@@ -36,7 +37,24 @@ export interface ConsoleState {
   regionsView: { lease: { holder: string; epoch: number; validForMs: number } | null | string; mirrors: Array<{ remote: string; lag?: number; activeMs?: number | null; error?: string }> } | null;
   /** The shard assignment of issue 15 (`rollout_<region>`): shards per solver version; null before the first solver wrote it. */
   rollouts: { shards: number; share: Record<string, number>; updatedAt: string; by: string; revision: number } | null | { error: string };
+  /** The rollout service's record (`rollout_control`, key `current`): null when there has been none. */
+  rollout?: RolloutView | null | { error: string };
 }
+
+/** What the console shows of a rollout record (apps/rollout/src/plan.ts), parsed for just that. */
+export const RolloutView = z
+  .object({
+    id: z.string(),
+    plan: z.object({ version: z.string(), stable: z.string(), regions: z.array(z.string()), steps: z.array(z.number()) }),
+    state: z.string(),
+    region: z.number().int(),
+    step: z.number().int(),
+    applied: z.boolean().optional(),
+    reason: z.string().optional(),
+    log: z.array(z.object({ at: z.string(), action: z.string(), why: z.string() }).passthrough()).optional(),
+  })
+  .transform((r) => ({ id: r.id, version: r.plan.version, stable: r.plan.stable, state: r.state, region: r.plan.regions[r.region] ?? "?", percent: r.plan.steps[r.step] ?? 0, applied: r.applied ?? true, reason: r.reason, last: r.log?.at(-1) }));
+export type RolloutView = z.infer<typeof RolloutView>;
 
 export interface DataDeps {
   region: string;
@@ -53,6 +71,8 @@ export interface DataDeps {
   regionsProbe: () => RegionsProbe | null;
   /** The region's rollout bucket, when it exists (never created from here). */
   rolloutKv?: () => Promise<KV | undefined>;
+  /** The rollout service's bucket (`rollout_control`), when it exists here. */
+  rolloutControlKv?: () => Promise<KV | undefined>;
 }
 
 /** The solver's hash reference of a key (apps/solver/src/domain/key-ref.ts). */
@@ -117,6 +137,16 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     // No bucket yet (no solver of this version line ran here): nothing to show, not an error.
     rollouts = /not found/i.test((err as Error).message) ? null : { error: (err as Error).message };
   }
+  let rollout: ConsoleState["rollout"] = null;
+  try {
+    const e = await (await d.rolloutControlKv?.())?.get("current");
+    if (e?.operation === "PUT") {
+      const r = RolloutView.safeParse(e.json());
+      rollout = r.success ? r.data : { error: `record does not parse: ${r.error.issues[0]?.path.join(".")}` };
+    }
+  } catch (err) {
+    rollout = { error: (err as Error).message };
+  }
   const snaps = listSnapshots(d.snapshotDir);
   const newest = snaps[0];
   const t = totals[0]!;
@@ -140,6 +170,7 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     },
     regionsView: regionsViewOf(d.regions, probe),
     rollouts,
+    rollout,
   };
 }
 

@@ -94,3 +94,14 @@ test("two regions: the lease holder and each mirror's lag; one region: none", ()
   expect(fig(html, "mirror.hel1.lag")).toBe("12");
   expect(regionsViewOf(["fsn1", "hel1"], { local: "fsn1", lease: new Error("down"), mirrors: [{ remote: "hel1", error: "not found" }], now: 0 })).toEqual({ lease: "down", mirrors: [{ remote: "hel1", error: "not found" }] });
 });
+
+test("the rollout service's record: state, step and the last decision, escaped; none before the first rollout", () => {
+  const html = renderLive(state({ rollout: { id: "v2-1", version: "v2", stable: "v1", state: "rolledBack", region: "fsn1", percent: 5, applied: true, reason: `gate failed in fsn1 at 5%: ${hostile}`, last: { at: "2026-12-04T05:00:00.000Z", action: "rollback", why: "task failure rate 45.5% vs stable 0.0%" } } }), { name: "v", role: "viewer" });
+  expect(fig(html, "rollout.state")).toBe("rolledBack");
+  expect(html).toContain("rollback: task failure rate 45.5% vs stable 0.0%");
+  expect(html).not.toContain("<script>alert(1)");
+  const running = renderLive(state({ rollout: { id: "v2-2", version: "v2", stable: "v1", state: "running", region: "hel1", percent: 25, applied: false, reason: undefined, last: undefined } }), { name: "v", role: "viewer" });
+  expect(fig(running, "rollout.percent")).toBe("25%");
+  expect(running).toContain("(moving shards)");
+  expect(renderLive(state(), { name: "v", role: "viewer" })).toContain("no rollout has run");
+});

@@ -48,6 +48,9 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
   // The rollout bucket is opened, never created, here (the first solver creates it).
   let rolloutKv: KV | undefined;
   const rollout = async () => (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
+  // The rollout service's record, when it runs in this region (apps/rollout/src/store.ts: `rollout_control`).
+  let controlKv: KV | undefined;
+  const rolloutControl = async () => (controlKv ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined));
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
 
@@ -97,6 +100,7 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
           assessment: () => lastAssess,
           regionsProbe: () => lastProbe,
           rolloutKv: rollout,
+          rolloutControlKv: rolloutControl,
         }),
       };
       cached.state.catch(() => (cached = undefined));
