@@ -1,7 +1,9 @@
 // `npm run drill -- <region-partition|region-loss|rollout-good|rollout-bad>`: the two-region drills at full length, each
-// self-contained (it starts its own two-region stack: two nats-servers joined by a leafnode link
-// through a cuttable relay, a witness, two databases, both regions' apps, the emulator, and
-// removes it). It prints the drill's one line. The short variants run in `npm test`.
+// self-contained (it starts its own two-region stack and removes it: as root, each region in its
+// own network namespace with its nats-server, Postgres and apps, a witness in a third, a bridge
+// between them with 30 ms relays on the inter-region links, the emulator; a partition sets a
+// region's link down: tests/support/two-regions-netns.ts). It prints the drill's one line. The
+// short variants run in `npm test`.
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 
