@@ -1,4 +1,4 @@
-// `npm test`: type-checks everything, starts a Postgres cluster of the tests' own (each test file
+// `npm test`: type-checks and lints everything (infra/lint.ts), starts a Postgres cluster of the tests' own (each test file
 // then creates its own database; each starts its own nats-server), runs `bun test` over the whole
 // repo, and ends with the line CI reads: `tests: N passed, N failed`.
 import { spawn, spawnSync } from "node:child_process";
@@ -14,6 +14,13 @@ if (!args.includes("--no-typecheck")) {
   const tc = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "typecheck.ts")], { stdio: "inherit", cwd: root });
   if (tc.status !== 0) {
     console.error("[test] type errors: no test was run");
+    summary(0, 1);
+    process.exit(1);
+  }
+  // The layering rules and the function-length ratchet (infra/lint.ts).
+  const lint = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "lint.ts")], { stdio: "inherit", cwd: root });
+  if (lint.status !== 0) {
+    console.error("[test] lint failed: no test was run");
     summary(0, 1);
     process.exit(1);
   }

@@ -1,0 +1,52 @@
+// `npm run lint` (and the first step of `npm test`, after the type check): Biome's lint with the
+// layering rules of biome.json (domain/ imports no adapter or I/O library; nothing outside tests/
+// imports tests/; no app imports another), then the function-length ratchet: no function in apps/
+// over 80 lines, except those listed in infra/lint/long-functions.allow (issue 12 shrinks it; limits carry a 15-line margin for work in flight; a new
+// one, or a listed one grown longer, fails).
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { longFunctions } from "./lint/long-functions.ts";
+
+const root = join(import.meta.dir, "..");
+const MAX = 80;
+let failed = false;
+
+const biome = spawnSync(join(root, "node_modules", ".bin", "biome"), ["lint", "--colors=off"], { cwd: root, encoding: "utf8" });
+if (biome.status !== 0) {
+  process.stderr.write(biome.stdout + biome.stderr);
+  console.error("[lint] biome lint failed (biome.json)");
+  failed = true;
+} else console.error(`[lint] biome: ${(biome.stdout + biome.stderr).trim().split("\n").at(-1)}`);
+
+function sources(dir: string, out: string[] = []): string[] {
+  for (const e of readdirSync(dir)) {
+    const p = join(dir, e);
+    if (e === "node_modules" || e === "dist") continue;
+    if (statSync(p).isDirectory()) sources(p, out);
+    else if (p.endsWith(".ts") && !p.endsWith(".test.ts") && !p.endsWith(".d.ts")) out.push(p);
+  }
+  return out;
+}
+// `file name lines` per line: the known long functions and the length they may not exceed.
+const allowed = new Map(
+  readFileSync(join(import.meta.dir, "lint", "long-functions.allow"), "utf8")
+    .split("\n")
+    .filter((l) => l.trim() && !l.startsWith("#"))
+    .map((l) => {
+      const [file, name, lines] = l.trim().split(/\s+/);
+      return [`${file} ${name}`, Number(lines)] as const;
+    }),
+);
+const found = sources(join(root, "apps")).flatMap((f) => longFunctions(relative(root, f), readFileSync(f, "utf8"), MAX));
+for (const f of found) {
+  const limit = allowed.get(`${f.file} ${f.name}`);
+  if (limit === undefined || f.lines > limit) {
+    console.error(`[lint] ${f.file}:${f.line} ${f.name} is ${f.lines} lines (at most ${limit ?? MAX}): split it (issue 12)`);
+    failed = true;
+  }
+}
+const fixed = [...allowed.keys()].filter((k) => !found.some((f) => `${f.file} ${f.name}` === k));
+if (fixed.length) console.error(`[lint] now at most ${MAX} lines, remove from infra/lint/long-functions.allow: ${fixed.join(", ")}`);
+console.error(`[lint] functions over ${MAX} lines in apps/: ${found.length} (${allowed.size} allowed for now)`);
+process.exit(failed ? 1 : 0);
