@@ -1,6 +1,7 @@
 // `rollout start <version> [--steps 5,25,50,100] [--regions fsn1,hel1] [--stable v1] [--bake 60s]
 // [--deadline 10m] [--gate minTasks=20,maxP95Ratio=1.5]`: parsed into a plan, or an error that
 // names the option at fault (start-args.test.ts).
+import { describeIssues } from "@pipeline/shared/schemas";
 import { z } from "zod";
 import { RolloutPlan } from "./plan.ts";
 
@@ -74,7 +75,7 @@ export function planOf(a: StartArgs, o: { stable: string; regions: string[] }): 
     ...(a.progressDeadlineMs !== undefined ? { progressDeadlineMs: a.progressDeadlineMs } : {}),
     gate: a.gate,
   });
-  if (!r.success) throw new Error(`start: ${r.error.issues.map((i) => `${i.path.join(".") || "(plan)"}: ${i.message}`).join("; ")}`);
+  if (!r.success) throw new Error(`start: ${describeIssues(r.error, "(plan)")}`);
   if (r.data.version === r.data.stable) throw new Error(`start: ${r.data.version} is already the stable version`);
   return r.data;
 }

@@ -4,6 +4,7 @@
 // record's own `log`, so `history` can show what the record was at each step.
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@pipeline/shared/nats";
+import { describeIssues } from "@pipeline/shared/schemas";
 import { Rollout } from "./plan.ts";
 
 export const CONTROL_BUCKET = "rollout_control";
@@ -32,7 +33,7 @@ export function createRolloutStore(kv: KV): RolloutStore {
       const e = await kv.get(CURRENT_KEY);
       if (!e || e.operation !== "PUT") return undefined;
       const r = Rollout.safeParse(e.json());
-      if (!r.success) throw new Error(`the stored rollout record (revision ${e.revision}) does not parse: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+      if (!r.success) throw new Error(`the stored rollout record (revision ${e.revision}) does not parse: ${describeIssues(r.error)}`);
       return { record: r.data, revision: e.revision };
     },
     async write(next, revision) {

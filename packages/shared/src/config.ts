@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { fieldErrors } from "./schemas/zod-issues.ts";
 import { parseRegions } from "./regions/home.ts";
 import { REGION_PATTERN } from "./subjects.ts";
 
@@ -20,8 +21,9 @@ export class ConfigError extends Error {
 export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
   const r = schema.safeParse(env);
   if (r.success) return r.data;
-  const fields = r.error.issues.map((i) => i.path.map(String).join(".") || "(env)");
-  const lines = r.error.issues.map((i) => `  ${i.path.map(String).join(".")}: ${i.message}`);
+  const errors = fieldErrors(r.error).map((f) => ({ ...f, field: f.field === "(root)" ? "(env)" : f.field }));
+  const fields = errors.map((f) => f.field);
+  const lines = errors.map((f) => `  ${f.field}: ${f.message}`);
   throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`, fields);
 }
 

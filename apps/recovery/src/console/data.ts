@@ -1,4 +1,3 @@
-import { z } from "zod";
 // What the console shows, read from the sources the CLI and the metrics use: the tasks table
 // (states, solve times, provider calls), the workers_<region> heartbeats (the `workers` command),
 // provider_slots (the fleet-wide thread plan), DLQ_<region> and failed rows, snapshots' manifests
@@ -10,7 +9,8 @@ import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
 import { liveWorkers, readAssignment, shareOf, type Heartbeat } from "@pipeline/shared/runtime";
 import { streams } from "@pipeline/shared/subjects";
-import { taskEventOf } from "@pipeline/shared/schemas";
+import { describeIssues, taskEventOf } from "@pipeline/shared/schemas";
+import { z } from "zod";
 import type { Assessment } from "../assess/assess.ts";
 import type { RegionsProbe } from "../assess/regions.ts";
 import { listSnapshots } from "../snapshot/manifest.ts";
@@ -142,7 +142,7 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     const e = await (await d.rolloutControlKv?.())?.get("current");
     if (e?.operation === "PUT") {
       const r = RolloutView.safeParse(e.json());
-      rollout = r.success ? r.data : { error: `record does not parse: ${r.error.issues[0]?.path.join(".")}` };
+      rollout = r.success ? r.data : { error: `record does not parse: ${describeIssues(r.error)}` };
     }
   } catch (err) {
     rollout = { error: (err as Error).message };

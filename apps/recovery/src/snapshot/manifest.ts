@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
+import { describeIssues } from "@pipeline/shared/schemas";
 import { z } from "zod";
 
 /** The manifest written beside each dump; its presence is what makes a snapshot exist. */
@@ -51,7 +52,7 @@ function readManifest(path: string): Snapshot {
     throw new SnapshotError(`${path}: not a readable manifest (${(err as Error).message})`);
   }
   const r = SnapshotManifest.safeParse(json);
-  if (!r.success) throw new SnapshotError(`${path}: invalid manifest: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!r.success) throw new SnapshotError(`${path}: invalid manifest: ${describeIssues(r.error)}`);
   return { manifest: r.data, manifestPath: path, dumpPath: join(dirname(path), r.data.dumpFile) };
 }
 

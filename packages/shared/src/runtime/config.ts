@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { describeIssues as describeZodIssues } from "../schemas/zod-issues.ts";
 
 /** A provider key is named, never written: the name is looked up in the services' key file. */
 export const KEY_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -27,7 +28,7 @@ export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
 
 /** "field: message; field: message" — names the fields, never echoes values. */
 export function describeIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.map(String).join(".") || "(document)"}: ${i.message}`).join("; ");
+  return describeZodIssues(error, "(document)");
 }
 
 /** Parses a stored revision (bytes from KV); garbage, bad JSON and bad fields are errors naming the field. */
