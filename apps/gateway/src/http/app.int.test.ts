@@ -191,6 +191,24 @@ describe("GET /v1/tasks/:id", () => {
     expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("query.wait");
   });
 
+  test("a view carrying a token is never cached (Cache-Control: no-store), nor is an error; a provider account code is shown as PROVIDER_ERROR (issue 14, low)", async () => {
+    const { id } = (await (await post(turnstile)).json()) as { id: string };
+    await database.sql`update tasks set state='completed', token='T-NS', token_expires_at=now()+interval '2 minutes', completed_at=now(), version=version+1 where id=${id}`;
+    const res = await app.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-a-key" } });
+    expect(((await res.json()) as { result: { token: string } }).result.token).toBe("T-NS");
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    expect((await app.request(`/v1/tasks/nope`, { headers: { authorization: "Bearer client-a-key" } })).headers.get("cache-control")).toBe("no-store");
+    const sse = await app.request(`/v1/tasks/${id}/events`, { headers: { authorization: "Bearer client-a-key" } });
+    expect(sse.headers.get("cache-control")).toContain("no-store");
+    await sse.text();
+    const failed = (await (await post(turnstile)).json()) as { id: string };
+    await database.sql`update tasks set state='failed', error_code='ERROR_ZERO_BALANCE', error_message='balance 0.00 USD on account 4711', completed_at=now(), version=version+1 where id=${failed.id}`;
+    const text = await (await app.request(`/v1/tasks/${failed.id}`, { headers: { authorization: "Bearer client-a-key" } })).text();
+    expect(text).not.toContain("ZERO_BALANCE");
+    expect(text).not.toContain("4711");
+    expect((JSON.parse(text) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
+  });
+
   test("an id that is not a uuid is 404", async () => {
     const res = await app.request(`/v1/tasks/nope`, { headers: { authorization: "Bearer client-a-key" } });
     expect(res.status).toBe(404);

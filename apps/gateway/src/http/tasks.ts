@@ -39,6 +39,8 @@ export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
   };
 
   app.use("*", async (c, next) => {
+    // Views carry tokens: no cache (a proxy's or the browser's) keeps one (issue 14, low).
+    c.header("cache-control", "no-store");
     c.set("clientId", auth.bearer(c));
     await next();
   });
@@ -115,7 +117,7 @@ export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
     const first = await ownTask(clientId, c.req.param("id"));
     const release = waitSlot(clientId, "path.id");
     const watch = deps.watcher.watch(first.id);
-    return streamSSE(c, async (stream) => {
+    const res = streamSSE(c, async (stream) => {
       const gone = new AbortController();
       stream.onAbort(() => gone.abort());
       const until = Date.now() + sseMaxMs;
@@ -145,6 +147,9 @@ export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
         release();
       }
     });
+    // streamSSE says no-cache; the events carry the token: no-store (issue 14, low).
+    res.headers.set("cache-control", "no-store");
+    return res;
   });
 
   /**
