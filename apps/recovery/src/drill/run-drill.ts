@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
 import { recordAudit } from "../runtime/audit.ts";
-import { faultFor, type FaultDeps } from "./faults.ts";
+import { faultFor, type FaultDeps } from "./faults/index.ts";
 import { startDrillLoad } from "./load.ts";
 import { ratePerSec, recoveryMs, rpoOf, type RpoFigures } from "./measure.ts";
 import { CATCH_UP_TARGET_MS, RTO_TARGET_MS, type Scenario } from "./scenarios.ts";
