@@ -7,7 +7,7 @@ import type { KV } from "@nats-io/kv";
 import { LeaseView, maySubmit } from "@pipeline/shared/regions";
 import { streams } from "@pipeline/shared/subjects";
 import { replicaConsumer } from "../regions/replicator.ts";
-import type { Check } from "./assess.ts";
+import type { Check } from "./model.ts";
 
 export interface RegionsProbe {
   local: string;

@@ -1,7 +1,7 @@
 import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
-import { DatabaseUrl } from "./config.ts";
-import { SCENARIOS } from "./drill/scenarios.ts";
+import { DatabaseUrl } from "../config.ts";
+import { SCENARIOS } from "../drill/scenarios.ts";
 
 const Flag = z.literal(true).optional();
 /** Who runs a change (audited) and why. */
@@ -62,6 +62,8 @@ export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("help"), args: z.array(z.string()) }).strict(),
 ]);
 export type Command = z.infer<typeof Command>;
+/** The variant of one command (`CommandOf<"restore">`). */
+export type CommandOf<K extends Command["command"]> = Extract<Command, { command: K }>;
 
 export const USAGE = `usage: bun run recovery <command> [options]
 

@@ -1,0 +1,33 @@
+// `recovery restore`: a snapshot (local, or its off-host copy with --from) into an empty database,
+// then the replay of EVENTS after it (this region's, or another region's mirror with --events-from).
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@pipeline/shared/nats";
+import { resolveSnapshot } from "../../snapshot/manifest.ts";
+import { fetchOffHost, offHostBucket } from "../../snapshot/offhost.ts";
+import { restoreSnapshot } from "../../snapshot/restore.ts";
+import type { CommandOf } from "../args.ts";
+import { natsWithin, print, type CliEnv } from "../env.ts";
+
+type Restore = CommandOf<"restore">;
+
+/** Where the replay reads EVENTS: none with --no-replay, else this region's or the mirror in --events-from. */
+async function replaySource(cmd: Restore, nc: NatsConnection | undefined) {
+  if (!nc || cmd["no-replay"]) return {};
+  const domain = cmd["events-from"];
+  return { nats: domain ? { js: jetstream(nc, { domain }), jsm: await jetstreamManager(nc, { domain }), mirror: true } : { js: jetstream(nc), jsm: await jetstreamManager(nc) } };
+}
+
+export async function restoreCommand(cmd: Restore, env: CliEnv): Promise<number> {
+  const { config } = env;
+  const nc = cmd["no-replay"] && !cmd.from ? undefined : await natsWithin(env, 5000);
+  try {
+    // --from: the off-host copy, fetched into SNAPSHOT_DIR and checked against its manifest.
+    const snapshot = cmd.from ? await fetchOffHost({ nc: nc!, domain: cmd.from, bucket: offHostBucket(config.REGION) }, cmd.args[0], config.SNAPSHOT_DIR) : resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
+    const r = await restoreSnapshot({ snapshot, intoUrl: cmd.into, ...(await replaySource(cmd, nc)), ...(cmd["allow-gap"] ? { allowGap: true } : {}) });
+    const replay = r.replay ? `replayed ${r.replay.events} events (seq ${r.replay.fromSeq}..${r.replay.toSeq}): ${Object.entries(r.replay.counts).map(([k, v]) => `${k}=${v}`).join(" ")}` : "no replay (--no-replay)";
+    print(cmd.json, r, `restored ${r.snapshot} into ${r.into} in ${r.restoreMs} ms; ${replay}; ${r.totalMs} ms in all\ntasks: ${Object.entries(r.tasks).map(([k, v]) => `${k}=${v}`).join(" ")}\nnext: point the apps at it (DATABASE_URL, or rename the database), then recover-stale`);
+    return 0;
+  } finally {
+    await nc?.close();
+  }
+}
