@@ -15,7 +15,7 @@ import { createSolverStore } from "./adapters/pg.ts";
 import { createBulkPoller } from "./adapters/bulk-poller.ts";
 import { createProviderClient } from "./adapters/provider.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
-import { ensureVersionConsumers, openConfigBucket, openRegionBucket, openRolloutBucket, openWorkersBucket, reapDeadWorkers, watchFence } from "@pipeline/shared/runtime";
+import { ensureVersionConsumers, HEARTBEAT_EVERY_MS, openConfigBucket, openRegionBucket, openRolloutBucket, openWorkersBucket, reapDeadWorkers, watchFence } from "@pipeline/shared/runtime";
 
 import { startHeartbeat } from "./adapters/heartbeat.ts";
 import { createSleeper } from "./worker/sleeps.ts";
@@ -232,14 +232,25 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     log,
   );
   // Peers' silence: a solver killed -9 has its leases and provider slots released within
-  // DEAD_AFTER_MS plus one round, instead of its LEASE_MS/ACK_WAIT_MS (runtime/reaper.ts).
+  // DEAD_AFTER_MS plus one round, instead of its LEASE_MS/ACK_WAIT_MS; sooner (one missed beat
+  // plus one round) when its Postgres sessions are gone too (runtime/reaper.ts).
   let reaping = false;
   const reaper =
     config.DEAD_AFTER_MS > 0
       ? setInterval(() => {
           if (reaping) return;
           reaping = true;
-          reapDeadWorkers({ sql: database.db.$client, js, workers: workersKv, region: config.REGION, deadAfterMs: config.DEAD_AFTER_MS, self: workerId })
+          reapDeadWorkers({
+            sql: database.db.$client,
+            js,
+            workers: workersKv,
+            region: config.REGION,
+            deadAfterMs: config.DEAD_AFTER_MS,
+            self: workerId,
+            // Killed -9: its sessions (named as the pools above) are gone, so it is dead after one missed beat.
+            sessionName: (id) => `solver-${id}`,
+            sessionsGoneAfterMs: Math.min(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS + 1000),
+          })
             .then((r) => r.dead.length && log.warn(r, "dead solvers: their task leases and provider slots released, their tasks queued again"))
             .catch((err: Error) => log.warn({ err: err.message }, "dead-worker check failed"))
             .finally(() => (reaping = false));

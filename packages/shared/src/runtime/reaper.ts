@@ -6,6 +6,14 @@
 // (no single place to fail) and the statements make it safe to run concurrently: a lease is
 // ended, and a task re-queued, by one reaper only.
 //
+// Faster for a killed process (issue 13, kill storms): its kernel closes its sockets at once, so
+// its Postgres sessions end within milliseconds. A worker whose heartbeat is late (past
+// `sessionsGoneAfterMs`, one missed beat) and that has no Postgres session left under its name is
+// dead as well, without waiting for DEAD_AFTER_MS: the slots its tasks hold come back in a few
+// seconds instead of staying held, idle, while the provider has long finished those tasks. Its
+// heartbeat must be late too, so a live solver whose connections were only cut (a Postgres
+// restart) and that still beats is never declared dead this way.
+//
 // A worker that was only paused (SIGSTOP, a long GC, a stalled VM) and comes back finds its
 // leases gone: its writes are guarded by lease owner, so it submits and completes nothing more
 // of those tasks; an in.php call it had started is waited for by the taker-over (submit marker).
@@ -26,6 +34,13 @@ export interface ReaperDeps {
   deadAfterMs: number;
   /** The reaper's own worker id: never declared dead by itself. */
   self?: string;
+  /**
+   * The application_name prefix of a worker's Postgres sessions (the solver names its pools
+   * `solver-<id>` and `solver-<id>-checkpoint`). With `sessionsGoneAfterMs`, a worker whose
+   * heartbeat is that late and which has no session left is dead at once.
+   */
+  sessionName?: (workerId: string) => string;
+  sessionsGoneAfterMs?: number;
   publishDeadlineMs?: number;
 }
 
@@ -38,6 +53,23 @@ export interface Reaped {
 export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<Reaped> {
   const { workers } = await liveWorkers(d.workers, now, d.deadAfterMs);
   const alive = new Set(workers.map((w) => w.workerId));
+  /** Dead by their closed sessions: their tasks are reaped without the quiet period below. */
+  const gone = new Set<string>();
+  if (d.sessionName && d.sessionsGoneAfterMs !== undefined) {
+    const late = workers.filter((w) => now - Date.parse(w.at) > d.sessionsGoneAfterMs! && w.workerId !== d.self);
+    if (late.length) {
+      const rows = await d.sql<{ name: string | null }[]>`select distinct application_name as name from pg_stat_activity where datname = current_database()`;
+      const names = rows.map((r) => r.name ?? "");
+      for (const w of late) {
+        // Postgres keeps the first 63 bytes of an application_name.
+        const name = d.sessionName(w.workerId);
+        const exact = name.slice(0, 63);
+        const prefix = `${name}-`.slice(0, 63);
+        if (!names.some((x) => x === exact || x.startsWith(prefix))) gone.add(w.workerId);
+      }
+    }
+    for (const w of gone) alive.delete(w);
+  }
   if (d.self) alive.add(d.self);
   const holders = await d.sql<{ owner: string }[]>`
     select distinct lease_owner as owner from tasks where state = 'solving' and region = ${d.region} and lease_until > now() and lease_owner is not null
@@ -48,9 +80,14 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
   const dead = holders.map((h) => h.owner).filter((o) => !alive.has(o));
   if (dead.length === 0) return { dead: [], tasks: 0, slots: 0 };
   const quiet = `${d.deadAfterMs} milliseconds`;
+  // A worker found dead by its silence may be one that has just started (its first heartbeat not
+  // written yet): only what it has not touched for the quiet period is taken. One whose sessions
+  // are gone had a heartbeat and is gone: everything it held is taken.
+  const goneNow = dead.filter((o) => gone.has(o));
   const tasks = await d.sql<{ id: string; priority: string; type: string; version: number }[]>`
     update tasks set lease_until = now()
-    where state = 'solving' and region = ${d.region} and lease_owner = any(${dead}::text[]) and lease_until > now() and updated_at < now() - ${quiet}::interval
+    where state = 'solving' and region = ${d.region} and lease_owner = any(${dead}::text[]) and lease_until > now()
+      and (updated_at < now() - ${quiet}::interval or lease_owner = any(${goneNow}::text[]))
     returning id, priority, type, version`;
   const slots = await d.sql`
     update provider_slots set lease_until = now()
