@@ -101,6 +101,9 @@ test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves n
     expect(view.status).toBe("completed");
     expect(view.result!.token.length).toBeGreaterThan(10);
     expect(dev.output()).toContain("API key: dev-key");
+    // The dev gateway's /metrics is on its metrics listener, not on the clients' port (issue 14.7).
+    expect((await fetch(`http://127.0.0.1:${ports.gatewayMetrics}/metrics`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${ports.gateway}/metrics`)).status).toBe(404);
     expect(dev.output()).toMatch(/NATS 2\.(1[4-9]|[2-9]\d)\.\d+ \(JetStream, authentication on\)/);
     // No password in what the dev stack prints or leaves in its settings file.
     const creds = JSON.parse(readFileSync(join(dataDir, "nats", "credentials.json"), "utf8")) as Record<string, { password: string }>;
