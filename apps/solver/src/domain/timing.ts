@@ -1,6 +1,6 @@
 import type { TaskType } from "@pipeline/shared/schemas";
 
-/** First poll after a submit, per type (PROVIDER-PROTOCOL.md "Timing and limits"). */
+/** First poll after a submit, per type (docs/provider-protocol.md, "Timing and limits"). */
 export const DEFAULT_FIRST_POLL_MS: Record<TaskType, number> = {
   image: 5000,
   recaptcha_v3: 12_000,

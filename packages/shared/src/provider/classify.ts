@@ -1,4 +1,4 @@
-/** How to react to a provider error code (PROVIDER-PROTOCOL.md, "Error classes"). */
+/** How to react to a provider error code (docs/provider-protocol.md, "Error classes"). */
 export type ErrorClass = "retry" | "resubmit" | "task_fails" | "key_stops";
 
 /** Which provider we speak to: `ERROR_ZERO_BALANCE` means "no funds" at 2Captcha, "no free threads" at CaptchaAI. */

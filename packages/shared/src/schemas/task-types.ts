@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { CALLBACK_URL_MAX_LENGTH, checkCallbackUrl, STRICT_CALLBACK_POLICY, type CallbackPolicy } from "../net/callback-url.ts";
 
-/** Default cap on a decoded image, in bytes (PROVIDER-PROTOCOL: sources disagree, 100 kB is the safe default). */
+/** Default cap on a decoded image, in bytes (docs/provider-protocol.md: sources disagree, 100 kB is the safe default). */
 export const DEFAULT_IMAGE_MAX_BYTES = 100 * 1024;
 
 const Url = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2048);
