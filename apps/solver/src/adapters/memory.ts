@@ -1,31 +1,23 @@
 /**
  * Collects garbage when the process has grown, instead of when JavaScriptCore gets round to it.
  *
- * With thousands of tasks in flight, bursts (thousands of claims, submits or completions within
- * seconds) allocate far faster than JSC's full collections run: measured at 5,000 in flight, the
- * JS heap held 40 MB of live objects but grew to 160 MB of capacity with garbage, and mimalloc
- * (the native side: sockets, fetch and query buffers) kept what the bursts had used, so the
- * peak RSS was about twice what a collection every 2 s gave. `Bun.gc(true)` runs a full JSC
- * collection and returns mimalloc's free pages to the OS.
+ * Why: with thousands of tasks in flight, bursts of claims, submits and completions allocate far
+ * faster than JSC's full collections run (measured at 5,000 in flight: 40 MB of live objects in a
+ * 160 MB heap), and mimalloc keeps the native pages the bursts used, so the peak RSS was about
+ * twice what regular collections give. `Bun.gc(true)` runs a full collection and returns
+ * mimalloc's free pages to the OS.
  *
- * A collection runs when the resident set has grown by `growthBytes` since the last one (checked
- * every `checkMs`), so an idle or steady process pays nothing, and a burst costs one full
- * collection (tens of ms at 10,000 tasks in flight) per `growthBytes` it allocates. Measured with
- * `bun bench/run.ts in-flight` (5,000 tasks): peak RSS 246 MB without it, 197 MB at 16 MB,
- * 177 MB at 8 MB, 167 MB at 4 MB (the default); end-to-end throughput did not move (4 vs 16 MB,
- * two runs each), though under that steady churn the collections are ~11% of the solver's CPU
- * samples (`GC_GROWTH_MB=0` turns it off where throughput matters more than the peak). Capping
- * their CPU share (5% below the highest level a collection started at, 50% above it) was tried:
- * 7.9% of the samples, and a 257 MB peak at 10,000 in flight instead of 207. What works is a
- * soft limit: below it (a solver at full throughput stays near 110-125 MB) the GC_GROWTH_MB
- * threshold, above it 1 MB. Measured at 10,000 in flight (with the waiting room): 155-159 MB
- * peak without the limit, 150-151 MB with 2 MB above it, 146-147 MB with 1 MB. Then, with
- * checks every 25 ms, a 4 MB threshold below the limit cost ~15% of the end-to-end throughput
- * (701-702 tasks/s against 787-845 with no governor); 16 MB costs ~5% (764-803) and the
- * in-flight peak is 137-140 MB instead of 134-135: 16 is the default. Above the limit the
- * collections may take at most GC_MAX_CPU_PERCENT (50) of the time, so a process that stays
- * above it under steady load does not spend its CPU collecting after every megabyte: at 25% the
- * 10,000-task peak was 150-156 MB, at 50% 139-140 MB (as without a cap).
+ * What it does (checked every `checkMs`, 25 ms by default):
+ * - below the soft limit (`GC_SOFT_LIMIT_MB`, 128): a collection once the resident set has grown
+ *   by `GC_GROWTH_MB` (16) since the last one, so an idle or steady process pays nothing;
+ * - above it: a collection every `GC_GROWTH_ABOVE_LIMIT_MB` (1) of growth, but collections may
+ *   take at most `GC_MAX_CPU_PERCENT` (50) of the time, so a process that stays above the limit
+ *   under heavy churn does not spend all its CPU collecting.
+ *
+ * Measured (`bun bench/run.ts in-flight`, 10,000 tasks in flight with the waiting room): peak RSS
+ * 137-140 MB with these defaults; 155-159 MB with no soft limit; a 4 MB growth threshold instead of
+ * 16 cost ~15% of end-to-end throughput for a few MB less; a 25% CPU cap above the limit let the
+ * peak reach 150-156 MB. `GC_GROWTH_MB=0` turns the governor off.
  */
 export interface MemoryGovernor {
   stop(): void;
