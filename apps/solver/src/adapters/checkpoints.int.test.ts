@@ -16,7 +16,7 @@ afterAll(async () => {
   await tdb.drop();
 });
 
-const row = (id: string, extra: Partial<typeof tasks.$inferInsert>) => ({
+const row = (id: string, extra: Partial<typeof tasks.$inferInsert>): typeof tasks.$inferInsert => ({
   id,
   owner: "o",
   requestHash: "h",

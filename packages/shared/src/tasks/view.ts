@@ -1,6 +1,5 @@
 import type { TaskRow } from "../db/schema/tasks.ts";
-import type { TaskState, TaskView } from "../schemas/task.ts";
-import type { Priority, TaskType } from "../schemas/task-types.ts";
+import type { TaskView } from "../schemas/task.ts";
 
 /**
  * What a client sees of a row at `now`: a completed task whose token has expired is `expired`
@@ -10,14 +9,14 @@ import type { Priority, TaskType } from "../schemas/task-types.ts";
  * region's replica). The client solves the task again, as for an expired token.
  */
 export function toTaskView(row: TaskRow, now: Date): TaskView {
-  const state = row.state as TaskState;
+  const state = row.state;
   const pastExpiry = state === "completed" && row.tokenExpiresAt !== null && row.tokenExpiresAt.getTime() <= now.getTime();
   const unavailable = state === "completed" && !pastExpiry && row.token === null;
   const expired = pastExpiry || unavailable;
   const view: TaskView = {
     id: row.id,
-    type: row.type as TaskType,
-    priority: row.priority as Priority,
+    type: row.type,
+    priority: row.priority,
     status: expired ? "expired" : state,
     attempts: row.attempts,
     createdAt: row.createdAt.toISOString(),

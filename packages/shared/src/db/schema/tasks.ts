@@ -1,5 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import type { TaskState } from "../../schemas/task.ts";
+import type { Priority, TaskType } from "../../schemas/task-types.ts";
 
 /**
  * One row per accepted task: the projection of EVENTS that answers queries and guards every
@@ -13,10 +15,10 @@ export const tasks = pgTable(
     idempotencyKey: text("idempotency_key"),
     requestHash: text("request_hash").notNull(),
     region: text("region").notNull(),
-    type: text("type").notNull(),
-    priority: text("priority").notNull(),
+    type: text("type").$type<TaskType>().notNull(),
+    priority: text("priority").$type<Priority>().notNull(),
     params: jsonb("params").notNull(),
-    state: text("state").notNull(),
+    state: text("state").$type<TaskState>().notNull(),
     version: integer("version").notNull().default(0),
     attempts: integer("attempts").notNull().default(0),
     providerId: text("provider_id"),
