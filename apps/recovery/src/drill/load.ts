@@ -25,6 +25,47 @@ export interface Tracked {
   finishedAt?: number;
 }
 
+type Headers = Record<string, string>;
+
+/** Long-polls the task until it is finished (or `active()` turns false); errors are asked again. */
+async function followTask(base: string, headers: Headers, t: Tracked, active: () => boolean): Promise<void> {
+  while (active() && !TERMINAL.has(t.status)) {
+    try {
+      const res = await fetch(`${base}/v1/tasks/${t.id}?wait=10`, { headers, signal: AbortSignal.timeout(15_000) });
+      if (res.status === 404) t.status = "missing";
+      else if (res.ok) {
+        const v = View.safeParse(await res.json());
+        if (v.success) {
+          t.status = v.data.status;
+          if (v.data.error?.code) t.code = v.data.error.code;
+        }
+      } else await res.body?.cancel();
+    } catch {
+      /* the gateway is down or slow: ask again */
+    }
+    if (TERMINAL.has(t.status)) t.finishedAt = Date.now();
+    else await Bun.sleep(t.status === "missing" ? 1000 : 200);
+  }
+}
+
+/** Submits the `i`th task of the run; the tracked task when the gateway acknowledged it (202), else undefined. */
+async function submitTask(base: string, headers: Headers, runId: string, i: number): Promise<Tracked | undefined> {
+  try {
+    const res = await fetch(`${base}/v1/tasks`, {
+      method: "POST",
+      headers: { ...headers, "idempotency-key": `drill-${runId}-${i}` },
+      body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://drill.example/${runId}/${i}` } }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    const body = await res.json().catch(() => undefined);
+    const a = Accepted.safeParse(body);
+    if (res.status !== 202 || !a.success) return undefined;
+    return { id: a.data.id, acceptedAt: Date.now(), status: "queued" };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A steady open-loop load through the public API, as a client sees it: POST /v1/tasks at a fixed
  * rate, then a long-poll GET per acknowledged task until it is finished. Refusals (not 202) are
@@ -42,48 +83,16 @@ export function startDrillLoad(o: DrillLoadOptions) {
   let submitting = true;
   let following = true;
 
-  async function follow(t: Tracked): Promise<void> {
-    while (following && !TERMINAL.has(t.status)) {
-      try {
-        const res = await fetch(`${base}/v1/tasks/${t.id}?wait=10`, { headers, signal: AbortSignal.timeout(15_000) });
-        if (res.status === 404) t.status = "missing";
-        else if (res.ok) {
-          const v = View.safeParse(await res.json());
-          if (v.success) {
-            t.status = v.data.status;
-            if (v.data.error?.code) t.code = v.data.error.code;
-          }
-        } else await res.body?.cancel();
-      } catch {
-        /* the gateway is down or slow: ask again */
-      }
-      if (TERMINAL.has(t.status)) t.finishedAt = Date.now();
-      else await Bun.sleep(t.status === "missing" ? 1000 : 200);
-    }
-  }
-
-  async function submitOne(i: number): Promise<void> {
-    try {
-      const res = await fetch(`${base}/v1/tasks`, {
-        method: "POST",
-        headers: { ...headers, "idempotency-key": `drill-${o.runId}-${i}` },
-        body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://drill.example/${o.runId}/${i}` } }),
-        signal: AbortSignal.timeout(20_000),
-      });
-      const body = await res.json().catch(() => undefined);
-      const a = Accepted.safeParse(body);
-      if (res.status !== 202 || !a.success) {
-        refused++;
-        return;
-      }
-      const t: Tracked = { id: a.data.id, acceptedAt: Date.now(), status: "queued" };
-      tasks.set(t.id, t);
-      const p = follow(t).finally(() => followers.delete(p));
-      followers.add(p);
-    } catch {
-      refused++;
-    }
-  }
+  const track = (t: Tracked) => {
+    tasks.set(t.id, t);
+    const p = followTask(base, headers, t, () => following).finally(() => followers.delete(p));
+    followers.add(p);
+  };
+  const submitOne = (i: number) =>
+    submitTask(base, headers, o.runId, i).then((t) => {
+      if (t) track(t);
+      else refused++;
+    });
 
   const loop = (async () => {
     const every = 1000 / o.rate;

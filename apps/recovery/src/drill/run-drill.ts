@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
 import { recordAudit } from "../runtime/audit.ts";
 import { faultFor, type FaultDeps } from "./faults/index.ts";
-import { startDrillLoad } from "./load.ts";
+import { startDrillLoad, type DrillLoad, type Tracked } from "./load.ts";
 import { ratePerSec, recoveryMs, rpoOf, type RpoFigures } from "./measure.ts";
 import { CATCH_UP_TARGET_MS, RTO_TARGET_MS, type Scenario } from "./scenarios.ts";
 
@@ -49,6 +49,71 @@ export interface DrillReport {
   passed: boolean;
 }
 
+/** The baseline: `ms` of load, with a progress bar on a terminal (quiet when piped). */
+async function baseline(scenario: Scenario, ms: number, loadStart: number): Promise<void> {
+  const bar = progressBar(`drill ${scenario}: baseline`, Math.round(ms / 1000), { unit: "s" });
+  const tick = setInterval(() => bar.update(Math.min(Math.round((Date.now() - loadStart) / 1000), Math.round(ms / 1000))), 250);
+  await Bun.sleep(ms);
+  clearInterval(tick);
+  bar.update(Math.round(ms / 1000));
+  bar.done();
+}
+
+/**
+ * Waits until completions are back at the normal rate for `stableMs` (and at least `stableMs`
+ * after the remedy), or gives up at `giveUp`; shows the completions on a terminal.
+ */
+async function awaitNormalRate(o: { scenario: Scenario; load: DrillLoad; faultAt: number; remedyMs: number; baselinePerSec: number; stableMs: number; giveUp: number; step: (what: string) => void }): Promise<void> {
+  const bar = progressBar(`drill ${o.scenario}: waiting for the normal rate, tasks completed`, undefined, { unit: "tasks" });
+  for (;;) {
+    const now = Date.now();
+    bar.update(o.load.completions().length);
+    const r = recoveryMs(o.load.completions(), { faultAt: o.faultAt, endAt: now, baselinePerSec: o.baselinePerSec });
+    if (r !== null && now - o.faultAt - r >= o.stableMs && now - o.faultAt >= o.remedyMs + o.stableMs) break;
+    if (now > o.giveUp) {
+      o.step("gave up waiting for the normal rate");
+      break;
+    }
+    await Bun.sleep(250);
+  }
+  bar.done();
+}
+
+/** What became of every acknowledged task (RPO counts the lost and the failed). */
+function rpoFigures(all: Tracked[], refused: number): RpoFigures {
+  return {
+    acknowledged: all.length,
+    completed: all.filter((t) => t.status === "completed").length,
+    lost: all.filter((t) => t.status === "missing").length,
+    failed: all.filter((t) => ["failed", "cancelled", "expired"].includes(t.status) && !tokenLost(t)).length,
+    tokensLost: all.filter(tokenLost).length,
+    unfinished: all.filter((t) => !["completed", "failed", "cancelled", "expired", "missing"].includes(t.status)).length,
+    refused,
+  };
+}
+
+/** The report of a run: RPO, RTO and catch-up against the scenario's targets. */
+function drillReport(o: DrillOptions, run: Pick<DrillReport, "runId" | "faultAt" | "figures" | "rtoMs" | "remedyMs" | "catchUpMs" | "steps" | "detail"> & { baselinePerSec: number }): DrillReport {
+  const rpo = rpoOf(run.figures);
+  return {
+    scenario: o.scenario,
+    runId: run.runId,
+    rate: o.rate,
+    faultAt: run.faultAt,
+    baselinePerSec: Math.round(run.baselinePerSec * 10) / 10,
+    rpo,
+    figures: run.figures,
+    rtoMs: run.rtoMs,
+    rtoTargetMs: RTO_TARGET_MS[o.scenario],
+    remedyMs: run.remedyMs,
+    catchUpMs: run.catchUpMs,
+    catchUpTargetMs: CATCH_UP_TARGET_MS[o.scenario],
+    steps: run.steps,
+    detail: run.detail,
+    passed: rpo === 0 && run.rtoMs !== null && run.rtoMs <= RTO_TARGET_MS[o.scenario] && run.catchUpMs !== null && run.catchUpMs <= CATCH_UP_TARGET_MS[o.scenario],
+  };
+}
+
 /**
  * Runs one scenario against a running stack: a steady load through the gateway, the baseline
  * rate, the fault and its remedy (the runbook's commands), the load until the rate is back
@@ -70,13 +135,7 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
   const load = startDrillLoad({ gatewayUrl: o.gatewayUrl, apiKey: o.apiKey, rate: o.rate, runId });
   const loadStart = Date.now();
   say(`drill ${o.scenario}: steady load of ${o.rate}/s, baseline ${o.baselineMs} ms`);
-  // On a terminal (quiet when piped): the baseline's seconds, then the completions while waiting for the normal rate.
-  const baselineBar = progressBar(`drill ${o.scenario}: baseline`, Math.round(o.baselineMs / 1000), { unit: "s" });
-  const baselineTick = setInterval(() => baselineBar.update(Math.min(Math.round((Date.now() - loadStart) / 1000), Math.round(o.baselineMs / 1000))), 250);
-  await Bun.sleep(o.baselineMs);
-  clearInterval(baselineTick);
-  baselineBar.update(Math.round(o.baselineMs / 1000));
-  baselineBar.done();
+  await baseline(o.scenario, o.baselineMs, loadStart);
   faultAt = Date.now();
   const warm = Math.min(2000, o.baselineMs / 2);
   const baselinePerSec = ratePerSec(load.completions(), loadStart + warm, faultAt);
@@ -89,55 +148,15 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
   const remedyMs = Date.now() - faultAt;
   step("remedy applied");
   await o.afterInject?.();
-  const stableMs = o.stableMs ?? 4000;
-  const giveUp = faultAt + o.timeoutMs;
-  const recoveryBar = progressBar(`drill ${o.scenario}: waiting for the normal rate, tasks completed`, undefined, { unit: "tasks" });
-  for (;;) {
-    const now = Date.now();
-    recoveryBar.update(load.completions().length);
-    const r = recoveryMs(load.completions(), { faultAt, endAt: now, baselinePerSec });
-    if (r !== null && now - faultAt - r >= stableMs && now - faultAt >= remedyMs + stableMs) break;
-    if (now > giveUp) {
-      step("gave up waiting for the normal rate");
-      break;
-    }
-    await Bun.sleep(250);
-  }
-  recoveryBar.done();
+  await awaitNormalRate({ scenario: o.scenario, load, faultAt, remedyMs, baselinePerSec, stableMs: o.stableMs ?? 4000, giveUp: faultAt + o.timeoutMs, step });
   const loadEnd = Date.now();
   await load.finish(Math.max(30_000, o.timeoutMs / 2));
-  const all = [...load.tasks.values()];
-  const figures: RpoFigures = {
-    acknowledged: all.length,
-    completed: all.filter((t) => t.status === "completed").length,
-    lost: all.filter((t) => t.status === "missing").length,
-    failed: all.filter((t) => ["failed", "cancelled", "expired"].includes(t.status) && !tokenLost(t)).length,
-    tokensLost: all.filter(tokenLost).length,
-    unfinished: all.filter((t) => !["completed", "failed", "cancelled", "expired", "missing"].includes(t.status)).length,
-    refused: load.refused(),
-  };
+  const figures = rpoFigures([...load.tasks.values()], load.refused());
   const rtoMs = recoveryMs(load.completions(), { faultAt, endAt: loadEnd, baselinePerSec });
   const before = acknowledgedBeforeFault.map((id) => load.tasks.get(id)!);
   const catchUpMs = before.every((t) => t.finishedAt !== undefined) ? Math.max(0, ...before.map((t) => t.finishedAt! - faultAt)) : null;
-  const rpo = rpoOf(figures);
-  const report: DrillReport = {
-    scenario: o.scenario,
-    runId,
-    rate: o.rate,
-    faultAt,
-    baselinePerSec: Math.round(baselinePerSec * 10) / 10,
-    rpo,
-    figures,
-    rtoMs,
-    rtoTargetMs: RTO_TARGET_MS[o.scenario],
-    remedyMs,
-    catchUpMs,
-    catchUpTargetMs: CATCH_UP_TARGET_MS[o.scenario],
-    steps,
-    detail,
-    passed: rpo === 0 && rtoMs !== null && rtoMs <= RTO_TARGET_MS[o.scenario] && catchUpMs !== null && catchUpMs <= CATCH_UP_TARGET_MS[o.scenario],
-  };
-  await recordAudit(o.ctx.database.db, { actor: o.actor, action: "drill", detail: { scenario: o.scenario, runId, rpo, rtoMs, passed: report.passed } }).catch(() => {});
+  const report = drillReport(o, { runId, faultAt, baselinePerSec, figures, rtoMs, remedyMs, catchUpMs, steps, detail });
+  await recordAudit(o.ctx.database.db, { actor: o.actor, action: "drill", detail: { scenario: o.scenario, runId, rpo: report.rpo, rtoMs, passed: report.passed } }).catch(() => {});
   return report;
 }
 
