@@ -1,6 +1,6 @@
 // Two regions on one machine, each in its own network namespace (root only; CI runs as root):
-// a region's nats-server, Postgres, gateway, solver and recovery service run in `rg<pid>-<region>`,
-// the witness in `rg<pid>-witness`. What crosses regions goes over a bridge (the "WAN"): every
+// a region's nats-server, Postgres, gateway, solver and recovery service run in `rg<pid>n<k>-<region>`,
+// the witness in `rg<pid>n<k>-witness`. What crosses regions goes over a bridge (the "WAN"): every
 // namespace has a `wan` veth port on it, and this process, on the bridge too, runs a delaying TCP
 // relay per inter-region link (this kernel has no netem): hel1's leafnode link to fsn1 and each
 // region's connection to the witness. A partition is `ip link set <region's WAN port> down`: the
@@ -9,17 +9,17 @@
 // inter-region: its clients (the test's HTTP calls), the provider (the emulator, in this process)
 // and an operator's view of its NATS and Postgres. The access links are never cut.
 //
-//       this process (root namespace): emulator, relays, test clients
-//        │ access fsn1 (/30)        │ bridge rg<pid>br (/26)            │ access hel1 (/30)
-//   ┌────┴─────────┐   wan   ┌──────┴──────┐   wan   ┌──────────────┐ ┌─┴────────────┐
-//   │ ns fsn1      ├────────►│ relays      │◄────────┤ ns hel1      │ │              │
-//   │ nats pg apps │         │ (delay)     │◄───┐    │ nats pg apps ├─┘              │
-//   └──────────────┘         └─────────────┘ wan│    └──────────────┘
-//                                          ┌────┴─────────┐
-//                                          │ ns witness   │
-//                                          └──────────────┘
+//   this process (root namespace): emulator, relays on the bridge, the test's clients
+//     │ access link fsn1 (/30)      │ bridge rg<pid>n<k>br (/26)       │ access link hel1 (/30)
+//   ┌─┴────────────┐  wan   ┌───────┴────────┐  wan   ┌──────────────┐ │
+//   │ ns fsn1      ├───────►│ relays (delay) │◄───────┤ ns hel1      ├─┘
+//   │ nats pg apps │        └───────┬────────┘        │ nats pg apps │
+//   └──────────────┘                │ wan             └──────────────┘
+//                            ┌──────┴───────┐
+//                            │ ns witness   │
+//                            └──────────────┘
 //
-// Names and addresses derive from this process's pid (unique per test process); `stop()` removes
+// Names and addresses derive from this process's pid and a count of its stacks; `stop()` removes
 // every namespace, link and process, as does a watchdog if this process dies without stopping.
 import { spawn, spawnSync } from "node:child_process";
 import { jetstream } from "@nats-io/jetstream";
@@ -52,7 +52,7 @@ export interface NetnsTwoRegionOptions extends TwoRegionOptions {
 }
 
 export interface NetnsRegion extends Region {
-  /** The region's network namespace. */
+  /** The region's network namespace (`rg<pid>n<k>-<region>`). */
   ns: string;
   /** Its address on the bridge (inter-region) and on its access link (clients, provider, operator). */
   wanIp: string;
@@ -94,9 +94,13 @@ async function shAsync(args: string[]): Promise<void> {
   if (code !== 0) throw new Error(`${args.join(" ")}: ${err.trim()}`);
 }
 
-/** The namespace plan of this process: names from the pid, a free /24 under 10.220.0.0-10.254.255.0. */
+let stacks = 0;
+/**
+ * The namespace plan of one stack: names from the pid and a per-process count (interface names
+ * stay within 15 characters), a free /24 under 10.220.0.0-10.254.255.0.
+ */
 function plan() {
-  const tag = `rg${process.pid}`;
+  const tag = `rg${process.pid}n${(stacks++ % 36).toString(36)}`;
   const used = sh(["ip", "-o", "-4", "addr", "show"]);
   let idx = process.pid % 8960;
   let base = "";
