@@ -1,5 +1,5 @@
 import type { TaskRow } from "../db/schema/tasks.ts";
-import type { TaskView } from "../schemas/task.ts";
+import type { TaskState, TaskView } from "../schemas/task.ts";
 
 /**
  * What a client sees of a row at `now`: a completed task whose token has expired is `expired`
