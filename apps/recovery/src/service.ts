@@ -2,7 +2,7 @@ import type { Logger } from "@pipeline/shared/log";
 import postgres from "postgres";
 import { ensureStreams } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "./config.ts";
-import { openContext } from "./context.ts";
+import { openContext, type RecoveryContext } from "./context.ts";
 import { takeSnapshot } from "./snapshot/take-snapshot.ts";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
@@ -12,7 +12,7 @@ import { adoptRegion } from "./regions/adopt.ts";
 import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { recoverStale } from "./sweep/recover-stale.ts";
-import { createRecoveryMetrics } from "./retention/metrics.ts";
+import { createRecoveryMetrics, type RecoveryMetrics } from "./retention/metrics.ts";
 import { regionGauges } from "./regions/gauges.ts";
 import { probeRegions } from "./assess/regions.ts";
 import { retentionPolicy } from "./retention/policy.ts";
@@ -25,17 +25,11 @@ export interface RecoveryService {
   stop(): Promise<void>;
 }
 
-/**
- * The long-running part: a stale sweep every SWEEP_INTERVAL_MS and a snapshot every
- * SNAPSHOT_INTERVAL_MS (0 turns either off). A run never overlaps itself; a failed run is logged
- * and the next one is tried on schedule.
- */
-export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
-  const ctx = await openContext(config, log, "recovery");
-  // Like every service, it creates or verifies the topology it uses (the first snapshot needs EVENTS).
-  await ensureStreams(ctx.jsm, { region: config.REGION });
+/** Jobs on timers: a run never overlaps itself; a failed run is logged and the next one tried on schedule. */
+function jobs(log: Logger) {
   const running = new Set<Promise<unknown>>();
   const timers: Array<ReturnType<typeof setInterval>> = [];
+  /** Runs `job` now and every `ms` (0 or less: never). */
   const every = (ms: number, name: string, job: () => Promise<unknown>) => {
     if (ms <= 0) return;
     let busy = false;
@@ -53,7 +47,97 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
     timers.push(setInterval(tick, ms));
     tick();
   };
-  every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
+  return {
+    every,
+    /** No more runs. */
+    clear: () => timers.forEach((t) => clearInterval(t)),
+    /** Waits for the runs in progress. */
+    settled: () => Promise.allSettled([...running]),
+  };
+}
+
+/**
+ * The region lease (several regions only): connects to the witness, creates its leases bucket
+ * (retried while out of reach: the region stays fenced meanwhile, and a keeper that gave up would
+ * leave it fenced for good), then starts the keeper. `stopping()` ends the attempts.
+ */
+function startKeeperAtWitness(config: RecoveryConfig, ctx: RecoveryContext, remotes: string[], replicaSql: postgres.Sql, log: Logger, stopping: () => boolean) {
+  let keeper: LeaseKeeper | undefined;
+  let witnessNc: NatsConnection | undefined;
+  const started = (async () => {
+    const auth = natsAuthFromEnv({ NATS_USER: config.WITNESS_USER, NATS_PASSWORD: config.WITNESS_PASSWORD, NATS_CREDS: config.WITNESS_CREDS });
+    witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"));
+    if (stopping()) return;
+    // Short requests: a round must fail fast when the witness is out of reach.
+    const kvm = new Kvm(jetstream(witnessNc, { timeout: 1000 }));
+    let witness: Awaited<ReturnType<Kvm["create"]>> | undefined;
+    for (let attempt = 1; !witness; attempt++) {
+      try {
+        witness = await kvm.create(buckets.leases(), { history: 1, replicas: config.WITNESS_REPLICAS });
+      } catch (err) {
+        if (stopping()) return;
+        log.warn({ err: (err as Error).message, attempt }, "witness leases bucket not reachable yet: the lease keeper retries (this region stays fenced meanwhile)");
+        await Bun.sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
+      }
+    }
+    if (stopping()) return;
+    keeper = startLeaseKeeper({
+      witness,
+      local: await openRegionBucket(ctx.nc, config.REGION),
+      region: config.REGION,
+      remotes,
+      timing: { ttlMs: config.LEASE_TTL_MS, marginMs: config.LEASE_MARGIN_MS },
+      renewMs: config.LEASE_RENEW_MS,
+      log,
+      uncertainMs: config.ADOPT_UNCERTAIN_MS,
+      adopt: (remote, epoch, phase) => adoptRegion({ sql: replicaSql, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS }, remote, epoch, phase),
+    });
+  })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"));
+  return {
+    started,
+    async stop() {
+      await keeper?.stop();
+      await witnessNc?.close().catch(() => {});
+    },
+  };
+}
+
+/**
+ * Each snapshot is copied off the host right after it is taken (another region's Object Store),
+ * read back and checked; a failed copy is logged and counted, the local snapshot stays.
+ */
+async function snapshotAndCopy(config: RecoveryConfig, ctx: RecoveryContext, metrics: RecoveryMetrics, log: Logger): Promise<void> {
+  const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log });
+  if (!config.offHostDomain) return;
+  try {
+    const c = await copySnapshotOffHost({ nc: ctx.nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }, s, config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP);
+    metrics.offhost.copy("ok", c.bytes);
+    log.info({ snapshot: c.snapshot, domain: c.domain, bucket: c.bucket, bytes: c.bytes, ms: c.copyMs }, "snapshot copied off the host and verified");
+  } catch (err) {
+    metrics.offhost.copy("error", 0);
+    log.error({ snapshot: s.manifest.name, domain: config.offHostDomain, err: (err as Error).message }, "off-host snapshot copy failed");
+  }
+}
+
+/** The service's `/metrics` listener (RECOVERY_METRICS_PORT; unset: none). */
+function serveMetrics(config: RecoveryConfig, metrics: RecoveryMetrics, log: Logger) {
+  if (config.RECOVERY_METRICS_PORT === undefined) return undefined;
+  const server = Bun.serve({ hostname: config.RECOVERY_METRICS_HOST, port: config.RECOVERY_METRICS_PORT, fetch: (req) => (new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 })) });
+  log.info({ metrics: `http://${config.RECOVERY_METRICS_HOST}:${server.port}/metrics` }, "recovery metrics listening");
+  return server;
+}
+
+/**
+ * The long-running part: a stale sweep every SWEEP_INTERVAL_MS and a snapshot every
+ * SNAPSHOT_INTERVAL_MS (0 turns either off). A run never overlaps itself; a failed run is logged
+ * and the next one is tried on schedule.
+ */
+export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
+  const ctx = await openContext(config, log, "recovery");
+  // Like every service, it creates or verifies the topology it uses (the first snapshot needs EVENTS).
+  await ensureStreams(ctx.jsm, { region: config.REGION });
+  const timed = jobs(log);
+  timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
     const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
     if (r.candidates) log.info({ candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms }, "stale sweep");
   });
@@ -63,84 +147,30 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   const replicaSql = remotes.length ? postgres(config.DATABASE_URL!, { max: 2, onnotice: () => {}, connection: { application_name: "recovery-replicator" } }) : undefined;
   const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log })));
   // The region lease (several regions only): renewed at the witness, taken over from a silent region.
-  let keeper: LeaseKeeper | undefined;
-  let witnessNc: NatsConnection | undefined;
   let stopping = false;
-  const keeperStarting =
-    remotes.length && config.WITNESS_URL
-      ? (async () => {
-          const auth = natsAuthFromEnv({ NATS_USER: config.WITNESS_USER, NATS_PASSWORD: config.WITNESS_PASSWORD, NATS_CREDS: config.WITNESS_CREDS });
-          witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"));
-          if (stopping) return;
-          // Short requests: a round must fail fast when the witness is out of reach. A witness out
-          // of reach at start (a partition, a busy host) is retried: the region stays fenced
-          // meanwhile, and a keeper that gave up would leave it fenced for good.
-          const kvm = new Kvm(jetstream(witnessNc, { timeout: 1000 }));
-          let witness: Awaited<ReturnType<Kvm["create"]>> | undefined;
-          for (let attempt = 1; !witness; attempt++) {
-            try {
-              witness = await kvm.create(buckets.leases(), { history: 1, replicas: config.WITNESS_REPLICAS });
-            } catch (err) {
-              if (stopping) return;
-              log.warn({ err: (err as Error).message, attempt }, "witness leases bucket not reachable yet: the lease keeper retries (this region stays fenced meanwhile)");
-              await Bun.sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
-            }
-          }
-          if (stopping) return;
-          keeper = startLeaseKeeper({
-            witness,
-            local: await openRegionBucket(ctx.nc, config.REGION),
-            region: config.REGION,
-            remotes,
-            timing: { ttlMs: config.LEASE_TTL_MS, marginMs: config.LEASE_MARGIN_MS },
-            renewMs: config.LEASE_RENEW_MS,
-            log,
-            uncertainMs: config.ADOPT_UNCERTAIN_MS,
-            adopt: (remote, epoch, phase) => adoptRegion({ sql: replicaSql!, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS }, remote, epoch, phase),
-          });
-        })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"))
-      : undefined;
+  const keeper = remotes.length && config.WITNESS_URL ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping) : undefined;
   const regionKvForMetrics = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
   const metrics = createRecoveryMetrics(regionKvForMetrics ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) } : {});
-  // Each snapshot is copied off the host right after it is taken (another region's Object Store),
-  // read back and checked; a failed copy is logged and counted, the local snapshot stays.
-  every(config.SNAPSHOT_INTERVAL_MS, "snapshot", async () => {
-    const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log });
-    if (!config.offHostDomain) return;
-    try {
-      const c = await copySnapshotOffHost({ nc: ctx.nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }, s, config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP);
-      metrics.offhost.copy("ok", c.bytes);
-      log.info({ snapshot: c.snapshot, domain: c.domain, bucket: c.bucket, bytes: c.bytes, ms: c.copyMs }, "snapshot copied off the host and verified");
-    } catch (err) {
-      metrics.offhost.copy("error", 0);
-      log.error({ snapshot: s.manifest.name, domain: config.offHostDomain, err: (err as Error).message }, "off-host snapshot copy failed");
-    }
-  });
+  timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));
   // Data retention (docs/security.md): tokens, params, callback URLs, old rows.
-  every(config.RETENTION_INTERVAL_MS, "retention", async () => {
+  timed.every(config.RETENTION_INTERVAL_MS, "retention", async () => {
     const r = await runRetention(ctx.database.sql, retentionPolicy(config), metrics.retention);
     log.info({ tokensErased: r.tokensErased, paramsPurged: r.paramsPurged, rowsDeleted: r.rowsDeleted, deliveriesDeleted: r.deliveriesDeleted, batches: r.batches, ms: r.ms }, "retention");
   });
-  const metricsServer =
-    config.RECOVERY_METRICS_PORT === undefined
-      ? undefined
-      : Bun.serve({ hostname: config.RECOVERY_METRICS_HOST, port: config.RECOVERY_METRICS_PORT, fetch: (req) => (new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 })) });
-  if (metricsServer) log.info({ metrics: `http://${config.RECOVERY_METRICS_HOST}:${metricsServer.port}/metrics` }, "recovery metrics listening");
+  const metricsServer = serveMetrics(config, metrics, log);
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);
   log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");
   return {
     async stop() {
       stopping = true;
-      for (const t of timers) clearInterval(t);
+      timed.clear();
       void metricsServer?.stop(true);
       await operatorConsole?.stop();
       await keeper?.stop();
-      await witnessNc?.close().catch(() => {});
-      void keeperStarting;
       await Promise.allSettled(replicators.map((r) => r.stop()));
       await replicaSql?.end({ timeout: 5 });
-      await Promise.allSettled([...running]);
+      await timed.settled();
       await ctx.close();
     },
   };

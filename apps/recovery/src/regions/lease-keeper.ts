@@ -36,76 +36,98 @@ export interface LeaseKeeper {
 
 const key = (region: string) => `lease.${region}`;
 
+/** The keeper's state between rounds: its dependencies, clocks, and the latest view of each lease. */
+interface Keeper {
+  d: KeeperDeps;
+  mono: () => number;
+  wall: () => number;
+  seen: Record<string, Observed | undefined>;
+}
+
+const parseJson = (e: KvEntry): unknown => {
+  try {
+    return e.json();
+  } catch {
+    return undefined;
+  }
+};
+
+/** Reads a region's lease at the witness; `changedAt` is when its revision was first seen to change. */
+async function observe(k: Keeper, region: string): Promise<Observed | undefined> {
+  const e: KvEntry | null = await k.d.witness.get(key(region));
+  const prev = k.seen[region];
+  if (!e || e.operation !== "PUT") {
+    k.seen[region] = undefined;
+    return undefined;
+  }
+  const parsed = Lease.safeParse(parseJson(e));
+  const o: Observed = { lease: parsed.success ? parsed.data : undefined, revision: e.revision, changedAt: prev && prev.revision === e.revision ? prev.changedAt : k.mono() };
+  k.seen[region] = o;
+  return o;
+}
+
+const publishView = (k: Keeper, view: LeaseView) => k.d.local.put("lease", JSON.stringify(view));
+
+/** Adoption record per remote (local KV `adopted.<remote>`): the epoch, the phase done, when it was taken. */
+async function adoptIfOwed(k: Keeper, remote: string, o: Observed | undefined): Promise<void> {
+  const { d } = k;
+  if (!o?.lease || o.lease.holder !== d.region) return;
+  const e = await d.local.get(`adopted.${remote}`);
+  let rec: { epoch: number; phase: string; at: number } | undefined;
+  try {
+    rec = e?.operation === "PUT" ? (e.json() as typeof rec) : undefined;
+  } catch {
+    rec = undefined;
+  }
+  if (!rec || rec.epoch < o.lease.epoch) {
+    await d.adopt(remote, o.lease.epoch, "resumable");
+    await d.local.put(`adopted.${remote}`, JSON.stringify({ epoch: o.lease.epoch, phase: "resumable", at: k.wall() }));
+  } else if (rec.phase === "resumable" && k.wall() - rec.at >= d.uncertainMs) {
+    await d.adopt(remote, o.lease.epoch, "all");
+    await d.local.put(`adopted.${remote}`, JSON.stringify({ ...rec, phase: "all" }));
+  }
+}
+
+/** This region's lease: wait (publish a lapsed view), or create, renew or reclaim it and publish until when it holds. */
+async function renewOwn(k: Keeper, startedAt: number): Promise<void> {
+  const { d } = k;
+  const own = await observe(k, d.region);
+  const action = ownLeaseAction(d.region, own, k.mono(), d.timing);
+  if (action.kind === "wait") {
+    await publishView(k, { holder: own?.lease?.holder ?? "?", epoch: own?.lease?.epoch ?? 0, validUntil: 0 });
+    return;
+  }
+  const epoch = action.kind === "create" ? 1 : action.epoch;
+  const value = JSON.stringify({ holder: d.region, epoch, renewedAt: startedAt } satisfies Lease);
+  if (action.kind === "create") await d.witness.create(key(d.region), value);
+  else await d.witness.update(key(d.region), value, own!.revision);
+  if (action.kind !== "renew") d.log.warn({ region: d.region, epoch, action: action.kind }, "region lease acquired");
+  await publishView(k, { holder: d.region, epoch, validUntil: validUntil(startedAt, d.timing) });
+}
+
+/** Every other region's lease: one still past TTL + margin is taken over; then what is owed is adopted. */
+async function watchRemotes(k: Keeper): Promise<void> {
+  const { d } = k;
+  for (const remote of d.remotes) {
+    const o = await observe(k, remote);
+    const other = otherLeaseAction(remote, o, k.mono(), d.timing);
+    if (other.kind === "takeover") {
+      await d.witness.update(key(remote), JSON.stringify({ holder: d.region, epoch: other.epoch, renewedAt: k.wall() } satisfies Lease), o!.revision);
+      d.log.error({ remote, epoch: other.epoch, stillForMs: Math.round(k.mono() - o!.changedAt) }, "region silent past its lease: taken over; adopting its unfinished tasks");
+      await adoptIfOwed(k, remote, await observe(k, remote));
+    } else await adoptIfOwed(k, remote, o);
+  }
+}
+
 export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
-  const mono = d.monotonic ?? (() => performance.now());
-  const wall = d.wall ?? Date.now;
-  const seen: Record<string, Observed | undefined> = {};
+  const k: Keeper = { d, mono: d.monotonic ?? (() => performance.now()), wall: d.wall ?? Date.now, seen: {} };
   let lastError: string | undefined;
 
-  const observe = async (region: string): Promise<Observed | undefined> => {
-    const e: KvEntry | null = await d.witness.get(key(region));
-    const prev = seen[region];
-    if (!e || e.operation !== "PUT") {
-      seen[region] = undefined;
-      return undefined;
-    }
-    const parsed = Lease.safeParse((() => {
-      try {
-        return e.json();
-      } catch {
-        return undefined;
-      }
-    })());
-    const o: Observed = { lease: parsed.success ? parsed.data : undefined, revision: e.revision, changedAt: prev && prev.revision === e.revision ? prev.changedAt : mono() };
-    seen[region] = o;
-    return o;
-  };
-
-  const publishView = (view: LeaseView) => d.local.put("lease", JSON.stringify(view));
-
-  /** Adoption record per remote (local KV `adopted.<remote>`): the epoch, the phase done, when it was taken. */
-  const adoptIfOwed = async (remote: string, o: Observed | undefined) => {
-    if (!o?.lease || o.lease.holder !== d.region) return;
-    const e = await d.local.get(`adopted.${remote}`);
-    let rec: { epoch: number; phase: string; at: number } | undefined;
-    try {
-      rec = e?.operation === "PUT" ? (e.json() as typeof rec) : undefined;
-    } catch {
-      rec = undefined;
-    }
-    if (!rec || rec.epoch < o.lease.epoch) {
-      await d.adopt(remote, o.lease.epoch, "resumable");
-      await d.local.put(`adopted.${remote}`, JSON.stringify({ epoch: o.lease.epoch, phase: "resumable", at: wall() }));
-    } else if (rec.phase === "resumable" && wall() - rec.at >= d.uncertainMs) {
-      await d.adopt(remote, o.lease.epoch, "all");
-      await d.local.put(`adopted.${remote}`, JSON.stringify({ ...rec, phase: "all" }));
-    }
-  };
-
   const tick = async () => {
-    const startedAt = wall();
+    const startedAt = k.wall();
     try {
-      const own = await observe(d.region);
-      const action = ownLeaseAction(d.region, own, mono(), d.timing);
-      if (action.kind === "wait") {
-        await publishView({ holder: own?.lease?.holder ?? "?", epoch: own?.lease?.epoch ?? 0, validUntil: 0 });
-      } else {
-        const epoch = action.kind === "create" ? 1 : action.epoch;
-        const value = JSON.stringify({ holder: d.region, epoch, renewedAt: startedAt } satisfies Lease);
-        if (action.kind === "create") await d.witness.create(key(d.region), value);
-        else await d.witness.update(key(d.region), value, own!.revision);
-        if (action.kind !== "renew") d.log.warn({ region: d.region, epoch, action: action.kind }, "region lease acquired");
-        await publishView({ holder: d.region, epoch, validUntil: validUntil(startedAt, d.timing) });
-      }
-      for (const remote of d.remotes) {
-        const o = await observe(remote);
-        const other = otherLeaseAction(remote, o, mono(), d.timing);
-        if (other.kind === "takeover") {
-          await d.witness.update(key(remote), JSON.stringify({ holder: d.region, epoch: other.epoch, renewedAt: wall() } satisfies Lease), o!.revision);
-          d.log.error({ remote, epoch: other.epoch, stillForMs: Math.round(mono() - o!.changedAt) }, "region silent past its lease: taken over; adopting its unfinished tasks");
-          await adoptIfOwed(remote, await observe(remote));
-        } else await adoptIfOwed(remote, o);
-      }
+      await renewOwn(k, startedAt);
+      await watchRemotes(k);
       if (lastError) d.log.info({ region: d.region }, "witness reachable again");
       lastError = undefined;
     } catch (err) {
@@ -119,13 +141,13 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
   let running = true;
   const loop = (async () => {
     while (running) {
-      const t0 = mono();
+      const t0 = k.mono();
       await tick();
-      await Bun.sleep(Math.max(50, d.renewMs - (mono() - t0)));
+      await Bun.sleep(Math.max(50, d.renewMs - (k.mono() - t0)));
     }
   })();
   return {
-    observed: () => ({ ...seen }),
+    observed: () => ({ ...k.seen }),
     tick,
     async stop() {
       running = false;
