@@ -37,27 +37,27 @@ export function consoleTokens(config: Pick<RecoveryConfig, "CONSOLE_TOKENS" | "C
   }
 }
 
-export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<ConsoleServer | undefined> {
-  const tokens = consoleTokens(config);
-  if (tokens.length === 0) {
-    log.info("console off: no CONSOLE_TOKENS / CONSOLE_TOKENS_FILE entry");
-    return undefined;
-  }
-  const session = sessions();
-  const workersKv: KV = await openWorkersBucket(ctx.nc, config.REGION);
-  // The rollout bucket is opened, never created, here (the first solver creates it).
-  let rolloutKv: KV | undefined;
-  const rollout = async () => (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
-  // The rollout service's record, when it runs in this region (apps/rollout/src/store.ts: `rollout_control`).
-  let controlKv: KV | undefined;
-  const rolloutControl = async () => (controlKv ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined));
-  const remotes = config.regions.filter((r) => r !== config.REGION);
-  const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
+type Env = { Variables: { who: Principal } };
 
-  // assess probes the provider and walks the consumers: re-run every 10 s in the background, not per request.
+interface ConsoleDeps {
+  config: RecoveryConfig;
+  ctx: RecoveryContext;
+  log: Logger;
+  tokens: ReturnType<typeof consoleTokens>;
+  session: ReturnType<typeof sessions>;
+  /** The figures of the page (cached for a second). */
+  state: () => Promise<ConsoleState>;
+  /** Drops the cached figures (after a redrive). */
+  invalidate: () => void;
+}
+
+/**
+ * assess probes the provider and walks the consumers: re-run every 10 s in the background, not
+ * per request. With several regions, the region probe too.
+ */
+function backgroundAssess(config: RecoveryConfig, ctx: RecoveryContext, workersKv: KV, regionKv: KV | undefined, remotes: string[], log: Logger) {
   let lastAssess: Assessment | null = null;
   let lastProbe: RegionsProbe | null = null;
-  let stopped = false;
   const runAssess = async () => {
     try {
       if (regionKv) lastProbe = await probeRegions(ctx.jsm, regionKv, config.REGION, remotes);
@@ -78,38 +78,27 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
       log.warn({ err: (err as Error).message }, "console: assess failed");
     }
   };
-  const assessTimer = setInterval(() => void runAssess(), 10_000);
+  const timer = setInterval(() => void runAssess(), 10_000);
   void runAssess();
+  return { assessment: () => lastAssess, probe: () => lastProbe, stop: () => clearInterval(timer) };
+}
 
-  // One read of the sources per second at most, however many pages poll.
+/** One read of the sources per second at most, however many pages poll; a failed read is not kept. */
+function cachedState(read: () => Promise<ConsoleState>) {
   let cached: { at: number; state: Promise<ConsoleState> } | undefined;
   const state = () => {
     const now = Date.now();
     if (!cached || now - cached.at >= 1000) {
-      cached = {
-        at: now,
-        state: collectState({
-          region: config.REGION,
-          regions: config.regions,
-          sql: ctx.database.sql,
-          jsm: ctx.jsm,
-          js: ctx.js,
-          workersKv,
-          snapshotDir: config.SNAPSHOT_DIR,
-          providerKey: config.PROVIDER_KEY,
-          assessment: () => lastAssess,
-          regionsProbe: () => lastProbe,
-          rolloutKv: rollout,
-          rolloutControlKv: rolloutControl,
-        }),
-      };
+      cached = { at: now, state: read() };
       cached.state.catch(() => (cached = undefined));
     }
     return cached.state;
   };
+  return { state, invalidate: () => (cached = undefined) };
+}
 
-  type Env = { Variables: { who: Principal } };
-  const app = new Hono<Env>();
+/** Security headers on every answer: nothing cached, framed, sniffed, referred, or loaded from elsewhere. */
+function securityHeaders(app: Hono<Env>): void {
   app.use("*", async (c, next) => {
     await next();
     c.header("cache-control", "no-store");
@@ -118,6 +107,10 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
     c.header("referrer-policy", "no-referrer");
     c.header("content-security-policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
   });
+}
+
+/** The public routes (assets, sign-in, sign-out), then the gate: everything else needs a token or a session. */
+function signIn(app: Hono<Env>, { config, log, tokens, session }: ConsoleDeps): void {
   app.get("/console/app.css", (c) => c.body(CSS, 200, { "content-type": "text/css; charset=utf-8" }));
   app.get("/console/app.js", (c) => c.body(JS, 200, { "content-type": "text/javascript; charset=utf-8" }));
   app.get("/console/login", (c) => c.html(renderLogin(config.REGION)));
@@ -152,6 +145,10 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
     c.set("who", who);
     await next();
   });
+}
+
+/** The page, its live part, the state as JSON, and a task's timeline (JSON and HTML). */
+function pages(app: Hono<Env>, { config, ctx, state }: ConsoleDeps): void {
   app.get("/console", async (c) => c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION)));
   app.get("/console/", (c) => c.redirect("/console", 301));
   app.get("/console/live", async (c) => c.html(renderLive(await state(), c.get("who"))));
@@ -168,6 +165,10 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
     const t = await taskTimeline({ sql: ctx.database.sql, js: ctx.js }, id);
     return c.html(renderTimeline(t, id), t ? 200 : 404);
   });
+}
+
+/** An operator's redrive (the gateway's retry, audited); a viewer is refused. */
+function redrive(app: Hono<Env>, { config, ctx, log, invalidate }: ConsoleDeps): void {
   app.post("/console/api/tasks/:id/redrive", async (c) => {
     const who = c.get("who");
     if (who.role !== "operator") return c.json({ reason: "the operator role is needed to redrive" }, 403);
@@ -180,16 +181,63 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
       id,
       `console:${who.name}`,
     );
-    cached = undefined;
+    invalidate();
     log.info({ taskId: id, who: who.name, ok: r.ok }, "console: redrive");
     return r.ok ? c.json(r, 202) : c.json(r, r.status);
   });
+}
+
+/** The console's Hono app: headers, sign-in and its gate, pages, redrive, one error handler. */
+function consoleApp(d: ConsoleDeps): Hono<Env> {
+  const app = new Hono<Env>();
+  securityHeaders(app);
+  signIn(app, d);
+  pages(app, d);
+  redrive(app, d);
   app.onError((err, c) => {
-    log.error({ err: err.message, path: c.req.path }, "console: request failed");
+    d.log.error({ err: err.message, path: c.req.path }, "console: request failed");
     return c.json({ error: "internal error" }, 500);
   });
   app.notFound((c) => c.text("not found", 404));
+  return app;
+}
 
+export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<ConsoleServer | undefined> {
+  const tokens = consoleTokens(config);
+  if (tokens.length === 0) {
+    log.info("console off: no CONSOLE_TOKENS / CONSOLE_TOKENS_FILE entry");
+    return undefined;
+  }
+  const session = sessions();
+  const workersKv: KV = await openWorkersBucket(ctx.nc, config.REGION);
+  // The rollout bucket is opened, never created, here (the first solver creates it).
+  let rolloutKv: KV | undefined;
+  const rollout = async () => (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
+  // The rollout service's record, when it runs in this region (apps/rollout/src/store.ts: `rollout_control`).
+  let controlKv: KV | undefined;
+  const rolloutControl = async () => (controlKv ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined));
+  const remotes = config.regions.filter((r) => r !== config.REGION);
+  const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
+  const background = backgroundAssess(config, ctx, workersKv, regionKv, remotes, log);
+  let stopped = false;
+  const { state, invalidate } = cachedState(() =>
+    collectState({
+      region: config.REGION,
+      regions: config.regions,
+      sql: ctx.database.sql,
+      jsm: ctx.jsm,
+      js: ctx.js,
+      workersKv,
+      snapshotDir: config.SNAPSHOT_DIR,
+      providerKey: config.PROVIDER_KEY,
+      assessment: background.assessment,
+      regionsProbe: background.probe,
+      rolloutKv: rollout,
+      rolloutControlKv: rolloutControl,
+    }),
+  );
+
+  const app = consoleApp({ config, ctx, log, tokens, session, state, invalidate });
   const server = Bun.serve({ hostname: config.CONSOLE_HOST, port: config.CONSOLE_PORT, fetch: app.fetch });
   const url = `http://${config.CONSOLE_HOST.includes(":") ? `[${config.CONSOLE_HOST}]` : config.CONSOLE_HOST}:${server.port}/console`;
   log.info({ url, tokens: tokens.map((t) => `${t.name}:${t.role}`) }, "console listening");
@@ -198,7 +246,7 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
     async stop() {
       if (stopped) return;
       stopped = true;
-      clearInterval(assessTimer);
+      background.stop();
       await server.stop(true);
     },
   };
