@@ -51,6 +51,10 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
     CUT_MS,
     200,
   );
+  // When each adopted task completed in hel1 (its completion time there), from the cut.
+  const adoptedAt = resumable.length
+    ? (await hel1.db.sql<{ at: number }[]>`select extract(epoch from completed_at) * 1000 as at from tasks where id = any(${resumable.map((k) => k.id)}::uuid[]) order by completed_at`).map((r) => (Number(r.at) - cutAt) / 1000)
+    : [];
   // fsn1, fenced, turns new tasks away to hel1 (its clients retry there with the same key).
   const turnedAway = await call<{ title: string }>(fsn1, "/v1/tasks", { method: "POST", body: turnstile("while-fenced") });
   expect(turnedAway.status).toBe(503);
@@ -98,7 +102,7 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
   const rto = (adoptedDone - cutAt) / 1000;
   console.log(
     `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
-      ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it, the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()})`,
+      ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()})`,
   );
   expect(lost).toBe(0);
   expect(failed).toBe(0);
