@@ -80,6 +80,52 @@ export const keyRefOf = (key: string) => `key_${createHash("sha256").update(key)
 
 const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
+/** The live solvers, each with its tasks waiting on the provider and its heartbeat's age. */
+async function fleetOf(d: DataDeps, waiting: Array<{ owner: string; n: number }>, now: number): Promise<ConsoleState["fleet"]> {
+  const fleet: ConsoleState["fleet"] = { workers: [], error: null };
+  try {
+    const waitingBy = new Map(waiting.map((w) => [w.owner, w.n]));
+    fleet.workers = (await liveWorkers(d.workersKv, now)).workers.map((w) => ({ ...w, waiting: waitingBy.get(w.workerId) ?? 0, heartbeatAgeMs: Math.max(0, now - Date.parse(w.at)) }));
+  } catch (err) {
+    fleet.error = (err as Error).message;
+  }
+  return fleet;
+}
+
+/** Messages in the DLQ stream; null when it cannot be read. */
+async function dlqMessages(d: DataDeps): Promise<number | null> {
+  try {
+    return (await d.jsm.streams.info(streams.dlq(d.region))).state.messages;
+  } catch {
+    return null;
+  }
+}
+
+/** The rollout's shard assignment, when the bucket exists. */
+async function readRollouts(d: DataDeps): Promise<ConsoleState["rollouts"]> {
+  try {
+    const kv = await d.rolloutKv?.();
+    const a = kv ? await readAssignment(kv) : undefined;
+    if (a) return { shards: a.assignment.owners.length, share: shareOf(a.assignment), updatedAt: a.assignment.updatedAt, by: a.assignment.by, revision: a.revision };
+    return null;
+  } catch (err) {
+    // No bucket yet (no solver of this version line ran here): nothing to show, not an error.
+    return /not found/i.test((err as Error).message) ? null : { error: (err as Error).message };
+  }
+}
+
+/** The rollout service's record (`rollout_control`, key `current`), when there is one. */
+async function readRollout(d: DataDeps): Promise<ConsoleState["rollout"]> {
+  try {
+    const e = await (await d.rolloutControlKv?.())?.get("current");
+    if (e?.operation !== "PUT") return null;
+    const r = RolloutView.safeParse(e.json());
+    return r.success ? r.data : { error: `record does not parse: ${describeIssues(r.error)}` };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
+
 export async function collectState(d: DataDeps, now = Date.now()): Promise<ConsoleState> {
   const sql = d.sql;
   const [tasks, buckets, totals, provider, waiting, slots, failed, drills] = await Promise.all([
@@ -107,13 +153,7 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     sql<{ at: Date; actor: string; detail: Record<string, unknown> }[]>`
       select distinct on (detail->>'scenario') at, actor, detail from audit_log where action = 'drill' order by detail->>'scenario', id desc`,
   ]);
-  const fleet: ConsoleState["fleet"] = { workers: [], error: null };
-  try {
-    const waitingBy = new Map(waiting.map((w) => [w.owner, w.n]));
-    fleet.workers = (await liveWorkers(d.workersKv, now)).workers.map((w) => ({ ...w, waiting: waitingBy.get(w.workerId) ?? 0, heartbeatAgeMs: Math.max(0, now - Date.parse(w.at)) }));
-  } catch (err) {
-    fleet.error = (err as Error).message;
-  }
+  const fleet = await fleetOf(d, waiting, now);
   const a = d.assessment();
   const ourRef = d.providerKey ? keyRefOf(d.providerKey) : undefined;
   const namesOf = (ref: string) => [...new Set(fleet.workers.filter((w) => w.keyRef === ref).map((w) => w.keyName))];
@@ -122,31 +162,9 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     const s = slots.find((x) => x.key_ref === ref);
     return { keyRef: ref, names: namesOf(ref), threads: s?.threads ?? 0, inUse: s?.in_use ?? 0, balance: ref === ourRef ? (a?.provider?.balance ?? null) : null };
   });
-  let dlqStream: number | null = null;
-  try {
-    dlqStream = (await d.jsm.streams.info(streams.dlq(d.region))).state.messages;
-  } catch {
-    dlqStream = null;
-  }
-  let rollouts: ConsoleState["rollouts"] = null;
-  try {
-    const kv = await d.rolloutKv?.();
-    const a = kv ? await readAssignment(kv) : undefined;
-    if (a) rollouts = { shards: a.assignment.owners.length, share: shareOf(a.assignment), updatedAt: a.assignment.updatedAt, by: a.assignment.by, revision: a.revision };
-  } catch (err) {
-    // No bucket yet (no solver of this version line ran here): nothing to show, not an error.
-    rollouts = /not found/i.test((err as Error).message) ? null : { error: (err as Error).message };
-  }
-  let rollout: ConsoleState["rollout"] = null;
-  try {
-    const e = await (await d.rolloutControlKv?.())?.get("current");
-    if (e?.operation === "PUT") {
-      const r = RolloutView.safeParse(e.json());
-      rollout = r.success ? r.data : { error: `record does not parse: ${describeIssues(r.error)}` };
-    }
-  } catch (err) {
-    rollout = { error: (err as Error).message };
-  }
+  const dlqStream = await dlqMessages(d);
+  const rollouts = await readRollouts(d);
+  const rollout = await readRollout(d);
   const snaps = listSnapshots(d.snapshotDir);
   const newest = snaps[0];
   const t = totals[0]!;
