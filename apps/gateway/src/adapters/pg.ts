@@ -19,6 +19,8 @@ export interface TaskStore {
   /** Inserts a `queued` row; returns its timestamps, or undefined when the id already exists. */
   insertQueued(row: QueuedRow): Promise<{ createdAt: Date; deadlineAt: Date | null } | undefined>;
   get(id: string): Promise<TaskRow | undefined>;
+  /** Several rows in one query (the facade's bulk `res.php?action=get&ids=`); missing ids are left out. */
+  getMany(ids: readonly string[]): Promise<TaskRow[]>;
   /** Removes a row we inserted but could not publish, if nothing happened to it since. */
   deleteUnpublished(id: string): Promise<void>;
   ping(): Promise<void>;
@@ -39,6 +41,15 @@ export function createTaskStore(db: Db): TaskStore {
       const read = async () => (await db.select().from(tasks).where(eq(tasks.id, id)).limit(1))[0];
       // A read is safe to repeat: after a Postgres restart the pool's first use of a dead
       // connection fails; the retry gets a fresh one.
+      return read().catch(async (err) => {
+        if (!isConnectionError(err)) throw err;
+        await Bun.sleep(100);
+        return read();
+      });
+    },
+    async getMany(ids) {
+      if (ids.length === 0) return [];
+      const read = () => db.select().from(tasks).where(inArray(tasks.id, [...ids]));
       return read().catch(async (err) => {
         if (!isConnectionError(err)) throw err;
         await Bun.sleep(100);

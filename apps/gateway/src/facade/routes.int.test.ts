@@ -364,3 +364,42 @@ test("a fenced region's in.php answers ERROR_NO_SLOT_AVAILABLE (clients retry), 
   const [{ n: rowsAfter }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
   expect(rowsAfter).toBe(rowsBefore);
 });
+
+describe("the facade's reads and key check (issue 14, low)", () => {
+  const counted = () => {
+    const store = createTaskStore(database.db);
+    const calls = { get: 0, getMany: 0 };
+    const a = createApp({
+      config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      store: { ...store, get: (id: string) => (calls.get++, store.get(id)), getMany: (ids: readonly string[]) => (calls.getMany++, store.getMany(ids)) },
+      queue: createTaskQueue(nc, jetstream(nc), REGION, 1000),
+      watcher: createTaskWatcher(nc, REGION),
+      apiKeys: createApiKeys([KEY, OTHER_KEY]),
+      log: createLogger("facade-test", { level: "silent" }),
+    });
+    return { a, calls };
+  };
+
+  test("a bulk res.php get is answered with one query, whatever the number of ids, in the order asked, another key's task unknown", async () => {
+    const ids = [await submit(), await submit(), await submit()];
+    await setRow(ids[1]!, { state: "completed", token: "BULK-1", expiresInMs: 60_000 });
+    const { a, calls } = counted();
+    const unknown = "0190a000-0000-7000-8000-00000000cafe";
+    const res = await a.request(`/res.php?${new URLSearchParams({ key: KEY, action: "get", ids: [...ids, unknown].join(",") })}`);
+    expect(await res.text()).toBe("CAPCHA_NOT_READY|BULK-1|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID");
+    expect(calls).toEqual({ get: 0, getMany: 1 });
+    const theirs = await a.request(`/res.php?${new URLSearchParams({ key: OTHER_KEY, action: "get", ids: ids.join(",") })}`);
+    expect(await theirs.text()).toBe("ERROR_WRONG_CAPTCHA_ID|ERROR_WRONG_CAPTCHA_ID|ERROR_WRONG_CAPTCHA_ID");
+  });
+
+  test("a wrong key in the query string is refused before the body is parsed", async () => {
+    // Parsed first (as before), this body would answer ERROR_BAD_PARAMETERS: the key is checked first.
+    const res = await app.request(`/in.php?key=not-a-key`, { method: "POST", headers: { "content-type": "application/json" }, body: "{ not json" });
+    expect(await res.text()).toBe('{"status":0,"request":"ERROR_WRONG_USER_KEY"}');
+    const multipart = await app.request(`/in.php?key=not-a-key`, { method: "POST", headers: { "content-type": "multipart/form-data; boundary=x" }, body: "garbage" });
+    expect(await multipart.text()).toBe("ERROR_WRONG_USER_KEY");
+    // A key given only in the body still works (checked after reading it).
+    const ok = await app.request(`/res.php`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ key: KEY, action: "getbalance" }).toString() });
+    expect(await ok.text()).toBe("1000000");
+  });
+});

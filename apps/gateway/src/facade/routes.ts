@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { toTaskView } from "../domain/task-view.ts";
-import type { Authenticator } from "../http/auth.ts";
+import type { Authenticator, AuthResult } from "../http/auth.ts";
 import type { GatewayDeps, GatewayEnvVars } from "../http/deps.ts";
 import { SubmitError, submitTask } from "../usecases/submit-task.ts";
 import { code, ok, bare, renderReply, replyStyleOf, type ProtocolReply, type ReplyStyle } from "./domain/reply.ts";
@@ -24,6 +24,15 @@ function send(c: Ctx, style: ReplyStyle, reply: ProtocolReply, status: 200 | 500
   return c.body(r.body, status, r.headers);
 }
 
+/** The protocol's answer to a failed authentication. */
+function refuse(c: Ctx, style: ReplyStyle, r: Exclude<AuthResult, { ok: true }>): Response {
+  if (r.reason === "missing") return send(c, style, code("ERROR_KEY_DOES_NOT_EXIST"));
+  if (r.reason === "unknown") return send(c, style, code("ERROR_WRONG_USER_KEY"));
+  // 2Captcha's own answer to "too many wrong keys from this address"; clients back off on it.
+  c.header("retry-after", String(r.retryAfter));
+  return send(c, style, code("IP_BANNED"));
+}
+
 /**
  * The 2Captcha v1 protocol (`in.php`/`res.php`) over the pipeline's tasks, for unmodified
  * 2Captcha/CaptchaAI clients. Submissions go through `submitTask` (row + PubAck, as
@@ -39,17 +48,17 @@ export function facadeRoutes(deps: GatewayDeps, auth: Authenticator) {
 
   /** Reads the call, authenticates `key`, runs `fn`, and renders its reply in the caller's style. */
   const protocol = (fn: (call: ProtocolCall, clientId: string, c: Ctx) => Promise<ProtocolReply>) => async (c: Ctx) => {
+    // A key in the query string is checked before the body is read: an unknown or throttled
+    // caller's upload is never parsed (issue 14, low). A key only in the body is checked after.
+    const queryKey = new URL(c.req.url).searchParams.get("key")?.trim();
+    const early = queryKey ? auth.check(c, queryKey) : undefined;
+    if (early && !early.ok) return refuse(c, fallbackStyle(c), early);
     const call = await readProtocolCall(c.req.raw);
     const style = call.malformed ? fallbackStyle(c) : replyStyleOf(call.params);
     if (call.malformed) return send(c, style, code("ERROR_BAD_PARAMETERS"));
-    const checked = auth.check(c, call.params.key?.trim());
-    if (!checked.ok) {
-      if (checked.reason === "missing") return send(c, style, code("ERROR_KEY_DOES_NOT_EXIST"));
-      if (checked.reason === "unknown") return send(c, style, code("ERROR_WRONG_USER_KEY"));
-      // 2Captcha's own answer to "too many wrong keys from this address"; clients back off on it.
-      c.header("retry-after", String(checked.retryAfter));
-      return send(c, style, code("IP_BANNED"));
-    }
+    const key = call.params.key?.trim();
+    const checked = early?.ok && key === queryKey ? early : auth.check(c, key);
+    if (!checked.ok) return refuse(c, style, checked);
     const clientId = checked.clientId;
     try {
       return send(c, style, await fn(call, clientId, c));
@@ -111,7 +120,14 @@ export function facadeRoutes(deps: GatewayDeps, auth: Authenticator) {
           return bare(FACADE_BALANCE);
         case "get":
           if (!r.bulk) return getReply(await viewOf(r.ids[0]!, clientId));
-          return bulkGetReply(await Promise.all(r.ids.map((id) => viewOf(id, clientId))));
+          {
+            // One query for all the ids (up to 100), not one each.
+            const rows = new Map((await deps.store.getMany(r.ids)).map((row) => [row.id, row]));
+            return bulkGetReply(r.ids.map((id) => {
+              const row = rows.get(id);
+              return row && row.owner === clientId ? toTaskView(row, now()) : undefined;
+            }));
+          }
         case "get2":
           return get2Reply(await viewOf(r.id, clientId));
         case "reportbad":
