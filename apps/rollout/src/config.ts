@@ -61,7 +61,7 @@ export function regionEndpoints(config: RolloutConfig, env: Record<string, strin
       .object({ NATS_URL: OtherNatsUrl, DATABASE_URL: o.needDatabase ? commonEnv.DATABASE_URL : commonEnv.DATABASE_URL.optional(), ...natsAuthEnv })
       .safeParse({ NATS_URL: pick("NATS_URL"), DATABASE_URL: pick("DATABASE_URL"), NATS_USER: pick("NATS_USER"), NATS_PASSWORD: pick("NATS_PASSWORD"), NATS_CREDS: pick("NATS_CREDS"), NATS_TLS_CA: pick("NATS_TLS_CA"), NATS_TLS_CERT: pick("NATS_TLS_CERT"), NATS_TLS_KEY: pick("NATS_TLS_KEY") });
     if (!r.success) {
-      for (const i of r.error.issues) faults.push(`${String(i.path[0])}_${sfx}: ${i.path[0] === "NATS_URL" && pick("NATS_URL") === undefined ? `required for region ${name}` : i.message}`);
+      for (const i of r.error.issues) faults.push(`${String(i.path[0])}_${sfx}: ${pick(String(i.path[0])) === undefined ? `required for region ${name}` : i.message}`);
       continue;
     }
     out.push({ name, natsUrl: r.data.NATS_URL, auth: natsAuthFromEnv(r.data), databaseUrl: r.data.DATABASE_URL });

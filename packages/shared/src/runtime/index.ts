@@ -4,3 +4,4 @@ export * from "./peer-errors.ts";
 export * from "./reaper.ts";
 export * from "./fence.ts";
 export * from "./shards.ts";
+export * from "./run-service.ts";
