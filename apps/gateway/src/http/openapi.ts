@@ -25,7 +25,7 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
           summary: "Submit a task; 202 once it is in Postgres and acknowledged by JetStream",
           parameters: [{ name: "Idempotency-Key", in: "header", required: false, schema: { type: "string", maxLength: 255 } }],
           requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/TaskRequest" } } } },
-          responses: { "202": { description: "accepted", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskAccepted" } } } }, ...errors(400, 401, 413, 415, 422, 503) },
+          responses: { "202": { description: "accepted", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskAccepted" } } } }, ...errors(400, 401, 403, 413, 415, 422, 429, 503) },
         },
       },
       "/v1/tasks/{id}": {
@@ -36,6 +36,12 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
             { name: "wait", in: "query", required: false, schema: { type: "integer", minimum: 0 } },
           ],
           responses: { "200": { description: "the task", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } } }, ...errors(400, 401, 404, 429) },
+        },
+      },
+      "/v1/usage": {
+        get: {
+          summary: "The calling API key's own figures (tasks in flight, spend today) and quotas",
+          responses: { "200": { description: "{clientId, day, inFlight, spendToday, limits, prices}", content: { "application/json": { schema: { type: "object" } } } }, ...errors(401, 429) },
         },
       },
       "/healthz": { get: { security: [], responses: { "200": { description: "alive" } } } },
