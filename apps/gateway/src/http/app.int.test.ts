@@ -409,6 +409,7 @@ test("GET /v1/webhook-secret hands each client its own signing secret (and the p
 
 describe("failed authentication is throttled per source address (issue 14.8)", () => {
   const from = (address: string) => ({ requestIP: () => ({ address, family: "IPv4", port: 1 }) });
+  const lines: string[] = [];
   const throttled = () =>
     createApp({
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, AUTH_FAIL_MAX: 3, AUTH_FAIL_WINDOW_MS: 60_000 },
@@ -416,7 +417,7 @@ describe("failed authentication is throttled per source address (issue 14.8)", (
       queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
-      log: createLogger("gateway-test", { level: "silent" }),
+      log: createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }),
     });
   const get = (a: ReturnType<typeof createApp>, ip: string, key?: string, path = "/v1/webhook-secret") => a.request(path, { headers: key ? { authorization: `Bearer ${key}` } : {} }, from(ip));
 
@@ -436,6 +437,11 @@ describe("failed authentication is throttled per source address (issue 14.8)", (
     // Another address with a good key is served; a good key does not lift the throttle.
     expect((await get(a, "198.51.100.7", "client-b-key", "/v1/tasks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
     expect((await get(a, "203.0.113.5", "client-a-key")).status).toBe(429);
+    // One warning naming the source; no key (neither the guesses nor the good one) in any line.
+    const warned = lines.filter((l) => l.includes("failed authentications throttled"));
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toContain("203.0.113.5");
+    for (const l of lines) for (const k of ["guess-", "client-a-key", "client-b-key"]) expect(l).not.toContain(k);
   });
 
   test("facade guesses count too; without the throttle (today's code) the 4th guess would be a plain wrong-key answer", async () => {
