@@ -43,17 +43,20 @@ export interface Throughput {
    * them), minus the provider slot rows a solver creates once at start.
    */
   rowWritesPerTask: number;
+  /** Postgres transactions committed per task (pg_stat_database.xact_commit, the bench's own reads included), same span. */
+  commitsPerTask: number;
 }
 
 /**
  * Rows inserted, updated and deleted in the current database's public tables so far, without
  * provider_slots inserts (rows 0..threads-1 are created once when a solver starts, not per task).
  */
-async function rowWrites(sql: postgres.Sql): Promise<number> {
-  const [r] = await sql<{ n: string }[]>`
-    select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del - case when relname = 'provider_slots' then n_tup_ins else 0 end), 0)::bigint::text as n
-    from pg_stat_user_tables where schemaname = 'public'`;
-  return Number(r?.n ?? 0);
+async function rowWrites(sql: postgres.Sql): Promise<{ writes: number; commits: number }> {
+  const [r] = await sql<{ n: string; c: string }[]>`
+    select (select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del - case when relname = 'provider_slots' then n_tup_ins else 0 end), 0)
+            from pg_stat_user_tables where schemaname = 'public')::bigint::text as n,
+           (select xact_commit from pg_stat_database where datname = current_database())::bigint::text as c`;
+  return { writes: Number(r?.n ?? 0), commits: Number(r?.c ?? 0) };
 }
 
 /** Waits until the bench's own connections (application_name 'bench') are the database's only backends: the others exited, so their statistics are flushed. */
@@ -90,8 +93,9 @@ async function measure(ctx: BenchContext, sql: postgres.Sql, count: number, subm
   await Bun.sleep(200);
   await stopWriters();
   await othersGone(sql);
-  const rowWritesPerTask = Math.round((((await rowWrites(sql)) - writesBefore) * 100) / (WARMUP + count)) / 100;
-  return { perSecond: (count * 1000) / (end - sent.startedAt), cpuMsPerTask, elapsedMs: end - sent.startedAt, acceptMs: sent.endedAt - sent.startedAt, rowWritesPerTask };
+  const after = await rowWrites(sql);
+  const per = (n: number) => Math.round((n * 100) / (WARMUP + count)) / 100;
+  return { perSecond: (count * 1000) / (end - sent.startedAt), cpuMsPerTask, elapsedMs: end - sent.startedAt, acceptMs: sent.endedAt - sent.startedAt, rowWritesPerTask: per(after.writes - writesBefore.writes), commitsPerTask: per(after.commits - writesBefore.commits) };
 }
 
 export interface PipelineThroughput extends Throughput {
@@ -257,7 +261,7 @@ export const endToEnd: Benchmark = {
         ratio: ours.rowWritesPerTask / peer.rowWritesPerTask,
         target: "<= 4",
         met: ours.rowWritesPerTask <= 4,
-        note: `end-to-end: n_tup_ins + n_tup_upd + n_tup_del of every table (pg_stat_user_tables) from before the warm-up to after the writing processes stopped, per task (warm-up included; a solver's provider_slots rows, created once at its start, left out); every renewal and release counts. The fair peer writes 3 (insert, solving, completed); the JetStream loop and BullMQ context rows 2 each (measured ${js.rowWritesPerTask} and ${bull.rowWritesPerTask}).`,
+        note: `end-to-end: n_tup_ins + n_tup_upd + n_tup_del of every table (pg_stat_user_tables) from before the warm-up to after the writing processes stopped, per task (warm-up included; a solver's provider_slots rows, created once at its start, left out); every renewal and release counts. The fair peer writes 3 (insert, solving, completed); the JetStream loop and BullMQ context rows 2 each (measured ${js.rowWritesPerTask} and ${bull.rowWritesPerTask}). Commits per task (pg_stat_database.xact_commit, the bench's completion polls included): ours ${ours.commitsPerTask}, fair peer ${peer.commitsPerTask}.`,
       },
       {
         bench: "end-to-end",

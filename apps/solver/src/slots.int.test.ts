@@ -9,6 +9,7 @@ import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createBatchedWrites } from "./adapters/batched-writes.ts";
 import { loadConfig } from "./config.ts";
 import { keyRefOf } from "./domain/key-ref.ts";
 import { startSolver, type SolverService } from "./service.ts";
@@ -111,3 +112,25 @@ test("a task redelivered while its dead holder's lease runs keeps the dead holde
   expect(stats.submissions).toBe(2);
   expect(stats.maxInFlightByKey[KEY]).toBe(threads);
 }, 60_000);
+
+test("a completion frees the task's slot in the same statement; one whose lease was lost frees nothing", async () => {
+  const writes = createBatchedWrites(database.sql);
+  await database.sql`insert into provider_slots (key_ref, slot) values (${KEY_REF}, 7) on conflict do nothing`;
+  const id = crypto.randomUUID();
+  await database.sql`
+    insert into tasks (id, owner, request_hash, region, type, priority, params, state, attempts, version, provider_id, lease_owner, lease_until)
+    values (${id}, 'o', 'h', ${REGION}, 'turnstile', 'normal', '{}'::jsonb, 'solving', 1, 1, 'p-1', 'holder', now() + interval '30 seconds')`;
+  await database.sql`update provider_slots set owner = 'holder', task_id = ${id}, lease_until = now() + interval '30 seconds' where key_ref = ${KEY_REF} and slot = 7`;
+  const slotRow = async () => (await database.sql<{ task_id: string | null; owner: string | null }[]>`select task_id, owner from provider_slots where key_ref = ${KEY_REF} and slot = 7`)[0]!;
+  const done = { token: "t", userAgent: null, expiresAt: null, polls: 1, slot: { keyRef: KEY_REF, slot: 7 } };
+
+  // A worker that lost the lease: nothing written, the slot stays the task's.
+  expect(await writes.complete({ id, worker: "former-holder", ...done })).toBeUndefined();
+  expect(await slotRow()).toEqual({ task_id: id, owner: "holder" });
+  expect(await stateOf(id)).toBe("solving");
+
+  const r = await writes.complete({ id, worker: "holder", ...done });
+  expect(r?.version).toBe(2);
+  expect(await stateOf(id)).toBe("completed");
+  expect(await slotRow()).toEqual({ task_id: null, owner: null });
+});

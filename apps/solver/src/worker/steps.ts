@@ -68,14 +68,15 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
 }
 
 /**
- * The finish of a solved task: the completion (guarded by the lease), the solve-time metric, the
- * `completed` event. The waiting room calls it when the answer is there.
+ * The finish of a solved task: the completion (guarded by the lease) with the release of its
+ * provider slot in the same write, the solve-time metric, the `completed` event. The waiting room
+ * calls it when the answer is there.
  */
-export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
+export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>, slot?: { keyRef: string; slot: number }): Promise<Outcome> {
   const { store, events, timing: t, workerId: w } = deps;
   const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
   const expiresAt = tokenExpiry(type, new Date(), t.tokenTtlMs);
-  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });
+  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls, ...(slot ? { slot } : {}) });
   if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
   deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);
   // No token in the event (issue 16.3, retention): the row holds it while it is valid. The event

@@ -93,13 +93,14 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       if (deps.admission) await deps.admission.acquire();
       let outcome: Outcome;
       try {
-        outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply);
+        // The completion frees the slot in the same write. When it is not written (the lease was
+        // lost: another worker holds the task now), the slot is not this worker's to free.
+        outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply, { keyRef: p.key.ref, slot: p.slot });
       } catch (err) {
         return this.abandon(err);
       } finally {
         deps.admission?.release();
       }
-      await deps.slots.release(p.key.ref, p.slot, p.taskId).catch(() => {});
       this.settle({ kind: "done", outcome });
     }
 
