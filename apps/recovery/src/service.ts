@@ -66,7 +66,9 @@ function startKeeperAtWitness(config: RecoveryConfig, ctx: RecoveryContext, remo
   let witnessNc: NatsConnection | undefined;
   const started = (async () => {
     const auth = natsAuthFromEnv({ NATS_USER: config.WITNESS_USER, NATS_PASSWORD: config.WITNESS_PASSWORD, NATS_CREDS: config.WITNESS_CREDS });
-    witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"));
+    // A witness node on the far side of a cut must be left within seconds, not after the client's
+    // default 2 x 2 min of unanswered pings: the lease is renewed through another node of the list.
+    witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"), { pingIntervalMs: 2000, maxPingOut: 2 });
     if (stopping()) return;
     // Short requests: a round must fail fast when the witness is out of reach.
     const kvm = new Kvm(jetstream(witnessNc, { timeout: 1000 }));

@@ -32,7 +32,14 @@ export function natsAuthFromEnv(env: { NATS_USER?: string | undefined; NATS_PASS
  * drains on shutdown. Errors the server reports asynchronously (a permissions violation) go to
  * `onError`, which never sees a credential.
  */
-export async function connectNats(servers: string, name: string, auth: NatsAuth = {}, onError: (err: Error) => void = (e) => console.error(`[nats ${name}] ${e.message}`)): Promise<NatsConnection> {
+export async function connectNats(
+  servers: string,
+  name: string,
+  auth: NatsAuth = {},
+  onError: (err: Error) => void = (e) => console.error(`[nats ${name}] ${e.message}`),
+  /** How soon a silent server is noticed (the client's default: 2 pings 2 min apart). */
+  liveness?: { pingIntervalMs: number; maxPingOut: number },
+): Promise<NatsConnection> {
   const nc = await connect({
     servers: servers.split(","),
     name,
@@ -48,6 +55,7 @@ export async function connectNats(servers: string, name: string, auth: NatsAuth 
     ...(auth.pass !== undefined ? { pass: auth.pass } : {}),
     ...(auth.credsFile ? { authenticator: credsAuthenticator(new Uint8Array(readFileSync(auth.credsFile))) } : {}),
     ...(auth.tls ? { tls: auth.tls } : {}),
+    ...(liveness ? { pingInterval: liveness.pingIntervalMs, maxPingOut: liveness.maxPingOut } : {}),
   });
   void (async () => {
     for await (const s of nc.status()) if (s.type === "error") onError(s.error);
