@@ -15,6 +15,7 @@ export const APP_ENTRIES = {
   gateway: "apps/gateway/src/main.ts",
   solver: "apps/solver/src/main.ts",
   recovery: "apps/recovery/src/bin.ts",
+  rollout: "apps/rollout/src/bin.ts",
   emulator: "packages/emulator/src/main.ts",
 } as const;
 export type AppName = keyof typeof APP_ENTRIES;
@@ -99,7 +100,7 @@ if (import.meta.main) {
   try {
     args = parseArgs(Bun.argv.slice(2));
   } catch (err) {
-    console.error(`build: ${(err as Error).message}\nusage: npm run build -- [--version v2] [--arch x64|arm64|all] [--apps gateway,solver,recovery,emulator] [--out dist]`);
+    console.error(`build: ${(err as Error).message}\nusage: npm run build -- [--version v2] [--arch x64|arm64|all] [--apps gateway,solver,recovery,rollout,emulator] [--out dist]`);
     process.exit(2);
   }
   const version = args.version ?? gitVersion();

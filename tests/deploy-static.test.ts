@@ -23,7 +23,7 @@ const TERRAFORM = join(DEPLOY, "terraform");
 const read = (...p: string[]) => readFileSync(join(...p), "utf8");
 
 /** Exposure scores (systemd-analyze security, 0 = locked down, 10 = exposed) the units must stay under. Measured: 1.2 each. */
-const MAX_EXPOSURE: Record<string, number> = { "gateway.service": 1.5, "solver@v1.service": 1.5, "recovery.service": 1.5, "nats-server.service": 1.5 };
+const MAX_EXPOSURE: Record<string, number> = { "gateway.service": 1.5, "solver@v1.service": 1.5, "recovery.service": 1.5, "rollout.service": 1.5, "nats-server.service": 1.5 };
 /** Hetzner's limit on user-data. */
 const MAX_USER_DATA = 32 * 1024;
 
@@ -97,7 +97,7 @@ test("systemd-analyze security: each service's exposure stays under its threshol
 
 test("the app units keep the contract: user, env files, paths, stop timeout, hardening", () => {
   const unit = (f: string) => read(SYSTEMD, f);
-  for (const f of ["gateway.service", "solver@.service", "recovery.service"]) {
+  for (const f of ["gateway.service", "solver@.service", "recovery.service", "rollout.service"]) {
     const u = unit(f);
     for (const line of [
       "User=pipeline",
@@ -130,6 +130,9 @@ test("the app units keep the contract: user, env files, paths, stop timeout, har
   expect(unit("gateway.service")).toMatch(/^EnvironmentFile=\/etc\/captcha-pipeline\/gateway\.env$/m);
   expect(unit("gateway.service")).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/gateway\/current\/gateway$/m);
   expect(unit("recovery.service")).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/recovery\/current\/recovery$/m);
+  // One rollout service per deployment: installed everywhere, started only where rollout.env exists.
+  expect(unit("rollout.service")).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/rollout\/current\/rollout$/m);
+  expect(unit("rollout.service")).toMatch(/^ConditionPathExists=\/etc\/captcha-pipeline\/rollout\.env$/m);
   expect(unit("recovery.service")).toMatch(/^StateDirectory=captcha-pipeline$/m);
   expect(unit("recovery.service")).toMatch(/^Environment=DATA_DIR=\/var\/lib\/captcha-pipeline$/m);
   const solver = unit("solver@.service");
@@ -226,6 +229,7 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
     gateway_unit: read(SYSTEMD, "gateway.service"),
     solver_unit: read(SYSTEMD, "solver@.service"),
     recovery_unit: read(SYSTEMD, "recovery.service"),
+    rollout_unit: read(SYSTEMD, "rollout.service"),
     target_unit: read(SYSTEMD, "captcha-pipeline.target"),
   };
   const natsFiles = {

@@ -99,12 +99,12 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
     return { host: host.name, status: "rolled-back", version, ms: Date.now() - t0, reason: `unhealthy: ${health.last}`, rollbackHealthy: true };
   }
 
-  /** Gateway and solver: /readyz answers 200; recovery (no HTTP): the unit stays active for 3 probes in a row. */
+  /** Gateway and solver: /readyz answers 200; recovery and rollout (no HTTP for sure): the unit stays active for 3 probes in a row. */
   async function waitHealthy(solverMetricsPort?: number): Promise<{ ok: boolean; ms: number; last: string }> {
     const start = Date.now();
     const sleep = d.sleep ?? ((ms: number) => Bun.sleep(ms));
     const probe =
-      app === "recovery"
+      app === "recovery" || app === "rollout"
         ? ctl("is-active --quiet")
         : app === "solver"
           ? `curl -fsS -m 2 http://127.0.0.1:${solverMetricsPort}/readyz`
@@ -114,7 +114,7 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
     while (Date.now() - start < d.healthTimeoutMs) {
       const r = await d.ssh.run(host, probe, { timeoutMs: 15_000 });
       if (r.code === 0) {
-        if (app !== "recovery" || ++streak >= 3) return { ok: true, ms: Date.now() - start, last: "ok" };
+        if ((app !== "recovery" && app !== "rollout") || ++streak >= 3) return { ok: true, ms: Date.now() - start, last: "ok" };
       } else {
         streak = 0;
         last = (r.stderr.trim() || r.stdout.trim() || `exit ${r.code}`).split("\n").pop()!;

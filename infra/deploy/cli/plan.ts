@@ -2,7 +2,7 @@
 // which releases to keep. No I/O here (plan.test.ts).
 import type { Host } from "./inventory.ts";
 
-export const DEPLOYABLE = ["gateway", "solver", "recovery"] as const;
+export const DEPLOYABLE = ["gateway", "solver", "recovery", "rollout"] as const;
 export type DeployApp = (typeof DEPLOYABLE)[number];
 
 /** The hosts that run `app` (role `app`), in `region` when given, in inventory order. */
@@ -18,7 +18,7 @@ export function batches<T>(items: T[], size: number): T[][] {
   return out;
 }
 
-/** The systemd unit of an app version: gateway and recovery have one, the solver one per version. */
+/** The systemd unit of an app version: gateway, recovery and rollout have one, the solver one per version. */
 export function unitOf(app: DeployApp, version: string): string {
   return app === "solver" ? `solver@${version}.service` : `${app}.service`;
 }

@@ -96,6 +96,7 @@ locals {
     gateway_unit  = file("${local.root}/systemd/gateway.service")
     solver_unit   = file("${local.root}/systemd/solver@.service")
     recovery_unit = file("${local.root}/systemd/recovery.service")
+    rollout_unit  = file("${local.root}/systemd/rollout.service")
     target_unit   = file("${local.root}/systemd/captcha-pipeline.target")
   }
 
