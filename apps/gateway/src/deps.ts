@@ -1,12 +1,15 @@
 import type { Logger } from "@pipeline/shared/log";
-import type { TaskQueue, TaskWatcher } from "../adapters/nats.ts";
-import type { TaskStore } from "../adapters/pg.ts";
-import type { ApiKeys } from "../domain/api-keys.ts";
-import type { GatewayConfig } from "../config.ts";
-import type { GatewayMetrics } from "../adapters/metrics.ts";
-import type { Quotas } from "../domain/quotas.ts";
+import type { TaskQueue, TaskWatcher } from "./adapters/nats.ts";
+import type { TaskStore } from "./adapters/pg.ts";
+import type { ApiKeys } from "./domain/api-keys.ts";
+import type { GatewayConfig } from "./config.ts";
+import type { GatewayMetrics } from "./adapters/metrics.ts";
+import type { Quotas } from "./domain/quotas.ts";
 
-/** Everything the HTTP layer needs, built once in main.ts. */
+/**
+ * Everything the gateway's HTTP faces and use cases read, built once per app by
+ * `createGatewayDeps` (service.ts passes the real adapters; tests pass their own) and passed down.
+ */
 export interface GatewayDeps {
   /** The WEBHOOK_ALLOW_* flags default to off (https, public hosts only). */
   config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS" | "TASK_DEADLINE_MS"> & Partial<Pick<GatewayConfig, "WEBHOOK_ALLOW_HTTP" | "WEBHOOK_ALLOW_PRIVATE" | "regions" | "WEBHOOK_SECRET" | "WEBHOOK_SECRET_PREVIOUS" | "LONG_POLL_MAX_PER_KEY" | "LONG_POLL_MAX_TOTAL" | "LONG_POLL_RECHECK_MS" | "SSE_MAX_SECONDS" | "AUTH_FAIL_MAX" | "AUTH_FAIL_WINDOW_MS" | "GATEWAY_TRUST_PROXY">>;
@@ -20,7 +23,14 @@ export interface GatewayDeps {
   quotas?: Quotas;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */
   fence?: { allows(): boolean };
-  now?: () => Date;
+  /** The clock task views and deadlines are computed with. */
+  now: () => Date;
 }
 
-export type GatewayEnvVars = { Variables: { requestId: string; clientId: string } };
+/** What a caller provides: the bag without its defaults (the clock: the system's). */
+export type GatewayParts = Omit<GatewayDeps, "now"> & { now?: () => Date };
+
+/** The dependency bag with its defaults filled in, once. */
+export function createGatewayDeps(parts: GatewayParts): GatewayDeps {
+  return { ...parts, now: parts.now ?? (() => new Date()) };
+}

@@ -4,14 +4,16 @@ import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import { routePath } from "hono/route";
 import { isConnectionError } from "@pipeline/shared/db";
-import { facadeRoutes } from "../facade/routes.ts";
-import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
+import { createGatewayDeps, type GatewayDeps, type GatewayParts } from "../deps.ts";
 import { createAuthenticator } from "./auth.ts";
+import type { GatewayEnvVars } from "./env.ts";
 import { healthRoutes } from "./health.ts";
 import { openApiDocument } from "./openapi.ts";
 import { ProblemError, problemResponse } from "./problem.ts";
-import { tasksRoutes, usageRoutes } from "./tasks.ts";
-import { webhookSecretRoutes } from "./webhook-secret.ts";
+import { twoCaptchaRoutes } from "./twocaptcha/routes.ts";
+import { tasksRoutes } from "./v1/tasks.ts";
+import { usageRoutes } from "./v1/usage.ts";
+import { webhookSecretRoutes } from "./v1/webhook-secret.ts";
 
 /**
  * The operator side of the gateway, on its own listener (`GATEWAY_METRICS_HOST:GATEWAY_METRICS_PORT`,
@@ -25,8 +27,13 @@ export function createMetricsApp(deps: Pick<GatewayDeps, "store" | "queue" | "lo
   return app;
 }
 
-/** The gateway's Hono app: sub-apps mounted with route(), one onError rendering problem+json. */
-export function createApp(deps: GatewayDeps) {
+/**
+ * The gateway's Hono app, one HTTP layer with two faces (`v1/`: REST, problem+json; `twocaptcha/`:
+ * the 2Captcha protocol): sub-apps mounted with route(), one onError rendering problem+json. The
+ * dependency bag is built here, once, and shared by every route.
+ */
+export function createApp(parts: GatewayParts) {
+  const deps = createGatewayDeps(parts);
   const app = new Hono<GatewayEnvVars>();
   app.use("*", requestId());
   app.use("*", async (c, next) => {
@@ -52,7 +59,7 @@ export function createApp(deps: GatewayDeps) {
   const doc = openApiDocument({ imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
   app.get("/openapi.json", (c) => c.json(doc));
   const auth = createAuthenticator(deps);
-  app.route("/", facadeRoutes(deps, auth)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
+  app.route("/", twoCaptchaRoutes(deps, auth)); // 2Captcha in.php/res.php, outside the /v1/* body limit (it has its own)
   app.route("/v1/tasks", tasksRoutes(deps, auth));
   app.route("/v1/webhook-secret", webhookSecretRoutes(deps, auth));
   app.route("/v1/usage", usageRoutes(deps, auth));

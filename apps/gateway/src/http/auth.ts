@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { createAuthThrottle, type AuthThrottle } from "../domain/auth-throttle.ts";
 import { bearerToken } from "../domain/api-keys.ts";
-import type { GatewayDeps } from "./deps.ts";
+import type { GatewayDeps } from "../deps.ts";
 import { ProblemError } from "./problem.ts";
 
 export type AuthResult = { ok: true; clientId: string } | { ok: false; reason: "missing" } | { ok: false; reason: "unknown" } | { ok: false; reason: "throttled"; retryAfter: number };

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { GatewayDeps } from "./deps.ts";
+import type { GatewayDeps } from "../deps.ts";
 
 /** `/healthz` (the process answers) and `/readyz` (NATS and Postgres reachable). */
 export function healthRoutes(deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"] }) {

@@ -1,8 +1,7 @@
 import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
-import type { Logger } from "@pipeline/shared/log";
-import type { TaskQueue } from "../adapters/nats.ts";
-import type { TaskStore } from "../adapters/pg.ts";
 import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
+import type { TaskStore } from "../adapters/pg.ts";
+import type { GatewayDeps } from "../deps.ts";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
 import { isRefusal, type QuotaRefusal, type Quotas, type Reservation } from "../domain/quotas.ts";
@@ -21,19 +20,12 @@ export class SubmitError extends Error {
   }
 }
 
-export interface SubmitDeps {
-  store: TaskStore;
-  queue: TaskQueue;
-  log: Logger;
-  region: string;
-  /** Every region in the shared order (the id's home region byte); default: this region alone. */
-  regions?: readonly string[];
-  /** Deadline of a new task, from acceptance. */
-  deadlineMs: number;
+/** What a submission reads: `config.REGION` (the home region of a new task), `config.regions` (every region in the shared order, for the id's home region byte; default: this region alone), `config.TASK_DEADLINE_MS` (from acceptance). */
+export type SubmitDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "now"> & {
+  config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS" | "regions">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitSubmit">;
-  now?: () => Date;
-}
+};
 
 export interface Submitted {
   id: string;
@@ -48,8 +40,9 @@ export interface Submitted {
  * `queue_unavailable` SubmitError thrown, so an unaccepted request leaves nothing behind.
  */
 export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined): Promise<Submitted> {
-  const regions = deps.regions ?? [deps.region];
-  const id = withHomeRegion(deriveTaskId(clientId, idempotencyKey), regions, deps.region);
+  const region = deps.config.REGION;
+  const regions = deps.config.regions ?? [region];
+  const id = withHomeRegion(deriveTaskId(clientId, idempotencyKey), regions, region);
   const hash = requestHash(req);
   // The same Idempotency-Key accepted by another region (its row replicated here): that task.
   if (idempotencyKey !== undefined && regions.length > 1) {
@@ -84,12 +77,12 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
     owner: clientId,
     idempotencyKey: idempotencyKey ?? null,
     requestHash: hash,
-    region: deps.region,
+    region: deps.config.REGION,
     type: req.type,
     priority: req.priority,
     params: req.params,
     callbackUrl: req.callbackUrl ?? null,
-    deadlineAt: new Date((deps.now ?? (() => new Date()))().getTime() + deps.deadlineMs),
+    deadlineAt: new Date(deps.now().getTime() + deps.config.TASK_DEADLINE_MS),
   });
   const message = { id, type: req.type, priority: req.priority };
   if (!inserted) {
@@ -106,7 +99,7 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
       kind: "accepted",
       state: "queued",
       version: 0,
-      region: deps.region,
+      region: deps.config.REGION,
       at: inserted.createdAt.toISOString(),
       data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idempotencyKey ?? null, callbackUrl: req.callbackUrl ?? null, deadlineAt: inserted.deadlineAt?.toISOString() ?? null },
     })
@@ -122,8 +115,8 @@ async function replay(deps: SubmitDeps, existing: NonNullable<Awaited<ReturnType
   // The first attempt may have died between insert and publish: publishing again is free (same
   // Nats-Msg-Id). Only the task's home region queues it: a row replicated from another region is
   // that region's work (or its adopter's), never this region's queue's.
-  if (existing.state === "queued" && existing.region === deps.region) await publishOrThrow(deps, { id: existing.id, type: existing.type as TaskRequest["type"], priority: existing.priority as TaskRequest["priority"] }, false);
-  return { id: existing.id, status: toTaskView(existing, (deps.now ?? (() => new Date()))()).status, replayed: true };
+  if (existing.state === "queued" && existing.region === deps.config.REGION) await publishOrThrow(deps, { id: existing.id, type: existing.type as TaskRequest["type"], priority: existing.priority as TaskRequest["priority"] }, false);
+  return { id: existing.id, status: toTaskView(existing, deps.now()).status, replayed: true };
 }
 
 async function publishOrThrow(deps: SubmitDeps, message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] }, fresh: boolean): Promise<void> {

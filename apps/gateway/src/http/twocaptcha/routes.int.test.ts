@@ -6,11 +6,11 @@ import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/share
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
-import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
-import { createTaskStore } from "../adapters/pg.ts";
-import { createApiKeys } from "../domain/api-keys.ts";
-import { createApp } from "../http/app.ts";
-import { FACADE_BALANCE } from "./domain/res-request.ts";
+import { createTaskQueue, createTaskWatcher } from "../../adapters/nats.ts";
+import { createTaskStore } from "../../adapters/pg.ts";
+import { createApiKeys } from "../../domain/api-keys.ts";
+import { createApp } from "../app.ts";
+import { FACADE_BALANCE } from "../../domain/twocaptcha/res-request.ts";
 
 const REGION = "facade";
 const KEY = "client-a-key";

@@ -1,8 +1,9 @@
 import { Hono } from "hono";
 import { clientWebhookSecret } from "@pipeline/shared/webhooks";
-import type { Authenticator } from "./auth.ts";
-import type { GatewayDeps, GatewayEnvVars } from "./deps.ts";
-import { ProblemError } from "./problem.ts";
+import type { GatewayDeps } from "../../deps.ts";
+import type { Authenticator } from "../auth.ts";
+import type { GatewayEnvVars } from "../env.ts";
+import { ProblemError } from "../problem.ts";
 
 /**
  * `GET /v1/webhook-secret`: the calling client's own callback signing secret (and the previous one

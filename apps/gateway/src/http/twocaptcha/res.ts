@@ -1,0 +1,44 @@
+import type { TaskView } from "@pipeline/shared/schemas";
+import type { GatewayDeps } from "../../deps.ts";
+import { toTaskView } from "../../domain/task-view.ts";
+import { bare, code } from "../../domain/twocaptcha/reply.ts";
+import { FACADE_BALANCE, parseResRequest } from "../../domain/twocaptcha/res-request.ts";
+import { bulkGetReply, get2Reply, getReply, reportReply } from "../../domain/twocaptcha/task-answer.ts";
+import type { ProtocolAction } from "./protocol.ts";
+
+/** `res.php`: answers, the balance, and reports, for the calling key's own tasks only. */
+export function resAction(deps: GatewayDeps): ProtocolAction {
+  /** The caller's view of a task, or undefined when it does not exist or belongs to another key. */
+  const viewOf = async (id: string, clientId: string): Promise<TaskView | undefined> => {
+    const row = await deps.store.get(id);
+    return row && row.owner === clientId ? toTaskView(row, deps.now()) : undefined;
+  };
+  return async (call, clientId, c) => {
+    const parsed = parseResRequest(call.params);
+    if (!parsed.ok) return code(parsed.code);
+    const r = parsed.request;
+    switch (r.action) {
+      case "getbalance":
+        return bare(FACADE_BALANCE);
+      case "get":
+        if (!r.bulk) return getReply(await viewOf(r.ids[0]!, clientId));
+        {
+          // One query for all the ids (up to 100), not one each.
+          const rows = new Map((await deps.store.getMany(r.ids)).map((row) => [row.id, row]));
+          return bulkGetReply(r.ids.map((id) => {
+            const row = rows.get(id);
+            return row && row.owner === clientId ? toTaskView(row, deps.now()) : undefined;
+          }));
+        }
+      case "get2":
+        return get2Reply(await viewOf(r.id, clientId));
+      case "reportbad":
+      case "reportgood": {
+        const reply = reportReply(await viewOf(r.id, clientId));
+        // Recorded in the log only: the gateway cannot reach the provider to forward it.
+        if (reply.kind === "bare") deps.log.info({ requestId: c.get("requestId"), taskId: r.id, report: r.action === "reportbad" ? "bad" : "good" }, "facade report recorded");
+        return reply;
+      }
+    }
+  };
+}

@@ -1,0 +1,58 @@
+import type { Context } from "hono";
+import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
+import type { GatewayDeps } from "../../deps.ts";
+import { validIdempotencyKey } from "../../domain/task-id.ts";
+import { SubmitError, submitTask } from "../../tasks/submit.ts";
+import type { GatewayEnvVars } from "../env.ts";
+import { ProblemError } from "../problem.ts";
+import { submitProblem } from "./problems.ts";
+
+/** `POST /v1/tasks`: a 202 once the task is in Postgres and acknowledged by JetStream. */
+export function submitRoute(deps: GatewayDeps) {
+  // callbackUrl is checked against the SSRF policy here (a refusal is a 400 naming callbackUrl,
+  // nothing stored) and again by the solver when it sends, after resolving the host.
+  const schema = taskRequest({
+    imageMaxBytes: deps.config.IMAGE_MAX_BYTES,
+    callbacks: { allowHttp: deps.config.WEBHOOK_ALLOW_HTTP ?? false, allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE ?? false },
+  });
+  return async (c: Context<GatewayEnvVars>) => {
+    const clientId = c.get("clientId");
+    refuseWhenFenced(deps);
+    const ct = c.req.header("content-type") ?? "";
+    if (!/^application\/json\b/i.test(ct)) throw new ProblemError(415, "Unsupported Media Type", "send the task as application/json", [{ field: "header.content-type", message: "must be application/json" }]);
+    const idem = c.req.header("idempotency-key");
+    if (idem !== undefined && !validIdempotencyKey(idem))
+      throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [{ field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" }]);
+    let raw: unknown;
+    try {
+      raw = await c.req.json();
+    } catch {
+      throw new ProblemError(400, "Malformed JSON", "the body is not valid JSON", [{ field: "(body)", message: "not valid JSON" }]);
+    }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
+    try {
+      const r = await submitTask(deps, clientId, parsed.data, idem);
+      deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
+      const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
+      if (r.replayed) headers["idempotent-replayed"] = "true";
+      return c.json({ id: r.id, status: r.status }, 202, headers);
+    } catch (err) {
+      if (err instanceof SubmitError && err.refusal) deps.metrics?.quotaRefused(err.refusal.kind);
+      throw submitProblem(err);
+    }
+  };
+}
+
+/**
+ * A fenced region (cut off from the witness, or its lease taken over) would only queue the task
+ * until it is back: the client is told (503) to go to another region now.
+ */
+function refuseWhenFenced(deps: GatewayDeps): void {
+  if (!deps.fence || deps.fence.allows()) return;
+  const others = (deps.config.regions ?? []).filter((r) => r !== deps.config.REGION);
+  throw new ProblemError(503, "Region Fenced", `region ${deps.config.REGION} does not hold its lease; submit to ${others.join(" or ") || "another region"} with the same Idempotency-Key`, undefined, {
+    "retry-after": "1",
+    ...(others.length ? { "x-try-regions": others.join(",") } : {}),
+  });
+}

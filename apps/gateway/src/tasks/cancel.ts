@@ -1,0 +1,34 @@
+import type { TaskRow } from "@pipeline/shared/db";
+import type { GatewayDeps } from "../deps.ts";
+
+/** Why a cancel changed nothing; `state` is the task's state now. */
+export class CancelError extends Error {
+  override name = "CancelError";
+  constructor(
+    readonly code: "already_final",
+    readonly state: string,
+  ) {
+    super(`the task is ${state}; only unfinished tasks can be cancelled`);
+  }
+}
+
+export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & { config: Pick<GatewayDeps["config"], "REGION"> };
+
+/**
+ * Cancels `row`, a task of `clientId` homed in this region: the row first (only an unfinished
+ * task), then the `cancelled` event (a failure is logged; the row is what counts). Cancelling a
+ * cancelled task answers it again; any other final task is an `already_final` CancelError.
+ * Resolves to the task as it is now.
+ */
+export async function cancelTask(deps: CancelDeps, clientId: string, row: TaskRow): Promise<TaskRow> {
+  const cancelled = await deps.store.cancel(row.id, clientId);
+  if (!cancelled) {
+    const current = (await deps.store.get(row.id)) ?? row;
+    if (current.state === "cancelled") return current;
+    throw new CancelError("already_final", current.state);
+  }
+  await deps.queue
+    .publishEvent({ taskId: row.id, kind: "cancelled", state: "cancelled", version: cancelled.version, region: deps.config.REGION, at: new Date().toISOString() })
+    .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "cancelled event not published"));
+  return cancelled;
+}
