@@ -1,5 +1,5 @@
 // The console's redrive: what the gateway's `POST /v1/tasks/:id/retry` does (apps/gateway
-// src/http/tasks.ts and adapters/pg.ts), for any owner's task, by an operator, and audited.
+// src/tasks/redrive.ts and adapters/pg.ts), for any owner's task, by an operator, and audited.
 // failed -> queued with a fresh deadline and attempt count, in one guarded UPDATE; then a message
 // with a fresh id (`<id>:redrive:<n>`: the first may still be in the duplicate window); when the
 // publish fails the row goes back to failed. The solver's guarded claim stays the only writer
