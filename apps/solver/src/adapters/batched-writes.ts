@@ -10,7 +10,12 @@ import { driverRowMapper, groupCommit, isConnectionError, tasks, type TaskRow } 
  * thousands of single-row commits (and socket writes) per second into a few dozen statements.
  */
 export interface BatchedWrites {
-  /** queued|retrying -> solving, or takes over an expired (or own) `solving` lease; undefined when not claimable. */
+  /**
+   * queued|retrying -> solving, or takes over an expired (or own) `solving` lease; undefined when
+   * not claimable. A row without a provider id and without another worker's submit marker gets
+   * this worker's marker in the same write (issue 13: claim and submit marker in one write): the
+   * claimer submits next. The returned row says whether it did (`submitOwner`).
+   */
   claim(r: { id: string; worker: string; leaseMs: number }): Promise<TaskRow | undefined>;
   /** Marks an in.php call as started, if the task is still ours. */
   beginSubmit(r: { id: string; worker: string }): Promise<boolean>;
@@ -63,7 +68,9 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
         update tasks t
         set state = 'solving', version = t.version + 1, attempts = t.attempts + 1, lease_owner = v.worker,
             lease_until = now() + v.lease_ms * interval '1 millisecond',
-            started_at = coalesce(t.started_at, now()), updated_at = now()
+            started_at = coalesce(t.started_at, now()), updated_at = now(),
+            submit_started_at = case when t.provider_id is null and (t.submit_started_at is null or t.submit_owner = v.worker) then now() else t.submit_started_at end,
+            submit_owner = case when t.provider_id is null and (t.submit_started_at is null or t.submit_owner = v.worker) then v.worker else t.submit_owner end
         from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => String(b.leaseMs))}::int[])
              as v(id, worker, lease_ms)
         where t.id = v.id

@@ -133,5 +133,8 @@ async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, brea
     // Known to the provider (a stored id, or a key back in use): the waiting room polls it.
     return { outcome: { kind: "ack", reason: "parked" }, providerTaskInFlight: true, park: { taskId: d.taskId, type: task.type, providerId: task.providerId, key, polls: task.polls, resubmits: resubmits.n, firstDelayMs: 0 } };
   }
-  return submitUntilKnown({ deps, task: { ...task, params: row.params, attempts: row.attempts, version: row.version }, key, breaker, resubmits, leave, signal });
+  // The claim wrote this worker's submit marker (no provider id, no other worker's marker) unless
+  // the task came back from the waiting room.
+  const markedAtClaim = !resume && row.submitOwner === w && row.submitStartedAt !== null && row.providerId === null;
+  return submitUntilKnown({ deps, task: { ...task, params: row.params, attempts: row.attempts, version: row.version }, key, breaker, resubmits, leave, signal, markedAtClaim });
 }

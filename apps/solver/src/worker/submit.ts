@@ -33,6 +33,8 @@ export interface SubmitContext {
   resubmits: { n: number };
   /** The task leaves the start cap once the provider has it. */
   leave(): void;
+  /** The claim wrote this worker's submit marker (claim and marker in one write): the first submit needs no `beginSubmit`. */
+  markedAtClaim?: boolean;
   signal: AbortSignal;
 }
 
@@ -45,11 +47,18 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
   const { deps, task, key } = c;
   const { store, provider, timing: t, workerId: w } = deps;
   const taskId = task.taskId;
+  let marked = c.markedAtClaim === true;
   for (;;) {
     // A fenced region (cut off from the witness, or its lease taken over) pays for nothing new.
-    if (deps.fence && !deps.fence.allows()) return done(nak(2000, "region fenced: no new provider submissions"));
-    // Cancelled (or lease lost) since the claim: never submit afterwards.
-    if (!(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
+    if (deps.fence && !deps.fence.allows()) {
+      // The claim's marker says a submit is under way: a taker-over would wait for it in vain.
+      if (marked) await store.endSubmit(taskId, w);
+      return done(nak(2000, "region fenced: no new provider submissions"));
+    }
+    // Cancelled (or lease lost) since the claim: never submit afterwards. The first submit after a
+    // claim that wrote the marker goes at once (the claim, a moment ago, was that check).
+    if (!marked && !(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
+    marked = false;
     deps.log.debug({ taskId, attempt: task.attempts, resubmits: c.resubmits.n }, "provider submit");
     const reply = await provider.submit(toProviderParams({ type: task.type, params: task.params } as TaskSpec), key.value, c.signal);
     observeReply(c.breaker, deps.profile, reply);
