@@ -14,7 +14,7 @@ import { createTestDatabase, eventually, startTestNats, type TestDatabase, type 
 import { type AppName, buildBinary, sha256File } from "../infra/build.ts";
 
 const VERSION = `t${Date.now().toString(36)}`;
-const APPS: AppName[] = ["gateway", "solver", "recovery", "emulator"];
+const APPS: AppName[] = ["gateway", "solver", "recovery", "rollout", "emulator"];
 /** A PATH with the system's tools and nothing of ours: no bun, no node_modules/.bin. */
 const BARE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin";
 const PROVIDER_KEY = "bin-provider-key-0001";
@@ -88,7 +88,7 @@ function spec(i: number): TaskSpec {
   return { type: "image", params: { body: Buffer.from(`bin captcha ${i}`).toString("base64"), numeric: 1 } };
 }
 
-test("gateway, solver, recovery and emulator binaries solve 150 tasks, each submitted once", async () => {
+test("gateway, solver, recovery and emulator binaries solve 150 tasks, each submitted once; the rollout binary serves its status and reads the shards", async () => {
   const [emuPort, gatewayPort, metricsPort] = await Promise.all([freePort(), freePort(), freePort()]);
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: "bin", LOG_LEVEL: "info" };
   start("emulator", "emulator", { EMULATOR_HOST: "127.0.0.1", EMULATOR_PORT: String(emuPort), EMULATOR_KEYS: `${PROVIDER_KEY}:1000`, EMULATOR_LATENCY_MS: "20" });
@@ -133,6 +133,19 @@ test("gateway, solver, recovery and emulator binaries solve 150 tasks, each subm
   const workers = run("recovery", ["workers", "--json"], { ...common, ...natsEnv(nats, "recovery") });
   expect(workers.exitCode).toBe(0);
   expect(workers.stdout.toString()).toContain("bin-solver-1");
+  // The rollout binary: its service starts (a status listener), its CLI reads the compiled solver's shards and process.
+  const rolloutPort = await freePort();
+  start("rollout", "rollout", { ...common, ...natsEnv(nats, "rollout"), ROLLOUT_HTTP_PORT: String(rolloutPort) });
+  const st = await eventually(async () => {
+    const r = await fetch(`http://127.0.0.1:${rolloutPort}/v1/rollout`).catch(() => undefined);
+    const body = r?.ok ? ((await r.json()) as { regions: Record<string, { share: Record<string, number>; processes: Record<string, number> }> }) : undefined;
+    return body?.regions.bin?.processes.v1 ? body : undefined;
+  }, 20_000, 200);
+  expect(st.regions.bin!.share).toEqual({ v1: 16 });
+  const status = run("rollout", ["status"], { ...common, ...natsEnv(nats, "rollout") });
+  expect(status.exitCode).toBe(0);
+  expect(status.stdout.toString()).toContain("v1: 16/16 shards");
+  expect(run("rollout", ["start", "v1"], { ...common, ...natsEnv(nats, "rollout") }).exitCode).toBe(2);
   expect(procs.every(({ p }) => p.exitCode === null)).toBe(true);
   const logs = procs.map(({ log }) => readFileSync(log, "utf8")).join("\n");
   expect(logs).toContain("recovery");
