@@ -70,6 +70,8 @@ async function drill(scenario: Scenario, extra: Partial<DrillOptions> = {}) {
     rate: 10,
     baselineMs: 3000,
     timeoutMs: 120_000,
+    // queue-loss and db-loss destroy live state: the CLI asks for --yes (issue 14).
+    confirmed: true,
     ...extra,
   });
   console.log(`[drills] ${renderDrillReport(report)}`);

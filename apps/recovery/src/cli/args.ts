@@ -1,7 +1,7 @@
 import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
 import { DatabaseUrl } from "../config.ts";
-import { SCENARIOS } from "../drill/scenarios.ts";
+import { SCENARIOS, unconfirmedDrill } from "../drill/scenarios.ts";
 
 const Flag = z.literal(true).optional();
 /** Who runs a change (audited) and why. */
@@ -55,10 +55,16 @@ export const Command = z.discriminatedUnion("command", [
       baseline: Ms,
       timeout: Ms,
       to: z.string().regex(KEY_NAME, "a key name of the solvers' key file").optional(),
+      /** The operator means it: queue-loss and db-loss destroy live state (DESTRUCTIVE). */
+      yes: Flag,
       json: Flag,
       ...Actor,
     })
-    .strict(),
+    .strict()
+    .superRefine((c, ctx) => {
+      const refused = unconfirmedDrill(c.args[0], c.yes);
+      if (refused) ctx.addIssue({ code: "custom", path: ["yes"], message: refused });
+    }),
   z.object({ command: z.literal("help"), args: z.array(z.string()) }).strict(),
 ]);
 export type Command = z.infer<typeof Command>;
@@ -87,8 +93,9 @@ export const USAGE = `usage: bun run recovery <command> [options]
   rotate-key --to <name> [--wait MS] [--by WHO] [--reason WHY]
                                           switch every solver to another key of their key file; waits until all applied it
   audit [--limit N] [--json]              who changed what (config, keys, drills), newest first
-  drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--json]
-                                          run a fault under steady load; measure RPO and RTO (scenarios: ${SCENARIOS.join(", ")})
+  drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--yes] [--json]
+                                          run a fault under steady load; measure RPO and RTO (scenarios: ${SCENARIOS.join(", ")});
+                                          queue-loss and db-loss destroy live state: refused without --yes
 
   <snapshot> is a name (snap-...), 'latest', or a path to its .json/.dump.
   Environment: NATS_URL, DATABASE_URL, REGION, SNAPSHOT_DIR, PROVIDER_URL, PROVIDER_KEY; drills also GATEWAY_URL and

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
 import { recordAudit } from "../runtime/audit.ts";
-import { faultFor, type FaultDeps } from "./faults/index.ts";
+import { DrillError, faultFor, type FaultDeps } from "./faults/index.ts";
 import { startDrillLoad, type DrillLoad, type Tracked } from "./load.ts";
 import { ratePerSec, recoveryMs, rpoOf, type RpoFigures } from "./measure.ts";
-import { CATCH_UP_TARGET_MS, RTO_TARGET_MS, type Scenario } from "./scenarios.ts";
+import { CATCH_UP_TARGET_MS, RTO_TARGET_MS, unconfirmedDrill, type Scenario } from "./scenarios.ts";
 
 /** A completed task whose token is not held any more (restored from EVENTS, which carry none). */
 const tokenLost = (t: { status: string; code?: string }) => t.status === "expired" && t.code === "TOKEN_UNAVAILABLE";
@@ -25,6 +25,8 @@ export interface DrillOptions extends Omit<FaultDeps, "step"> {
   afterInject?: () => Promise<void> | void;
   /** Progress lines, as they happen. */
   say?: (line: string) => void;
+  /** The operator confirmed a scenario that destroys live state (`--yes`); refused without it. */
+  confirmed?: boolean;
 }
 
 export interface DrillReport {
@@ -121,6 +123,8 @@ function drillReport(o: DrillOptions, run: Pick<DrillReport, "runId" | "faultAt"
  * tasks that did not complete; RTO is measured from the fault (see measure.ts).
  */
 export async function runDrill(o: DrillOptions): Promise<DrillReport> {
+  const refused = unconfirmedDrill(o.scenario, o.confirmed);
+  if (refused) throw new DrillError(refused);
   const say = o.say ?? (() => {});
   const runId = `${o.scenario}-${randomUUID().slice(0, 8)}`;
   let faultAt = 0;

@@ -23,3 +23,18 @@ export const RTO_TARGET_MS: Record<Scenario, number> = {
   "queue-loss": 60_000,
   "db-loss": 120_000,
 };
+
+/**
+ * The scenarios that destroy live state (issue 14): they run only when asked with `--yes`
+ * (`confirmed` for runDrill). The text says what is destroyed.
+ */
+export const DESTRUCTIVE: Partial<Record<Scenario, string>> = {
+  "queue-loss": "deletes the live TASKS stream",
+  "db-loss": "drops the live database",
+};
+
+/** Why a drill may not run unconfirmed (the message names `--yes`), or undefined when it may. */
+export function unconfirmedDrill(scenario: Scenario, confirmed: boolean | undefined): string | undefined {
+  const what = DESTRUCTIVE[scenario];
+  return what && !confirmed ? `drill ${scenario} ${what}: run it on purpose with --yes` : undefined;
+}

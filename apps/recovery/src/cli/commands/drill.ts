@@ -26,6 +26,7 @@ export function drillCommand(cmd: CommandOf<"drill">, env: CliEnv): Promise<numb
       rate: cmd.rate ?? config.DRILL_RATE,
       baselineMs: cmd.baseline ?? 5000,
       timeoutMs: cmd.timeout ?? 180_000,
+      confirmed: cmd.yes === true,
       ...(cmd.json ? {} : { say: (l: string) => console.log(l) }),
     });
     print(cmd.json, report, renderDrillReport(report));
