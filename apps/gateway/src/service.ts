@@ -24,7 +24,7 @@ export interface GatewayService {
 export async function startGateway(config: GatewayConfig, log: Logger): Promise<GatewayService> {
   const nc = await connectNats(config.NATS_URL, "gateway", natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, { region: config.REGION });
+  await ensureStreams(jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
   const watcher = createTaskWatcher(nc, config.REGION);
   const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;

@@ -12,8 +12,11 @@ export const RecoveryEnv = z
     NATS_URL: commonEnv.NATS_URL,
     /** Required by every command that reads the live database (all but `restore`). */
     DATABASE_URL: PostgresUrl.optional(),
+    /** `restore`'s target when `--into` is not given (keeps its password out of the process list). */
+    RESTORE_INTO_URL: PostgresUrl.optional(),
     REGION: commonEnv.REGION,
     REGIONS: commonEnv.REGIONS,
+    STREAM_REPLICAS: commonEnv.STREAM_REPLICAS,
     ...natsAuthEnv,
     DATA_DIR: z.string().default(defaultDataDir),
     /** Where snapshots live; default `<DATA_DIR>/snapshots`. */

@@ -13,6 +13,8 @@ export interface RecoveryContext {
   database: Database;
   log: Logger;
   publishDeadlineMs: number;
+  /** STREAM_REPLICAS: what a recreated stream gets. */
+  streamReplicas?: number;
 }
 
 /** Raised when a command misses a setting it needs; the CLI prints it without a stack. */
@@ -33,6 +35,7 @@ export async function openContext(config: RecoveryConfig, log: Logger, name = "r
     database,
     log,
     publishDeadlineMs: config.PUBLISH_DEADLINE_MS,
+    streamReplicas: config.STREAM_REPLICAS,
     async close() {
       await nc.drain().catch(() => {});
       await database.close();

@@ -137,7 +137,7 @@ function serveMetrics(config: RecoveryConfig, metrics: RecoveryMetrics, log: Log
 export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
   const ctx = await openContext(config, log, "recovery");
   // Like every service, it creates or verifies the topology it uses (the first snapshot needs EVENTS).
-  await ensureStreams(ctx.jsm, { region: config.REGION });
+  await ensureStreams(ctx.jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
   const timed = jobs(log);
   timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
     const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
@@ -147,7 +147,7 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   // (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const replicaSql = remotes.length ? postgres(config.DATABASE_URL!, { max: 2, onnotice: () => {}, connection: { application_name: "recovery-replicator" } }) : undefined;
-  const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log })));
+  const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log, replicas: config.STREAM_REPLICAS })));
   // The region lease (several regions only): renewed at the witness, taken over from a silent region.
   let stopping = false;
   const keeper = remotes.length && config.WITNESS_URL ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping) : undefined;

@@ -45,7 +45,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
   const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, { region: config.REGION });
+  await ensureStreams(jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
   // This version's lane consumers filter the shards the region's assignment gives it (all of them
   // for the first version of a region; none, an idle filter, for a new version until the rollout
   // moves shards to it): runtime/shards.ts.
@@ -119,7 +119,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       // created is a no-op on the current server, so each simply ensures the topology.
       for (let i = 0; ; i++) {
         try {
-          await ensureStreams(jsm, { region: config.REGION });
+          await ensureStreams(jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
           await versionConsumers();
           log.warn({ lane }, "TASKS topology recreated");
           return;

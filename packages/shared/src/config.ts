@@ -80,6 +80,8 @@ export const commonEnv = {
     .refine((r) => REGION_PATTERN.test(r), "lower-case letters, digits, '-' and '_' (one subject token)"),
   /** Every region, in one order shared by all of them (`fsn1,hel1`); empty: this region alone. */
   REGIONS: z.string().default(""),
+  /** Copies of each stream (TASKS, EVENTS, DLQ, mirrors) in the region's NATS cluster: 3 on a 3-node region. */
+  STREAM_REPLICAS: envInt(1, 1, 5),
   ...natsAuthEnv,
 };
 

@@ -50,7 +50,7 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
   const sleep = o.sleep ?? Bun.sleep;
   const name = streams.tasks(ctx.region);
   const before = await scanTasksStream(ctx.jsm, ctx.region);
-  await ensureStreams(ctx.jsm, { region: ctx.region });
+  await ensureStreams(ctx.jsm, { region: ctx.region, replicas: ctx.streamReplicas ?? 1 });
   const report: RebuildReport = { at: new Date(started).toISOString(), stream: name, created: !before.exists, open: 0, republished: 0, withMessage: 0, duplicates: 0, deferred: 0, ms: 0 };
   const openRows = async (ids?: string[]) =>
     ctx.database.sql<OpenRow[]>`

@@ -22,6 +22,8 @@ export interface ReplicatorDeps {
   log: Logger;
   /** Redelivery delay of an event that came before its task's `accepted` (default 1 s). */
   retryMs?: number;
+  /** Copies of the mirror in this region's cluster (STREAM_REPLICAS). */
+  replicas?: number;
 }
 
 export interface Replicator {
@@ -37,7 +39,7 @@ export const replicaConsumer = (local: string) => `replica_${local}`.replace(/[^
 
 export async function startReplicator(d: ReplicatorDeps): Promise<Replicator> {
   const stream = streams.events(d.remote);
-  await ensureStream(d.jsm, eventsMirrorConfig(d.remote));
+  await ensureStream(d.jsm, eventsMirrorConfig(d.remote, d.replicas ?? 1));
   const durable = replicaConsumer(d.local);
   await ensureConsumer(d.jsm, stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 1000 });
   const consumer = await d.js.consumers.get(stream, durable);

@@ -52,9 +52,13 @@ export function assertStuck(kind: string, name: string, want: Record<string, unk
  * Creates the stream or updates its mutable fields, then reads its config back and throws a
  * TopologyError if any field we set is not what the server holds.
  */
-export async function ensureStream(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {
+export async function ensureStream(jsm: JetStreamManager, asked: Partial<StreamConfig> & { name: string }): Promise<void> {
+  let cfg = asked;
   try {
     const info = await jsm.streams.info(cfg.name);
+    // Replicas only ever go up here: an app configured for fewer (a dev default, an old binary)
+    // must not scale a production R3 stream down to R1.
+    if (cfg.num_replicas !== undefined && info.config.num_replicas > cfg.num_replicas) cfg = { ...cfg, num_replicas: info.config.num_replicas };
     const differs = Object.entries(cfg).some(([k, v]) => JSON.stringify((info.config as unknown as Record<string, unknown>)[k]) !== JSON.stringify(v));
     if (differs) await jsm.streams.update(cfg.name, cfg);
   } catch (err) {
@@ -87,6 +91,8 @@ export interface TopologyOptions {
   region: string;
   /** Duplicate window for task publishes; idempotency beyond it lives in Postgres. */
   duplicateWindowMs?: number;
+  /** Copies of each stream in the region's cluster (STREAM_REPLICAS: 3 on a 3-node region; never lowered). */
+  replicas?: number;
   eventsMaxAgeMs?: number;
   eventsMaxBytes?: number;
 }
@@ -98,7 +104,7 @@ export function tasksStreamConfig(o: TopologyOptions): Partial<StreamConfig> & {
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    num_replicas: 1,
+    num_replicas: o.replicas ?? 1,
     duplicate_window: nanos(o.duplicateWindowMs ?? 10 * 60_000),
   };
 }
@@ -110,7 +116,7 @@ export function eventsStreamConfig(o: TopologyOptions): Partial<StreamConfig> & 
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    num_replicas: 1,
+    num_replicas: o.replicas ?? 1,
     max_age: nanos(o.eventsMaxAgeMs ?? 7 * 24 * 3600_000),
     max_bytes: o.eventsMaxBytes ?? 1024 * 1024 * 1024,
     duplicate_window: nanos(2 * 60_000),
@@ -124,7 +130,7 @@ export function dlqStreamConfig(o: TopologyOptions): Partial<StreamConfig> & { n
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    num_replicas: 1,
+    num_replicas: o.replicas ?? 1,
     max_age: nanos(30 * 24 * 3600_000),
     duplicate_window: nanos(2 * 60_000),
   };
@@ -157,14 +163,14 @@ export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConf
  * region's domain is its name) and resumes after a cut without gaps. Only Limits streams are
  * mirrored: never TASKS (a mirror's consumer removes WorkQueue messages; docs/regions.md).
  */
-export function eventsMirrorConfig(remote: string): Partial<StreamConfig> & { name: string } {
+export function eventsMirrorConfig(remote: string, replicas = 1): Partial<StreamConfig> & { name: string } {
   return {
     name: streams.events(remote),
     mirror: { name: streams.events(remote), external: { api: `$JS.${remote}.API`, deliver: "" } } as StreamConfig["mirror"],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    num_replicas: 1,
+    num_replicas: replicas,
     max_age: nanos(7 * 24 * 3600_000),
   };
 }
