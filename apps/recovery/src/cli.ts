@@ -8,6 +8,7 @@ import { parseCommand, USAGE } from "./cli/args.ts";
 import { dispatch } from "./cli/commands/index.ts";
 import { loadConfig, type RecoveryConfig } from "./config.ts";
 import { UsageError } from "./context.ts";
+import { redactUrl } from "./redact-url.ts";
 
 /**
  * With neither DATABASE_URL nor NATS_URL set, the settings of a running dev stack (`npm run dev`
@@ -37,7 +38,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const config = configure();
   if (config instanceof ConfigError) {
-    console.error(`recovery: ${config.message}`);
+    console.error(redactUrl(`recovery: ${config.message}`));
     return 2;
   }
   const log = createLogger("recovery", { level: process.env.LOG_LEVEL ?? "warn" });
@@ -45,7 +46,7 @@ async function main(argv: string[]): Promise<number> {
     return await dispatch(parsed.command, { config, log });
   } catch (err) {
     const e = err as Error;
-    console.error(`recovery ${parsed.command.command}: ${e.name === "Error" ? "" : `${e.name}: `}${e.message}`);
+    console.error(redactUrl(`recovery ${parsed.command.command}: ${e.name === "Error" ? "" : `${e.name}: `}${e.message}`));
     return e instanceof UsageError ? 2 : 1;
   }
 }

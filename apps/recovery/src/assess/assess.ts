@@ -6,6 +6,7 @@ import type postgres from "postgres";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import type { Heartbeat } from "@pipeline/shared/runtime";
 import type { RecoveryConfig } from "../config.ts";
+import { redactUrl } from "../redact-url.ts";
 import { natsChecks, newestSnapshot, offHostCheck, overallLevel, postgresChecks, providerCheck, regionsUnreadable, snapshotCheck, workersChecks } from "./checks.ts";
 import type { Assessment, Check } from "./model.ts";
 import { openHandles, probeJetStream, probePostgres, probeProvider, probeRegionState, probeSnapshots, probeWorkers } from "./probes.ts";
@@ -82,7 +83,7 @@ export async function assessLive(config: RecoveryConfig, connect: () => Promise<
     return await assess({
       ...(workers ? { workers } : {}),
       ...(region ? { regionChecks: region instanceof Error ? [regionsUnreadable(region)] : regionChecks(region) } : {}),
-      ...(nc instanceof Error || !nc.info ? {} : { natsServer: { version: nc.info.version, url: config.NATS_URL } }),
+      ...(nc instanceof Error || !nc.info ? {} : { natsServer: { version: nc.info.version, url: redactUrl(config.NATS_URL) } }),
       region: config.REGION,
       jsm,
       sql: h.sql,

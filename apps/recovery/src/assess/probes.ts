@@ -10,6 +10,7 @@ import { parseProviderReply } from "@pipeline/shared/provider";
 import { liveWorkers, openRegionBucket, openWorkersBucket, type Heartbeat } from "@pipeline/shared/runtime";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import type { RecoveryConfig } from "../config.ts";
+import { redactUrl } from "../redact-url.ts";
 import { listSnapshots, type Snapshot } from "../snapshot/manifest.ts";
 import { offHostRecord } from "../snapshot/offhost.ts";
 import type { Assessment, LaneInfo, TaskFigures } from "./model.ts";
@@ -137,7 +138,8 @@ export async function providerBalance(url: string, key: string, timeoutMs: numbe
 /** The provider's balance; null when there is no key to ask with. */
 export async function probeProvider(provider: { url: string; key: string | undefined; timeoutMs: number }): Promise<Assessment["provider"]> {
   if (!provider.key) return null;
-  return { url: provider.url, ...(await providerBalance(provider.url, provider.key, provider.timeoutMs)) };
+  const r = await providerBalance(provider.url, provider.key, provider.timeoutMs);
+  return { url: redactUrl(provider.url), ...r, ...(r.error ? { error: redactUrl(r.error) } : {}) };
 }
 
 /** The handles the CLI's `assess` probes through; each an Error when it could not be had. */

@@ -21,7 +21,8 @@ export const Command = z.discriminatedUnion("command", [
     .object({
       command: z.literal("restore"),
       args: z.tuple([z.string().min(1)], { error: "restore takes one snapshot (a name, `latest`, or a path)" }),
-      into: DatabaseUrl,
+      /** The target; else RESTORE_INTO_URL. Its password: PGPASSWORD or a passfile (a password here is warned about). */
+      into: DatabaseUrl.optional(),
       json: Flag,
       "no-replay": Flag,
       "allow-gap": Flag,
@@ -79,8 +80,10 @@ export const USAGE = `usage: bun run recovery <command> [options]
   rebuild-queue [--json]                  recreate TASKS if missing and re-publish every unfinished task
   snapshot [--json]                       pg_dump + EVENTS sequence into SNAPSHOT_DIR (keeps SNAPSHOT_KEEP)
   snapshots [--json]                      list snapshots, newest first, and where their off-host copies are
-  restore <snapshot> --into <url> [--from DOMAIN] [--events-from DOMAIN] [--no-replay] [--allow-gap] [--json]
+  restore <snapshot> [--into <url>] [--from DOMAIN] [--events-from DOMAIN] [--no-replay] [--allow-gap] [--json]
                                           restore into an EMPTY database, then replay EVENTS after the snapshot;
+                                          the target: --into, else RESTORE_INTO_URL; its password: PGPASSWORD or
+                                          ~/.pgpass (PGPASSFILE), never on the command line (visible to every user);
                                           --from: the off-host copy in that region's domain (checked again);
                                           --events-from: replay from that region's mirror of our EVENTS
   retention [--json]                      erase expired tokens, old params/images/callback URLs, delete old finished rows

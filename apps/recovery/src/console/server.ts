@@ -14,6 +14,7 @@ import { assess, type Assessment } from "../assess/assess.ts";
 import { probeRegions, regionChecks, type RegionsProbe } from "../assess/regions.ts";
 import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
+import { redactUrl } from "../redact-url.ts";
 import { collectState, taskTimeline, type ConsoleState } from "./data.ts";
 import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 import { redriveTask } from "./redrive.ts";
@@ -72,7 +73,7 @@ function backgroundAssess(config: RecoveryConfig, ctx: RecoveryContext, workersK
         provider: { url: config.PROVIDER_URL, key: config.PROVIDER_KEY, timeoutMs: config.PROVIDER_TIMEOUT_MS },
         workers,
         ...(lastProbe ? { regionChecks: regionChecks(lastProbe) } : {}),
-        ...(ctx.nc.info ? { natsServer: { version: ctx.nc.info.version, url: config.NATS_URL } } : {}),
+        ...(ctx.nc.info ? { natsServer: { version: ctx.nc.info.version, url: redactUrl(config.NATS_URL) } } : {}),
       });
     } catch (err) {
       log.warn({ err: (err as Error).message }, "console: assess failed");

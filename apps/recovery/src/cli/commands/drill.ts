@@ -2,6 +2,7 @@
 import { UsageError } from "../../context.ts";
 import { renderDrillReport, runDrill } from "../../drill/run-drill.ts";
 import type { CommandOf } from "../args.ts";
+import { redactUrl } from "../../redact-url.ts";
 import { print, type CliEnv } from "../env.ts";
 import { withFleet } from "../fleet.ts";
 
@@ -27,7 +28,7 @@ export function drillCommand(cmd: CommandOf<"drill">, env: CliEnv): Promise<numb
       baselineMs: cmd.baseline ?? 5000,
       timeoutMs: cmd.timeout ?? 180_000,
       confirmed: cmd.yes === true,
-      ...(cmd.json ? {} : { say: (l: string) => console.log(l) }),
+      ...(cmd.json ? {} : { say: (l: string) => console.log(redactUrl(l)) }),
     });
     print(cmd.json, report, renderDrillReport(report));
     return report.passed ? 0 : 1;

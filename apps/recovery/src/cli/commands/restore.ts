@@ -7,6 +7,7 @@ import { fetchOffHost, offHostBucket } from "../../snapshot/offhost.ts";
 import { restoreSnapshot } from "../../snapshot/restore.ts";
 import type { CommandOf } from "../args.ts";
 import { natsWithin, print, type CliEnv } from "../env.ts";
+import { restoreTarget } from "../restore-target.ts";
 
 type Restore = CommandOf<"restore">;
 
@@ -19,11 +20,12 @@ async function replaySource(cmd: Restore, nc: NatsConnection | undefined) {
 
 export async function restoreCommand(cmd: Restore, env: CliEnv): Promise<number> {
   const { config } = env;
+  const intoUrl = restoreTarget({ into: cmd.into, env: { ...process.env, RESTORE_INTO_URL: config.RESTORE_INTO_URL }, warn: (l) => console.error(l) });
   const nc = cmd["no-replay"] && !cmd.from ? undefined : await natsWithin(env, 5000);
   try {
     // --from: the off-host copy, fetched into SNAPSHOT_DIR and checked against its manifest.
     const snapshot = cmd.from ? await fetchOffHost({ nc: nc!, domain: cmd.from, bucket: offHostBucket(config.REGION) }, cmd.args[0], config.SNAPSHOT_DIR) : resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
-    const r = await restoreSnapshot({ snapshot, intoUrl: cmd.into, ...(await replaySource(cmd, nc)), ...(cmd["allow-gap"] ? { allowGap: true } : {}) });
+    const r = await restoreSnapshot({ snapshot, intoUrl, ...(await replaySource(cmd, nc)), ...(cmd["allow-gap"] ? { allowGap: true } : {}) });
     const replay = r.replay ? `replayed ${r.replay.events} events (seq ${r.replay.fromSeq}..${r.replay.toSeq}): ${Object.entries(r.replay.counts).map(([k, v]) => `${k}=${v}`).join(" ")}` : "no replay (--no-replay)";
     print(cmd.json, r, `restored ${r.snapshot} into ${r.into} in ${r.restoreMs} ms; ${replay}; ${r.totalMs} ms in all\ntasks: ${Object.entries(r.tasks).map(([k, v]) => `${k}=${v}`).join(" ")}\nnext: point the apps at it (DATABASE_URL, or rename the database), then recover-stale`);
     return 0;
