@@ -1,20 +1,34 @@
 import type postgres from "postgres";
 import { z } from "zod";
-import type { TaskEvent } from "@pipeline/shared/schemas";
+import { taskRequest, type TaskEvent } from "@pipeline/shared/schemas";
 
 /** What one event did to the rows. */
 export type Applied = "inserted" | "applied" | "stale" | "missing" | "skipped";
 
-const Accepted = z.object({
-  owner: z.string(),
-  type: z.string(),
-  priority: z.string(),
-  params: z.record(z.string(), z.unknown()),
-  requestHash: z.string(),
-  idempotencyKey: z.string().nullable().optional(),
-  callbackUrl: z.string().nullable().optional(),
-  deadlineAt: z.string().nullable().optional(),
-});
+/**
+ * The task an `accepted` event carries, checked with the gateway's own schema (issue 14): the
+ * type, the params of that type, the priority and the callback URL as `POST /v1/tasks` takes them.
+ * The bounds the gateway may be configured with are taken at their widest (images up to its
+ * IMAGE_MAX_BYTES ceiling; private and http callbacks, which dev stacks allow: the solver checks a
+ * callback again with its own policy before sending). Anything the gateway could not have published
+ * is skipped, never written.
+ */
+const GatewayTask = taskRequest({ imageMaxBytes: 8 * 1024 * 1024, callbacks: { allowHttp: true, allowPrivate: true } });
+const Accepted = z
+  .object({
+    owner: z.string().min(1).max(128),
+    type: z.string(),
+    priority: z.string(),
+    params: z.record(z.string(), z.unknown()),
+    requestHash: z.string().min(1).max(128),
+    idempotencyKey: z.string().max(256).nullable().optional(),
+    callbackUrl: z.string().nullable().optional(),
+    deadlineAt: z.iso.datetime({ offset: true }).nullable().optional(),
+  })
+  .superRefine((a, ctx) => {
+    const r = GatewayTask.safeParse({ type: a.type, priority: a.priority, params: a.params, ...(a.callbackUrl ? { callbackUrl: a.callbackUrl } : {}) });
+    if (!r.success) ctx.addIssue({ code: "custom", message: r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") });
+  });
 const Str = z.string().nullable().optional().catch(null);
 /**
  * A `completed` event: `token` (older solvers) or `tokenStored: true` (the token stays in the
