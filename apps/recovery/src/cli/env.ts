@@ -1,5 +1,5 @@
 // What every CLI command gets, and the small helpers they share (output, actor, a bounded connect).
-import { hostname } from "node:os";
+import { hostname, userInfo } from "node:os";
 import type { Logger } from "@pipeline/shared/log";
 import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "../config.ts";
@@ -14,8 +14,27 @@ export interface CliEnv {
 /** Prints the value as JSON (`--json`) or the text for people; the userinfo of any URL in it redacted. */
 export const print = (json: boolean | undefined, value: unknown, text: string) => console.log(redactUrl(json ? JSON.stringify(value, null, 2) : text));
 
-/** Who is acting: --by, else the login (audited with the host). */
-export const actorOf = (by: string | undefined) => `${by ?? process.env.SUDO_USER ?? process.env.USER ?? "unknown"}@${hostname()}`;
+/**
+ * The authenticated user of this process: the account of its uid (not `USER`, which anyone can
+ * set); under sudo (uid 0), the user who ran sudo.
+ */
+export function loginOf(o: { uid: number; username: string; sudoUser: string | undefined }): string {
+  return o.uid === 0 && o.sudoUser ? o.sudoUser : o.username;
+}
+
+/**
+ * Who is acting, as audited: the login and the host; `--by` (a name the operator gives) is kept in
+ * front but never replaces the login (`ops@host (login alice)`).
+ */
+export function actorOf(by: string | undefined, o: { uid: number; username: string; sudoUser: string | undefined; host: string } = currentUser()): string {
+  const login = loginOf(o);
+  return by && by !== login ? `${by}@${o.host} (login ${login})` : `${login}@${o.host}`;
+}
+
+function currentUser() {
+  const u = userInfo();
+  return { uid: u.uid, username: u.username, sudoUser: process.env.SUDO_USER, host: hostname() };
+}
 
 /** Connects to NATS or gives up after `ms` (the client itself would wait forever). */
 export async function natsWithin({ config, log }: CliEnv, ms: number): Promise<NatsConnection> {

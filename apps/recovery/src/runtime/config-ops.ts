@@ -20,7 +20,7 @@ export class ConfigCommandError extends Error {
 function stamp(doc: unknown, actor: string, reason?: string): unknown {
   const edited = Editable.safeParse(doc);
   if (!edited.success) throw new ConfigCommandError(`invalid config: ${describeIssues(edited.error)}`);
-  return { ...edited.data, ...(reason !== undefined ? { reason } : {}), changedBy: actor, changedAt: new Date().toISOString() };
+  return { ...edited.data, ...(reason !== undefined ? { reason } : {}), changedBy: actor.slice(0, 64), changedAt: new Date().toISOString() };
 }
 
 /** `config set`: validates, stores a new revision, audits it. Nothing is written when it is invalid. */
