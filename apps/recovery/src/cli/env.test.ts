@@ -1,6 +1,7 @@
 // Who the CLI's audit entries name (issue 14): the authenticated login, never only what --by or USER claim.
 import { expect, test } from "bun:test";
-import { hostname, userInfo } from "node:os";
+import { spawnSync } from "node:child_process";
+import { hostname } from "node:os";
 import { actorOf, loginOf } from "./env.ts";
 
 const alice = { uid: 1000, username: "alice", sudoUser: undefined, host: "ops-1" };
@@ -18,7 +19,9 @@ test("SUDO_USER counts only under sudo (uid 0); USER is not read at all", () => 
   const before = process.env.USER;
   process.env.USER = "someone-else";
   try {
-    expect(actorOf(undefined)).toBe(`${process.getuid?.() === 0 && process.env.SUDO_USER ? process.env.SUDO_USER : userInfo().username}@${hostname()}`);
+    // (Bun's os.userInfo().username would say "someone-else": it reads USER.)
+    const account = spawnSync("id", ["-un"], { encoding: "utf8" }).stdout.trim();
+    expect(actorOf(undefined)).toBe(`${process.getuid?.() === 0 && process.env.SUDO_USER ? process.env.SUDO_USER : account}@${hostname()}`);
     expect(actorOf(undefined)).not.toContain("someone-else");
   } finally {
     if (before === undefined) delete process.env.USER;

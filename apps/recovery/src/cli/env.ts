@@ -1,5 +1,6 @@
 // What every CLI command gets, and the small helpers they share (output, actor, a bounded connect).
-import { hostname, userInfo } from "node:os";
+import { spawnSync } from "node:child_process";
+import { hostname } from "node:os";
 import type { Logger } from "@pipeline/shared/log";
 import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "../config.ts";
@@ -31,9 +32,18 @@ export function actorOf(by: string | undefined, o: { uid: number; username: stri
   return by && by !== login ? `${by}@${o.host} (login ${login})` : `${login}@${o.host}`;
 }
 
+/**
+ * The account name of the process's uid through the system's user database (`id -un`): Bun's
+ * `os.userInfo().username` is read from `USER`, which anyone can set.
+ */
+function accountName(uid: number): string {
+  const r = spawnSync("id", ["-un"], { encoding: "utf8", timeout: 2000 });
+  return (r.status === 0 && r.stdout.trim()) || `uid ${uid}`;
+}
+
 function currentUser() {
-  const u = userInfo();
-  return { uid: u.uid, username: u.username, sudoUser: process.env.SUDO_USER, host: hostname() };
+  const uid = process.getuid?.() ?? -1;
+  return { uid, username: accountName(uid), sudoUser: process.env.SUDO_USER, host: hostname() };
 }
 
 /** Connects to NATS or gives up after `ms` (the client itself would wait forever). */
