@@ -1,0 +1,64 @@
+// This solver among its peers: its heartbeat in `workers_<region>` (what the registry, `recovery
+// workers` and the rollout's gate read), and the dead-peer reaper: a solver killed -9 has its leases
+// and provider slots released within DEAD_AFTER_MS plus one round, instead of its LEASE_MS/
+// ACK_WAIT_MS; sooner (one missed beat plus one round) when its Postgres sessions are gone too
+// (runtime/reaper.ts).
+import { hostname } from "node:os";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type { Database } from "@pipeline/shared/db";
+import type { Logger } from "@pipeline/shared/log";
+import { HEARTBEAT_EVERY_MS, reapDeadWorkers, type Heartbeat } from "@pipeline/shared/runtime";
+import { startHeartbeat } from "../adapters/heartbeat.ts";
+import type { LiveConfig } from "../adapters/live-config.ts";
+import type { SolverConfig } from "../config.ts";
+import type { KeyRing } from "../domain/keyring.ts";
+import type { Tally } from "./parts.ts";
+
+export function startSolverHeartbeat(d: { kv: KV; config: SolverConfig; workerId: string; keyRing: KeyRing; liveConfig: LiveConfig; inFlight: () => number; tally: Tally; log: Logger }) {
+  const startedAt = new Date().toISOString();
+  const beat = (): Omit<Heartbeat, "at"> => {
+    const key = d.keyRing.current();
+    const st = d.liveConfig.status();
+    return {
+      workerId: d.workerId,
+      pid: process.pid,
+      host: hostname(),
+      version: d.config.SOLVER_VERSION,
+      startedAt,
+      inFlight: d.inFlight(),
+      keyName: key.name,
+      keyRef: key.ref,
+      breaker: d.keyRing.breaker(key.ref).state(),
+      configRevision: st.revision,
+      configRejected: st.rejected,
+      tally: { ...d.tally },
+    };
+  };
+  return startHeartbeat(d.kv, beat, d.log);
+}
+
+export function startReaper(d: { config: SolverConfig; database: Database; js: JetStreamClient; kv: KV; workerId: string; log: Logger }): { stop(): void } {
+  const { config } = d;
+  if (config.DEAD_AFTER_MS <= 0) return { stop() {} };
+  let reaping = false;
+  const timer = setInterval(() => {
+    if (reaping) return;
+    reaping = true;
+    reapDeadWorkers({
+      sql: d.database.db.$client,
+      js: d.js,
+      workers: d.kv,
+      region: config.REGION,
+      deadAfterMs: config.DEAD_AFTER_MS,
+      self: d.workerId,
+      // Killed -9: its sessions (named as the solver's pools) are gone, so it is dead after one missed beat.
+      sessionName: (id) => `solver-${id}`,
+      sessionsGoneAfterMs: Math.min(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS + 1000),
+    })
+      .then((r) => r.dead.length && d.log.warn(r, "dead solvers: their task leases and provider slots released, their tasks queued again"))
+      .catch((err: Error) => d.log.warn({ err: err.message }, "dead-worker check failed"))
+      .finally(() => (reaping = false));
+  }, config.REAP_INTERVAL_MS + Math.floor(Math.random() * 500));
+  return { stop: () => clearInterval(timer) };
+}

@@ -1,0 +1,44 @@
+// The provider key and the live-tunable timing: from the region's config bucket (zod-checked; an
+// invalid revision is refused and the last good one stays), else from the environment. A new key
+// rotates the key ring; a new timing is copied into the holder the worker reads.
+import type { Logger } from "@pipeline/shared/log";
+import type { NatsConnection } from "@pipeline/shared/nats";
+import { openConfigBucket } from "@pipeline/shared/runtime";
+import { keySource, startLiveConfig, type LiveConfig } from "../adapters/live-config.ts";
+import type { createProviderSlots } from "../adapters/slots.ts";
+import type { SolverConfig } from "../config.ts";
+import type { Breaker } from "../domain/breaker.ts";
+import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "../domain/keyring.ts";
+import type { HandlerTiming } from "../worker/deps.ts";
+
+export async function startKeys(d: {
+  nc: NatsConnection;
+  config: SolverConfig;
+  slots: ReturnType<typeof createProviderSlots>;
+  timing: HandlerTiming;
+  makeBreaker: (key: ProviderKeyInUse) => Breaker;
+  onRejected: () => void;
+  log: Logger;
+}): Promise<{ keyRing: KeyRing; liveConfig: LiveConfig }> {
+  const { config, log } = d;
+  let keys: KeyRing | undefined;
+  const liveConfig = await startLiveConfig({
+    kv: await openConfigBucket(d.nc, config.REGION),
+    keys: keySource({ keyName: config.PROVIDER_KEY_NAME, key: config.PROVIDER_KEY, file: config.PROVIDER_KEYS_FILE }),
+    defaultKeyName: config.PROVIDER_KEY_NAME,
+    envTiming: { pollIntervalMs: config.POLL_INTERVAL_MS, maxPolls: config.MAX_POLLS, maxResubmits: config.MAX_RESUBMITS },
+    async apply(key, live) {
+      await d.slots.ensure(key.ref, config.PROVIDER_THREADS);
+      Object.assign(d.timing, live);
+      if (!keys) keys = createKeyRing(key, d.makeBreaker);
+      else if (keys.current().ref !== key.ref) {
+        log.warn({ from: keys.current().ref, to: key.ref, keyName: key.name }, "provider key rotated: new calls use the new key");
+        keys.use(key);
+      }
+    },
+    onRejected: d.onRejected,
+    log,
+  });
+  // startLiveConfig applies the first key before it returns.
+  return { keyRing: keys!, liveConfig };
+}

@@ -1,0 +1,52 @@
+// The solver's task consumers: the region's streams, this version's lane consumers on the shards
+// the region's assignment gives it (runtime/shards.ts: all of them for the first version of a
+// region; none, an idle filter, for a new version until the rollout moves shards to it), and the
+// recreation of that topology when TASKS or a consumer vanished (queue loss).
+import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { Logger } from "@pipeline/shared/log";
+import { ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { ensureVersionConsumers, openRolloutBucket } from "@pipeline/shared/runtime";
+import type { Priority } from "@pipeline/shared/schemas";
+import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
+import type { SolverConfig } from "../config.ts";
+
+export interface TaskTopology {
+  jsm: JetStreamManager;
+  js: JetStreamClient;
+  consumers: Record<Priority, Consumer>;
+  /** Called by the worker when a lane consumer is missing; several calls share one recreation. */
+  recreate(lane: Priority, what: string): Promise<void>;
+}
+
+export async function openTaskTopology(nc: NatsConnection, config: SolverConfig, workerId: string, log: Logger): Promise<TaskTopology> {
+  const jsm = await jetstreamManager(nc);
+  const ensure = () => ensureStreams(jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
+  await ensure();
+  const rolloutKv = await openRolloutBucket(nc, config.REGION);
+  const versionConsumers = () => ensureVersionConsumers(jsm, rolloutKv, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS, by: `solver ${workerId}` });
+  await versionConsumers();
+  const js = jetstream(nc);
+  const consumers = {} as Record<Priority, Consumer>;
+  for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
+  // Queue loss: the stream and consumers are recreated here so that new tasks flow again at once;
+  // `rebuild-queue` (or the recovery service's sweep) re-publishes the unfinished tasks whose
+  // messages were lost. Several solvers notice at once; creating what another has just created is
+  // a no-op on the current server, so each simply ensures the topology.
+  let recreating: Promise<void> | undefined;
+  const recreate = (lane: Priority, what: string) =>
+    (recreating ??= (async () => {
+      log.error({ lane, what }, "task consumer missing: recreating the TASKS topology (run `recovery rebuild-queue` to re-publish lost messages)");
+      for (let i = 0; ; i++) {
+        try {
+          await ensure();
+          await versionConsumers();
+          log.warn({ lane }, "TASKS topology recreated");
+          return;
+        } catch (err) {
+          if (i % 10 === 0) log.warn({ err: (err as Error).message }, "recreating the TASKS topology failed; retrying");
+          await Bun.sleep(500 + Math.random() * 1000);
+        }
+      }
+    })().finally(() => (recreating = undefined)));
+  return { jsm, js, consumers, recreate };
+}

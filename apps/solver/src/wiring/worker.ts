@@ -1,0 +1,70 @@
+// The worker from the solver's parts: what it pulls, where it writes, whom it calls, its limits.
+import type { Consumer } from "@nats-io/jetstream";
+import type { Database } from "@pipeline/shared/db";
+import type { Logger } from "@pipeline/shared/log";
+import type { NatsConnection } from "@pipeline/shared/nats";
+import type { Priority } from "@pipeline/shared/schemas";
+import type { Fence } from "@pipeline/shared/runtime";
+import { createBulkPoller } from "../adapters/bulk-poller.ts";
+import type { SolverMetrics } from "../adapters/metrics.ts";
+import type { createEventSink } from "../adapters/nats.ts";
+import { createSolverStore } from "../adapters/pg.ts";
+import type { ProviderClient } from "../adapters/provider.ts";
+import type { createProviderSlots } from "../adapters/slots.ts";
+import type { SolverConfig } from "../config.ts";
+import type { KeyRing } from "../domain/keyring.ts";
+import { createPermits } from "../domain/permits.ts";
+import type { HandlerTiming } from "../worker/deps.ts";
+import { createSleeper } from "../worker/sleeps.ts";
+import { createWorker } from "../worker/worker.ts";
+
+export function createSolverWorker(d: {
+  config: SolverConfig;
+  workerId: string;
+  nc: NatsConnection;
+  consumers: Record<Priority, Consumer>;
+  database: Database;
+  checkpoints: Database;
+  provider: ProviderClient;
+  slots: ReturnType<typeof createProviderSlots>;
+  keyRing: KeyRing;
+  events: ReturnType<typeof createEventSink>;
+  fence: Fence | undefined;
+  timing: HandlerTiming;
+  metrics: () => SolverMetrics | undefined;
+  onConsumerMissing: (lane: Priority, what: string) => void;
+  log: Logger;
+}) {
+  const { config } = d;
+  const poller = config.BULK_POLL ? createBulkPoller(d.provider) : undefined;
+  return createWorker({
+    ...(poller ? { poller } : {}),
+    ...(d.fence ? { fence: d.fence } : {}),
+    admission: createPermits(config.SOLVER_START_CONCURRENCY),
+    workerId: d.workerId,
+    consumers: d.consumers,
+    store: createSolverStore(d.database.db, d.checkpoints.sql, config.REGION),
+    provider: d.provider,
+    slots: d.slots,
+    keys: d.keyRing,
+    threads: config.PROVIDER_THREADS,
+    highReserved: config.HIGH_LANE_RESERVED,
+    events: d.events,
+    log: d.log,
+    profile: config.PROVIDER_PROFILE,
+    counters: {},
+    sleeper: createSleeper(),
+    metrics: {
+      event: (e) => d.metrics()?.event(e),
+      solved: (t, sec) => d.metrics()?.solved(t, sec),
+      outcome: (k) => d.metrics()?.outcome(k),
+    },
+    onConsumerMissing: d.onConsumerMissing,
+    ackPublish: (subject, payload) => d.nc.publish(subject, payload),
+    concurrency: config.SOLVER_CONCURRENCY,
+    fetchBatch: config.SOLVER_FETCH_BATCH,
+    ackWaitMs: config.ACK_WAIT_MS,
+    drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
+    timing: d.timing,
+  });
+}
