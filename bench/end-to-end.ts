@@ -12,7 +12,7 @@ import { freePort, waitForPort } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
-import { PROVIDER_KEY, spawnApp } from "../tests/harness.ts";
+import { PROVIDER_KEY, spawnApp } from "@pipeline/shared/testing";
 import type { BaselineTask } from "./baselines/task-row.ts";
 import { waitForCompleted } from "./support/completion.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";

@@ -4,7 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, waitForPort } from "@pipeline/shared/localstack";
 import { natsEnv, startTestNats } from "@pipeline/shared/testing";
-import { spawnApp } from "../tests/harness.ts";
+import { spawnApp } from "@pipeline/shared/testing";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";

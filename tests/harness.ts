@@ -1,6 +1,6 @@
 // Starts the real system for end-to-end tests: nats-server, a Postgres database, the provider
 // emulator (a real HTTP server) and the apps as real OS processes (`bun apps/<app>/src/main.ts`).
-import { mkdtempSync, openSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
@@ -8,40 +8,9 @@ import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, natsEnv, waitForPort } from "@pipeline/shared/localstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 
-export const ROOT = join(import.meta.dir, "..");
-const BUN = process.execPath;
-
-export interface Proc {
-  name: string;
-  pid: number;
-  logFile: string;
-  exited: Promise<number | null>;
-  /** The exit code once exited, undefined while running. */
-  exitCode(): number | null | undefined;
-  kill(signal?: NodeJS.Signals): Promise<number | null>;
-  log(): string;
-}
-
-/** Runs `bun <script>` as a real process with its output in a log file. */
-export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string): Proc {
-  const logFile = join(logDir, `${name}.log`);
-  const fd = openSync(logFile, "a");
-  // Test and bench stacks are dev stacks: their short client keys (`e2e-client-key-0001`) are
-  // accepted (API_KEYS_ALLOW_SHORT; a production gateway refuses keys under 32 characters).
-  const p = Bun.spawn([BUN, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
-  return {
-    name,
-    pid: p.pid,
-    logFile,
-    exited: p.exited,
-    exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
-    async kill(signal = "SIGTERM") {
-      p.kill(signal);
-      return p.exited;
-    },
-    log: () => readFileSync(logFile, "utf8"),
-  };
-}
+// The process starter lives in @pipeline/shared/testing (the benchmarks use it too).
+export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
+import { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
 
 export interface StackOptions {
   region?: string;
@@ -73,8 +42,6 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export const PROVIDER_KEY = "e2e-provider-key-0001";
-export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const region = o.region ?? "e2e";

@@ -6,7 +6,7 @@ import type { EmulatorStats } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, waitForPort } from "@pipeline/shared/localstack";
 import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
-import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "../../tests/harness.ts";
+import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
 import { stopProc, waitForLog } from "./processes.ts";
 import type { Scope } from "./scope.ts";
 

@@ -101,3 +101,4 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
   }
 }
 export { natsEnv } from "../localstack/nats-server.ts";
+export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "./processes.ts";

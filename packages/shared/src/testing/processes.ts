@@ -1,0 +1,44 @@
+// The apps as real OS processes (`bun apps/<app>/src/main.ts`), each with its output in a log file:
+// what the end-to-end tests (tests/harness.ts) and the benchmarks (bench/) start.
+import { openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** The repository's root. */
+export const ROOT = join(import.meta.dir, "..", "..", "..", "..");
+const BUN = process.execPath;
+
+export interface Proc {
+  name: string;
+  pid: number;
+  logFile: string;
+  exited: Promise<number | null>;
+  /** The exit code once exited, undefined while running. */
+  exitCode(): number | null | undefined;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+  log(): string;
+}
+
+/** The provider key and callback secret the test and bench stacks use. */
+export const PROVIDER_KEY = "e2e-provider-key-0001";
+export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
+
+/** Runs `bun <script>` (relative to the repository's root) as a real process with its output in a log file. */
+export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string): Proc {
+  const logFile = join(logDir, `${name}.log`);
+  const fd = openSync(logFile, "a");
+  // Test and bench stacks are dev stacks: their short client keys (`e2e-client-key-0001`) are
+  // accepted (API_KEYS_ALLOW_SHORT; a production gateway refuses keys under 32 characters).
+  const p = Bun.spawn([BUN, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  return {
+    name,
+    pid: p.pid,
+    logFile,
+    exited: p.exited,
+    exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
+    async kill(signal = "SIGTERM") {
+      p.kill(signal);
+      return p.exited;
+    },
+    log: () => readFileSync(logFile, "utf8"),
+  };
+}
