@@ -24,20 +24,19 @@
 import { spawn, spawnSync } from "node:child_process";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createEmulator, type EmulatorOptions } from "@pipeline/emulator";
+import { createEmulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
 import { startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
-import { LeaseView, maySubmit } from "@pipeline/shared/regions";
-import { buckets, openRegionBucket } from "@pipeline/shared/runtime";
+import { buckets } from "@pipeline/shared/runtime";
 import { createTestDatabase, eventually } from "@pipeline/shared/testing";
 import { natsEnv } from "@pipeline/shared/localstack";
-import { ROOT, type Proc } from "../harness.ts";
-import { startRelay, type Relay } from "./relay.ts";
-import { API_KEY, PROVIDER_KEY, REGIONS, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
+import { ROOT, spawnApp, type Proc } from "../harness.ts";
+import { startRelay } from "./relay.ts";
+import { API_KEY, PROVIDER_KEY, REGIONS, waitForLeases, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
 
 export interface NetnsTwoRegionOptions extends TwoRegionOptions {
   /** One-way delay of each inter-region relay, per chunk (default 30 ms: fsn1-hel1 is ~25 ms apart). */
@@ -138,24 +137,7 @@ function teardownScript(p: ReturnType<typeof plan>): string {
 }
 
 /** Runs `bun <script>` inside a namespace, as `spawnApp` does outside one. */
-function spawnInNs(ns: string, name: string, script: string, env: Record<string, string>, logDir: string): Proc {
-  const logFile = join(logDir, `${name}.log`);
-  const fd = openSync(logFile, "a");
-  // `ip netns exec` execs the command: the pid is bun's, signals reach it.
-  const p = Bun.spawn(["ip", "netns", "exec", ns, process.execPath, join(ROOT, script)], { cwd: ROOT, env: { ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
-  return {
-    name,
-    pid: p.pid,
-    logFile,
-    exited: p.exited,
-    exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
-    async kill(signal = "SIGTERM") {
-      p.kill(signal);
-      return p.exited;
-    },
-    log: () => readFileSync(logFile, "utf8"),
-  };
-}
+const spawnInNs = (ns: string, name: string, script: string, env: Record<string, string>, logDir: string): Proc => spawnApp(name, script, env, logDir, ["ip", "netns", "exec", ns]);
 
 export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promise<NetnsTwoRegions> {
   if (process.getuid?.() !== 0) throw new Error("startTwoRegionsNetns needs root (ip netns, veth, bridge); CI runs as root");
@@ -346,19 +328,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       return { name: rp.name, nats, tdb, db, gatewayUrl: `http://${rp.accessIp}:8080`, procs, witnessLink, ns: rp.ns, wanIp: rp.wanIp, accessIp: rp.accessIp, wanPort: rp.wanPort };
     };
     const regions: [NetnsRegion, NetnsRegion] = [await startRegion(pa, a), await startRegion(pb, b)];
-    // Ready when each region holds its lease (its gateway turns tasks away until then).
-    for (const r of regions) {
-      const nc = await connectNats(r.nats.url, "two-regions-ready", r.nats.auth("admin"));
-      try {
-        const kv = await openRegionBucket(nc, r.name);
-        await eventually(async () => {
-          const e = await kv.get("lease");
-          return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
-        }, 30_000, 100);
-      } finally {
-        await nc.close();
-      }
-    }
+    await waitForLeases(regions);
     return {
       emu,
       witness,

@@ -120,19 +120,7 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     return { name, nats, tdb, db: openDatabase(tdb.url, { max: 2 }), gatewayUrl: `http://127.0.0.1:${port}`, procs, witnessLink };
   };
   const regions: [Region, Region] = [await startRegion("fsn1", a), await startRegion("hel1", b)];
-  // Ready when each region holds its lease (its gateway turns tasks away until then).
-  for (const r of regions) {
-    const nc = await connectNats(r.nats.url, "two-regions-ready", r.nats.auth("admin"));
-    try {
-      const kv = await openRegionBucket(nc, r.name);
-      await eventually(async () => {
-        const e = await kv.get("lease");
-        return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
-      }, 30_000, 100);
-    } finally {
-      await nc.close();
-    }
-  }
+  await waitForLeases(regions);
   return {
     emu,
     witness,
@@ -160,6 +148,22 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
       await witness.stop();
     },
   };
+}
+
+/** Ready when each region holds its lease (its gateway turns tasks away until then). */
+export async function waitForLeases(regions: Array<Pick<Region, "name" | "nats">>): Promise<void> {
+  for (const r of regions) {
+    const nc = await connectNats(r.nats.url, "two-regions-ready", r.nats.auth("admin"));
+    try {
+      const kv = await openRegionBucket(nc, r.name);
+      await eventually(async () => {
+        const e = await kv.get("lease");
+        return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
+      }, 30_000, 100);
+    } finally {
+      await nc.close();
+    }
+  }
 }
 
 /** A JSON call to a region's gateway with the test client's key. */

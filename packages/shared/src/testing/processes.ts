@@ -22,13 +22,17 @@ export interface Proc {
 export const PROVIDER_KEY = "e2e-provider-key-0001";
 export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
 
-/** Runs `bun <script>` (relative to the repository's root) as a real process with its output in a log file. */
-export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string): Proc {
+/**
+ * Runs `bun <script>` (relative to the repository's root) as a real process with its output in a
+ * log file; `prefix` runs it through another command first (`ip netns exec <ns>`, which execs bun:
+ * the pid is bun's and signals reach it).
+ */
+export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string, prefix: string[] = []): Proc {
   const logFile = join(logDir, `${name}.log`);
   const fd = openSync(logFile, "a");
   // Test and bench stacks are dev stacks: their short client keys (`e2e-client-key-0001`) are
   // accepted (API_KEYS_ALLOW_SHORT; a production gateway refuses keys under 32 characters).
-  const p = Bun.spawn([BUN, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  const p = Bun.spawn([...prefix, BUN, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
   return {
     name,
     pid: p.pid,
