@@ -87,3 +87,27 @@ test("QUOTAS and TASK_PRICES are JSON checked field by field; a dailySpend needs
   expect(c.TASK_PRICES).toEqual({ turnstile: 0.0015 });
   expect(c.QUOTA_REFRESH_MS).toBe(2000);
 });
+
+test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) when short; API_KEY_LEGACY_IDS only with it; QUOTAS takes peppered ids (issue 14.8)", () => {
+  const fields = (env: Record<string, string>) => {
+    try {
+      loadConfig({ ...ok, ...env });
+      return [];
+    } catch (e) {
+      expect((e as ConfigError).message).not.toContain("short-pepper");
+      return (e as ConfigError).fields;
+    }
+  };
+  const pepper = "p".repeat(32);
+  expect(loadConfig(ok).API_KEY_PEPPER).toBeUndefined();
+  expect(loadConfig(ok).API_KEY_LEGACY_IDS).toBe(false);
+  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1" })).toMatchObject({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: true });
+  expect(fields({ API_KEY_PEPPER: "short-pepper" })).toEqual(["API_KEY_PEPPER"]);
+  expect(fields({ API_KEY_LEGACY_IDS: "1" })).toEqual(["API_KEY_LEGACY_IDS"]);
+  expect(fields({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "maybe" })).toEqual(["API_KEY_LEGACY_IDS"]);
+  // Both faults in one start.
+  expect(fields({ API_KEY_PEPPER: "short-pepper", GATEWAY_PORT: "http" }).sort()).toEqual(["API_KEY_PEPPER", "GATEWAY_PORT"]);
+  const id = "0123456789abcdef0123456789abcdef";
+  expect(loadConfig({ ...ok, QUOTAS: JSON.stringify({ keys: { [id]: { maxInFlight: 1 } } }) }).QUOTAS?.keys[id]).toEqual({ maxInFlight: 1 });
+  expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef0": {} } }) })).toEqual(["QUOTAS.keys.0123456789abcdef0"]);
+});

@@ -1,4 +1,5 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
+import { MIN_PEPPER_LENGTH } from "@pipeline/shared/client-ids";
 import { commonEnv, envBool, envInt, envList, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 import { QuotasConfig, TaskPrices } from "./domain/quotas.ts";
@@ -30,6 +31,10 @@ const GatewayEnvFields = z.object({
   API_KEYS: envList().pipe(z.array(z.string().min(4, "each key needs at least 4 characters")).min(1, "at least one key")),
   /** Dev stacks and tests only: keys of 4 to 31 characters are accepted (`dev-key`). */
   API_KEYS_ALLOW_SHORT: envBool(false),
+  /** Secret (at least 32 characters): a key's client id is HMAC-SHA256(pepper, key) (32 hex characters); unset: the legacy sha256 prefix (16). docs/security.md. */
+  API_KEY_PEPPER: z.string().min(MIN_PEPPER_LENGTH, `at least ${MIN_PEPPER_LENGTH} characters`).optional(),
+  /** The transition to peppered ids: a key is also known by its legacy id (its older rows, Idempotency-Keys, quota figures, callback secret). */
+  API_KEY_LEGACY_IDS: envBool(false),
   /** Failed authentications (an unknown key) per source address within AUTH_FAIL_WINDOW_MS before that source gets 429. */
   AUTH_FAIL_MAX: envInt(20, 1, 1_000_000),
   AUTH_FAIL_WINDOW_MS: envInt(60_000, 1000, 24 * 3600_000),
@@ -72,6 +77,7 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     const spendCapped = c.QUOTAS && [c.QUOTAS.default, ...Object.values(c.QUOTAS.keys)].some((q) => q.dailySpend !== undefined);
     if (spendCapped && (!c.TASK_PRICES || Object.keys(c.TASK_PRICES).length === 0))
       ctx.addIssue({ code: "custom", path: ["TASK_PRICES"], message: "required when a quota sets dailySpend (the price of each task type, in provider money)" });
+    if (c.API_KEY_LEGACY_IDS && !c.API_KEY_PEPPER) ctx.addIssue({ code: "custom", path: ["API_KEY_LEGACY_IDS"], message: "only with API_KEY_PEPPER (the transition from legacy to peppered client ids)" });
     if (c.API_KEYS_ALLOW_SHORT) return;
     // Which key is short is told by its position, never by its value.
     c.API_KEYS.forEach((k, i) => {
@@ -80,7 +86,7 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     });
   },
   // Also when another variable is at fault, so that one start names every problem.
-  { when: (p) => !p.issues.some((i) => ["API_KEYS", "API_KEYS_ALLOW_SHORT", "QUOTAS", "TASK_PRICES"].includes(String(i.path?.[0]))) },
+  { when: (p) => !p.issues.some((i) => ["API_KEYS", "API_KEYS_ALLOW_SHORT", "API_KEY_LEGACY_IDS", "QUOTAS", "TASK_PRICES"].includes(String(i.path?.[0]))) },
 );
 export type GatewayConfig = z.infer<typeof GatewayEnv> & { regions: string[] };
 

@@ -31,17 +31,19 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   const metrics = createGatewayMetrics(database.db);
   const store = createTaskStore(database.db);
   const queue = createTaskQueue(nc, jetstream(nc), config.REGION, config.PUBLISH_DEADLINE_MS);
+  const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER, legacyIds: config.API_KEY_LEGACY_IDS });
+  logClientIds(config, log);
   const app = createApp({
     ...(fence ? { fence } : {}),
     config,
     store,
     queue,
     watcher,
-    apiKeys: createApiKeys(config.API_KEYS),
+    apiKeys,
     log,
     metrics,
     // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.
-    quotas: createQuotas({ ...(config.QUOTAS ? { config: config.QUOTAS } : {}), ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}), source: createUsageSource(database.db), refreshMs: config.QUOTA_REFRESH_MS }),
+    quotas: createQuotas({ ...(config.QUOTAS ? { config: config.QUOTAS } : {}), ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}), source: createUsageSource(database.db), refreshMs: config.QUOTA_REFRESH_MS, ownersOf: apiKeys.ownersOf }),
   });
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
     log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callbackUrl policy loosened: for dev stacks and tests only");
@@ -64,4 +66,14 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
       await database.close().catch(() => {});
     },
   };
+}
+
+/** How client ids are derived (issue 14.8); never the keys nor the pepper. */
+function logClientIds(config: GatewayConfig, log: Logger): void {
+  if (!config.API_KEY_PEPPER) {
+    // Dev stacks and tests (API_KEYS_ALLOW_SHORT) run unpeppered on purpose.
+    if (!config.API_KEYS_ALLOW_SHORT) log.warn("client ids are unpeppered (a sha256 prefix of each key): set API_KEY_PEPPER (docs/security.md, client ids)");
+    return;
+  }
+  if (config.API_KEY_LEGACY_IDS) log.info("peppered client ids, legacy ids still accepted (API_KEY_LEGACY_IDS): run recovery rewrite-owners in every region, then turn it off");
 }

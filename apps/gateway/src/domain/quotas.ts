@@ -26,8 +26,8 @@ export type Quota = z.infer<typeof Quota>;
 export const QuotasConfig = z
   .object({
     default: Quota.default({}),
-    /** By client id (the 16 hex characters `GET /v1/usage` and `GET /v1/webhook-secret` show), never by key. */
-    keys: z.record(z.string().regex(/^[0-9a-f]{16}$/, "must be a client id (16 hex characters)"), Quota).default({}),
+    /** By client id (what `GET /v1/usage` and `GET /v1/webhook-secret` show: 32 hex characters with API_KEY_PEPPER, 16 legacy), never by key. */
+    keys: z.record(z.string().regex(/^(?:[0-9a-f]{16}|[0-9a-f]{32})$/, "must be a client id (32 hex characters, or 16 for a legacy id)"), Quota).default({}),
   })
   .strict();
 export type QuotasConfig = z.infer<typeof QuotasConfig>;
@@ -52,11 +52,11 @@ export interface UsageSource {
   /** Tasks not final, by owner (one grouped read for every key). */
   openByOwner(): Promise<Map<string, number>>;
   /**
-   * Tasks of `owner` created in [from, dayEnd), counted by type, split at `settledTo` = the
+   * Tasks of `owners` (a client's ids: during the transition to peppered ids, its legacy id too) created in [from, dayEnd), counted by type, split at `settledTo` = the
    * database's now() - settleMs (at least `from`, at most `dayEnd`): rows before it are counted
    * for good (`settled`), rows after it are re-read next time.
    */
-  createdSince(owner: string, from: Date, dayEnd: Date, settleMs: number): Promise<{ settledTo: Date; rows: Array<{ type: string; settled: boolean; n: number }> }>;
+  createdSince(owners: readonly string[], from: Date, dayEnd: Date, settleMs: number): Promise<{ settledTo: Date; rows: Array<{ type: string; settled: boolean; n: number }> }>;
 }
 
 export interface Reservation {
@@ -98,12 +98,14 @@ export function isRefusal(r: QuotaRefusal | Reservation): r is QuotaRefusal {
  * added locally, so a burst cannot run past a limit on one gateway; other gateways' show up at the
  * next read. Redrives are counted by the gateway that made them (their rows are not new).
  */
-export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; source: UsageSource; refreshMs?: number; now?: () => number }): Quotas {
+export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; source: UsageSource; refreshMs?: number; now?: () => number; ownersOf?: (clientId: string) => readonly string[] }): Quotas {
   const cfg = o.config ?? { default: {}, keys: {} };
   const prices = o.prices ?? {};
   const refreshMs = o.refreshMs ?? 2000;
   const now = o.now ?? Date.now;
-  const limitsOf = (clientId: string) => ({ ...cfg.default, ...cfg.keys[clientId] });
+  // A client's rows, and its QUOTAS entry, may still be under its legacy id during the transition to peppered ids (issue 14.8).
+  const ownersOf = o.ownersOf ?? ((clientId: string) => [clientId]);
+  const limitsOf = (clientId: string) => ({ ...cfg.default, ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId] });
   const priceOf = (type: string) => prices[type as TaskType] ?? 0;
   const dayOf = (t: number) => Math.floor(t / DAY_MS);
   const needsOpen = [cfg.default, ...Object.values(cfg.keys)].some((q) => q.maxInFlight !== undefined);
@@ -127,7 +129,7 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
     }
     await open.read;
   };
-  const inFlightOf = (clientId: string) => Math.max(0, (open.counts.get(clientId) ?? 0) + (openLocal.get(clientId) ?? 0));
+  const inFlightOf = (clientId: string) => Math.max(0, ownersOf(clientId).reduce((n, id) => n + (open.counts.get(id) ?? 0), 0) + (openLocal.get(clientId) ?? 0));
 
   // Spend: per key and UTC day, rows settled for good + rows still recent + local charges since the read.
   interface Spend {
@@ -156,7 +158,7 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
     if (!s.read) {
       s.read = (async () => {
         const localBefore = s.local;
-        const { settledTo, rows } = await o.source.createdSince(clientId, new Date(s.settledTo), new Date((s.day + 1) * DAY_MS), SETTLE_MS);
+        const { settledTo, rows } = await o.source.createdSince(ownersOf(clientId), new Date(s.settledTo), new Date((s.day + 1) * DAY_MS), SETTLE_MS);
         let settled = 0;
         let recent = 0;
         for (const r of rows) {

@@ -12,7 +12,7 @@ export class CancelError extends Error {
   }
 }
 
-export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & { config: Pick<GatewayDeps["config"], "REGION"> };
+export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"> & { config: Pick<GatewayDeps["config"], "REGION"> };
 
 /**
  * Cancels `row`, a task of `clientId` homed in this region: the row first (only an unfinished
@@ -21,7 +21,7 @@ export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & { config
  * Resolves to the task as it is now.
  */
 export async function cancelTask(deps: CancelDeps, clientId: string, row: TaskRow): Promise<TaskRow> {
-  const cancelled = await deps.store.cancel(row.id, clientId);
+  const cancelled = await deps.store.cancel(row.id, deps.apiKeys.ownersOf(clientId));
   if (!cancelled) {
     const current = (await deps.store.get(row.id)) ?? row;
     if (current.state === "cancelled") return current;

@@ -18,7 +18,7 @@ export class RedriveError extends Error {
   }
 }
 
-export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & {
+export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"> & {
   config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitRedrive">;
@@ -36,7 +36,7 @@ export async function redriveTask(deps: RedriveDeps, clientId: string, row: Task
   if (row.state !== "failed") throw new RedriveError("not_failed", row.state);
   const admitted = deps.quotas ? await deps.quotas.admitRedrive(clientId, { type: row.type, redrives: row.redrives }) : undefined;
   if (admitted && isRefusal(admitted)) throw new RedriveError("quota", row.state, admitted);
-  const redriven = await deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS);
+  const redriven = await deps.store.redrive(row.id, deps.apiKeys.ownersOf(clientId), deps.config.TASK_DEADLINE_MS);
   if (!redriven) {
     admitted?.release();
     throw new RedriveError("not_failed", row.state);

@@ -1,6 +1,9 @@
 import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
 import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
+import { splitBodies } from "@pipeline/shared/tasks";
+import type { TaskRow } from "@pipeline/shared/db";
 import type { TaskStore } from "../adapters/pg.ts";
+import { ownedBy } from "../domain/api-keys.ts";
 import type { GatewayDeps } from "../deps.ts";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
@@ -21,7 +24,7 @@ export class SubmitError extends Error {
 }
 
 /** What a submission reads: `config.REGION` (the home region of a new task), `config.regions` (every region in the shared order, for the id's home region byte; default: this region alone), `config.TASK_DEADLINE_MS` (from acceptance). */
-export type SubmitDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "now"> & {
+export type SubmitDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "now" | "apiKeys"> & {
   config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS" | "regions">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitSubmit">;
@@ -44,13 +47,9 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
   const regions = deps.config.regions ?? [region];
   const id = withHomeRegion(deriveTaskId(clientId, idempotencyKey), regions, region);
   const hash = requestHash(req);
-  // The same Idempotency-Key accepted by another region (its row replicated here): that task.
-  if (idempotencyKey !== undefined && regions.length > 1) {
-    for (const other of homeRegionVariants(id, regions)) {
-      if (other === id) continue;
-      const existing = await deps.store.get(other);
-      if (existing) return replay(deps, existing, clientId, hash);
-    }
+  if (idempotencyKey !== undefined) {
+    const existing = await earlierTask(deps, clientId, idempotencyKey, id);
+    if (existing) return replay(deps, existing, clientId, hash);
   }
   // Quotas, checked for a new task only: a replay (same Idempotency-Key) is always answered.
   let reservation: Reservation | undefined;
@@ -69,6 +68,22 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
     reservation?.release();
     throw err;
   }
+}
+
+/**
+ * The task an Idempotency-Key already created under another id: accepted by another region (its
+ * row replicated here), or, during the transition to peppered client ids (API_KEY_LEGACY_IDS),
+ * derived from the client's legacy id before the switch (issue 14.8). Undefined: none.
+ */
+async function earlierTask(deps: SubmitDeps, clientId: string, idempotencyKey: string, id: string): Promise<TaskRow | undefined> {
+  const regions = deps.config.regions ?? [deps.config.REGION];
+  const candidates = homeRegionVariants(id, regions).filter((other) => other !== id);
+  for (const legacy of deps.apiKeys.ownersOf(clientId).slice(1)) candidates.push(...homeRegionVariants(deriveTaskId(legacy, idempotencyKey), regions));
+  for (const other of candidates) {
+    const existing = await deps.store.get(other);
+    if (existing) return existing;
+  }
+  return undefined;
 }
 
 async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined, id: string, hash: string, notNew: () => void): Promise<Submitted> {
@@ -91,6 +106,11 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
     if (!existing) throw new SubmitError("id_collision", "task id collision; retry");
     return replay(deps, existing, clientId, hash);
   }
+  // Image bodies stay out of EVENTS (every notifier, console and SSE reader sees it): they go to
+  // BODIES first, awaited, so an acknowledged task's body is durable outside Postgres before its
+  // event names it; no body there, no task (docs/security.md, "Image bodies").
+  const split = splitBodies(req.type, req.params);
+  if (split.refs.length) await publishBodyOrThrow(deps, id, split.values);
   // The accepted event is the changelog a lost database is rebuilt from: it is published with
   // the task and awaited before the 202 (a failure is logged; the task itself is durable).
   const event = deps.queue
@@ -101,7 +121,7 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
       version: 0,
       region: deps.config.REGION,
       at: inserted.createdAt.toISOString(),
-      data: { owner: clientId, type: req.type, priority: req.priority, params: req.params, requestHash: hash, idempotencyKey: idempotencyKey ?? null, callbackUrl: req.callbackUrl ?? null, deadlineAt: inserted.deadlineAt?.toISOString() ?? null },
+      data: { owner: clientId, type: req.type, priority: req.priority, params: split.params, ...(split.refs.length ? { bodies: split.refs } : {}), requestHash: hash, idempotencyKey: idempotencyKey ?? null, callbackUrl: req.callbackUrl ?? null, deadlineAt: inserted.deadlineAt?.toISOString() ?? null },
     })
     .catch((err) => deps.log.error({ taskId: id, err: (err as Error).message }, "accepted event not published"));
   await Promise.all([publishOrThrow(deps, message, true), event]);
@@ -110,13 +130,29 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
 
 /** A second request with an Idempotency-Key: the task it created, never a second one. */
 async function replay(deps: SubmitDeps, existing: NonNullable<Awaited<ReturnType<TaskStore["get"]>>>, clientId: string, hash: string): Promise<Submitted> {
-  if (existing.owner !== clientId) throw new SubmitError("id_collision", "task id collision; retry");
+  if (!ownedBy(deps.apiKeys, clientId, existing.owner)) throw new SubmitError("id_collision", "task id collision; retry");
   if (existing.requestHash !== hash) throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
   // The first attempt may have died between insert and publish: publishing again is free (same
   // Nats-Msg-Id). Only the task's home region queues it: a row replicated from another region is
   // that region's work (or its adopter's), never this region's queue's.
-  if (existing.state === "queued" && existing.region === deps.config.REGION) await publishOrThrow(deps, { id: existing.id, type: existing.type as TaskRequest["type"], priority: existing.priority as TaskRequest["priority"] }, false);
+  // Its bodies too (same Nats-Msg-Id): the first attempt may have died before BODIES had them.
+  if (existing.state === "queued" && existing.region === deps.config.REGION) {
+    const split = splitBodies(existing.type, (existing.params ?? {}) as Record<string, unknown>);
+    if (split.refs.length) await publishBodyOrThrow(deps, existing.id, split.values, false);
+    await publishOrThrow(deps, { id: existing.id, type: existing.type as TaskRequest["type"], priority: existing.priority as TaskRequest["priority"] }, false);
+  }
   return { id: existing.id, status: toTaskView(existing, deps.now()).status, replayed: true };
+}
+
+/** The task's bodies on BODIES; a failure removes a fresh row and refuses the task, as a failed task publish does. */
+async function publishBodyOrThrow(deps: SubmitDeps, id: string, bodies: Record<string, string>, fresh = true): Promise<void> {
+  try {
+    await deps.queue.publishBody({ taskId: id, bodies });
+  } catch (err) {
+    if (fresh) await deps.store.deleteUnpublished(id).catch(() => {});
+    deps.log.warn({ taskId: id, err: (err as Error).message }, "image body not published; task not accepted");
+    throw new SubmitError("queue_unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", { cause: err });
+  }
 }
 
 async function publishOrThrow(deps: SubmitDeps, message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] }, fresh: boolean): Promise<void> {

@@ -7,7 +7,7 @@ import { ProblemError } from "../problem.ts";
 
 /**
  * `GET /v1/webhook-secret`: the calling client's own callback signing secret (and the previous one
- * during a rotation), derived from the operator's master `WEBHOOK_SECRET`. A client learns only
+ * during a rotation of the master, or its legacy id's during the transition to peppered ids), derived from the operator's master `WEBHOOK_SECRET`. A client learns only
  * its own: it cannot sign a callback another client's receiver accepts (issue 14.3).
  */
 export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
@@ -16,9 +16,13 @@ export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
     const clientId = auth.bearer(c);
     const master = deps.config.WEBHOOK_SECRET;
     if (!master) throw new ProblemError(404, "Callbacks Not Signed", "this gateway has no WEBHOOK_SECRET: callbacks are not signed here");
-    const previous = deps.config.WEBHOOK_SECRET_PREVIOUS;
     c.header("cache-control", "no-store");
-    return c.json({ clientId, secret: clientWebhookSecret(master, clientId), ...(previous ? { previous: clientWebhookSecret(previous, clientId) } : {}) });
+    // During the transition to peppered client ids (issue 14.8), callbacks of tasks still owned by
+    // the legacy id are signed with that id's secret: it is `previous` (under the current master,
+    // which the solvers always sign with), so a receiver accepting both verifies every callback.
+    const legacy = deps.apiKeys.ownersOf(clientId)[1];
+    const previous = legacy ? clientWebhookSecret(master, legacy) : deps.config.WEBHOOK_SECRET_PREVIOUS && clientWebhookSecret(deps.config.WEBHOOK_SECRET_PREVIOUS, clientId);
+    return c.json({ clientId, secret: clientWebhookSecret(master, clientId), ...(previous ? { previous } : {}), ...(legacy ? { legacyClientId: legacy } : {}) });
   });
   return app;
 }
