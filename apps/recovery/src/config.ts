@@ -1,5 +1,7 @@
 import { join, resolve } from "node:path";
-import { commonEnv, ConfigError, envInt, isCompiledBinary, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { commonEnv, ConfigError, envInt, envList, isCompiledBinary, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { bodiesMaxAgeFor } from "@pipeline/shared/nats";
+import { MIN_PEPPER_LENGTH } from "@pipeline/shared/client-ids";
 import { z } from "zod";
 
 /** The repository's `.data/` when run from a clone; the state directory of the unit when compiled (infra/deploy). */
@@ -26,6 +28,11 @@ export const RecoveryEnv = z
     SNAPSHOT_INTERVAL_MS: envInt(300_000, 0, 7 * 24 * 3600_000),
     /** `assess` fails when the newest snapshot is older than this. */
     SNAPSHOT_MAX_AGE_MS: envInt(900_000, 1000, 30 * 24 * 3600_000),
+    /**
+     * How long BODIES (image bodies, kept out of EVENTS) holds a body, here and in the other
+     * region's mirror. Default: the longer of SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS, plus 6 h.
+     */
+    BODIES_MAX_AGE_MS: z.coerce.number().int().min(60_000).max(30 * 24 * 3600_000).optional(),
     /** Stale sweep period of the service; 0 turns it off. */
     SWEEP_INTERVAL_MS: envInt(30_000, 0, 24 * 3600_000),
     /** A queued/retrying row not updated for this long, with no message in TASKS, is re-published. */
@@ -86,11 +93,14 @@ export const RecoveryEnv = z
     CONSOLE_TOKENS: z.string().optional(),
     /** The same entries in a file, one a line (npm run dev writes one, 0600). */
     CONSOLE_TOKENS_FILE: z.string().min(1).optional(),
+    /** `rewrite-owners` only (issue 14.8): the gateways' API keys and pepper, to map each key's legacy client id to its peppered one; never printed. */
+    API_KEYS: envList().optional(),
+    API_KEY_PEPPER: z.string().min(MIN_PEPPER_LENGTH, `at least ${MIN_PEPPER_LENGTH} characters`).optional(),
     /** A redriven task's fresh deadline (the gateway's TASK_DEADLINE_MS). */
     TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
-export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[]; offHostDomain: string | undefined };
+export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[]; offHostDomain: string | undefined; bodiesMaxAgeMs: number };
 
 /** Parses the recovery environment; throws a ConfigError naming each variable at fault (never its value). */
 export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
@@ -101,7 +111,12 @@ export function loadConfig(env: Record<string, string | undefined>): RecoveryCon
   if (c.ROW_RETENTION_DAYS < c.TASK_RETENTION_DAYS) throw new ConfigError("invalid configuration:\n  ROW_RETENTION_DAYS: must be at least TASK_RETENTION_DAYS", ["ROW_RETENTION_DAYS"]);
   const offHostDomain = c.SNAPSHOT_OFFHOST === "none" ? undefined : (c.SNAPSHOT_OFFHOST ?? regions.find((r) => r !== c.REGION));
   if (offHostDomain === c.REGION) throw new ConfigError("invalid configuration:\n  SNAPSHOT_OFFHOST: must be another region's domain, not this region's", ["SNAPSHOT_OFFHOST"]);
-  return { ...c, regions, offHostDomain };
+  // A body must outlive the newest snapshot a restore may start from (docs/security.md, "Image bodies").
+  const snapshotWindow = Math.max(c.SNAPSHOT_INTERVAL_MS, c.SNAPSHOT_MAX_AGE_MS);
+  if (c.BODIES_MAX_AGE_MS !== undefined && c.BODIES_MAX_AGE_MS <= snapshotWindow)
+    throw new ConfigError("invalid configuration:\n  BODIES_MAX_AGE_MS: must be longer than SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS (a restore replays bodies accepted since the newest snapshot)", ["BODIES_MAX_AGE_MS"]);
+  const bodiesMaxAgeMs = c.BODIES_MAX_AGE_MS ?? bodiesMaxAgeFor({ snapshotIntervalMs: c.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: c.SNAPSHOT_MAX_AGE_MS });
+  return { ...c, regions, offHostDomain, bodiesMaxAgeMs };
 }
 
 /** Validates a Postgres URL given on the command line (`--into`). */
