@@ -1,6 +1,7 @@
 import type { Logger } from "@pipeline/shared/log";
 import postgres from "postgres";
-import { ensureStreams } from "@pipeline/shared/nats";
+import { bodiesStreamConfig, ensureStream, ensureStreams } from "@pipeline/shared/nats";
+import { probeEventsSizing } from "./assess/events-sizing.ts";
 import type { RecoveryConfig } from "./config.ts";
 import { openContext, type RecoveryContext } from "./context.ts";
 import { takeSnapshot } from "./snapshot/take-snapshot.ts";
@@ -121,6 +122,16 @@ async function snapshotAndCopy(config: RecoveryConfig, ctx: RecoveryContext, met
   }
 }
 
+/** At start: a warning when EVENTS' limits cannot hold what a restore needs at the measured rate (docs/runbook.md, Sizing EVENTS). */
+async function warnOnEventsSizing(size: () => ReturnType<typeof probeEventsSizing>, log: Logger): Promise<void> {
+  try {
+    const s = await size();
+    if (s.level !== "ok") log.warn({ holdsSec: Number.isFinite(s.holdsMs) ? Math.round(s.holdsMs / 1000) : null, needSec: Math.round(s.needMs / 1000), lostAfterSnapshot: s.lostAfterSnapshot }, `EVENTS sizing: ${s.summary}`);
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, "EVENTS sizing could not be read");
+  }
+}
+
 /** The service's `/metrics` listener (RECOVERY_METRICS_PORT; unset: none). */
 function serveMetrics(config: RecoveryConfig, metrics: RecoveryMetrics, log: Logger) {
   if (config.RECOVERY_METRICS_PORT === undefined) return undefined;
@@ -138,6 +149,10 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   const ctx = await openContext(config, log, "recovery");
   // Like every service, it creates or verifies the topology it uses (the first snapshot needs EVENTS).
   await ensureStreams(ctx.jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
+  // Image bodies kept out of EVENTS: this service sets how long BODIES keeps them (BODIES_MAX_AGE_MS).
+  await ensureStream(ctx.jsm, bodiesStreamConfig({ region: config.REGION, replicas: config.STREAM_REPLICAS, maxAgeMs: config.bodiesMaxAgeMs }));
+  const sizeEvents = () => probeEventsSizing(ctx.jsm, { region: config.REGION, snapshotDir: config.SNAPSHOT_DIR, snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS });
+  await warnOnEventsSizing(sizeEvents, log);
   const timed = jobs(log);
   timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
     const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
@@ -147,12 +162,12 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   // (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const replicaSql = remotes.length ? postgres(config.DATABASE_URL!, { max: 2, onnotice: () => {}, connection: { application_name: "recovery-replicator" } }) : undefined;
-  const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log, replicas: config.STREAM_REPLICAS })));
+  const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log, replicas: config.STREAM_REPLICAS, bodiesMaxAgeMs: config.bodiesMaxAgeMs })));
   // The region lease (several regions only): renewed at the witness, taken over from a silent region.
   let stopping = false;
   const keeper = remotes.length && config.WITNESS_URL ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping) : undefined;
   const regionKvForMetrics = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
-  const metrics = createRecoveryMetrics(regionKvForMetrics ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) } : {});
+  const metrics = createRecoveryMetrics({ events: sizeEvents, ...(regionKvForMetrics ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) } : {}) });
   timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));
   // Data retention (docs/security.md): tokens, params, callback URLs, old rows.
   timed.every(config.RETENTION_INTERVAL_MS, "retention", async () => {

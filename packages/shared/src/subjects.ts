@@ -6,6 +6,8 @@ export const streams = {
   tasks: (region: string) => `TASKS_${region.toUpperCase()}`,
   events: (region: string) => `EVENTS_${region.toUpperCase()}`,
   dlq: (region: string) => `DLQ_${region.toUpperCase()}`,
+  /** Image bodies kept out of EVENTS (docs/security.md, "Image bodies"): gateway writes, recovery reads. */
+  bodies: (region: string) => `BODIES_${region.toUpperCase()}`,
 } as const;
 
 export const DEFAULT_SHARDS = 16;
@@ -62,4 +64,13 @@ export function dlqSubject(region: string, type: string): string {
 
 export function dlqSubjects(region: string): string {
   return `dlq.${region}.>`;
+}
+
+/** `bodies.<region>.<task id>`: the image body (or bodies) of one task, kept out of EVENTS. */
+export function bodySubject(region: string, taskId: string): string {
+  return `bodies.${region}.${taskId}`;
+}
+
+export function bodySubjects(region: string): string {
+  return `bodies.${region}.>`;
 }

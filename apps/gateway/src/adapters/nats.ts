@@ -1,17 +1,33 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
+import { jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@pipeline/shared/nats";
-import { publishWithRetry } from "@pipeline/shared/nats";
+import { bodiesStreamConfig, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
-import { eventSubject, eventSubjects, shardOf, taskSubject } from "@pipeline/shared/subjects";
+import type { BodyMessage } from "@pipeline/shared/tasks";
+import { bodySubject, eventSubject, eventSubjects, shardOf, taskSubject } from "@pipeline/shared/subjects";
 
 export interface TaskQueue {
   /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
   publishTask(msg: TaskMessage, msgID?: string): Promise<{ duplicate: boolean }>;
   publishEvent(ev: TaskEvent): Promise<void>;
+  /**
+   * Publishes a task's image bodies on BODIES (`bodies.<region>.<task id>`, Nats-Msg-Id
+   * `<task id>:body`) and resolves on the PubAck; creates BODIES first when it does not exist.
+   */
+  publishBody(msg: BodyMessage): Promise<void>;
   ping(): Promise<void>;
 }
 
 export function createTaskQueue(nc: NatsConnection, js: JetStreamClient, region: string, deadlineMs: number): TaskQueue {
+  // BODIES' retention is recovery's to set (BODIES_MAX_AGE_MS); the gateway only creates it when
+  // missing (a fresh deployment, a test), with the default retention, once per process.
+  let bodiesReady: Promise<void> | undefined;
+  const ensureBodies = () =>
+    (bodiesReady ??= jetstreamManager(nc)
+      .then((jsm) => ensureStreamPresent(jsm, bodiesStreamConfig({ region })))
+      .catch((err) => {
+        bodiesReady = undefined;
+        throw err;
+      }));
   return {
     async publishTask(msg, msgID = msg.id) {
       const ack = await publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msgID, deadlineMs);
@@ -19,6 +35,10 @@ export function createTaskQueue(nc: NatsConnection, js: JetStreamClient, region:
     },
     async publishEvent(ev) {
       await publishWithRetry(js, eventSubject(region, ev.kind), JSON.stringify(ev), `${ev.taskId}:${ev.version}:${ev.kind}`, deadlineMs);
+    },
+    async publishBody(msg) {
+      await ensureBodies();
+      await publishWithRetry(js, bodySubject(region, msg.taskId), JSON.stringify(msg), `${msg.taskId}:body`, deadlineMs);
     },
     async ping() {
       if (nc.isClosed()) throw new Error("NATS connection closed");

@@ -11,6 +11,7 @@ import { natsChecks, newestSnapshot, offHostCheck, overallLevel, postgresChecks,
 import type { Assessment, Check } from "./model.ts";
 import { openHandles, probeJetStream, probePostgres, probeProvider, probeRegionState, probeSnapshots, probeWorkers } from "./probes.ts";
 import { regionChecks } from "./regions.ts";
+import { eventsCheck, probeEventsSizing } from "./events-sizing.ts";
 
 export type { Assessment, Check, LaneInfo, Level } from "./model.ts";
 export { providerBalance } from "./probes.ts";
@@ -21,6 +22,8 @@ export interface AssessDeps {
   sql: postgres.Sql | Error;
   snapshotDir: string;
   snapshotMaxAgeMs: number;
+  /** SNAPSHOT_INTERVAL_MS: with it, EVENTS is sized against the snapshots (line `events`). */
+  snapshotIntervalMs?: number;
   staleAfterMs: number;
   provider: { url: string; key: string | undefined; timeoutMs: number };
   /** The NATS server the CLI is connected to (its version from the INFO it sent). */
@@ -43,8 +46,13 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
   const pg = d.sql instanceof Error ? d.sql : await probePostgres(d.sql, d.staleAfterMs);
   const snapshots = probeSnapshots(d.snapshotDir, d.offHostDomain);
   const provider = await probeProvider(d.provider);
+  const sizing =
+    d.jsm instanceof Error || d.snapshotIntervalMs === undefined
+      ? undefined
+      : await probeEventsSizing(d.jsm, { region: d.region, snapshotDir: d.snapshotDir, snapshotIntervalMs: d.snapshotIntervalMs, snapshotMaxAgeMs: d.snapshotMaxAgeMs }).catch(() => undefined);
   const checks: Check[] = [
     ...natsChecks(nats, d.natsServer),
+    ...(sizing ? [eventsCheck(sizing)] : []),
     ...(d.regionChecks ?? []),
     ...postgresChecks(pg, d.staleAfterMs),
     snapshotCheck(snapshots, d.snapshotMaxAgeMs),
@@ -89,6 +97,7 @@ export async function assessLive(config: RecoveryConfig, connect: () => Promise<
       sql: h.sql,
       snapshotDir: config.SNAPSHOT_DIR,
       snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
+      snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS,
       ...(config.offHostDomain ? { offHostDomain: config.offHostDomain } : {}),
       staleAfterMs: config.STALE_AFTER_MS,
       provider: { url: config.PROVIDER_URL, key: config.PROVIDER_KEY, timeoutMs: config.PROVIDER_TIMEOUT_MS },

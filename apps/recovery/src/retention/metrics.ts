@@ -1,5 +1,6 @@
 import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
 import type { RegionGauge } from "../regions/gauges.ts";
+import type { EventsSizing } from "../assess/events-sizing.ts";
 
 /** What the recovery service counts (served on RECOVERY_METRICS_PORT when set). */
 export interface RecoveryMetrics {
@@ -22,8 +23,9 @@ export interface OffHostMetrics {
  * `regions`: read at scrape time (several regions only): the lease and mirror figures as gauges
  * (regions/gauges.ts), from the same probe as `assess`.
  */
-export function createRecoveryMetrics(o: { regions?: () => Promise<RegionGauge[]> } = {}): RecoveryMetrics {
+export function createRecoveryMetrics(o: { regions?: () => Promise<RegionGauge[]>; events?: () => Promise<EventsSizing> } = {}): RecoveryMetrics {
   const registry = createRegistry("recovery");
+  if (o.events) eventsGauges(registry, o.events);
   if (o.regions) {
     const read = o.regions;
     const names: Record<RegionGauge["name"], string> = {
@@ -83,4 +85,40 @@ export function createRecoveryMetrics(o: { regions?: () => Promise<RegionGauge[]
     },
     response: () => metricsResponse(registry),
   };
+}
+
+type EventsReading = EventsSizing;
+
+/**
+ * EVENTS against its limits and the snapshot interval (assess/events-sizing.ts), read at scrape
+ * time from one probe; a limit that is not set (0 or less) and a figure not known are left out.
+ */
+function eventsGauges(registry: Registry, read: () => Promise<EventsReading>): void {
+  let pending: Promise<EventsReading | undefined> | undefined;
+  const reading = () => (pending ??= read().catch(() => undefined).finally(() => setTimeout(() => (pending = undefined), 0)));
+  const figures: Array<[string, string, (r: EventsReading) => number | null]> = [
+    ["recovery_events_bytes", "Bytes held by this region's EVENTS stream", (r) => r.events.bytes],
+    ["recovery_events_max_bytes", "EVENTS' max_bytes (absent: none)", (r) => (r.events.maxBytes > 0 ? r.events.maxBytes : null)],
+    ["recovery_events_messages", "Messages held by this region's EVENTS stream", (r) => r.events.messages],
+    ["recovery_events_max_messages", "EVENTS' max_msgs (absent: none)", (r) => (r.events.maxMessages > 0 ? r.events.maxMessages : null)],
+    ["recovery_events_max_age_seconds", "EVENTS' max_age (absent: none)", (r) => (r.events.maxAgeMs > 0 ? r.events.maxAgeMs / 1000 : null)],
+    ["recovery_events_oldest_age_seconds", "Age of the oldest event EVENTS holds", (r) => (r.oldestAgeMs === null ? null : r.oldestAgeMs / 1000)],
+    ["recovery_events_window_seconds", "How long a window EVENTS' limits hold at the rate measured over what it holds (absent: no limit binds)", (r) => (Number.isFinite(r.holdsMs) ? r.holdsMs / 1000 : null)],
+    ["recovery_events_needed_seconds", "The window a restore may need: max(SNAPSHOT_MAX_AGE_MS, 2 x SNAPSHOT_INTERVAL_MS)", (r) => r.needMs / 1000],
+    ["recovery_events_first_seq", "Sequence of the oldest event EVENTS holds", (r) => r.events.firstSeq],
+    ["recovery_snapshot_events_seq", "EVENTS sequence recorded by the newest snapshot (a restore replays from the next one)", (r) => r.snapshotSeq],
+  ];
+  for (const [name, help, pick] of figures) {
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const r = await reading();
+        const v = r ? pick(r) : null;
+        if (v !== null) this.set(v);
+      },
+    });
+  }
 }

@@ -1,9 +1,14 @@
 import type postgres from "postgres";
 import { z } from "zod";
 import { taskRequest, type TaskEvent } from "@pipeline/shared/schemas";
+import { BodyRefs } from "@pipeline/shared/tasks";
+import { BODY_UNAVAILABLE, type BodySource } from "./bodies.ts";
 
 /** What one event did to the rows. */
-export type Applied = "inserted" | "applied" | "stale" | "missing" | "skipped";
+export type Applied = "inserted" | "applied" | "stale" | "missing" | "skipped" | "bodyUnavailable";
+
+/** Every outcome at zero: the counters of a replay or replicator. */
+export const noneApplied = (): Record<Applied, number> => ({ inserted: 0, applied: 0, stale: 0, missing: 0, skipped: 0, bodyUnavailable: 0 });
 
 /**
  * The task an `accepted` event carries, checked with the gateway's own schema (issue 14): the
@@ -14,21 +19,23 @@ export type Applied = "inserted" | "applied" | "stale" | "missing" | "skipped";
  * is skipped, never written.
  */
 const GatewayTask = taskRequest({ imageMaxBytes: 8 * 1024 * 1024, callbacks: { allowHttp: true, allowPrivate: true } });
-const Accepted = z
-  .object({
-    owner: z.string().min(1).max(128),
-    type: z.string(),
-    priority: z.string(),
-    params: z.record(z.string(), z.unknown()),
-    requestHash: z.string().min(1).max(128),
-    idempotencyKey: z.string().max(256).nullable().optional(),
-    callbackUrl: z.string().nullable().optional(),
-    deadlineAt: z.iso.datetime({ offset: true }).nullable().optional(),
-  })
-  .superRefine((a, ctx) => {
-    const r = GatewayTask.safeParse({ type: a.type, priority: a.priority, params: a.params, ...(a.callbackUrl ? { callbackUrl: a.callbackUrl } : {}) });
-    if (!r.success) ctx.addIssue({ code: "custom", message: r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") });
-  });
+const Accepted = z.object({
+  owner: z.string().min(1).max(128),
+  type: z.string(),
+  priority: z.string(),
+  params: z.record(z.string(), z.unknown()),
+  /** The bodies taken out of `params` (image tasks): on BODIES, named here by sha256 and size. */
+  bodies: BodyRefs.optional(),
+  requestHash: z.string().min(1).max(128),
+  idempotencyKey: z.string().max(256).nullable().optional(),
+  callbackUrl: z.string().nullable().optional(),
+  deadlineAt: z.iso.datetime({ offset: true }).nullable().optional(),
+});
+type Accepted = z.infer<typeof Accepted>;
+/** Stands in for a body that is gone, so that the rest of the task is still checked. */
+const STAND_IN = "AAAA";
+const gatewayWouldPublish = (a: Accepted, params: Record<string, unknown>) =>
+  GatewayTask.safeParse({ type: a.type, priority: a.priority, params, ...(a.callbackUrl ? { callbackUrl: a.callbackUrl } : {}) }).success;
 const Str = z.string().nullable().optional().catch(null);
 /**
  * A `completed` event: `token` (older solvers) or `tokenStored: true` (the token stays in the
@@ -51,19 +58,9 @@ type Tx = postgres.TransactionSql | postgres.Sql;
  * provider task instead of paying for a second one. Lease fields are cleared: a restored
  * `solving` row may be taken over at once (the provider id, when known, is resumed).
  */
-export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
+export async function applyEvent(sql: Tx, ev: TaskEvent, bodies?: BodySource): Promise<Applied> {
   const at = new Date(ev.at);
-  if (ev.kind === "accepted") {
-    const d = Accepted.safeParse(ev.data ?? {});
-    if (!d.success) return "skipped";
-    const a = d.data;
-    const r = await sql`
-      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, state, version, deadline_at, callback_url, created_at, updated_at)
-      values (${ev.taskId}, ${a.owner}, ${a.idempotencyKey ?? null}, ${a.requestHash}, ${ev.region}, ${a.type}, ${a.priority}, ${JSON.stringify(a.params)}::text::jsonb,
-              'queued', ${ev.version}, ${a.deadlineAt ? new Date(a.deadlineAt) : null}, ${a.callbackUrl ?? null}, ${at}, ${at})
-      on conflict (id) do nothing`;
-    return r.count === 1 ? "inserted" : "stale";
-  }
+  if (ev.kind === "accepted") return applyAccepted(sql, ev, bodies);
   const d = Loose.parse(ev.data ?? {});
   const v = ev.version;
   let r: postgres.RowList<postgres.Row[]>;
@@ -77,12 +74,12 @@ export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
       r = await sql`
         update tasks set state = 'solving', version = ${v}, attempts = greatest(attempts, ${d.attempt ?? 0}), lease_owner = ${d.worker ?? null}, lease_until = null,
           started_at = coalesce(started_at, ${at}), updated_at = ${at}
-        where id = ${ev.taskId} and version < ${v}`;
+        where id = ${ev.taskId} and version < ${v} and params <> '{}'::jsonb`;
       break;
     case "retrying":
       r = await sql`
         update tasks set state = 'retrying', version = ${v}, error_code = ${d.code ?? null}, lease_owner = null, lease_until = null, updated_at = ${at}
-        where id = ${ev.taskId} and version < ${v}`;
+        where id = ${ev.taskId} and version < ${v} and params <> '{}'::jsonb`;
       break;
     case "completed": {
       const c = Completed.safeParse(ev.data ?? {});
@@ -110,7 +107,7 @@ export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
       r = await sql`
         update tasks set state = 'queued', version = ${v}, attempts = 0, redrives = coalesce(${d.redrives ?? null}::int, redrives + 1), provider_id = null, completed_at = null,
           deadline_at = case when deadline_at is null then null else ${at}::timestamptz + (deadline_at - created_at) end, updated_at = ${at}
-        where id = ${ev.taskId} and version < ${v}`;
+        where id = ${ev.taskId} and version < ${v} and params <> '{}'::jsonb`;
       break;
     case "adopted":
       // A failover moved the task's home (docs/regions.md): whatever its version, the adopter owns
@@ -127,4 +124,39 @@ export async function applyEvent(sql: Tx, ev: TaskEvent): Promise<Applied> {
   if (r.count === 1) return "applied";
   const exists = await sql`select 1 from tasks where id = ${ev.taskId}`;
   return exists.length ? "stale" : "missing";
+}
+
+/**
+ * `accepted` inserts the row when missing (the event carries the task, its bodies by reference).
+ * A body is fetched from BODIES (`bodies`) and checked against the event's sha256 and size; when
+ * it is gone (older than BODIES_MAX_AGE_MS) or does not match, the row is still rebuilt, as a
+ * failed task with `BODY_UNAVAILABLE` and no params (nothing to solve: every redrive refuses
+ * erased params, and later solving/retrying/redriven events leave it alone), never queued without
+ * its body.
+ */
+async function applyAccepted(sql: Tx, ev: TaskEvent, bodies: BodySource | undefined): Promise<Applied> {
+  const d = Accepted.safeParse(ev.data ?? {});
+  if (!d.success) return "skipped";
+  const a = d.data;
+  const refs = a.bodies ?? [];
+  const lookup = refs.length === 0 ? { ok: true as const, values: {} } : bodies ? await bodies(ev.region, ev.taskId, refs) : { ok: false as const, reason: "no BODIES to read" };
+  const standIn = Object.fromEntries(refs.map((r) => [r.field, STAND_IN]));
+  if (!gatewayWouldPublish(a, { ...a.params, ...(lookup.ok ? lookup.values : standIn) })) return "skipped";
+  const at = new Date(ev.at);
+  const deadline = a.deadlineAt ? new Date(a.deadlineAt) : null;
+  if (lookup.ok) {
+    const r = await sql`
+      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, state, version, deadline_at, callback_url, created_at, updated_at)
+      values (${ev.taskId}, ${a.owner}, ${a.idempotencyKey ?? null}, ${a.requestHash}, ${ev.region}, ${a.type}, ${a.priority}, ${JSON.stringify({ ...a.params, ...lookup.values })}::text::jsonb,
+              'queued', ${ev.version}, ${deadline}, ${a.callbackUrl ?? null}, ${at}, ${at})
+      on conflict (id) do nothing`;
+    return r.count === 1 ? "inserted" : "stale";
+  }
+  const message = `image body not available when the task was rebuilt from EVENTS (${refs.map((r) => `${r.field}: sha256 ${r.sha256.slice(0, 12)}…, ${r.size} bytes`).join("; ")}): ${lookup.reason}; submit the task again`;
+  const r = await sql`
+    insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, state, version, deadline_at, callback_url, error_code, error_message, completed_at, created_at, updated_at)
+    values (${ev.taskId}, ${a.owner}, ${a.idempotencyKey ?? null}, ${a.requestHash}, ${ev.region}, ${a.type}, ${a.priority}, '{}'::jsonb,
+            'failed', ${ev.version}, ${deadline}, ${a.callbackUrl ?? null}, ${BODY_UNAVAILABLE}, ${message}, ${at}, ${at}, ${at})
+    on conflict (id) do nothing`;
+  return r.count === 1 ? "bodyUnavailable" : "stale";
 }

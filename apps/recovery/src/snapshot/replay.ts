@@ -3,7 +3,8 @@ import type postgres from "postgres";
 import { TaskEvent, taskEventOf } from "@pipeline/shared/schemas";
 import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
-import { applyEvent, type Applied } from "./apply-event.ts";
+import { applyEvent, noneApplied, type Applied } from "./apply-event.ts";
+import { bodySource, type BodySource } from "./bodies.ts";
 
 /** Raised when EVENTS cannot give back every event after the snapshot (aged out, or the stream was recreated). */
 export class ReplayGapError extends Error {
@@ -37,6 +38,8 @@ export interface ReplayOptions {
    */
   mirror?: boolean;
   batch?: number;
+  /** Where image bodies are read (default: BODIES_<REGION> through `jsm`, so the mirror's with `mirror`). */
+  bodies?: BodySource;
 }
 
 /**
@@ -54,7 +57,8 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
     throw new ReplayGapError(`${name} was recreated since the snapshot (created ${info.created}, snapshot saw ${o.streamCreated}): its sequences no longer match`);
   if (info.state.first_seq > o.afterSeq + 1 && info.state.last_seq > o.afterSeq && !o.allowGap)
     throw new ReplayGapError(`${name} no longer holds events ${o.afterSeq + 1}..${info.state.first_seq - 1} (max age or size reached): take snapshots more often than EVENTS keeps events`);
-  const counts: Record<Applied, number> = { inserted: 0, applied: 0, stale: 0, missing: 0, skipped: 0 };
+  const counts = noneApplied();
+  const bodies = o.bodies ?? bodySource(o.jsm);
   const target = info.state.last_seq;
   let events = 0;
   let lastSeq = o.afterSeq;
@@ -65,7 +69,7 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
   const applyBatch = async (batch: Array<TaskEvent | undefined>, final: boolean) =>
     o.sql.begin(async (tx) => {
       for (const ev of batch) {
-        const r = ev ? await applyEvent(tx, ev) : "skipped";
+        const r: Applied = ev ? await applyEvent(tx, ev, bodies) : "skipped";
         if (r === "missing" && !final && ev) orphans.push(ev);
         else counts[r]++;
       }

@@ -1,7 +1,7 @@
 // Who may do what on the NATS server: one user per app, with subject permissions derived from
 // the regions the server carries. Pure: the server config (localstack) and the docs read it.
 import { buckets } from "../runtime/kv.ts";
-import { dlqSubjects, eventSubjects, streams, taskSubjects } from "../subjects.ts";
+import { bodySubjects, dlqSubjects, eventSubjects, streams, taskSubjects } from "../subjects.ts";
 
 /** One NATS user per app; `admin` is the operator (CLI, tests, drills). */
 export const NATS_ROLES = ["admin", "gateway", "solver", "recovery", "rollout"] as const;
@@ -62,11 +62,15 @@ function gateway(regions: string[]): Permissions {
     pub.push(`$JS.API.STREAM.MSG.GET.${streams.events(r)}`, `$JS.API.DIRECT.GET.${streams.events(r)}.>`);
     pub.push(...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
     sub.push(eventSubjects(r));
+    // Image bodies (docs/security.md, "Image bodies"): published, and BODIES created when missing;
+    // never read back (no message get, no consumer, no subscription) nor reconfigured.
+    pub.push(bodySubjects(r), `$JS.API.STREAM.INFO.${streams.bodies(r)}`, `$JS.API.STREAM.CREATE.${streams.bodies(r)}`);
   }
   // The gateway publishes tasks; it never pulls them: no consumer on TASKS, no ack.
   return { publish: { allow: pub, deny: [...DESTRUCTIVE, "$JS.ACK.>", "$KV.>"] }, subscribe: { allow: sub } };
 }
 
+/** The solver (and its notifier) never sees image bodies: nothing of BODIES is in its lists. */
 function solver(regions: string[]): Permissions {
   const pub = ["$JS.API.INFO", "$JS.FC.>"];
   const deny = [...DESTRUCTIVE];

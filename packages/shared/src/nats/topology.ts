@@ -11,7 +11,7 @@ import {
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
-import { dlqSubjects, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
+import { bodySubjects, dlqSubjects, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
 
 /** Raised when the server did not keep a field as we asked (a normalized value; on 2.9, a dropped unknown field). */
 export class TopologyError extends Error {
@@ -173,6 +173,72 @@ export function eventsMirrorConfig(remote: string, replicas = 1): Partial<Stream
     num_replicas: replicas,
     max_age: nanos(7 * 24 * 3600_000),
   };
+}
+
+/**
+ * How long BODIES keeps an image body by default (docs/security.md, "Image bodies"): the snapshot
+ * defaults (a snapshot every 5 min, assess failing past 15 min) plus 6 h of margin for a restore
+ * after a loss and for the other region's mirror to catch up after a cut.
+ */
+export const DEFAULT_BODIES_MAX_AGE_MS = 15 * 60_000 + 6 * 3600_000;
+
+/**
+ * The body retention the snapshot settings need: a body must outlive the newest snapshot that
+ * may be restored (up to `SNAPSHOT_MAX_AGE_MS` old before assess fails, and at least one interval)
+ * plus `marginMs` (the restore itself, a mirror catching up).
+ */
+export function bodiesMaxAgeFor(o: { snapshotIntervalMs: number; snapshotMaxAgeMs: number; marginMs?: number }): number {
+  return Math.max(o.snapshotIntervalMs, o.snapshotMaxAgeMs) + (o.marginMs ?? 6 * 3600_000);
+}
+
+/**
+ * BODIES_<REGION>: the image bodies of accepted tasks, one message per task on
+ * `bodies.<region>.<task id>`, kept out of EVENTS (which every notifier, console and SSE reader
+ * sees) and only for as long as a restore or the other region's replica can need them.
+ */
+export function bodiesStreamConfig(o: { region: string; replicas?: number; maxAgeMs?: number }): Partial<StreamConfig> & { name: string } {
+  return {
+    name: streams.bodies(o.region),
+    subjects: [bodySubjects(o.region)],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: o.replicas ?? 1,
+    max_age: nanos(o.maxAgeMs ?? DEFAULT_BODIES_MAX_AGE_MS),
+    max_msgs_per_subject: 1,
+    duplicate_window: nanos(2 * 60_000),
+  };
+}
+
+/** Another region's BODIES, mirrored here exactly like its EVENTS (eventsMirrorConfig), with this side's retention. */
+export function bodiesMirrorConfig(remote: string, replicas = 1, maxAgeMs = DEFAULT_BODIES_MAX_AGE_MS): Partial<StreamConfig> & { name: string } {
+  return {
+    name: streams.bodies(remote),
+    mirror: { name: streams.bodies(remote), external: { api: `$JS.${remote}.API`, deliver: "" } } as StreamConfig["mirror"],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    num_replicas: replicas,
+    max_age: nanos(maxAgeMs),
+  };
+}
+
+/**
+ * Creates the stream when it does not exist and otherwise leaves it alone: for an app that may
+ * create a stream another app manages (the gateway and BODIES, whose retention recovery sets).
+ */
+export async function ensureStreamPresent(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {
+  try {
+    await jsm.streams.info(cfg.name);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.streams.add(cfg);
+    } catch (e) {
+      // Another gateway created it in between.
+      if (!/already in use|already exists/i.test((e as Error).message)) throw e;
+    }
+  }
 }
 
 /** Streams of one region (TASKS, EVENTS, DLQ), created or verified. */

@@ -1,1 +1,2 @@
 export * from "./view.ts";
+export * from "./bodies.ts";

@@ -27,7 +27,9 @@ export async function restoreCommand(cmd: Restore, env: CliEnv): Promise<number>
     const snapshot = cmd.from ? await fetchOffHost({ nc: nc!, domain: cmd.from, bucket: offHostBucket(config.REGION) }, cmd.args[0], config.SNAPSHOT_DIR) : resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
     const r = await restoreSnapshot({ snapshot, intoUrl, ...(await replaySource(cmd, nc)), ...(cmd["allow-gap"] ? { allowGap: true } : {}) });
     const replay = r.replay ? `replayed ${r.replay.events} events (seq ${r.replay.fromSeq}..${r.replay.toSeq}): ${Object.entries(r.replay.counts).map(([k, v]) => `${k}=${v}`).join(" ")}` : "no replay (--no-replay)";
-    print(cmd.json, r, `restored ${r.snapshot} into ${r.into} in ${r.restoreMs} ms; ${replay}; ${r.totalMs} ms in all\ntasks: ${Object.entries(r.tasks).map(([k, v]) => `${k}=${v}`).join(" ")}\nnext: point the apps at it (DATABASE_URL, or rename the database), then recover-stale`);
+    // Image tasks whose body had left BODIES: rebuilt failed (BODY_UNAVAILABLE), never queued without it.
+    const bodyless = r.replay?.counts.bodyUnavailable ? `\n${r.replay.counts.bodyUnavailable} image tasks rebuilt without their body (failed, BODY_UNAVAILABLE): select id, error_message from tasks where error_code = 'BODY_UNAVAILABLE'` : "";
+    print(cmd.json, r, `restored ${r.snapshot} into ${r.into} in ${r.restoreMs} ms; ${replay}; ${r.totalMs} ms in all\ntasks: ${Object.entries(r.tasks).map(([k, v]) => `${k}=${v}`).join(" ")}${bodyless}\nnext: point the apps at it (DATABASE_URL, or rename the database), then recover-stale`);
     return 0;
   } finally {
     await nc?.close();
