@@ -107,7 +107,12 @@ test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) w
   expect(fields({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "maybe" })).toEqual(["API_KEY_LEGACY_IDS"]);
   // Both faults in one start.
   expect(fields({ API_KEY_PEPPER: "short-pepper", GATEWAY_PORT: "http" }).sort()).toEqual(["API_KEY_PEPPER", "GATEWAY_PORT"]);
-  const id = "0123456789abcdef0123456789abcdef";
-  expect(loadConfig({ ...ok, QUOTAS: JSON.stringify({ keys: { [id]: { maxInFlight: 1 } } }) }).QUOTAS?.keys[id]).toEqual({ maxInFlight: 1 });
+  // QUOTAS names keys by the ids in use: a legacy id only without a pepper or during the transition.
+  const [id, legacy] = ["0123456789abcdef0123456789abcdef", "0123456789abcdef"];
+  const quotas = (...ids: string[]) => JSON.stringify({ keys: Object.fromEntries(ids.map((k) => [k, { maxInFlight: 1 }])) });
+  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, QUOTAS: quotas(id) }).QUOTAS?.keys[id]).toEqual({ maxInFlight: 1 });
+  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1", QUOTAS: quotas(id, legacy) }).QUOTAS?.keys[legacy]).toEqual({ maxInFlight: 1 });
+  expect(fields({ API_KEY_PEPPER: pepper, QUOTAS: quotas(id, legacy) })).toEqual([`QUOTAS.keys.${legacy}`]);
+  expect(fields({ QUOTAS: quotas(id) })).toEqual([`QUOTAS.keys.${id}`]);
   expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef0": {} } }) })).toEqual(["QUOTAS.keys.0123456789abcdef0"]);
 });

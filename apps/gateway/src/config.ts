@@ -1,5 +1,5 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
-import { MIN_PEPPER_LENGTH } from "@pipeline/shared/client-ids";
+import { LEGACY_CLIENT_ID, MIN_PEPPER_LENGTH, PEPPERED_CLIENT_ID } from "@pipeline/shared/client-ids";
 import { commonEnv, envBool, envInt, envList, parseEnv, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
 import { QuotasConfig, TaskPrices } from "./domain/quotas.ts";
@@ -78,6 +78,11 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     if (spendCapped && (!c.TASK_PRICES || Object.keys(c.TASK_PRICES).length === 0))
       ctx.addIssue({ code: "custom", path: ["TASK_PRICES"], message: "required when a quota sets dailySpend (the price of each task type, in provider money)" });
     if (c.API_KEY_LEGACY_IDS && !c.API_KEY_PEPPER) ctx.addIssue({ code: "custom", path: ["API_KEY_LEGACY_IDS"], message: "only with API_KEY_PEPPER (the transition from legacy to peppered client ids)" });
+    // A QUOTAS entry under an id no key has any more would silently lift that key's limits.
+    const idFormat = !c.API_KEY_PEPPER ? LEGACY_CLIENT_ID : c.API_KEY_LEGACY_IDS ? undefined : PEPPERED_CLIENT_ID;
+    for (const id of Object.keys(c.QUOTAS?.keys ?? {}))
+      if (idFormat && !idFormat.test(id))
+        ctx.addIssue({ code: "custom", path: ["QUOTAS", "keys", id], message: c.API_KEY_PEPPER ? "a legacy client id: with API_KEY_PEPPER (and API_KEY_LEGACY_IDS off) keys are named by their peppered id (32 hex characters, GET /v1/usage)" : "a peppered client id, but API_KEY_PEPPER is not set" });
     if (c.API_KEYS_ALLOW_SHORT) return;
     // Which key is short is told by its position, never by its value.
     c.API_KEYS.forEach((k, i) => {

@@ -82,7 +82,9 @@ test("the CLI: without --yes a dry run (nothing changed), with --yes the counts 
   expect(yes.code).toBe(0);
   expect(yes.out).toContain("rewritten: tasks 1, webhook_deliveries 0, audit_log 0");
   expect((await owners())[id]).toBe(pepperedClientId(PEPPER, KB));
-  expect(run(env, "--yes", "--json").out).toContain('"tasks": 0');
+  const json = JSON.parse(run(env, "--yes", "--json").out) as { counts: { tasks: number }; ids: unknown };
+  expect(json.counts.tasks).toBe(0);
+  expect(json.ids).toEqual(ownerRewrites([KA, KB], PEPPER));
   for (const out of [dry.out, yes.out]) for (const secret of [KA, KB, PEPPER]) expect(out).not.toContain(secret);
   const { API_KEY_PEPPER: _, ...noPepper } = env;
   const refused = run(noPepper, "--yes");

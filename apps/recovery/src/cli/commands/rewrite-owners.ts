@@ -18,7 +18,8 @@ export async function rewriteOwnersCommand(cmd: CommandOf<"rewrite-owners">, { c
     const r = await rewriteOwners(database.sql, rewrites, { apply: cmd.yes === true, actor: actorOf(cmd.by) });
     const c = r.counts;
     const rows = `tasks ${c.tasks}, webhook_deliveries ${c.webhook_deliveries}, audit_log ${c.audit_log}`;
-    print(cmd.json, r, r.applied ? `rewrite-owners: ${r.clients} client(s); rewritten: ${rows}` : `rewrite-owners (dry run, nothing changed; --yes to apply): ${r.clients} client(s); would rewrite: ${rows}`);
+    // --json also lists each legacy id with its peppered id (ids only): what QUOTAS is re-keyed with.
+    print(cmd.json, { ...r, ids: rewrites }, r.applied ? `rewrite-owners: ${r.clients} client(s); rewritten: ${rows}` : `rewrite-owners (dry run, nothing changed; --yes to apply): ${r.clients} client(s); would rewrite: ${rows}`);
     return 0;
   } finally {
     await database.close();
