@@ -112,6 +112,8 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
   });
 
   test("idempotency: a retry with the same Idempotency-Key across the switch finds the task created under the legacy id (no second task); another body is 422; another key gets its own task", async () => {
+    // The switch changes the key's id, so the task id derived from (client id, Idempotency-Key) changes too.
+    expect(createApiKeys([KA], { pepper: PEPPER }).clientOf(KA)).not.toBe(legacyClientId(KA));
     const first = await submit(before, KA, { "idempotency-key": "order-77" });
     const { id } = (await first.json()) as { id: string };
     const n = await rows();
@@ -125,6 +127,11 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
     expect(b.status).toBe(202);
     expect(((await b.json()) as { id: string }).id).not.toBe(id);
     expect(await rows()).toBe(n + 1);
+    // A key first used after the switch: its task is the new id's, and its retry that task.
+    const fresh = (await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string };
+    expect(await ownerOf(fresh.id)).toBe(pepperedClientId(PEPPER, KA));
+    expect(((await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string }).id).toBe(fresh.id);
+    expect(await rows()).toBe(n + 2);
   });
 
   test("quotas and GET /v1/usage: the figures add the legacy id's rows, a QUOTAS entry under the legacy id applies, the usage shows the new id", async () => {
