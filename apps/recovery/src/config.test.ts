@@ -29,3 +29,10 @@ test("off-host copies go to the first other region by default; none with one reg
   expect(() => loadConfig({ ...base, SNAPSHOT_OFFHOST: "fsn1" })).toThrow("SNAPSHOT_OFFHOST");
   expect(() => loadConfig({ ...base, SNAPSHOT_OFFHOST: "a.b" })).toThrow("SNAPSHOT_OFFHOST");
 });
+
+test("BODIES_MAX_AGE_MS: by default the longer of SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS plus 6 h; refused when a snapshot could outlive it", () => {
+  expect(loadConfig(base).bodiesMaxAgeMs).toBe(15 * 60_000 + 6 * 3600_000);
+  expect(loadConfig({ ...base, SNAPSHOT_INTERVAL_MS: "3600000", SNAPSHOT_MAX_AGE_MS: "7200000" }).bodiesMaxAgeMs).toBe(8 * 3600_000);
+  expect(loadConfig({ ...base, BODIES_MAX_AGE_MS: "86400000" }).bodiesMaxAgeMs).toBe(86_400_000);
+  expect(() => loadConfig({ ...base, BODIES_MAX_AGE_MS: "600000" })).toThrow("BODIES_MAX_AGE_MS");
+});

@@ -10,6 +10,8 @@ import { listSnapshots } from "../snapshot/manifest.ts";
 import type { Check } from "./model.ts";
 
 export interface EventsFigures {
+  /** The stream's name (EVENTS_<REGION>): the gauges' `stream` label. */
+  stream: string;
   bytes: number;
   messages: number;
   firstSeq: number;
@@ -90,6 +92,7 @@ export async function probeEventsSizing(jsm: JetStreamManager, o: { region: stri
   const newest = listSnapshots(o.snapshotDir)[0]?.manifest;
   return eventsSizing({
     events: {
+      stream: streams.events(o.region),
       bytes: st.bytes,
       messages: st.messages,
       firstSeq: st.first_seq,

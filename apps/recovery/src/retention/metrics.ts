@@ -91,7 +91,8 @@ type EventsReading = EventsSizing;
 
 /**
  * EVENTS against its limits and the snapshot interval (assess/events-sizing.ts), read at scrape
- * time from one probe; a limit that is not set (0 or less) and a figure not known are left out.
+ * time from one probe, labelled `stream`; a limit that is not set (0 or less) and a figure not
+ * known are left out (an unlabelled gauge would read 0, and `bytes / max_bytes` would fire).
  */
 function eventsGauges(registry: Registry, read: () => Promise<EventsReading>): void {
   let pending: Promise<EventsReading | undefined> | undefined;
@@ -109,15 +110,17 @@ function eventsGauges(registry: Registry, read: () => Promise<EventsReading>): v
     ["recovery_snapshot_events_seq", "EVENTS sequence recorded by the newest snapshot (a restore replays from the next one)", (r) => r.snapshotSeq],
   ];
   for (const [name, help, pick] of figures) {
+    // Labelled by stream, so that a figure not known (or a limit not set) is no series at all.
     new Gauge({
       name,
       help,
+      labelNames: ["stream"],
       registers: [registry],
       async collect() {
         this.reset();
         const r = await reading();
         const v = r ? pick(r) : null;
-        if (v !== null) this.set(v);
+        if (r && v !== null) this.set({ stream: r.events.stream }, v);
       },
     });
   }
