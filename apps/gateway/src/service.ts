@@ -69,7 +69,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
 }
 
 /** How client ids are derived (issue 14.8); never the keys nor the pepper. */
-function logClientIds(config: GatewayConfig, log: Logger): void {
+export function logClientIds(config: GatewayConfig, log: Logger): void {
   if (!config.API_KEY_PEPPER) {
     // Dev stacks and tests (API_KEYS_ALLOW_SHORT) run unpeppered on purpose.
     if (!config.API_KEYS_ALLOW_SHORT) log.warn("client ids are unpeppered (a sha256 prefix of each key): set API_KEY_PEPPER (docs/security.md, client ids)");
