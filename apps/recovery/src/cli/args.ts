@@ -92,7 +92,7 @@ export const USAGE = `usage: bun run recovery <command> [options]
   rewrite-owners [--yes] [--by WHO] [--json]
                                           rows owned by legacy client ids -> the peppered ids (API_KEYS, API_KEY_PEPPER;
                                           tasks, webhook_deliveries, audit_log; one transaction); without --yes a dry run;
-                                          run it against each region's database (and each replica's)
+                                          run it against each region's database (replicated rows included)
   verify <snapshot> [--json]              checksum + restore into a scratch database + row counts; drops it
   workers [--json]                        live solvers (heartbeats): key, config revision, breaker, in flight
   config show|history [--json]            the solvers' runtime config in KV, and its kept revisions

@@ -25,7 +25,7 @@ const AUDIT_FIELDS = ["owner", "clientId"] as const;
  * false, counts what would change and changes nothing. Idempotent: a second run finds no legacy
  * owner left (0 rows). Other columns are untouched (no `version`/`updated_at` bump: an owner is no
  * state change, and the stale sweep keys on `updated_at`). Works on the database `sql` is
- * connected to: each region's database (and each replica fed from it) needs its own run.
+ * connected to: each region's database (its replicated rows of other regions included) needs its own run.
  */
 export async function rewriteOwners(sql: postgres.Sql, rewrites: ReadonlyArray<{ from: string; to: string }>, o: { apply: boolean; actor?: string }): Promise<RewriteResult> {
   const from = rewrites.map((r) => r.from);
