@@ -59,3 +59,17 @@ test("the server is at least the version the project needs", async () => {
   expect(versionAtLeast(nats.version, MIN_NATS_SERVER)).toBe(true);
   expect(versionAtLeast(nc.info!.version, MIN_NATS_SERVER)).toBe(true);
 });
+
+test("EVENTS limits an operator raised are kept by the next start (docs/runbook.md, Sizing EVENTS); never lowered", async () => {
+  await ensureStreams(jsm, { region: "r2" });
+  const info = await jsm.streams.info("EVENTS_R2");
+  await jsm.streams.update("EVENTS_R2", { ...info.config, max_bytes: 4 * 1024 ** 3, max_msgs: 10_000_000 });
+  await ensureStreams(jsm, { region: "r2" });
+  const after = (await jsm.streams.info("EVENTS_R2")).config;
+  expect(after.max_bytes).toBe(4 * 1024 ** 3);
+  expect(after.max_msgs).toBe(10_000_000);
+  // A smaller limit is raised back to what the apps ask for.
+  await jsm.streams.update("EVENTS_R2", { ...after, max_bytes: 1024 ** 2 });
+  await ensureStreams(jsm, { region: "r2" });
+  expect((await jsm.streams.info("EVENTS_R2")).config.max_bytes).toBe(1024 ** 3);
+});

@@ -52,13 +52,15 @@ export function assertStuck(kind: string, name: string, want: Record<string, unk
  * Creates the stream or updates its mutable fields, then reads its config back and throws a
  * TopologyError if any field we set is not what the server holds.
  */
-export async function ensureStream(jsm: JetStreamManager, asked: Partial<StreamConfig> & { name: string }): Promise<void> {
+export async function ensureStream(jsm: JetStreamManager, asked: Partial<StreamConfig> & { name: string }, o: { neverLowerLimits?: boolean } = {}): Promise<void> {
   let cfg = asked;
   try {
     const info = await jsm.streams.info(cfg.name);
     // Replicas only ever go up here: an app configured for fewer (a dev default, an old binary)
     // must not scale a production R3 stream down to R1.
     if (cfg.num_replicas !== undefined && info.config.num_replicas > cfg.num_replicas) cfg = { ...cfg, num_replicas: info.config.num_replicas };
+    // With `neverLowerLimits` (EVENTS): a limit an operator raised (docs/runbook.md, Sizing EVENTS) is kept.
+    if (o.neverLowerLimits) cfg = { ...cfg, ...keptLimits(cfg, info.config) };
     const differs = Object.entries(cfg).some(([k, v]) => JSON.stringify((info.config as unknown as Record<string, unknown>)[k]) !== JSON.stringify(v));
     if (differs) await jsm.streams.update(cfg.name, cfg);
   } catch (err) {
@@ -67,6 +69,16 @@ export async function ensureStream(jsm: JetStreamManager, asked: Partial<StreamC
   }
   const back = await jsm.streams.info(cfg.name);
   assertStuck("stream", cfg.name, cfg, back.config as unknown as Record<string, unknown>);
+}
+
+/** The server's max_bytes, max_msgs and max_age where they are larger (or unlimited) than asked. */
+function keptLimits(asked: Partial<StreamConfig>, has: StreamConfig): Partial<StreamConfig> {
+  const out: Partial<StreamConfig> = {};
+  const larger = (a: number | undefined, h: number) => a !== undefined && a > 0 && (h <= 0 || h > a);
+  if (larger(asked.max_bytes, has.max_bytes)) out.max_bytes = has.max_bytes;
+  if (larger(asked.max_msgs, has.max_msgs)) out.max_msgs = has.max_msgs;
+  if (larger(asked.max_age, has.max_age)) out.max_age = has.max_age;
+  return out;
 }
 
 /** Creates a durable consumer if absent (never recreates one: see DESIGN on WorkQueue ghosts), then verifies its config. */
@@ -244,7 +256,7 @@ export async function ensureStreamPresent(jsm: JetStreamManager, cfg: Partial<St
 /** Streams of one region (TASKS, EVENTS, DLQ), created or verified. */
 export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): Promise<void> {
   await ensureStream(jsm, tasksStreamConfig(o));
-  await ensureStream(jsm, eventsStreamConfig(o));
+  await ensureStream(jsm, eventsStreamConfig(o), { neverLowerLimits: true });
   await ensureStream(jsm, dlqStreamConfig(o));
 }
 
