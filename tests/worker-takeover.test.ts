@@ -43,7 +43,7 @@ test("a solver killed -9 with default settings: its tasks resumed by a peer and 
     return c!.n === 0 ? Date.now() : undefined;
   }, 30_000, 100);
   const slotsFreedAt = await eventually(async () => {
-    const [c] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from provider_slots where owner = ${victim.name} and lease_until > now()`;
+    const [c] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from provider_slot_blocks where owner = ${victim.name} and lease_until > now()`;
     return c!.n === 0 ? Date.now() : undefined;
   }, 30_000, 100);
   const views = await Promise.all(ids.map((id) => api<{ status: string }>(s, `/v1/tasks/${id}?wait=60`)));

@@ -41,6 +41,8 @@ export const SolverEnv = z
     /** The plan's concurrent threads for PROVIDER_KEY, enforced across every solver process. */
     PROVIDER_THREADS: envInt(50, 1, 100_000),
     SLOT_WAIT_MS: envInt(2000, 0, 60_000),
+    /** A solver's block of provider units is leased this long (renewed every quarter): a dead solver's reservations end after it, or sooner by the reaper. */
+    SLOT_LEASE_MS: envInt(6000, 1000, 600_000),
     /** Claims of one task before it is dead-lettered. */
     MAX_ATTEMPTS: envInt(10, 1, 1000),
     /** Share of SOLVER_CONCURRENCY that only the high lane may use. */

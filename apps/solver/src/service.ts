@@ -47,12 +47,19 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const { jsm, js, consumers } = topology;
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}` });
   const checkpoints = openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint` });
-  const slots = createProviderSlots(database.db);
+  const slots = createProviderSlots(database.db.$client, {
+    owner: workerId,
+    region: config.REGION,
+    threads: config.PROVIDER_THREADS,
+    leaseMs: config.SLOT_LEASE_MS,
+    markerMs: config.PROVIDER_TIMEOUT_MS + 5000,
+    onError: (err) => log.warn({ err: err.message.slice(0, 200) }, "provider slot lease failed"),
+  });
   const events = createEventSink(js, config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
   let metrics: SolverMetrics | undefined;
   const timing = timingOf(config);
   const makeBreaker = breakerFactory(config, (data) => void events.alert("breaker", { ...data, worker: workerId }), log);
-  const { keyRing, liveConfig } = await startKeys({ nc, config, slots, timing, makeBreaker, onRejected: () => metrics?.event("configRejected"), log });
+  const { keyRing, liveConfig } = await startKeys({ nc, config, timing, makeBreaker, onRejected: () => metrics?.event("configRejected"), log });
   const tally: Tally = { providerCalls: 0, providerErrors: 0 };
   const provider = providerClientOf(config, () => metrics, tally);
   // With several regions, new provider submissions only while this region holds its lease.
@@ -76,6 +83,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   }));
   let ready = false;
   const metricsServer = serveMetrics(config, m, () => ready && !nc.isClosed());
+  slots.start();
   worker.start();
   const workersKv = await openWorkersBucket(nc, config.REGION);
   const heartbeat = startSolverHeartbeat({ kv: workersKv, config, workerId, keyRing, liveConfig, inFlight: () => worker.inFlight(), tally, log });
@@ -102,6 +110,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
       fence?.stop();
       reaper.stop();
       await Promise.all([worker.stop(), callbacks?.stop()]);
+      await slots.stop();
       memory.stop();
       await metricsServer.stop(true);
       await heartbeat.stop();

@@ -1,6 +1,6 @@
 // What the console shows, read from the sources the CLI and the metrics use: the tasks table
 // (states, solve times, provider calls), the workers_<region> heartbeats (the `workers` command),
-// provider_slots (the fleet-wide thread plan), DLQ_<region> and failed rows, snapshots' manifests
+// provider_slot_blocks (the fleet-wide thread plan), DLQ_<region> and failed rows, snapshots' manifests
 // and audit_log's drills (`snapshots`, `audit`), `assess` itself, and the region lease and
 // mirrors (`assess` with several regions). Tokens and keys are never read out of a row.
 import { createHash } from "node:crypto";
@@ -146,7 +146,12 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
              coalesce(sum(greatest(provider_submissions - 1, 0)), 0)::int as extra
       from tasks where state in ('completed', 'expired')`,
     sql<{ owner: string; n: number }[]>`select lease_owner as owner, count(*)::int as n from tasks where state = 'solving' and provider_id is not null and lease_owner is not null group by 1`,
-    sql<{ key_ref: string; threads: number; in_use: number }[]>`select key_ref, count(*)::int as threads, count(task_id)::int as in_use from provider_slots group by 1 order by 1`,
+    // The plan per key as the live solvers lease it (provider_slot_blocks), and its provider tasks
+    // in flight (what the plan counts: a provider id, solving or retrying).
+    sql<{ key_ref: string; threads: number; in_use: number }[]>`
+      select b.key_ref, max(b.threads)::int as threads,
+             (select count(*)::int from tasks t where t.provider_key_ref = b.key_ref and t.provider_id is not null and t.state in ('solving', 'retrying')) as in_use
+      from provider_slot_blocks b where b.lease_until > now() group by b.key_ref order by 1`,
     sql<{ id: string; type: string; region: string; at: Date; code: string | null; reason: string | null; redrives: number }[]>`
       select id, type, region, coalesce(completed_at, updated_at) as at, error_code as code, error_message as reason, redrives
       from tasks where state = 'failed' order by coalesce(completed_at, updated_at) desc limit 50`,

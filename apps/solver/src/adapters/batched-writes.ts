@@ -19,10 +19,7 @@ export interface BatchedWrites {
   claim(r: { id: string; worker: string; leaseMs: number }): Promise<TaskRow | undefined>;
   /** Marks an in.php call as started, if the task is still ours. */
   beginSubmit(r: { id: string; worker: string }): Promise<boolean>;
-  /**
-   * Completes the task and, in the same statement (one commit), frees the provider slot it holds
-   * (`slot`), only if the completion is written: a worker that lost the lease frees nothing.
-   */
+  /** Completes the task, if this worker still holds its lease. */
   complete(r: CompleteRequest): Promise<Completed | undefined>;
 }
 
@@ -33,8 +30,6 @@ export interface CompleteRequest {
   userAgent: string | null;
   expiresAt: Date | null;
   polls: number;
-  /** The provider slot the task holds, freed with the completion. */
-  slot?: { keyRef: string; slot: number } | null;
 }
 
 /**
@@ -70,7 +65,8 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
             lease_until = now() + v.lease_ms * interval '1 millisecond',
             started_at = coalesce(t.started_at, now()), updated_at = now(),
             submit_started_at = case when t.provider_id is null and (t.submit_started_at is null or t.submit_owner = v.worker) then now() else t.submit_started_at end,
-            submit_owner = case when t.provider_id is null and (t.submit_started_at is null or t.submit_owner = v.worker) then v.worker else t.submit_owner end
+            submit_owner = case when t.provider_id is null and (t.submit_started_at is null or t.submit_owner = v.worker) then v.worker else t.submit_owner end,
+            claimed_at = case when t.provider_id is null and (t.submit_started_at is null or t.submit_owner = v.worker) then now() end
         from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => String(b.leaseMs))}::int[])
              as v(id, worker, lease_ms)
         where t.id = v.id
@@ -97,16 +93,15 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
 
   const complete = groupCommit(
     async (batch: CompleteRequest[]) => {
-      // Timestamps go as text: drizzle turns postgres.js's timestamptz[] serializer off. The slot
-      // is freed by the same statement, only for the rows `done` completed (issue 13: completion
-      // and slot release in one write, one commit).
+      // Timestamps go as text: drizzle turns postgres.js's timestamptz[] serializer off. No slot
+      // row to free (issue 13): the provider plan counts the tasks with a provider id that are
+      // still solving or retrying, and this write is the one that ends that.
       const rows = await sql<Raw[]>`
         with v as (
           select * from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.token)}::text[],
                                ${batch.map((b) => b.userAgent)}::text[], ${batch.map((b) => b.expiresAt?.toISOString() ?? null)}::text[],
-                               ${batch.map((b) => String(b.polls))}::int[], ${batch.map((b) => b.slot?.keyRef ?? null)}::text[],
-                               ${batch.map((b) => (b.slot ? String(b.slot.slot) : null))}::int[])
-               as v(id, worker, token, ua, expires, polls, key_ref, slot)
+                               ${batch.map((b) => String(b.polls))}::int[])
+               as v(id, worker, token, ua, expires, polls)
         ), done as (
           update tasks t
           set state = 'completed', version = t.version + 1, token = v.token, user_agent = v.ua,
@@ -116,13 +111,8 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
           from v
           where t.id = v.id and t.state = 'solving' and t.lease_owner = v.worker
           returning t.id, t.version, t.created_at, t.completed_at, t.provider_id
-        ), freed as (
-          update provider_slots p set owner = null, task_id = null, lease_until = null
-          from v join done on done.id = v.id
-          where v.key_ref is not null and p.key_ref = v.key_ref and p.slot = v.slot and p.task_id = v.id
-          returning p.slot
         )
-        select id, version, created_at, completed_at, provider_id, (select count(*) from freed) as freed from done`;
+        select id, version, created_at, completed_at, provider_id from done`;
       return byId(batch, rows).map((r) =>
         r ? { version: Number(r.version), createdAt: new Date(r.created_at as string | Date), completedAt: new Date(r.completed_at as string | Date), providerId: (r.provider_id as string | null) ?? null } : undefined,
       );

@@ -61,7 +61,7 @@ export function createSolverMetrics(src: SolverMetricSources) {
   });
   new Gauge({
     name: "pipeline_provider_tasks_in_flight",
-    help: "Provider slots held across the fleet, per key (at most PROVIDER_THREADS)",
+    help: "Provider tasks in flight across the fleet, per key, as the plan counts them (a provider id, or a recent submit marker); at most PROVIDER_THREADS",
     labelNames: ["key"],
     registers: [registry],
     async collect() {

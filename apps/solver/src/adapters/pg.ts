@@ -30,8 +30,8 @@ export interface SolverStore {
   get(id: string): Promise<TaskRow | undefined>;
   /** Forgets the provider task (unsolvable; submit anew), counting the resubmission. */
   clearProviderId(id: string, worker: string): Promise<boolean>;
-  /** Completes the task (guarded by the lease) and frees `slot`, the provider slot it holds, in the same statement. */
-  complete(id: string, worker: string, r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number; slot?: { keyRef: string; slot: number } }): Promise<Completed | undefined>;
+  /** Completes the task (guarded by the lease). */
+  complete(id: string, worker: string, r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number }): Promise<Completed | undefined>;
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
   release(id: string, worker: string, r: { code?: string; polls: number }): Promise<TaskRow | undefined>;
@@ -93,7 +93,7 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?:
       const r = await db.update(tasks).set({ providerId: null, providerKeyRef: null, updatedAt: sql`now()` }).where(owned(id, worker)).returning({ id: tasks.id });
       return r.length === 1;
     },
-    complete: (id, worker, r) => batched.complete({ id, worker, token: r.token, userAgent: r.userAgent ?? null, expiresAt: r.expiresAt, polls: r.polls, slot: r.slot ?? null }),
+    complete: (id, worker, r) => batched.complete({ id, worker, token: r.token, userAgent: r.userAgent ?? null, expiresAt: r.expiresAt, polls: r.polls }),
     async fail(id, worker, r) {
       const out = await db
         .update(tasks)

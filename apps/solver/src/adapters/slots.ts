@@ -1,130 +1,198 @@
-import { sql } from "drizzle-orm";
-import { groupCommit, isConnectionError, type Db } from "@pipeline/shared/db";
+// The fleet-wide provider thread plan, leased in blocks (issue 13): a task writes no slot row. This
+// solver leases, per key, a block of units from `provider_slot_blocks` (one row per solver and key)
+// and spends it in memory; the provider tasks already running are counted from `tasks` at every
+// lease. The accounting and its invariant are in domain/slot-budget.ts.
+import type postgres from "postgres";
+import type { Priority } from "@pipeline/shared/schemas";
+import { grantFor, KeyBudget, wantFor, type Unit } from "../domain/slot-budget.ts";
 
-/** A slot as `acquire` took it. */
-export interface TakenSlot {
-  slot: number;
-  /**
-   * The task held this slot already (a redelivered or re-queued task: its provider task may be
-   * running, started by a holder presumed dead). Until this delivery has claimed the task, the
-   * slot is not this delivery's to free: `restore` gives it back as it was.
-   */
-  resumed: boolean;
-  /** The slot's owner and lease before this acquire (what `restore` puts back). */
-  previous: { owner: string | null; leaseUntil: string | null };
-}
+export type { Unit } from "../domain/slot-budget.ts";
 
 export interface ProviderSlots {
-  /** Makes sure rows 0..threads-1 exist for the key (rows above are ignored, not deleted). */
-  ensure(keyRef: string, threads: number): Promise<void>;
   /**
-   * Takes a slot for the task: the one it already holds (a resumed task), else a free one. A
-   * slot whose lease expired stays taken while its task still has a provider task in flight.
-   * Returns the slot, or undefined when every slot is busy.
+   * A unit of the key's plan for one new provider task: at once when the block has one, else
+   * after a lease or a returned unit (high lane first), or undefined after `waitMs`.
    */
-  acquire(keyRef: string, threads: number, owner: string, taskId: string, leaseMs: number): Promise<TakenSlot | undefined>;
-  release(keyRef: string, slot: number, taskId: string): Promise<void>;
-  /**
-   * Gives a resumed slot back as it was before `acquire` (owner and lease), for a delivery that
-   * did not get the task (another worker's lease still runs, or it is final): the task keeps the
-   * slot while its provider task may run, and a live holder keeps renewing it.
-   */
-  restore(keyRef: string, taken: TakenSlot, owner: string, taskId: string): Promise<void>;
-  /** Leaves the slot to the task (its provider task is still in flight) but no longer to this worker. */
-  park(keyRef: string, slot: number, taskId: string): Promise<void>;
-  /** Extends the lease of the slots of the tasks this worker is handling right now. */
-  renew(owner: string, taskIds: string[], leaseMs: number): Promise<void>;
-  /** Slots held now, for metrics and tests. */
+  take(keyRef: string, priority: Priority, waitMs: number, signal?: AbortSignal): Promise<Unit | undefined>;
+  /** Leases every key's block now (the timer does it every SLOT_LEASE_MS/4, and tasks waiting ask for one sooner). */
+  lease(): Promise<void>;
+  start(): void;
+  /** Stops leasing and gives the blocks back (their units free for the other solvers at once). */
+  stop(): Promise<void>;
+  /** The key's provider tasks in flight across the fleet, as the leases count them (`tasks`). */
   held(keyRef: string): Promise<number>;
 }
 
-interface AcquireRequest {
-  keyRef: string;
-  threads: number;
+export interface SlotOptions {
+  /** This solver (the block's owner). */
   owner: string;
-  taskId: string;
+  region: string;
+  threads: number;
+  /** A block's lease (a dead solver's units come back after it, or sooner by the reaper). */
   leaseMs: number;
+  /** A submit marker this recent counts as a provider task (an in.php call that may have created one). */
+  markerMs: number;
+  /** Units a lease asks for beyond what tasks wait for (grown to the units taken since the last lease). */
+  minSpare?: number;
+  /** Tasks waiting: the next lease no sooner than this after the last. */
+  minLeaseGapMs?: number;
+  onError?(err: Error): void;
+  now?: () => number;
 }
 
-export function createProviderSlots(db: Db): ProviderSlots {
-  // Releases are group-committed (one UPDATE … FROM unnest per batch): every finished task frees
-  // its slot, so under load they are as many as the completions.
-  const release = groupCommit(
-    async (batch: Array<{ keyRef: string; slot: number; taskId: string }>) => {
-      await db.$client`
-        update provider_slots p set owner = null, task_id = null, lease_until = null
-        from unnest(${batch.map((b) => b.keyRef)}::text[], ${batch.map((b) => String(b.slot))}::int[], ${batch.map((b) => b.taskId)}::uuid[])
-             as v(key_ref, slot, task_id)
-        where p.key_ref = v.key_ref and p.slot = v.slot and p.task_id = v.task_id`;
-      return batch.map(() => undefined);
-    },
-    { batchWide: isConnectionError, key: (r) => `${r.keyRef}\u0000${r.slot}` },
-  );
-  // Acquisitions gathered while one batch runs go in one transaction, pipelined (one socket
-  // write, one commit): each is still its own statement, run in order, so a later one sees the
-  // slot an earlier one took and never takes it again. The row locks live until that commit, a
-  // few milliseconds; another solver skips them (SKIP LOCKED) as it skips any taken slot.
-  const acquire = groupCommit(
-    async (batch: AcquireRequest[]) =>
-      db.$client.begin((tx) => batch.map((r) => tx<{ slot: number; resumed: boolean; prev_owner: string | null; prev_lease: string | null }[]>`
-        with mine as (
-          select key_ref, slot, true as resumed, owner as prev_owner, lease_until as prev_lease from provider_slots
-          where key_ref = ${r.keyRef} and task_id = ${r.taskId} and slot < ${r.threads}
-          limit 1 for update skip locked
-        ), free as (
-          select key_ref, slot, false as resumed, owner as prev_owner, lease_until as prev_lease from provider_slots
-          where key_ref = ${r.keyRef} and slot < ${r.threads} and task_id is null
-          order by slot
-          limit 1 for update skip locked
-        ), reclaimable as (
-          -- Only read when no slot is free (the append below stops at its first row): slots
-          -- whose holder's lease ran out and whose task no longer has a provider task running.
-          select s.key_ref, s.slot, false as resumed, s.owner as prev_owner, s.lease_until as prev_lease from provider_slots s
-          left join tasks t on t.id = s.task_id
-          where s.key_ref = ${r.keyRef} and s.slot < ${r.threads} and s.task_id is not null
-            and s.lease_until < now()
-            and (t.id is null or t.provider_id is null or t.state not in ('solving', 'retrying'))
-          order by s.slot
-          limit 1 for update of s skip locked
-        ), pick as (
-          select * from mine union all select * from free union all select * from reclaimable limit 1
-        )
-        update provider_slots p
-        set owner = ${r.owner}, task_id = ${r.taskId}, lease_until = now() + ${`${r.leaseMs} milliseconds`}::interval
-        from pick
-        where p.key_ref = pick.key_ref and p.slot = pick.slot
-        returning p.slot, pick.resumed, pick.prev_owner, pick.prev_lease::text as prev_lease`.then((rows): TakenSlot | undefined => {
-        const row = rows[0];
-        return row ? { slot: row.slot, resumed: row.resumed, previous: { owner: row.prev_owner, leaseUntil: row.prev_lease } } : undefined;
-      }))),
-    { batchWide: isConnectionError, key: (r) => r.taskId, maxBatch: 100 },
-  );
+/** Where a starved solver says so (LISTEN/NOTIFY): the payload is the key reference. */
+const NOTIFY_CHANNEL = "provider_slot_blocks";
+
+interface Figures {
+  in_flight: number;
+  others: number;
+  blocks: number;
+  starved: boolean;
+}
+
+export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): ProviderSlots {
+  const now = o.now ?? Date.now;
+  const budgets = new Map<string, KeyBudget>();
+  /** Another solver was starved at this key's last lease. */
+  const othersStarved = new Map<string, boolean>();
+  const baseGap = o.minLeaseGapMs ?? 20;
+  /** Doubles (to 500 ms) while leases grant nothing new to the tasks waiting; back to the base when one does. */
+  let gap = baseGap;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let listening: Promise<{ unlisten(): Promise<void> }> | undefined;
+  let leasing: Promise<void> | undefined;
+  let soon: ReturnType<typeof setTimeout> | undefined;
+  let lastLeaseAt = 0;
+  let stopped = false;
+
+  /**
+   * The key's provider tasks in `tasks`: a provider id, or a submit marker recent enough to have
+   * made one. For a lease (`excludeFresh`), less the tasks another live solver claimed with a unit
+   * since its last lease (`claimed_at` after its block's `updated_at`): its block counts those
+   * until its next lease (carried), so they are not counted twice; this solver's own are counted
+   * here (its lease carries only what is not visible yet).
+   */
+  const inFlight = (keyRef: string, excludeFresh: boolean) => sql`(select count(*)::int from tasks t
+    where t.region = ${o.region} and t.state in ('solving', 'retrying')
+      and ((t.provider_id is not null and t.provider_key_ref = ${keyRef})
+           or (t.provider_id is null and t.submit_started_at > now() - ${`${o.markerMs} milliseconds`}::interval))
+      and not (${excludeFresh} and t.state = 'solving' and t.claimed_at is not null and exists (
+        select 1 from provider_slot_blocks b
+        where b.key_ref = ${keyRef} and b.owner = t.lease_owner and b.owner <> ${o.owner} and b.lease_until > now() and t.claimed_at > b.updated_at)))`;
+
+  const budgetOf = (keyRef: string) => {
+    let b = budgets.get(keyRef);
+    if (!b) budgets.set(keyRef, (b = new KeyBudget(keyRef, now)));
+    return b;
+  };
+
+  async function leaseKey(b: KeyBudget): Promise<void> {
+    const starvedBefore = othersStarved.get(b.keyRef) ?? false;
+    const carried = b.carried();
+    const want = wantFor({ carried, waiting: b.waiting(), takenSinceLease: b.takenSinceLease, minSpare: o.minSpare ?? 2, othersStarved: starvedBefore, threads: o.threads });
+    const sentAt = b.leaseSent();
+    const started = now();
+    try {
+      const grant = await sql.begin(async (tx) => {
+        await tx`select pg_advisory_xact_lock(hashtextextended(${`provider_slot_blocks:${b.keyRef}`}, 0))`;
+        const [f] = await tx<Figures[]>`
+          with live as (
+            select size, wanted from provider_slot_blocks where key_ref = ${b.keyRef} and owner <> ${o.owner} and lease_until > now()
+          )
+          select
+            ${inFlight(b.keyRef, true)} as in_flight,
+            (select coalesce(sum(size), 0)::int from live) as others,
+            (select count(*)::int + 1 from live) as blocks,
+            (select coalesce(bool_or(wanted > size), false) from live) as starved`;
+        const g = grantFor({ threads: o.threads, inFlight: f!.in_flight, othersReserved: f!.others, blocks: f!.blocks, othersStarved: f!.starved, carried, want });
+        othersStarved.set(b.keyRef, f!.starved);
+        // Short of what its waiting tasks need: the other solvers are told (at commit), and one
+        // holding units it does not use leases again at once and gives them back (its spare is
+        // none while another starves), instead of at its next periodic lease.
+        if (g < carried + b.waiting()) await tx`select pg_notify(${NOTIFY_CHANNEL}, ${b.keyRef})`;
+        await tx`
+          insert into provider_slot_blocks (key_ref, owner, size, threads, wanted, lease_until, updated_at)
+          values (${b.keyRef}, ${o.owner}, ${g}, ${o.threads}, ${want}, now() + ${`${o.leaseMs} milliseconds`}::interval, now())
+          on conflict (key_ref, owner) do update
+            set size = excluded.size, threads = excluded.threads, wanted = excluded.wanted, lease_until = excluded.lease_until, updated_at = now()`;
+        return g;
+      });
+      // Spent until a quarter of the lease before its end as measured from before it was sent.
+      const before = b.grant - b.consumed;
+      b.leased(sentAt, grant, started + Math.floor((o.leaseMs * 3) / 4));
+      gap = grant - b.consumed > Math.max(0, before) || b.waiting() === 0 ? baseGap : Math.min(500, gap * 2);
+    } catch (err) {
+      b.leaseFailed();
+      throw err;
+    }
+  }
+
+  function leaseAll(): Promise<void> {
+    if (leasing) return leasing;
+    lastLeaseAt = now();
+    leasing = (async () => {
+      for (const b of budgets.values()) {
+        try {
+          await leaseKey(b);
+        } catch (err) {
+          o.onError?.(err as Error);
+        }
+      }
+    })().finally(() => {
+      leasing = undefined;
+      // Tasks still waiting: another lease, no sooner than the gap.
+      if (!stopped && [...budgets.values()].some((b) => b.waiting() > 0)) leaseSoon();
+    });
+    return leasing;
+  }
+
+  function leaseSoon(): void {
+    if (soon || leasing || stopped) return;
+    soon = setTimeout(() => {
+      soon = undefined;
+      void leaseAll();
+    }, Math.max(0, lastLeaseAt + gap - now()));
+  }
+
   return {
-    async ensure(keyRef, threads) {
-      await db.execute(sql`
-        insert into provider_slots (key_ref, slot)
-        select ${keyRef}, g from generate_series(0, ${threads - 1}) g
-        on conflict do nothing`);
+    async take(keyRef, priority, waitMs, signal) {
+      const b = budgetOf(keyRef);
+      const u = b.tryTake();
+      if (u || waitMs <= 0 || stopped) return u;
+      const w = b.wait(priority);
+      const timeout = setTimeout(w.cancel, waitMs);
+      const abort = () => w.cancel();
+      signal?.addEventListener("abort", abort, { once: true });
+      leaseSoon();
+      try {
+        return await w.promise;
+      } finally {
+        clearTimeout(timeout);
+        signal?.removeEventListener("abort", abort);
+      }
     },
-    acquire: (keyRef, threads, owner, taskId, leaseMs) => acquire({ keyRef, threads, owner, taskId, leaseMs }),
-    release: (keyRef, slot, taskId) => release({ keyRef, slot, taskId }),
-    async restore(keyRef, taken, owner, taskId) {
-      await db.$client`
-        update provider_slots set owner = ${taken.previous.owner}, lease_until = ${taken.previous.leaseUntil}::timestamptz
-        where key_ref = ${keyRef} and slot = ${taken.slot} and task_id = ${taskId} and owner = ${owner}`;
+    lease: leaseAll,
+    start() {
+      timer = setInterval(() => void leaseAll(), Math.max(250, Math.floor(o.leaseMs / 4)));
+      listening = sql.listen(NOTIFY_CHANNEL, (keyRef) => {
+        const b = budgets.get(keyRef);
+        // Units granted and not in use: give them back to the starved solver now.
+        if (b && b.grant - b.consumed > 0) leaseSoon();
+      });
+      listening.catch((err: Error) => o.onError?.(err));
     },
-    async park(keyRef, slot, taskId) {
-      await db.execute(sql`update provider_slots set owner = null, lease_until = now() where key_ref = ${keyRef} and slot = ${slot} and task_id = ${taskId}`);
-    },
-    async renew(owner, taskIds, leaseMs) {
-      if (taskIds.length === 0) return;
-      await db.$client`
-        update provider_slots set lease_until = now() + ${`${leaseMs} milliseconds`}::interval
-        where owner = ${owner} and task_id = any(${taskIds}::uuid[])`;
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      clearTimeout(soon);
+      await listening?.then((l) => l.unlisten()).catch(() => {});
+      for (const b of budgets.values()) b.endWaits();
+      await leasing;
+      await sql`delete from provider_slot_blocks where owner = ${o.owner}`.catch((err: Error) => o.onError?.(err));
     },
     async held(keyRef) {
-      const rows = await db.execute<{ n: number }>(sql`select count(*)::int as n from provider_slots where key_ref = ${keyRef} and task_id is not null`);
-      return rows[0]?.n ?? 0;
+      const [r] = await sql<{ n: number }[]>`select ${inFlight(keyRef, false)} as n`;
+      return r?.n ?? 0;
     },
   };
 }

@@ -5,7 +5,6 @@ import type { Logger } from "@pipeline/shared/log";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { openConfigBucket } from "@pipeline/shared/runtime";
 import { keySource, startLiveConfig, type LiveConfig } from "../adapters/live-config.ts";
-import type { createProviderSlots } from "../adapters/slots.ts";
 import type { SolverConfig } from "../config.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "../domain/keyring.ts";
@@ -14,7 +13,6 @@ import type { HandlerTiming } from "../worker/deps.ts";
 export async function startKeys(d: {
   nc: NatsConnection;
   config: SolverConfig;
-  slots: ReturnType<typeof createProviderSlots>;
   timing: HandlerTiming;
   makeBreaker: (key: ProviderKeyInUse) => Breaker;
   onRejected: () => void;
@@ -28,7 +26,6 @@ export async function startKeys(d: {
     defaultKeyName: config.PROVIDER_KEY_NAME,
     envTiming: { pollIntervalMs: config.POLL_INTERVAL_MS, maxPolls: config.MAX_POLLS, maxResubmits: config.MAX_RESUBMITS },
     async apply(key, live) {
-      await d.slots.ensure(key.ref, config.PROVIDER_THREADS);
       Object.assign(d.timing, live);
       if (!keys) keys = createKeyRing(key, d.makeBreaker);
       else if (keys.current().ref !== key.ref) {

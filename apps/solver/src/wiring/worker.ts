@@ -10,7 +10,7 @@ import type { SolverMetrics } from "../adapters/metrics.ts";
 import type { createEventSink } from "../adapters/nats.ts";
 import { createSolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
-import type { createProviderSlots } from "../adapters/slots.ts";
+import type { ProviderSlots } from "../adapters/slots.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { createPermits } from "../domain/permits.ts";
@@ -26,7 +26,7 @@ export function createSolverWorker(d: {
   database: Database;
   checkpoints: Database;
   provider: ProviderClient;
-  slots: ReturnType<typeof createProviderSlots>;
+  slots: ProviderSlots;
   keyRing: KeyRing;
   events: ReturnType<typeof createEventSink>;
   fence: Fence | undefined;
@@ -47,7 +47,6 @@ export function createSolverWorker(d: {
     provider: d.provider,
     slots: d.slots,
     keys: d.keyRing,
-    threads: config.PROVIDER_THREADS,
     highReserved: config.HIGH_LANE_RESERVED,
     events: d.events,
     log: d.log,

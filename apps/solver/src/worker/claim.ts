@@ -5,7 +5,7 @@ import type { TaskType } from "@pipeline/shared/schemas";
 import type { Breaker } from "../domain/breaker.ts";
 import { afterClaim, atStart } from "../domain/lifecycle.ts";
 import { ack, nak } from "../domain/outcome.ts";
-import { counter, type Delivery, type HandlerDeps } from "./deps.ts";
+import { counter, type Delivery, type HandlerDeps, type Progress } from "./deps.ts";
 import { done, type Solved, type TaskInHand, writeStep } from "./steps.ts";
 
 /** A claimed task and its row. */
@@ -19,7 +19,7 @@ export interface Claimed {
  * `solving`, and takes over a submit a presumed-dead holder had started (its provider id, once
  * checkpointed) rather than submitting the same captcha again.
  */
-export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal, progress?: { claimed: boolean }): Promise<Claimed | Solved> {
+export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal, progress?: Progress): Promise<Claimed | Solved> {
   const { store, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   const claimed = afterClaim(await store.claim(d.taskId, w, t.leaseMs));
@@ -27,8 +27,14 @@ export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker
     bump(claimed.counter);
     return done(claimed.outcome);
   }
-  if (progress) progress.claimed = true;
   const row = claimed.row;
+  if (progress) {
+    progress.claimed = true;
+    // The row counts for the plan now (its submit marker, or a provider id it had already, which
+    // needed no new unit: that one is back at once).
+    if (row.providerId !== null) progress.unit?.free();
+    else progress.unit?.visible();
+  }
   if (d.deliveries > 1) bump("redeliveries");
   const task: TaskInHand = { taskId: d.taskId, type: row.type as TaskType, row, polls: 0, providerId: row.providerId };
   const late = atStart(row, Date.now(), t);

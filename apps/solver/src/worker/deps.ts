@@ -6,7 +6,7 @@ import type { Poller } from "../adapters/bulk-poller.ts";
 import type { EventSink } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
-import type { ProviderSlots } from "../adapters/slots.ts";
+import type { ProviderSlots, Unit } from "../adapters/slots.ts";
 import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 import type { Step } from "../domain/lifecycle.ts";
 import type { Outcome } from "../domain/outcome.ts";
@@ -47,7 +47,6 @@ export interface HandlerDeps {
   fence?: { allows(): boolean };
   events: EventSink;
   log: Logger;
-  threads: number;
   timing: HandlerTiming;
   profile: ProviderProfile;
   /** Counters the worker exposes (dedup acks, resumes...). */
@@ -71,13 +70,17 @@ export interface Parked {
   type: TaskType;
   providerId: string;
   key: ProviderKeyInUse;
-  /** The provider slot the task holds (released when it finishes). */
-  slot: number;
   /** res.php calls made for it so far in this delivery. */
   polls: number;
   /** New provider tasks this delivery made for it (bounded by maxResubmits). */
   resubmits: number;
   firstDelayMs: number;
+}
+
+/** One delivery's progress: claimed yet, and the unit of the plan it took (slots.ts). */
+export interface Progress {
+  claimed: boolean;
+  unit?: Unit;
 }
 
 /** What the handler decided: an outcome for the message, or a task parked in the waiting room. */

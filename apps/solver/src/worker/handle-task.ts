@@ -1,16 +1,15 @@
 // One delivery of a task, from the message to its outcome or to the waiting room.
 import type { TaskRow } from "@pipeline/shared/db";
-import type { TakenSlot } from "../adapters/slots.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import type { ProviderKeyInUse } from "../domain/keyring.ts";
 import { gate, resubmitOrFail } from "../domain/lifecycle.ts";
 import { nak } from "../domain/outcome.ts";
 import { claimTask, resumedRow } from "./claim.ts";
-import { counter, type Delivery, type Handled, type HandlerDeps, type Resume } from "./deps.ts";
+import { counter, type Delivery, type Handled, type HandlerDeps, type Progress, type Resume } from "./deps.ts";
 import { done, type Solved, type TaskInHand, writeStep } from "./steps.ts";
 import { submitUntilKnown } from "./submit.ts";
 
-export type { Delivery, Handled, HandlerDeps, Parked, Resume } from "./deps.ts";
+export type { Delivery, Handled, HandlerDeps, Parked, Progress, Resume } from "./deps.ts";
 
 /**
  * Takes one delivery of a task to its outcome, or parks it in the waiting room once the provider
@@ -42,58 +41,39 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
       await deps.admission.acquire();
       admitted = true;
     }
-    // A resumed task still holds the slot it was parked with (under the key it was submitted with).
-    const taken = resume ? undefined : await acquireSlot(d, deps, key.ref, signal);
-    const slot = resume ? resume.parked.slot : taken?.slot;
-    const slotKeyRef = resume ? resume.parked.key.ref : key.ref;
-    if (slot === undefined) {
+    // A new provider task needs a unit of the key's plan (slots.ts); a resumed task has its
+    // provider task already (counted in `tasks`), and so has a redelivered one whose row holds
+    // a provider id: such a task is taken up without a unit (a dead solver's tasks are finished
+    // even while the plan is full of them).
+    const unit = resume ? undefined : await deps.slots.take(key.ref, d.priority, deps.timing.slotWaitMs, signal);
+    if (!resume && !unit && !(await needsNoUnit(deps, d.taskId))) {
       counter(deps)("slotWaits");
       return nak(100 + random() * 400, "no provider slot free");
     }
-    // On an exception (a hard stop) the slot is parked: it frees itself once the task has no
-    // provider task in flight. A task parked in the waiting room keeps it.
-    let keepSlot = true;
-    let parked = false;
-    // Set once this delivery holds the task (claimed, or handed back by the waiting room).
-    const progress = { claimed: !!resume };
+    // Set once this delivery holds the task (claimed, or handed back by the waiting room); the
+    // claim makes the task visible to the plan's count (its submit marker or provider id).
+    const progress: Progress = { claimed: !!resume, ...(unit ? { unit } : {}) };
     try {
       const r = await solve(d, deps, key, breaker, leave, signal, progress, resume);
-      if (r.park) {
-        parked = true;
-        return { kind: "parked", parked: { ...r.park, slot } };
-      }
-      keepSlot = r.providerTaskInFlight;
+      if (r.park) return { kind: "parked", parked: r.park };
       return r.outcome;
     } finally {
-      if (parked) {
-        // the waiting room releases it
-      } else if (taken?.resumed && !progress.claimed) {
-        // The task held this slot before this delivery (its holder presumed dead, or alive with
-        // its lease running): its provider task may be running, so the slot is given back as it
-        // was, never freed by a delivery that did not get the task (issue 13: the plan's threads
-        // were exceeded when it was).
-        await deps.slots.restore(slotKeyRef, taken, deps.workerId, d.taskId).catch(() => {});
-      } else if (keepSlot) await deps.slots.park(slotKeyRef, slot, d.taskId).catch(() => {});
-      else await deps.slots.release(slotKeyRef, slot, d.taskId).catch(() => {});
+      // Not claimed: no provider task was started with the unit, it is back.
+      if (unit && !progress.claimed) unit.free();
     }
   } finally {
     leave();
   }
 }
 
-async function acquireSlot(d: Delivery, deps: HandlerDeps, keyRef: string, signal: AbortSignal): Promise<TakenSlot | undefined> {
-  const until = Date.now() + deps.timing.slotWaitMs;
-  // High-lane tasks look again sooner, so they win free slots under contention.
-  const every = d.priority === "high" ? 20 : d.priority === "normal" ? 60 : 120;
-  for (;;) {
-    const s = await deps.slots.acquire(keyRef, deps.threads, deps.workerId, d.taskId, deps.timing.leaseMs);
-    if (s !== undefined || Date.now() >= until) return s;
-    await deps.sleeper.sleep(every + Math.random() * every, signal);
-  }
+/** A task whose row is gone, final, or holds a provider id needs no unit to be taken up (a read, only when no unit is free). */
+async function needsNoUnit(deps: HandlerDeps, taskId: string): Promise<boolean> {
+  const row = await deps.store.get(taskId);
+  return !row || row.providerId !== null || (row.state !== "queued" && row.state !== "solving" && row.state !== "retrying");
 }
 
 /** The claimed (or handed-back) task: to the waiting room with a provider id, or to a written step. */
-async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal, progress: { claimed: boolean }, resume?: Resume): Promise<Solved> {
+async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal, progress: Progress, resume?: Resume): Promise<Solved> {
   const { store, timing: t, workerId: w } = deps;
   const bump = counter(deps);
   let row: TaskRow;
@@ -136,5 +116,5 @@ async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, brea
   // The claim wrote this worker's submit marker (no provider id, no other worker's marker) unless
   // the task came back from the waiting room.
   const markedAtClaim = !resume && row.submitOwner === w && row.submitStartedAt !== null && row.providerId === null;
-  return submitUntilKnown({ deps, task: { ...task, params: row.params, attempts: row.attempts, version: row.version }, key, breaker, resubmits, leave, signal, markedAtClaim });
+  return submitUntilKnown({ deps, task: { ...task, params: row.params, attempts: row.attempts, version: row.version }, key, breaker, resubmits, leave, signal, markedAtClaim, needsUnit: !resume && !progress.unit && row.providerId === null });
 }

@@ -11,10 +11,10 @@ import { counter, type HandlerDeps, type Parked } from "./deps.ts";
 /** Where a delivery ends: the message's outcome, and whether the provider still works on the task. */
 export interface Solved {
   outcome: Outcome;
-  /** True when the provider still works on the task (its slot must stay taken). */
+  /** True when the provider still works on the task (its row keeps its provider id). */
   providerTaskInFlight: boolean;
   /** Set when the task goes to the waiting room (`outcome` is then unused). */
-  park?: Omit<Parked, "slot">;
+  park?: Parked;
 }
 
 export const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
@@ -68,15 +68,15 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
 }
 
 /**
- * The finish of a solved task: the completion (guarded by the lease) with the release of its
- * provider slot in the same write, the solve-time metric, the `completed` event. The waiting room
+ * The finish of a solved task: the completion (guarded by the lease; it also takes the task out
+ * of the provider plan's count), the solve-time metric, the `completed` event. The waiting room
  * calls it when the answer is there.
  */
-export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>, slot?: { keyRef: string; slot: number }): Promise<Outcome> {
+export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
   const { store, events, timing: t, workerId: w } = deps;
   const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
   const expiresAt = tokenExpiry(type, new Date(), t.tokenTtlMs);
-  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls, ...(slot ? { slot } : {}) });
+  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });
   if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
   deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);
   // No token in the event (issue 16.3, retention): the row holds it while it is valid. The event

@@ -35,6 +35,11 @@ export interface SubmitContext {
   leave(): void;
   /** The claim wrote this worker's submit marker (claim and marker in one write): the first submit needs no `beginSubmit`. */
   markedAtClaim?: boolean;
+  /**
+   * Taken up without a unit of the plan (its row had a provider id when looked at, and no longer
+   * has at the claim): it gets one before it submits, or waits for a later delivery.
+   */
+  needsUnit?: boolean;
   signal: AbortSignal;
 }
 
@@ -48,6 +53,14 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
   const { store, provider, timing: t, workerId: w } = deps;
   const taskId = task.taskId;
   let marked = c.markedAtClaim === true;
+  if (c.needsUnit) {
+    const unit = await deps.slots.take(key.ref, "high", 0);
+    if (!unit) {
+      if (marked) await store.endSubmit(taskId, w);
+      return done(nak(500, "no provider slot free"));
+    }
+    unit.visible();
+  }
   for (;;) {
     // A fenced region (cut off from the witness, or its lease taken over) pays for nothing new.
     if (deps.fence && !deps.fence.allows()) {

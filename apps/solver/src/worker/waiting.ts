@@ -9,10 +9,9 @@ export type WaitResult = { kind: "done"; outcome: Outcome } | { kind: "resume"; 
 
 export interface WaitingRoom {
   /**
-   * Polls a parked task until its answer is there (then finishes it: completion, event, slot
-   * release) or a step the handler takes comes up (the provider gave it up or failed it, the key
+   * Polls a parked task until its answer is there (then finishes it: completion, event) or a step the handler takes comes up (the provider gave it up or failed it, the key
    * stopped or rotated, the poll budget spent: handed back). Rejects on a hard stop or a failed
-   * finish, the slot parked.
+   * finish.
    */
   wait(p: Parked): Promise<WaitResult>;
   /** Tasks waiting now. */
@@ -93,9 +92,8 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       if (deps.admission) await deps.admission.acquire();
       let outcome: Outcome;
       try {
-        // The completion frees the slot in the same write. When it is not written (the lease was
-        // lost: another worker holds the task now), the slot is not this worker's to free.
-        outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply, { keyRef: p.key.ref, slot: p.slot });
+        // The completion takes the task out of the plan's count (slots.ts) in the same write.
+        outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply);
       } catch (err) {
         return this.abandon(err);
       } finally {
@@ -104,9 +102,8 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       this.settle({ kind: "done", outcome });
     }
 
-    /** A hard stop or a failed write: the slot is parked (it frees itself once the provider task is gone). */
-    async abandon(err: unknown): Promise<void> {
-      await deps.slots.park(this.p.key.ref, this.p.slot, this.p.taskId).catch(() => {});
+    /** A hard stop or a failed write: the row keeps its provider id (and counts for the plan) until a later delivery finishes it. */
+    abandon(err: unknown): void {
       this.fail(err);
     }
   }

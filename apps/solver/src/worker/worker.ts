@@ -223,7 +223,6 @@ export function createWorker(deps: WorkerDeps): Worker {
       leaseTimer.id = setInterval(() => {
         const ids = [...handling];
         deps.store.renewLeases(deps.workerId, ids, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
-        deps.slots.renew(deps.workerId, ids, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "slot renewal failed"));
       }, Math.max(500, Math.floor(deps.timing.leaseMs / 3)));
       let probing = false;
       probeTimer.id = setInterval(() => {

@@ -74,7 +74,7 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
   const holders = await d.sql<{ owner: string }[]>`
     select distinct lease_owner as owner from tasks where state = 'solving' and region = ${d.region} and lease_until > now() and lease_owner is not null
     union
-    select distinct owner from provider_slots where lease_until > now() and owner is not null`;
+    select distinct owner from provider_slot_blocks where lease_until > now()`;
   // Silent for deadAfterMs, and holding what it took at least that long ago (a solver that has
   // just started writes its first heartbeat right after it starts pulling).
   const dead = holders.map((h) => h.owner).filter((o) => !alive.has(o));
@@ -89,9 +89,13 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
     where state = 'solving' and region = ${d.region} and lease_owner = any(${dead}::text[]) and lease_until > now()
       and (updated_at < now() - ${quiet}::interval or lease_owner = any(${goneNow}::text[]))
     returning id, priority, type, version`;
+  // Its blocks of provider units (reservations): their units are free for the live solvers at once.
+  // The provider tasks it started stay counted (from `tasks`) until a live solver finishes them.
+  // A block is renewed every quarter of its lease: one silent for the quiet period is not a
+  // starting solver's (its first heartbeat may not be written yet).
   const slots = await d.sql`
-    update provider_slots set lease_until = now()
-    where owner = any(${dead}::text[]) and lease_until > now()`;
+    delete from provider_slot_blocks
+    where owner = any(${dead}::text[]) and (updated_at < now() - ${quiet}::interval or owner = any(${goneNow}::text[]))`;
   for (const t of tasks) {
     const body = JSON.stringify({ id: t.id, type: t.type, priority: t.priority });
     await publishWithRetry(d.js, taskSubject(d.region, t.priority as Priority, shardOf(t.id)), body, `${t.id}:reap:${t.version}`, d.publishDeadlineMs ?? 5000);

@@ -20,6 +20,7 @@ const base: TaskRow = {
   providerPolls: 2,
   submitStartedAt: null,
   submitOwner: null,
+  claimedAt: null,
   leaseOwner: null,
   leaseUntil: null,
   token: "TOKEN-1",

@@ -1,4 +1,5 @@
 export * from "./provider-slots.ts";
+export * from "./provider-slot-blocks.ts";
 export * from "./tasks.ts";
 export * from "./webhook-deliveries.ts";
 export * from "./audit-log.ts";

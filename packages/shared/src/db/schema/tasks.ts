@@ -29,6 +29,11 @@ export const tasks = pgTable(
     /** Set just before an in.php call, cleared by its outcome: a taker-over waits for it to land. */
     submitStartedAt: timestamp("submit_started_at", { withTimezone: true }),
     submitOwner: text("submit_owner"),
+    /**
+     * When a claim wrote its own submit marker with a unit of the provider plan (issue 13, slot
+     * blocks): until the claimer's next lease the task is counted in its block, not in the table.
+     */
+    claimedAt: timestamp("claimed_at", { withTimezone: true }),
     leaseOwner: text("lease_owner"),
     leaseUntil: timestamp("lease_until", { withTimezone: true }),
     token: text("token"),
