@@ -48,12 +48,12 @@ export interface Throughput {
 }
 
 /**
- * Rows inserted, updated and deleted in the current database's public tables so far, without
- * provider_slots inserts (rows 0..threads-1 are created once when a solver starts, not per task).
+ * Rows inserted, updated and deleted in the current database's public tables so far, every table
+ * counted (the provider plan's block leases included: a few a second per solver, not per task).
  */
 async function rowWrites(sql: postgres.Sql): Promise<{ writes: number; commits: number }> {
   const [r] = await sql<{ n: string; c: string }[]>`
-    select (select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del - case when relname = 'provider_slots' then n_tup_ins else 0 end), 0)
+    select (select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)
             from pg_stat_user_tables where schemaname = 'public')::bigint::text as n,
            (select xact_commit from pg_stat_database where datname = current_database())::bigint::text as c`;
   return { writes: Number(r?.n ?? 0), commits: Number(r?.c ?? 0) };
