@@ -7,7 +7,7 @@ import { checkBodies, type BodyRef } from "@pipeline/shared/tasks";
 import { bodySubject, streams } from "@pipeline/shared/subjects";
 
 /** A task's bodies, or why they cannot be had. */
-export type BodyLookup = { ok: true; values: Record<string, string> } | { ok: false; reason: string };
+export type BodyLookup = { ok: true; values: Record<string, string> } | { ok: false; reason: string; /** BODIES itself could not be read (missing stream, NATS error): not a verdict on the body. */ unreadable?: true };
 
 /** Looks a task's bodies up: `region` is the task's home region (whose BODIES, or mirror of it, `jsm` reaches). */
 export type BodySource = (region: string, taskId: string, refs: BodyRef[]) => Promise<BodyLookup>;
@@ -23,7 +23,7 @@ export function bodySource(jsm: JetStreamManager): BodySource {
     try {
       m = await jsm.streams.getMessage(stream, { last_by_subj: bodySubject(region, taskId) });
     } catch (err) {
-      return { ok: false, reason: `${stream} could not be read: ${(err as Error).message}` };
+      return { ok: false, reason: `${stream} could not be read: ${(err as Error).message}`, unreadable: true };
     }
     if (!m) return { ok: false, reason: `not in ${stream} (older than its retention, BODIES_MAX_AGE_MS)` };
     let body: unknown;
@@ -34,5 +34,20 @@ export function bodySource(jsm: JetStreamManager): BodySource {
     }
     const r = checkBodies(refs, body);
     return r.ok ? r : { ok: false, reason: `${stream}: ${r.reason}` };
+  };
+}
+
+/** Raised by the replay when BODIES cannot be read at all: it stops rather than fail every image task after the snapshot. */
+export class BodiesUnreadableError extends Error {
+  override name = "BodiesUnreadableError";
+}
+
+/** The replay's source: an unreadable BODIES stops it (BodiesUnreadableError); a body that is gone is a verdict. */
+export function strictBodySource(inner: BodySource): BodySource {
+  return async (region, taskId, refs) => {
+    const r = await inner(region, taskId, refs);
+    if (!r.ok && r.unreadable)
+      throw new BodiesUnreadableError(`${r.reason}: the replay stopped rather than fail image tasks for it (the target holds a partial replay: recreate it empty, then restore again, with --events-from the region that holds this region's BODIES if this one's NATS is gone)`);
+    return r;
   };
 }

@@ -9,6 +9,7 @@ import type { TaskEvent } from "@pipeline/shared/schemas";
 import { bodySubject, eventSubject } from "@pipeline/shared/subjects";
 import { splitBodies } from "@pipeline/shared/tasks";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { BodiesUnreadableError } from "./bodies.ts";
 import { replayEvents } from "./replay.ts";
 
 let nats: TestNats;
@@ -80,4 +81,16 @@ test("an image task's body is fetched from BODIES by task id and checked; a body
   for (const id of [gone, forged]) expect(rows.get(id)).toMatchObject({ state: "failed", params: {}, error_code: "BODY_UNAVAILABLE" });
   expect(rows.get(gone)?.error_message).toContain("older than its retention");
   expect(rows.get(forged)?.error_message).toContain("does not match");
+}, 30_000);
+
+test("a BODIES stream that cannot be read stops the replay (BodiesUnreadableError) instead of failing the image tasks", async () => {
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  await sql`delete from tasks`;
+  const split = splitBodies("image", { body: Buffer.from("x").toString("base64") });
+  const ev: TaskEvent = { taskId: crypto.randomUUID(), kind: "accepted", state: "queued", version: 0, region: "local", at: new Date().toISOString(), data: { ...task, type: "image", params: split.params, bodies: split.refs } };
+  const first = await js.publish(eventSubject("local", "accepted"), JSON.stringify(ev));
+  const unreadable = async () => ({ ok: false as const, reason: "BODIES_LOCAL could not be read: stream not found", unreadable: true as const });
+  await expect(replayEvents({ sql, js, jsm, region: "local", afterSeq: first.seq - 1, bodies: unreadable })).rejects.toThrow(BodiesUnreadableError);
+  expect((await sql`select 1 from tasks where id = ${ev.taskId}`).length).toBe(0);
 }, 30_000);

@@ -4,7 +4,7 @@ import { TaskEvent, taskEventOf } from "@pipeline/shared/schemas";
 import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
 import { applyEvent, noneApplied, type Applied } from "./apply-event.ts";
-import { bodySource, type BodySource } from "./bodies.ts";
+import { bodySource, strictBodySource, type BodySource } from "./bodies.ts";
 
 /** Raised when EVENTS cannot give back every event after the snapshot (aged out, or the stream was recreated). */
 export class ReplayGapError extends Error {
@@ -58,7 +58,7 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
   if (info.state.first_seq > o.afterSeq + 1 && info.state.last_seq > o.afterSeq && !o.allowGap)
     throw new ReplayGapError(`${name} no longer holds events ${o.afterSeq + 1}..${info.state.first_seq - 1} (max age or size reached): take snapshots more often than EVENTS keeps events`);
   const counts = noneApplied();
-  const bodies = o.bodies ?? bodySource(o.jsm);
+  const bodies = strictBodySource(o.bodies ?? bodySource(o.jsm));
   const target = info.state.last_seq;
   let events = 0;
   let lastSeq = o.afterSeq;
