@@ -261,7 +261,7 @@ export const endToEnd: Benchmark = {
         ratio: ours.rowWritesPerTask / peer.rowWritesPerTask,
         target: "<= 4",
         met: ours.rowWritesPerTask <= 4,
-        note: `end-to-end: n_tup_ins + n_tup_upd + n_tup_del of every table (pg_stat_user_tables) from before the warm-up to after the writing processes stopped, per task (warm-up included; a solver's provider_slots rows, created once at its start, left out); every renewal and release counts. The fair peer writes 3 (insert, solving, completed); the JetStream loop and BullMQ context rows 2 each (measured ${js.rowWritesPerTask} and ${bull.rowWritesPerTask}). Commits per task (pg_stat_database.xact_commit, the bench's completion polls included): ours ${ours.commitsPerTask}, fair peer ${peer.commitsPerTask}.`,
+        note: `end-to-end: n_tup_ins + n_tup_upd + n_tup_del of every table (pg_stat_user_tables) from before the warm-up to after the writing processes stopped, per task (warm-up included); every lease renewal, provider-plan block lease and release counts. The fair peer writes 3 (insert, solving, completed); the JetStream loop and BullMQ context rows 2 each (measured ${js.rowWritesPerTask} and ${bull.rowWritesPerTask}). Commits per task (pg_stat_database.xact_commit, the bench's completion polls included): ours ${ours.commitsPerTask}, fair peer ${peer.commitsPerTask}.`,
       },
       {
         bench: "end-to-end",

@@ -196,8 +196,12 @@ export class KeyBudget {
   }
 }
 
-/** What the next lease asks for: what it carries, the waiting tasks, and a spare sized by recent demand (none while another solver starves). */
+/**
+ * What the next lease asks for: what it carries, the waiting tasks, and a spare of twice the
+ * units taken since the last lease (so a steady demand is served by fewer leases, each one a row
+ * write), none while another solver starves.
+ */
 export function wantFor(b: { carried: number; waiting: number; takenSinceLease: number; minSpare: number; othersStarved: boolean; threads: number }): number {
-  const spare = b.othersStarved ? 0 : Math.max(b.minSpare, b.takenSinceLease);
+  const spare = b.othersStarved ? 0 : Math.max(b.minSpare, 2 * b.takenSinceLease);
   return Math.min(b.threads, b.carried + b.waiting + spare);
 }
