@@ -36,7 +36,7 @@ import { createTestDatabase, eventually } from "@pipeline/shared/testing";
 import { natsEnv } from "@pipeline/shared/localstack";
 import { ROOT, spawnApp, type Proc } from "../harness.ts";
 import { startRelay } from "./relay.ts";
-import { API_KEY, PROVIDER_KEY, REGIONS, waitForLeases, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
+import { API_KEY, PROVIDER_KEY, REGIONS, waitForLeases, waitForMirrors, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
 
 export interface NetnsTwoRegionOptions extends TwoRegionOptions {
   /** One-way delay of each inter-region relay, per chunk (default 30 ms: fsn1-hel1 is ~25 ms apart). */
@@ -329,6 +329,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     };
     const regions: [NetnsRegion, NetnsRegion] = [await startRegion(pa, a), await startRegion(pb, b)];
     await waitForLeases(regions);
+    await waitForMirrors(regions);
     return {
       emu,
       witness,

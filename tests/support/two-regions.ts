@@ -12,6 +12,8 @@ import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle 
 import { connectNats } from "@pipeline/shared/nats";
 import { LeaseView, maySubmit } from "@pipeline/shared/regions";
 import { openRegionBucket } from "@pipeline/shared/runtime";
+import { eventSubject, streams } from "@pipeline/shared/subjects";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
 import { spawnApp, type Proc } from "../harness.ts";
 import { startRelay, type Relay } from "./relay.ts";
@@ -121,6 +123,7 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
   };
   const regions: [Region, Region] = [await startRegion("fsn1", a), await startRegion("hel1", b)];
   await waitForLeases(regions);
+  await waitForMirrors(regions);
   return {
     emu,
     witness,
@@ -162,6 +165,34 @@ export async function waitForLeases(regions: Array<Pick<Region, "name" | "nats">
       }, 30_000, 100);
     } finally {
       await nc.close();
+    }
+  }
+}
+
+/**
+ * Ready when each region's EVENTS reaches the other region's mirror (the path every replica row
+ * takes): a probe event (no task: the replicator skips it) published in each region must show up
+ * in the other's `EVENTS_<region>`. A mirror whose first attempts failed (the leafnode link still
+ * coming up) retries with a backoff of its own; a drill that starts its load before then measures
+ * that backoff as RPO, not the steady replication lag.
+ */
+export async function waitForMirrors(regions: Array<Pick<Region, "name" | "nats">>): Promise<void> {
+  for (const from of regions) {
+    const src = await connectNats(from.nats.url, "two-regions-mirror-probe", from.nats.auth("admin"));
+    try {
+      await jetstream(src).publish(eventSubject(from.name, "probe"), JSON.stringify({ kind: "probe", region: from.name, at: new Date().toISOString() }));
+      const seq = (await (await jetstreamManager(src)).streams.info(streams.events(from.name))).state.last_seq;
+      for (const to of regions.filter((r) => r.name !== from.name)) {
+        const dst = await connectNats(to.nats.url, "two-regions-mirror-wait", to.nats.auth("admin"));
+        try {
+          const jsm = await jetstreamManager(dst);
+          await eventually(async () => ((await jsm.streams.info(streams.events(from.name)).catch(() => undefined))?.state.last_seq ?? 0) >= seq, 60_000, 200);
+        } finally {
+          await dst.close();
+        }
+      }
+    } finally {
+      await src.close();
     }
   }
 }
