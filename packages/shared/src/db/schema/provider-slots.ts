@@ -2,9 +2,10 @@ import { sql } from "drizzle-orm";
 import { index, integer, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
 
 /**
- * The provider's threads as rows: one row per (key reference, slot). A solver holds a slot from
- * before a submit until the answer is read, under a lease, so the number of provider tasks in
- * flight per key never exceeds the plan's threads across every solver process.
+ * Unused since the plan is leased in blocks (provider-slot-blocks.ts, issue 13): one row per
+ * (key reference, slot), taken by a task before its submit and given back after its answer.
+ * Kept for one version so that a solver of the previous version, still running during an
+ * upgrade, finds its table; drop it in the next migration.
  */
 export const providerSlots = pgTable(
   "provider_slots",
