@@ -40,7 +40,7 @@ export interface SlotOptions {
   now?: () => number;
 }
 
-/** Where a starved solver says so (LISTEN/NOTIFY): the payload is the key reference. */
+/** Where a starved solver, or one giving units back, says so (LISTEN/NOTIFY): the payload is `<key reference> <owner> starved|freed`. */
 const NOTIFY_CHANNEL = "provider_slot_blocks";
 
 interface Figures {
@@ -56,7 +56,7 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
   /** Another solver was starved at this key's last lease. */
   const othersStarved = new Map<string, boolean>();
   const baseGap = o.minLeaseGapMs ?? 20;
-  /** Doubles (to 500 ms) while leases grant nothing new to the tasks waiting; back to the base when one does. */
+  /** Doubles (to 100 ms) while leases hand nothing to the tasks waiting; back to the base when one does. */
   let gap = baseGap;
   let timer: ReturnType<typeof setInterval> | undefined;
   let listening: Promise<{ unlisten(): Promise<void> }> | undefined;
@@ -108,8 +108,12 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
         othersStarved.set(b.keyRef, f!.starved);
         // Short of what its waiting tasks need: the other solvers are told (at commit), and one
         // holding units it does not use leases again at once and gives them back (its spare is
-        // none while another starves), instead of at its next periodic lease.
-        if (g < carried + b.waiting()) await tx`select pg_notify(${NOTIFY_CHANNEL}, ${b.keyRef})`;
+        // none while another starves), instead of at its next periodic lease. Giving units back
+        // is said the same way (units it had and did not use, fewer after this lease): a solver
+        // with tasks waiting leases again at once.
+        const gaveBack = b.grant - b.consumed > Math.max(0, g - carried);
+        const starved = g < carried + b.waiting();
+        if (starved || gaveBack) await tx`select pg_notify(${NOTIFY_CHANNEL}, ${`${b.keyRef} ${o.owner} ${starved ? "starved" : "freed"}`})`;
         await tx`
           insert into provider_slot_blocks (key_ref, owner, size, threads, wanted, lease_until, updated_at)
           values (${b.keyRef}, ${o.owner}, ${g}, ${o.threads}, ${want}, now() + ${`${o.leaseMs} milliseconds`}::interval, now())
@@ -118,9 +122,9 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
         return g;
       });
       // Spent until a quarter of the lease before its end as measured from before it was sent.
-      const before = b.grant - b.consumed;
       b.leased(sentAt, grant, started + Math.floor((o.leaseMs * 3) / 4));
-      gap = grant - b.consumed > Math.max(0, before) || b.waiting() === 0 ? baseGap : Math.min(500, gap * 2);
+      // `leased` served the waiting tasks it could: a unit handed out (or none waiting) is progress.
+      gap = b.takenSinceLease > 0 || b.waiting() === 0 ? baseGap : Math.min(100, gap * 2);
     } catch (err) {
       b.leaseFailed();
       throw err;
@@ -174,10 +178,18 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
     lease: leaseAll,
     start() {
       timer = setInterval(() => void leaseAll(), Math.max(250, Math.floor(o.leaseMs / 4)));
-      listening = sql.listen(NOTIFY_CHANNEL, (keyRef) => {
+      listening = sql.listen(NOTIFY_CHANNEL, (payload) => {
+        const [keyRef = "", from, what] = payload.split(" ");
+        // Its own notice: nothing to answer (a starved solver leasing again at once would spin).
+        if (from === o.owner) return;
         const b = budgets.get(keyRef);
-        // Units granted and not in use: give them back to the starved solver now.
-        if (b && b.grant - b.consumed > 0) leaseSoon();
+        // Another is starved and this one holds units it does not use: give them back now.
+        // Another gave units back and tasks wait here: lease now (not after a backed-off gap).
+        // Two starved solvers do not wake each other.
+        if (b && (what === "starved" ? b.grant - b.consumed > 0 : b.waiting() > 0)) {
+          gap = baseGap;
+          leaseSoon();
+        }
       });
       listening.catch((err: Error) => o.onError?.(err));
     },
