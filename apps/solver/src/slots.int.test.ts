@@ -188,3 +188,21 @@ test("a completion is one write and takes the task out of the plan's count; one 
   expect(await stateOf(id)).toBe("completed");
   expect(await slots.held(KEY_REF)).toBe(before);
 });
+
+test("a key no unit was taken of for a while gives its block up (a key rotated away); a later take leases it anew", async () => {
+  const slots = createProviderSlots(database.sql, { owner: "idle-test", region: REGION, threads: 5, leaseMs: 2000, markerMs: 20_000, idleMs: 300 });
+  const blockOf = async () => (await database.sql<{ size: number }[]>`select size from provider_slot_blocks where owner = 'idle-test' and key_ref = 'key_idle'`)[0];
+  const unit = await slots.take("key_idle", "normal", 2000);
+  expect(unit).toBeDefined();
+  expect(await blockOf()).toBeDefined();
+  unit!.free();
+  await slots.lease();
+  expect(await blockOf()).toBeDefined(); // used a moment ago
+  await Bun.sleep(400);
+  await slots.lease();
+  expect(await blockOf()).toBeUndefined();
+  expect(await slots.take("key_idle", "normal", 2000)).toBeDefined();
+  expect(await blockOf()).toBeDefined();
+  await slots.stop();
+  expect(await blockOf()).toBeUndefined();
+});

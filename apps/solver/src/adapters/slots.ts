@@ -36,6 +36,8 @@ export interface SlotOptions {
   minSpare?: number;
   /** Tasks waiting: the next lease no sooner than this after the last. */
   minLeaseGapMs?: number;
+  /** A key no unit was taken of for this long (a key rotated away) gives its block up (default 60 s). */
+  idleMs?: number;
   onError?(err: Error): void;
   now?: () => number;
 }
@@ -137,6 +139,12 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
     leasing = (async () => {
       for (const b of budgets.values()) {
         try {
+          if (b.idle(o.idleMs ?? 60_000)) {
+            // Its units are free for the other solvers at once; a later take leases it anew.
+            budgets.delete(b.keyRef);
+            await sql`delete from provider_slot_blocks where key_ref = ${b.keyRef} and owner = ${o.owner}`;
+            continue;
+          }
           await leaseKey(b);
         } catch (err) {
           o.onError?.(err as Error);

@@ -90,3 +90,17 @@ test("waiting tasks are served in lane order as units come back or a lease grant
   expect(b.consumed).toBe(3);
   b.endWaits();
 });
+
+test("a budget is idle once nothing is carried or waiting and no unit was taken for the given time", () => {
+  const { b, t } = budget();
+  b.leased(b.leaseSent(), 2, 99_000);
+  expect(b.idle(1000)).toBe(false);
+  const u = b.tryTake()!;
+  t.now += 2000;
+  expect(b.idle(1000)).toBe(false); // it carries a unit the table does not show yet
+  u.visible();
+  b.leased(b.leaseSent(), 2, 99_000);
+  expect(b.idle(1000)).toBe(true);
+  b.tryTake();
+  expect(b.idle(1000)).toBe(false);
+});

@@ -89,6 +89,8 @@ export class KeyBudget {
   leasing = false;
   /** Units taken since the last lease (the spare the next one asks for). */
   takenSinceLease = 0;
+  /** When a unit was last taken (or the budget made): a key unused for long is given up (key rotation). */
+  lastTakeAt: number;
   private clock = 0;
   private readonly units = new Set<UnitImpl>();
   private readonly waiters: Record<Priority, Waiter[]> = { high: [], normal: [], low: [] };
@@ -96,7 +98,14 @@ export class KeyBudget {
   constructor(
     readonly keyRef: string,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.lastTakeAt = now();
+  }
+
+  /** Nothing carried, nothing waiting, nothing taken for `idleMs`: its block can be given up. */
+  idle(idleMs: number): boolean {
+    return this.waiting() === 0 && this.carried() === 0 && this.now() - this.lastTakeAt >= idleMs;
+  }
 
   tick(): number {
     return ++this.clock;
@@ -192,6 +201,7 @@ export class KeyBudget {
     this.units.add(u);
     this.consumed++;
     this.takenSinceLease++;
+    this.lastTakeAt = this.now();
     return u;
   }
 }
