@@ -79,8 +79,11 @@ async function earlierTask(deps: SubmitDeps, clientId: string, idempotencyKey: s
   const regions = deps.config.regions ?? [deps.config.REGION];
   const candidates = homeRegionVariants(id, regions).filter((other) => other !== id);
   for (const legacy of deps.apiKeys.ownersOf(clientId).slice(1)) candidates.push(...homeRegionVariants(deriveTaskId(legacy, idempotencyKey), regions));
+  if (candidates.length === 0) return undefined;
+  // One query for every candidate, the first of them found in this order answering.
+  const found = new Map((await deps.store.getMany(candidates)).map((r) => [r.id, r]));
   for (const other of candidates) {
-    const existing = await deps.store.get(other);
+    const existing = found.get(other);
     if (existing) return existing;
   }
   return undefined;

@@ -111,7 +111,7 @@ async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, brea
   } else if (task.providerId && !resume) bump("resumedPolls");
   if (task.providerId) {
     // Known to the provider (a stored id, or a key back in use): the waiting room polls it.
-    return { outcome: { kind: "ack", reason: "parked" }, providerTaskInFlight: true, park: { taskId: d.taskId, type: task.type, providerId: task.providerId, key, polls: task.polls, resubmits: resubmits.n, firstDelayMs: 0 } };
+    return { outcome: { kind: "ack", reason: "parked" }, park: { taskId: d.taskId, type: task.type, providerId: task.providerId, key, polls: task.polls, resubmits: resubmits.n, firstDelayMs: 0 } };
   }
   // The claim wrote this worker's submit marker (no provider id, no other worker's marker) unless
   // the task came back from the waiting room.

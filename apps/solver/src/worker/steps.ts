@@ -11,13 +11,11 @@ import { counter, type HandlerDeps, type Parked } from "./deps.ts";
 /** Where a delivery ends: the message's outcome, and whether the provider still works on the task. */
 export interface Solved {
   outcome: Outcome;
-  /** True when the provider still works on the task (its row keeps its provider id). */
-  providerTaskInFlight: boolean;
   /** Set when the task goes to the waiting room (`outcome` is then unused). */
   park?: Parked;
 }
 
-export const done = (outcome: Outcome, providerTaskInFlight = false): Solved => ({ outcome, providerTaskInFlight });
+export const done = (outcome: Outcome): Solved => ({ outcome });
 
 /** The task as the writer needs it; `polls` and `providerId` change as the delivery goes on. */
 export interface TaskInHand {
@@ -48,7 +46,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
     case "retry": {
       const r = await store.release(taskId, w, { polls, ...(s.code ? { code: s.code } : {}) });
       if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code: s.code, delayMs: s.delayMs } });
-      return done(nak(s.delayMs, s.why), task.providerId !== null);
+      return done(nak(s.delayMs, s.why));
     }
     case "fail": {
       const r = await store.fail(taskId, w, { code: s.code, polls });
@@ -60,7 +58,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
       deps.log.error({ taskId, code: s.code }, "provider key stopped; breaker open, task waits");
       const r = await store.release(taskId, w, { polls, code: s.code });
       if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code: s.code } });
-      return done(nak(breaker.retryInMs() + 500, `key stopped: ${s.code}`), task.providerId !== null);
+      return done(nak(breaker.retryInMs() + 500, `key stopped: ${s.code}`));
     }
     default:
       throw new Error(`not a final step: ${s.kind}`);

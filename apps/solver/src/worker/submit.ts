@@ -96,7 +96,6 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
     c.leave();
     return {
       outcome: { kind: "ack", reason: "parked" },
-      providerTaskInFlight: true,
       park: { taskId, type: task.type, providerId: pid, key, polls: task.polls, resubmits: c.resubmits.n, firstDelayMs: firstPollDelay(task.type, t.firstPollMs) },
     };
   }
