@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { EmulatorStats } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, waitForPort } from "@pipeline/shared/localstack";
+import type { NatsAuth } from "@pipeline/shared/nats";
 import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
 import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
 import { stopProc, waitForLog } from "./processes.ts";
@@ -24,6 +25,8 @@ export interface PipelineOptions {
 export interface Pipeline {
   gatewayUrl: string;
   natsUrl: string;
+  /** The nats-server's admin credentials (for the bench's own connections). */
+  natsAdmin: NatsAuth;
   databaseUrl: string;
   /** A small pool of the bench's own on the pipeline's database. */
   db: Database;
@@ -89,6 +92,7 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
   return {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     natsUrl: nats.url,
+    natsAdmin: nats.auth("admin"),
     databaseUrl: tdb.url,
     db,
     gateway,

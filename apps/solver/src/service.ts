@@ -45,8 +45,13 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const topology = await openTaskTopology(nc, config, workerId, log);
   const { jsm, js, consumers } = topology;
-  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}` });
-  const checkpoints = openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint` });
+  // Custom plans (plan_cache_mode=force_custom_plan): a prepared statement is planned for each
+  // execution with the table as it is now, not once as a generic plan cached while `tasks` was
+  // small (a fresh deployment, a bench) and kept until the next ANALYZE: that plan scanned the
+  // table for every batched write (bench/profile.ts, PROFILE_EXPLAIN=1). Planning costs a few µs
+  // per statement; the per-task writes are batched.
+  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}`, customPlans: true });
+  const checkpoints = openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint`, customPlans: true });
   const slots = createProviderSlots(database.db.$client, {
     owner: workerId,
     region: config.REGION,

@@ -75,7 +75,7 @@ test("submit markers and completions are guarded by state and lease owner, per r
   const theirs = randomUUID();
   const cancelled = randomUUID();
   await database.db.insert(tasks).values([
-    ...mine.map((id) => row(id, { state: "solving", leaseOwner: "w1" })),
+    ...mine.map((id, i) => row(id, { state: "solving", leaseOwner: "w1", callbackUrl: i % 4 ? null : `https://hooks.example.com/${i}` })),
     row(theirs, { state: "solving", leaseOwner: "w2" }),
     row(cancelled, { state: "cancelled" }),
   ]);
@@ -93,8 +93,8 @@ test("submit markers and completions are guarded by state and lease owner, per r
     const s = stored.find((x) => x.id === mine[i])!;
     expect(s).toMatchObject({ state: "completed", token: `tok-${i}`, userAgent: i % 2 ? "UA/1" : null, providerPolls: 3, leaseOwner: null, version: 1 });
     expect(s.tokenExpiresAt?.getTime() ?? null).toBe(i % 3 ? expiresAt.getTime() : null);
-    // What the completion reports is the stored row's.
-    expect(r).toEqual({ version: s.version, createdAt: s.createdAt, completedAt: s.completedAt!, providerId: s.providerId });
+    // What the completion reports is the stored row's (and whether it has a callback URL).
+    expect(r).toEqual({ version: s.version, createdAt: s.createdAt, completedAt: s.completedAt!, providerId: s.providerId, callback: i % 4 === 0 });
   }
   const [other] = await database.db.select().from(tasks).where(eq(tasks.id, theirs));
   expect(other).toMatchObject({ state: "solving", token: null, submitOwner: null });

@@ -16,17 +16,20 @@ export interface CheckpointResult {
  * Group commit for provider-id checkpoints: one UPDATE … FROM unnest(…) per batch. Under a burst
  * (hundreds of in.php answers together) the window between the provider's OK and the commit,
  * where a crash costs a second paid submission, stays about one statement long instead of
- * growing with the queue in front of a small pool.
+ * growing with the queue in front of a small pool. `(t.state || '')`: the row found by its
+ * primary key, not through the state index (batched-writes.ts says why). No `updated_at`: every
+ * column this writes is outside the table's indexes, so Postgres can update the row in place (a
+ * HOT update, no index entries written); the claim just before set `updated_at`.
  */
 export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number } = {}) {
   const write = groupCommit<CheckpointRequest, CheckpointResult>(async (batch) => {
     const rows = await sql<{ id: string; lease_owner: string | null; state: string }[]>`
       update tasks t
       set provider_id = v.pid, provider_key_ref = v.kref, provider_submissions = t.provider_submissions + 1,
-          submit_started_at = null, submit_owner = null, updated_at = now()
+          submit_started_at = null, submit_owner = null
       from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.providerId)}::text[], ${batch.map((b) => b.keyRef)}::text[])
            as v(id, worker, pid, kref)
-      where t.id = v.id and t.provider_id is null and t.submit_owner = v.worker and t.state in ('solving', 'retrying')
+      where t.id = v.id and t.provider_id is null and t.submit_owner = v.worker and (t.state || '') in ('solving', 'retrying')
       returning t.id, t.lease_owner, t.state`;
     const byId = new Map(rows.map((r) => [r.id, r]));
     return batch.map((b) => {

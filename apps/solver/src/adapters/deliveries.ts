@@ -25,8 +25,12 @@ export interface ClaimOptions {
   token: string;
 }
 
+/** What the notifier needs of a task to record its callback: not the whole row (its params). */
+export type CallbackTarget = Pick<TaskRow, "id" | "state" | "owner" | "redrives" | "callbackUrl">;
+
 export interface DeliveryStore {
   task(id: string): Promise<TaskRow | undefined>;
+  callbackTarget(id: string): Promise<CallbackTarget | undefined>;
   /** Records a delivery, pending and due now, unless it exists (the event was seen before). */
   enqueue(d: { deliveryId: string; taskId: string; state: string; owner: string; host: string }): Promise<void>;
   /**
@@ -56,6 +60,9 @@ export function createDeliveryStore(db: Db): DeliveryStore {
   return {
     async task(id) {
       return (await db.select().from(tasks).where(eq(tasks.id, id)))[0];
+    },
+    async callbackTarget(id) {
+      return (await db.select({ id: tasks.id, state: tasks.state, owner: tasks.owner, redrives: tasks.redrives, callbackUrl: tasks.callbackUrl }).from(tasks).where(eq(tasks.id, id)))[0];
     },
     async enqueue(d) {
       await db.insert(webhookDeliveries).values(d).onConflictDoNothing();

@@ -38,7 +38,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
       const r = await store.fail(taskId, w, { code: s.code, message: `dead-lettered: ${s.reason}`, polls });
       if (r) {
         counter(deps)("deadLettered");
-        await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code, deadLetter: s.reason } });
+        await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code, deadLetter: s.reason, callback: r.callbackUrl !== null } });
         await events.deadLetter(taskId, task.type, { reason: s.reason, code: s.code, attempts: r.attempts, redrives: r.redrives });
       }
       return done(ack(`dead-lettered: ${s.reason}`));
@@ -50,7 +50,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
     }
     case "fail": {
       const r = await store.fail(taskId, w, { code: s.code, polls });
-      if (r) await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code } });
+      if (r) await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code, callback: r.callbackUrl !== null } });
       return done(ack(`failed: ${s.code}`));
     }
     case "keyStopped": {
@@ -85,7 +85,8 @@ export async function completeSolved(deps: HandlerDeps, taskId: string, type: Ta
     kind: "completed",
     state: "completed",
     version: r.version,
-    data: { tokenStored: true, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId },
+    // `callback`: whether the task has a callback URL, so the notifier reads no row for one without.
+    data: { tokenStored: true, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId, callback: r.callback },
   });
   return ack("completed");
 }

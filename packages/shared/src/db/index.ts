@@ -15,12 +15,16 @@ export interface Database {
   close(): Promise<void>;
 }
 
-/** Opens a pool of at most `max` connections. Postgres notices are not logged (they carry no secrets, but are noise). */
-export function openDatabase(url: string, opts: { max?: number; appName?: string } = {}): Database {
+/**
+ * Opens a pool of at most `max` connections. Postgres notices are not logged (they carry no
+ * secrets, but are noise). `customPlans`: plan_cache_mode=force_custom_plan on every connection
+ * (each execution planned with its parameters and the table's current size).
+ */
+export function openDatabase(url: string, opts: { max?: number; appName?: string; customPlans?: boolean } = {}): Database {
   const sql = postgres(url, {
     max: opts.max ?? 10,
     onnotice: () => {},
-    connection: { application_name: opts.appName ?? "captcha-pipeline" },
+    connection: { application_name: opts.appName ?? "captcha-pipeline", ...(opts.customPlans ? { plan_cache_mode: "force_custom_plan" } : {}) },
   });
   const db = drizzle(sql, { schema });
   return { db, sql, close: () => sql.end({ timeout: 5 }) };

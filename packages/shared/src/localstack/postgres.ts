@@ -14,6 +14,8 @@ export interface PostgresOptions {
   host?: string;
   /** Runs the server inside this network namespace (`ip netns exec`): a region's own namespace in tests. */
   netns?: string;
+  /** Extra server settings (`name=value`), e.g. `shared_preload_libraries=pg_stat_statements` for bench/profile.ts. */
+  settings?: string[];
   log?: (m: string) => void;
 }
 
@@ -108,6 +110,7 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
     "-c max_connections=300",
     "-c shared_buffers=128MB",
     ...(o.fast ? ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"] : []),
+    ...(o.settings ?? []).map((s) => `-c ${s}`),
   ].join(" ");
   const start = async () => {
     if (!running(dataDir, bins)) run(bins.pgCtl, ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"], log, o.netns);
