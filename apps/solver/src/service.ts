@@ -40,18 +40,27 @@ export interface SolverService {
  * last (their gauges read the worker, the keys and the governor); until then the provider client
  * and the worker count into nothing.
  */
+/**
+ * The solver's pool, and the checkpoints' own (adapters/pg.ts). Custom plans
+ * (plan_cache_mode=force_custom_plan): a prepared statement is planned for each execution with
+ * the table as it is now, not once as a generic plan cached while `tasks` was small (a fresh
+ * deployment, a bench) and kept until the next ANALYZE: that plan scanned the table for every
+ * batched write (bench/profile.ts, PROFILE_EXPLAIN=1). Planning costs a few µs per statement;
+ * the per-task writes are batched.
+ */
+function openPools(config: SolverConfig, workerId: string) {
+  return {
+    database: openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}`, customPlans: true }),
+    checkpoints: openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint`, customPlans: true }),
+  };
+}
+
 export async function startSolver(config: SolverConfig, log: Logger): Promise<SolverService> {
   const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
   const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const topology = await openTaskTopology(nc, config, workerId, log);
   const { jsm, js, consumers } = topology;
-  // Custom plans (plan_cache_mode=force_custom_plan): a prepared statement is planned for each
-  // execution with the table as it is now, not once as a generic plan cached while `tasks` was
-  // small (a fresh deployment, a bench) and kept until the next ANALYZE: that plan scanned the
-  // table for every batched write (bench/profile.ts, PROFILE_EXPLAIN=1). Planning costs a few µs
-  // per statement; the per-task writes are batched.
-  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}`, customPlans: true });
-  const checkpoints = openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint`, customPlans: true });
+  const { database, checkpoints } = openPools(config, workerId);
   const slots = createProviderSlots(database.db.$client, {
     owner: workerId,
     region: config.REGION,

@@ -9,24 +9,27 @@ import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jet
 import type { NatsConnection } from "@nats-io/transport-node";
 import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
-import { connectNats, ensureConsumer, ensureStreams, notifierConsumerConfig } from "@pipeline/shared/nats";
+import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
+import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, resumePoint } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 import { createDeliveryStore } from "../adapters/deliveries.ts";
 import { createNotifier } from "./notifier.ts";
 
 const REGION = "nt";
+const MIGRATING = "nm"; // a region whose EVENTS has the previous version's notifier consumer
 let nats: TestNats;
 let nc: NatsConnection;
 let jsm: JetStreamManager;
 let tdb: TestDatabase;
 let database: Database;
 beforeAll(async () => {
-  nats = await startTestNats({ regions: [REGION] });
+  nats = await startTestNats({ regions: [REGION, MIGRATING] });
   nc = await connectNats(nats.url, "notifier-test", nats.auth("admin"));
   jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: REGION });
-  await ensureConsumer(jsm, streams.events(REGION), notifierConsumerConfig(REGION));
+  await ensureNotifierConsumer(jsm, REGION);
   tdb = await createTestDatabase("notifier");
   database = openDatabase(tdb.url, { max: 4 });
 });
@@ -37,9 +40,30 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-async function task(state: "completed" | "failed" | "queued", callbackUrl: string | null): Promise<string> {
+/** Runs a notifier on the region's consumer until it has finished every event up to stream sequence `lastSeq`. */
+async function runNotifier(region: string, store: Parameters<typeof createNotifier>[0]["store"], lastSeq: number): Promise<void> {
+  const name = notifierConsumerConfig(region).durable_name;
+  const notifier = createNotifier({
+    consumer: await jetstream(nc).consumers.get(streams.events(region), name),
+    store,
+    retryBaseMs: 200,
+    concurrency: 4,
+    log: createLogger("notifier-test", { level: "error" }),
+  });
+  notifier.start();
+  try {
+    await eventually(async () => {
+      const ci = await jsm.consumers.info(streams.events(region), name);
+      return ci.num_pending === 0 && ci.num_ack_pending === 0 && ci.delivered.stream_seq === lastSeq;
+    }, 10_000);
+  } finally {
+    await notifier.stop();
+  }
+}
+
+async function task(state: "completed" | "failed" | "queued", callbackUrl: string | null, region = REGION): Promise<string> {
   const id = randomUUID();
-  await database.db.insert(tasks).values({ id, owner: "tenant-n", requestHash: "h", region: REGION, type: "turnstile", priority: "normal", params: {}, state, callbackUrl, redrives: state === "queued" ? 1 : 0 });
+  await database.db.insert(tasks).values({ id, owner: "tenant-n", requestHash: "h", region, type: "turnstile", priority: "normal", params: {}, state, callbackUrl, redrives: state === "queued" ? 1 : 0 });
   return id;
 }
 
@@ -64,27 +88,57 @@ test("final-state events with a callback become deliveries; the rest are acked, 
   await publish("completed", ev(redriven, "completed", { tokenStored: true, callback: true }));
   await publish("completed", "not json");
 
-  const notifier = createNotifier({
-    consumer: await jetstream(nc).consumers.get(streams.events(REGION), notifierConsumerConfig(REGION).durable_name),
-    store: counted,
-    retryBaseMs: 200,
-    concurrency: 4,
-    log: createLogger("notifier-test", { level: "error" }),
-  });
-  notifier.start();
-  try {
-    const name = notifierConsumerConfig(REGION).durable_name;
-    await eventually(async () => {
-      const ci = await jsm.consumers.info(streams.events(REGION), name);
-      return ci.num_pending === 0 && ci.num_ack_pending === 0 && ci.delivered.stream_seq === 9;
-    }, 10_000);
-  } finally {
-    await notifier.stop();
-  }
+  // Only the final-state events reach the consumer (five of the nine).
+  await runNotifier(REGION, counted, 9);
+  expect((await jsm.consumers.info(streams.events(REGION), notifierConsumerConfig(REGION).durable_name)).delivered.consumer_seq).toBe(5);
   const rows = await database.db.select().from(webhookDeliveries);
   expect(rows.map((r) => r.deliveryId).sort()).toEqual([`${failedUnflagged}:failed:0`, `${withCallback}:completed:0`].sort());
   expect(rows.find((r) => r.taskId === withCallback)).toMatchObject({ state: "completed", owner: "tenant-n", host: "hooks.example.com", status: "pending" });
   // Read: the final events that said there is a callback, or said nothing. Not read: the
   // non-final ones, `callback: false`, the unparsable one.
   expect(reads.sort()).toEqual([withCallback, failedUnflagged, redriven].sort());
+});
+
+test("resumePoint: after the legacy consumer's acknowledged floor, or new events when it has nothing unfinished", () => {
+  expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 3, num_ack_pending: 2 }, 50)).toBe(41);
+  expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 0, num_ack_pending: 0 }, 40)).toBeUndefined();
+  // Nothing acknowledged ever: its unfinished messages are the stream's last ones.
+  expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 4, num_ack_pending: 1 }, 12)).toBe(8);
+  expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 0, num_ack_pending: 0 }, 12)).toBeUndefined();
+});
+
+test("upgrading beside the previous version's consumer: this version starts where that one's acknowledgements end", async () => {
+  await ensureStreams(jsm, { region: MIGRATING });
+  const stream = streams.events(MIGRATING);
+  // The previous version's consumer, as it made it: every event of the region, from its creation on.
+  await ensureConsumer(jsm, stream, { durable_name: legacyNotifierConsumer(MIGRATING), filter_subject: `events.${MIGRATING}.*`, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 1000 });
+  const done = await task("completed", "https://hooks.example.com/done", MIGRATING);
+  const unfinished = await task("completed", "https://hooks.example.com/left", MIGRATING);
+  const later = await task("completed", "https://hooks.example.com/later", MIGRATING);
+  const js = jetstream(nc);
+  const ev = (taskId: string, kind: string) => JSON.stringify({ taskId, kind, state: kind, version: 1, region: MIGRATING, at: new Date().toISOString(), data: { tokenStored: true } });
+  await js.publish(eventSubject(MIGRATING, "completed"), ev(done, "completed")); // 1: finished by the old solver
+  await js.publish(eventSubject(MIGRATING, "accepted"), ev(unfinished, "accepted")); // 2
+  await js.publish(eventSubject(MIGRATING, "completed"), ev(unfinished, "completed")); // 3: delivered to the old solver, never acked (it stopped)
+  const legacy = await js.consumers.get(stream, legacyNotifierConsumer(MIGRATING));
+  const first = await legacy.next({ expires: 2000 });
+  expect(first?.seq).toBe(1);
+  await first!.ackAck();
+  const batch = await legacy.fetch({ max_messages: 2, expires: 2000 });
+  for await (const m of batch) expect([2, 3]).toContain(m.seq);
+
+  // The first solver of this version: its consumer starts after the legacy one's floor (1).
+  await ensureNotifierConsumer(jsm, MIGRATING);
+  const ci = await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name);
+  expect(ci.config).toMatchObject({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: 2, filter_subjects: notifierConsumerConfig(MIGRATING).filter_subjects });
+  // A second solver (or a restart) keeps that start, whatever the legacy consumer holds now.
+  await ensureNotifierConsumer(jsm, MIGRATING);
+  expect((await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name)).config.opt_start_seq).toBe(2);
+  await js.publish(eventSubject(MIGRATING, "completed"), ev(later, "completed")); // 4
+
+  const store = createDeliveryStore(database.db);
+  await runNotifier(MIGRATING, store, 4);
+  const rows = await database.db.select().from(webhookDeliveries);
+  // The event the old solver left unfinished is recorded; the one it finished is not read again.
+  expect(rows.filter((r) => [done, unfinished, later].includes(r.taskId)).map((r) => r.deliveryId).sort()).toEqual([`${later}:completed:0`, `${unfinished}:completed:0`].sort());
 });

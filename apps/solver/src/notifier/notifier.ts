@@ -83,10 +83,8 @@ export function createNotifier(deps: NotifierDeps) {
             messages = await deps.consumer.consume({ max_messages: deps.concurrency, expires: 5000 });
             for await (const msg of messages) {
               if (!running) break;
-              // Three of a task's four events are not final (accepted, solving, submitted): the
-              // kind is the subject's last token, so those are acked here, in order, without
-              // parsing them, a timer or a promise (issue 13: the notifier was a third of the
-              // solver's CPU per task). The body's kind is still checked for the others.
+              // The consumer's filter (notifierConsumerConfig) delivers final-state events only;
+              // anything else (a consumer made by hand) is acked by its subject's kind, unparsed.
               if (!FINAL.has(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))) {
                 msg.ack();
                 continue;

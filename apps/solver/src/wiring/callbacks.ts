@@ -3,7 +3,7 @@
 // Off without WEBHOOK_SECRET.
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
-import { ensureConsumer, notifierConsumerConfig } from "@pipeline/shared/nats";
+import { ensureNotifierConsumer, notifierConsumerConfig } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
 import { pinnedPost, systemResolve } from "../adapters/callback-http.ts";
 import type { createDeliveryStore } from "../adapters/deliveries.ts";
@@ -45,7 +45,7 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
 /** Starts the dispatcher and the notifier on EVENTS. */
 export async function startCallbacks(d: { config: SolverConfig; jsm: JetStreamManager; js: JetStreamClient; dispatcher: Dispatcher; deliveries: ReturnType<typeof createDeliveryStore>; log: Logger }): Promise<Callbacks> {
   const ncfg = notifierConsumerConfig(d.config.REGION);
-  await ensureConsumer(d.jsm, streams.events(d.config.REGION), ncfg);
+  await ensureNotifierConsumer(d.jsm, d.config.REGION);
   const notifier = createNotifier({
     consumer: await d.js.consumers.get(streams.events(d.config.REGION), ncfg.durable_name),
     store: d.deliveries,

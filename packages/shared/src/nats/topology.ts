@@ -11,7 +11,7 @@ import {
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
-import { bodySubjects, dlqSubjects, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
+import { bodySubjects, dlqSubjects, eventSubject, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
 
 /** Raised when the server did not keep a field as we asked (a normalized value; on 2.9, a dropped unknown field). */
 export class TopologyError extends Error {
@@ -276,15 +276,77 @@ export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneCon
   }
 }
 
-/** The webhook notifier's durable consumer on EVENTS: every event from its creation on. */
+/** The final-state event kinds (a task's `completed`, `failed`, `cancelled`): what the notifier records callbacks for. */
+const FINAL_KINDS = ["completed", "failed", "cancelled"] as const;
+
+/**
+ * The webhook notifier's durable consumer on EVENTS: the final-state events only (three subjects;
+ * a task's `accepted`, `solving` and `submitted` events never reach it: issue 13, they were a tenth
+ * of the CPU per task), from its creation on (or see ensureNotifierConsumer).
+ */
 export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
   return {
-    durable_name: `notifier_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
-    filter_subject: `events.${region}.*`,
+    durable_name: `notifier_final_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
+    filter_subjects: FINAL_KINDS.map((k) => eventSubject(region, k)),
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.New,
     ack_wait: nanos(30_000),
     max_deliver: -1,
     max_ack_pending: 1000,
   };
+}
+
+/**
+ * The notifier's consumer of the versions before issue 13 (every event of the region). Kept, not
+ * read by this version: a solver rolled back to a previous version resumes it where it stopped
+ * (what it records twice is recorded once: the delivery id). Delete it once no rollback is planned
+ * (docs/runbook.md, "The legacy notifier consumer").
+ */
+export const legacyNotifierConsumer = (region: string) => `notifier_${region}`.replace(/[^A-Za-z0-9_-]/g, "_");
+
+/**
+ * Where the notifier's consumer starts when it is created beside the legacy one: after the legacy
+ * consumer's acknowledged floor, so an event a solver of the previous version had not finished
+ * (pending, or delivered and not acknowledged) is taken up by this version. Undefined: nothing of
+ * the legacy consumer is unfinished (start with new events).
+ */
+export function resumePoint(legacy: { ack_floor: { stream_seq: number }; num_pending: number; num_ack_pending: number }, streamLastSeq: number): number | undefined {
+  const unfinished = legacy.num_pending + legacy.num_ack_pending;
+  if (legacy.ack_floor.stream_seq > 0) return unfinished > 0 ? legacy.ack_floor.stream_seq + 1 : undefined;
+  // Nothing acknowledged yet: every message of the stream matches the legacy filter, so its
+  // unfinished ones are the last `unfinished` of the stream.
+  return unfinished > 0 ? Math.max(1, streamLastSeq - unfinished + 1) : undefined;
+}
+
+/**
+ * Creates the notifier's consumer (where the legacy one stopped, when there is one: see
+ * resumePoint), or updates its mutable fields. Two solvers creating it at once: the one that
+ * loses the race finds it made.
+ */
+export async function ensureNotifierConsumer(jsm: JetStreamManager, region: string): Promise<void> {
+  const stream = streams.events(region);
+  const cfg = notifierConsumerConfig(region);
+  const info = async (name: string) => {
+    try {
+      return await jsm.consumers.info(stream, name);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  const keepStart = async () => {
+    const existing = await info(cfg.durable_name);
+    if (!existing) return false;
+    const { deliver_policy, opt_start_seq } = existing.config;
+    await ensureConsumer(jsm, stream, { ...cfg, deliver_policy, ...(opt_start_seq ? { opt_start_seq } : {}) });
+    return true;
+  };
+  if (await keepStart()) return;
+  const legacy = await info(legacyNotifierConsumer(region));
+  const start = legacy ? resumePoint(legacy, (await jsm.streams.info(stream)).state.last_seq) : undefined;
+  try {
+    await ensureConsumer(jsm, stream, start ? { ...cfg, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : cfg);
+  } catch (err) {
+    if (!(await keepStart())) throw err;
+  }
 }

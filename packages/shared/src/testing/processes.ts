@@ -32,7 +32,11 @@ export function spawnApp(name: string, script: string, env: Record<string, strin
   const fd = openSync(logFile, "a");
   // Test and bench stacks are dev stacks: their short client keys (`e2e-client-key-0001`) are
   // accepted (API_KEYS_ALLOW_SHORT; a production gateway refuses keys under 32 characters).
-  const p = Bun.spawn([...prefix, BUN, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  // PIPELINE_CPU_PROF_DIR (bench/profile.ts): each app writes a CPU profile (.cpuprofile and a
+  // markdown summary) into <dir>/<name> when it exits.
+  const profDir = process.env.PIPELINE_CPU_PROF_DIR;
+  const prof = profDir ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(profDir, name)}`] : [];
+  const p = Bun.spawn([...prefix, BUN, ...prof, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
   return {
     name,
     pid: p.pid,
