@@ -16,12 +16,15 @@ import { cpuMeter, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
 import { startPipeline, submitTask } from "./support/pipeline.ts";
 import { Scope } from "./support/scope.ts";
+import { z } from "zod";
 
 const WARMUP = 200;
 const tasks = Number(process.argv[2] ?? 3000);
 if (!Number.isInteger(tasks) || tasks <= 0) throw new Error(`tasks: a positive integer, not ${process.argv[2]}`);
 const explain = process.env.PROFILE_EXPLAIN ? Number(process.env.PROFILE_EXPLAIN) : undefined;
 if (explain !== undefined && !(explain >= 0)) throw new Error(`PROFILE_EXPLAIN: milliseconds (a number >= 0), not ${process.env.PROFILE_EXPLAIN}`);
+// PROFILE_SOLVER_ENV='{"GC_GROWTH_MB":"64"}': settings of the solver to compare.
+const solverEnv = z.record(z.string(), z.string()).parse(JSON.parse(process.env.PROFILE_SOLVER_ENV ?? "{}"));
 const log = (m: string) => console.error(`[profile] ${m}`);
 const pgDir = mkdtempSync(join(tmpdir(), "pipeline-profile-pg-"));
 const logDir = mkdtempSync(join(tmpdir(), "pipeline-profile-logs-"));
@@ -40,7 +43,7 @@ const pg = await startPostgres({
 });
 const scope = new Scope(log);
 try {
-  const p = await startPipeline(scope, { pgAdminUrl: pg.adminUrl, logDir }, { solvers: 1, emulator: { latencyMs: 0, threads: 1000 }, solverEnv: { FIRST_POLL_MS: "0", POLL_INTERVAL_MS: "10", SOLVER_CONCURRENCY: "200" } });
+  const p = await startPipeline(scope, { pgAdminUrl: pg.adminUrl, logDir }, { solvers: 1, emulator: { latencyMs: 0, threads: 1000 }, solverEnv: { FIRST_POLL_MS: "0", POLL_INTERVAL_MS: "10", SOLVER_CONCURRENCY: "200", ...solverEnv } });
   const sql = p.db.sql;
   await sql`create extension if not exists pg_stat_statements`;
   const run = `profile-${Date.now()}`;
@@ -74,6 +77,8 @@ try {
   const total = Object.values(seconds).reduce((a, b) => a + b, 0);
   for (const [k, s] of Object.entries(seconds).sort((a, b) => b[1] - a[1])) console.log(`  ${k.padEnd(10)} ${((s * 1000) / tasks).toFixed(3)}`);
   console.log(`  ${"total".padEnd(10)} ${((total * 1000) / tasks).toFixed(3)}`);
+  const peak = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+  console.log(`peak RSS: solver ${p.pids.solvers().map((pid) => `${peak(pid).toFixed(0)} MB`).join(", ")}, gateway ${peak(p.pids.gateway()[0]!).toFixed(0)} MB`);
   console.log(`\ntasks table (stats lag up to 1 s): ${per(Number(tAfter.ins) - Number(tBefore.ins))} inserts, ${per(Number(tAfter.upd) - Number(tBefore.upd))} updates per task, of which HOT ${per(Number(tAfter.hot) - Number(tBefore.hot))}`);
   console.log("\nJetStream messages per task by stream:");
   for (const [name, seq] of Object.entries(streamsAfter)) console.log(`  ${name.padEnd(20)} ${per(seq - (streamsBefore[name] ?? 0))}`);

@@ -61,15 +61,15 @@ export function cpuMeter(groups: Record<string, () => number[]>) {
   };
 }
 
-/** Milliseconds of CPU per task, per group and in total, rounded to 0.1. */
+/** Milliseconds of CPU per task, per group and in total, rounded to 0.01 (the totals are around 1 ms). */
 export function perTask(seconds: Record<string, number>, tasks: number): Record<string, number> {
   const out: Record<string, number> = {};
   let total = 0;
   for (const [k, s] of Object.entries(seconds)) {
-    out[k] = Math.round((s * 10_000) / tasks) / 10;
+    out[k] = Math.round((s * 100_000) / tasks) / 100;
     total += s;
   }
-  out.total = Math.round((total * 10_000) / tasks) / 10;
+  out.total = Math.round((total * 100_000) / tasks) / 100;
   return out;
 }
 
