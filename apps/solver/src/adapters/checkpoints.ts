@@ -36,6 +36,8 @@ export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number
       const r = byId.get(b.id);
       return { written: r !== undefined, stillOwner: r !== undefined && r.lease_owner === b.worker && r.state === "solving" };
     });
-  }, { ...o, batchWide: isConnectionError, key: (r) => r.id });
+    // Two statements on the wire (the group-commit default is one): a provider id that arrives
+    // while one runs is written by the next at once, not after it.
+  }, { maxInFlight: 2, ...o, batchWide: isConnectionError, key: (r) => r.id });
   return { write };
 }
