@@ -71,7 +71,7 @@ test("hel1's replica of an fsn1 image task carries its body (from the mirrored B
   const app = createApp({
     config: { REGION: "fsn1", MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, regions: ["fsn1", "hel1"] },
     store: createTaskStore(databaseA.db),
-    queue: createTaskQueue(gw, jetstream(gw), "fsn1", 5000),
+    queue: createTaskQueue(gw, "fsn1", 5000),
     watcher: createTaskWatcher(gw, "fsn1"),
     apiKeys: createApiKeys(["region-client-key"]),
     log,

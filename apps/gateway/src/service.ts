@@ -1,4 +1,4 @@
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, natsAuthFromEnv } from "@pipeline/shared/nats";
@@ -30,7 +30,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
   const metrics = createGatewayMetrics(database.db);
   const store = createTaskStore(database.db);
-  const queue = createTaskQueue(nc, jetstream(nc), config.REGION, config.PUBLISH_DEADLINE_MS);
+  const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
   const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER, legacyIds: config.API_KEY_LEGACY_IDS });
   logClientIds(config, log);
   const app = createApp({

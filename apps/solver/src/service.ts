@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, natsAuthFromEnv } from "@pipeline/shared/nats";
+import { connectNats, createPubAckPublisher, natsAuthFromEnv } from "@pipeline/shared/nats";
 import { openRegionBucket, openWorkersBucket, watchFence } from "@pipeline/shared/runtime";
 import { streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
@@ -69,7 +69,8 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     markerMs: config.PROVIDER_TIMEOUT_MS + 5000,
     onError: (err) => log.warn({ err: err.message.slice(0, 200) }, "provider slot lease failed"),
   });
-  const events = createEventSink(js, config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
+  // Each event waits for its PubAck through one subscription (pub-acks.ts): three per task.
+  const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
   let metrics: SolverMetrics | undefined;
   const timing = timingOf(config);
   const makeBreaker = breakerFactory(config, (data) => void events.alert("breaker", { ...data, worker: workerId }), log);

@@ -1,6 +1,6 @@
-import { jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@pipeline/shared/nats";
-import { bodiesStreamConfig, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
+import { bodiesStreamConfig, createPubAckPublisher, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
 import { bodySubject, eventSubject, eventSubjects, shardOf, taskSubject } from "@pipeline/shared/subjects";
@@ -17,7 +17,9 @@ export interface TaskQueue {
   ping(): Promise<void>;
 }
 
-export function createTaskQueue(nc: NatsConnection, js: JetStreamClient, region: string, deadlineMs: number): TaskQueue {
+export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: number): TaskQueue {
+  // Every publish waits for its PubAck through one subscription (pub-acks.ts): two per task.
+  const js = createPubAckPublisher(nc);
   // BODIES' retention is recovery's to set (BODIES_MAX_AGE_MS); the gateway only creates it when
   // missing (a fresh deployment, a test), with the default retention, once per process.
   let bodiesReady: Promise<void> | undefined;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { freePort } from "@pipeline/shared/localstack";
@@ -28,7 +28,7 @@ beforeAll(async () => {
   app = createApp({
     config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
     store: createTaskStore(database.db),
-    queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+    queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
     log: createLogger("gateway-test", { level: "silent" }),
@@ -138,7 +138,7 @@ describe("callbackUrl", () => {
     const dev = createApp({
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true },
       store: createTaskStore(database.db),
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(["client-a-key"]),
       log: createLogger("gateway-test", { level: "silent" }),
@@ -232,7 +232,7 @@ test("readiness says down without the driver's error text (no host, user or data
     const down = createApp({
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
       store: createTaskStore(broken.db),
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(["client-a-key"]),
       log: createLogger("gateway-test", { level: "silent" }),
@@ -270,7 +270,7 @@ describe("waiting requests: caps, client aborts, wake-ups, stream lifetime (issu
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 30, TASK_DEADLINE_MS: 600_000, LONG_POLL_MAX_PER_KEY: 2, LONG_POLL_MAX_TOTAL: 3, LONG_POLL_RECHECK_MS: 5000, SSE_MAX_SECONDS: 1 },
       // Counts the task reads, to see what a waiting request costs Postgres.
       store: { ...store, get: (id: string) => (reads++, store.get(id)) },
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      queue: createTaskQueue(nc, REGION, 2000),
       watcher,
       apiKeys: createApiKeys(["client-a-key", "client-b-key", "client-c-key"]),
       log: createLogger("gateway-test", { level: "silent" }),
@@ -386,7 +386,7 @@ test("GET /v1/webhook-secret hands each client its own signing secret (and the p
   const signed = createApp({
     config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: "master-secret-0002", WEBHOOK_SECRET_PREVIOUS: "master-secret-0001" },
     store: createTaskStore(database.db),
-    queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+    queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
     log: createLogger("gateway-test", { level: "silent" }),
@@ -414,7 +414,7 @@ describe("failed authentication is throttled per source address (issue 14.8)", (
     createApp({
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, AUTH_FAIL_MAX: 3, AUTH_FAIL_WINDOW_MS: 60_000 },
       store: createTaskStore(database.db),
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
       log: createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }),
@@ -465,7 +465,7 @@ test("/metrics is not served on the clients' listener; the metrics app serves it
   const { createMetricsApp } = await import("./app.ts");
   const metrics = createGatewayMetrics(database.db);
   const store = createTaskStore(database.db);
-  const queue = createTaskQueue(nc, jetstream(nc), REGION, 2000);
+  const queue = createTaskQueue(nc, REGION, 2000);
   const log = createLogger("gateway-test", { level: "silent" });
   const clients = createApp({ config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 }, store, queue, watcher: createTaskWatcher(nc, REGION), apiKeys: createApiKeys(["client-a-key"]), log, metrics });
   const res = await clients.request("/metrics");
@@ -501,7 +501,7 @@ describe("per API key quotas over HTTP, figures from Postgres (issue 14.6)", () 
     q = createApp({
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
       store: createTaskStore(database.db),
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(Object.values(K)),
       log: createLogger("gateway-test", { level: "silent" }),
@@ -598,7 +598,7 @@ test("two gateways share a key's in-flight and spend figures through Postgres (e
     createApp({
       config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
       store: createTaskStore(database.db),
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+      queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys([key]),
       log: createLogger("gateway-test", { level: "silent" }),

@@ -3,7 +3,6 @@
 // after it without a rewrite of the owners (what the transition and `recovery rewrite-owners` are for).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { jetstream } from "@nats-io/jetstream";
 import { legacyClientId, pepperedClientId } from "@pipeline/shared/client-ids";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
@@ -35,7 +34,7 @@ const gateway = (ids: ClientIdOptions): App => {
   return createApp({
     config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: MASTER, SSE_MAX_SECONDS: 1 },
     store: createTaskStore(database.db),
-    queue: createTaskQueue(nc, jetstream(nc), REGION, 2000),
+    queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys,
     log: createLogger("gateway-test", { level: "silent" }),

@@ -34,7 +34,7 @@ beforeAll(async () => {
   app = createApp({
     config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
     store: createTaskStore(database.db),
-    queue: createTaskQueue(gw, jetstream(gw), REGION, 2000),
+    queue: createTaskQueue(gw, REGION, 2000),
     watcher: createTaskWatcher(gw, REGION),
     apiKeys: createApiKeys(["client-a-key"]),
     log: createLogger("gwbody-test", { level: "silent" }),

@@ -1,5 +1,5 @@
-import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
-import { publishWithRetry } from "@pipeline/shared/nats";
+import type { JsMsg } from "@nats-io/jetstream";
+import { publishWithRetry, type Publisher } from "@pipeline/shared/nats";
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { dlqSubject, eventSubject } from "@pipeline/shared/subjects";
 import type { Outcome } from "../domain/outcome.ts";
@@ -12,7 +12,7 @@ export interface EventSink {
   deadLetter(taskId: string, type: string, data: Record<string, unknown>): Promise<void>;
 }
 
-export function createEventSink(js: JetStreamClient, region: string, onError: (err: Error) => void): EventSink {
+export function createEventSink(js: Publisher, region: string, onError: (err: Error) => void): EventSink {
   const send = async (subject: string, body: unknown, msgID: string) => {
     try {
       await publishWithRetry(js, subject, JSON.stringify(body), msgID, 5000);

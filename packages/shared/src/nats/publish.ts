@@ -1,12 +1,14 @@
-import type { JetStreamClient, PubAck } from "@nats-io/jetstream";
+import type { PubAck } from "@nats-io/jetstream";
 import { isRetryablePublishError } from "./connection.ts";
+import type { Publisher } from "./pub-acks.ts";
 
 /**
  * Publishes with `Nats-Msg-Id` and waits for the PubAck, retrying retryable failures with the
  * same id until `deadlineMs` passes (JetStream deduplicates, so a retry never doubles a message).
+ * `js`: a JetStreamClient, or on the hot paths a createPubAckPublisher (pub-acks.ts).
  */
 export async function publishWithRetry(
-  js: JetStreamClient,
+  js: Publisher,
   subject: string,
   data: Uint8Array | string,
   msgID: string,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
@@ -33,7 +33,7 @@ beforeAll(async () => {
   app = createApp({
     config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
     store: createTaskStore(database.db),
-    queue: createTaskQueue(nc, jetstream(nc), REGION, 1000),
+    queue: createTaskQueue(nc, REGION, 1000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys: createApiKeys([KEY, OTHER_KEY]),
     log: createLogger("facade-test", { level: "silent" }),
@@ -351,7 +351,7 @@ test("a fenced region's in.php answers ERROR_NO_SLOT_AVAILABLE (clients retry), 
   const fenced = createApp({
     config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, regions: [REGION, "other"] },
     store: createTaskStore(database.db),
-    queue: createTaskQueue(nc, jetstream(nc), REGION, 1000),
+    queue: createTaskQueue(nc, REGION, 1000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys: createApiKeys([KEY, OTHER_KEY]),
     log: createLogger("facade-test", { level: "silent" }),
@@ -372,7 +372,7 @@ describe("the facade's reads and key check (issue 14, low)", () => {
     const a = createApp({
       config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
       store: { ...store, get: (id: string) => (calls.get++, store.get(id)), getMany: (ids: readonly string[]) => (calls.getMany++, store.getMany(ids)) },
-      queue: createTaskQueue(nc, jetstream(nc), REGION, 1000),
+      queue: createTaskQueue(nc, REGION, 1000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys([KEY, OTHER_KEY]),
       log: createLogger("facade-test", { level: "silent" }),
