@@ -84,10 +84,14 @@ export const latency: Benchmark = {
     }
     const rate = maxRate / 2;
     const count = Math.max(200, Math.min(envCount("BENCH_LATENCY_TASKS", 3000), Math.round(rate * 20)));
+    // Room for every task the rate keeps in flight (Little's law: rate x ~0.25 s, twice over), so
+    // the figure is the pipeline's overhead, not a wait for a concurrency slot: at 838/s the
+    // default 200 held ~210 tasks and the claims queued (173 ms median, issue 13's last run).
+    const solverConcurrency = Math.max(concurrency(), Math.ceil(rate * 0.5));
     const p = await startPipeline(ctx.scope, ctx, {
       solvers: 1,
-      emulator: { latencyMs: PROVIDER_LATENCY_MS, threads: 1000 },
-      solverEnv: { FIRST_POLL_MS: String(PROVIDER_LATENCY_MS), POLL_INTERVAL_MS: String(POLL_INTERVAL_MS), SOLVER_CONCURRENCY: String(concurrency()) },
+      emulator: { latencyMs: PROVIDER_LATENCY_MS, threads: Math.max(1000, solverConcurrency) },
+      solverEnv: { FIRST_POLL_MS: String(PROVIDER_LATENCY_MS), POLL_INTERVAL_MS: String(POLL_INTERVAL_MS), SOLVER_CONCURRENCY: String(solverConcurrency) },
     });
     ctx.log(`latency: ${count} tasks at ${rate.toFixed(0)}/s (half of ${maxRate.toFixed(0)}/s from ${source})`);
     const warm = await closedLoop(100, clients(), (i) => throughGateway(p.gatewayUrl, i, "latency-warmup"));
@@ -113,7 +117,7 @@ export const latency: Benchmark = {
       ratio: r.o / r.b,
       ...(k === 0
         ? {
-            note: `latency: ${count} tasks at ${rate.toFixed(0)}/s (open loop; half of ${maxRate.toFixed(0)}/s from ${source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}. Overhead = (POST -> GET ?wait=30 shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
+            note: `latency: ${count} tasks at ${rate.toFixed(0)}/s (open loop; half of ${maxRate.toFixed(0)}/s from ${source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}, SOLVER_CONCURRENCY=${solverConcurrency}. Overhead = (POST -> GET ?wait=30 shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
           }
         : {}),
     }));

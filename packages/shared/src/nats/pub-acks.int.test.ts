@@ -33,8 +33,8 @@ test("stores with Nats-Msg-Id and answers the PubAck; the same id again is a dup
   const again = await pub.publish("pa.e.1", JSON.stringify({ i: 7 }), { msgID: "m-7", timeout: 5000 });
   expect(again).toMatchObject({ stream: "PA", seq: acks[7]!.seq, duplicate: true });
   const stored = await jsm.streams.getMessage("PA", { seq: acks[42]!.seq });
-  expect(stored.json()).toEqual({ i: 42 });
-  expect(stored.header.get("Nats-Msg-Id")).toBe("m-42");
+  expect(stored?.json()).toEqual({ i: 42 });
+  expect(stored?.header.get("Nats-Msg-Id")).toBe("m-42");
   expect((await jsm.streams.info("PA")).state.messages).toBe(200);
   expect(pub.pending()).toBe(0);
   pub.close();
