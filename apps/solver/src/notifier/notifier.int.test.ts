@@ -127,8 +127,14 @@ test("upgrading beside the previous version's consumer: this version starts wher
   const batch = await legacy.fetch({ max_messages: 2, expires: 2000 });
   for await (const m of batch) expect([2, 3]).toContain(m.seq);
 
-  // The first solver of this version: its consumer starts after the legacy one's floor (1).
-  await ensureNotifierConsumer(jsm, MIGRATING);
+  // The first solver of this version (as the solver's NATS user: stream and consumer info on
+  // EVENTS, consumer create): its consumer starts after the legacy one's floor (1).
+  const solverNc = await connectNats(nats.url, "notifier-test-solver", nats.auth("solver"));
+  try {
+    await ensureNotifierConsumer(await jetstreamManager(solverNc), MIGRATING);
+  } finally {
+    await solverNc.close();
+  }
   const ci = await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name);
   expect(ci.config).toMatchObject({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: 2, filter_subjects: notifierConsumerConfig(MIGRATING).filter_subjects });
   // A second solver (or a restart) keeps that start, whatever the legacy consumer holds now.
