@@ -35,7 +35,8 @@ export function createNotifier(deps: NotifierDeps) {
   let messages: ConsumerMessages | undefined;
   const inflight = new Set<Promise<void>>();
 
-  async function handle(msg: JsMsg): Promise<Outcome> {
+  /** The event's head, or an outcome when there is nothing to record (decided without a read). */
+  function triage(msg: JsMsg): z.infer<typeof EventHead> | Outcome {
     const head = EventHead.safeParse((() => {
       try {
         return msg.json();
@@ -45,9 +46,13 @@ export function createNotifier(deps: NotifierDeps) {
     })());
     if (!head.success || !FINAL.has(head.data.kind)) return ack("not a final-state event");
     if (head.data.data?.callback === false) return ack("no callback");
-    const row = await deps.store.callbackTarget(head.data.taskId);
+    return head.data;
+  }
+
+  async function handle(msg: JsMsg, head: z.infer<typeof EventHead>): Promise<Outcome> {
+    const row = await deps.store.callbackTarget(head.taskId);
     if (!row?.callbackUrl) return ack("no callback");
-    if (row.state !== head.data.kind) return ack("state moved on (a redrive); the later event notifies");
+    if (row.state !== head.kind) return ack("state moved on (a redrive); the later event notifies");
     await deps.store.enqueue({
       deliveryId: `${row.id}:${row.state}:${row.redrives}`,
       taskId: row.id,
@@ -60,10 +65,10 @@ export function createNotifier(deps: NotifierDeps) {
   }
 
   /** Hands a final-state event to `handle`, at most `concurrency` at once, with a heartbeat while it runs. */
-  async function dispatch(msg: JsMsg): Promise<void> {
+  async function dispatch(msg: JsMsg, head: z.infer<typeof EventHead>): Promise<void> {
     while (inflight.size >= deps.concurrency) await Promise.race(inflight);
     const heartbeat = setInterval(() => msg.working(), 10_000);
-    const p = handle(msg)
+    const p = handle(msg, head)
       .catch((err: Error) => nak(deps.retryBaseMs, `notifier error: ${err.message}`))
       .then((o) => applyOutcome(msg, o))
       .finally(() => {
@@ -89,7 +94,10 @@ export function createNotifier(deps: NotifierDeps) {
                 msg.ack();
                 continue;
               }
-              await dispatch(msg);
+              // Most final events say there is nothing to record (no callback URL): acked here.
+              const head = triage(msg);
+              if ("taskId" in head) await dispatch(msg, head);
+              else applyOutcome(msg, head);
             }
           } catch (err) {
             if (running) {
