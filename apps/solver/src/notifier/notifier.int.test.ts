@@ -99,12 +99,12 @@ test("final-state events with a callback become deliveries; the rest are acked, 
   expect(reads.sort()).toEqual([withCallback, failedUnflagged, redriven].sort());
 });
 
-test("resumePoint: after the legacy consumer's acknowledged floor, or new events when it has nothing unfinished", () => {
+test("resumePoint: after the legacy consumer's acknowledged floor, or after the stream's last message when it left nothing", () => {
   expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 3, num_ack_pending: 2 }, 50)).toBe(41);
-  expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 0, num_ack_pending: 0 }, 40)).toBeUndefined();
+  expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 0, num_ack_pending: 0 }, 40)).toBe(41);
   // Nothing acknowledged ever: its unfinished messages are the stream's last ones.
   expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 4, num_ack_pending: 1 }, 12)).toBe(8);
-  expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 0, num_ack_pending: 0 }, 12)).toBeUndefined();
+  expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 0, num_ack_pending: 0 }, 12)).toBe(13);
 });
 
 test("upgrading beside the previous version's consumer: this version starts where that one's acknowledgements end", async () => {

@@ -307,15 +307,17 @@ export const legacyNotifierConsumer = (region: string) => `notifier_${region}`.r
 /**
  * Where the notifier's consumer starts when it is created beside the legacy one: after the legacy
  * consumer's acknowledged floor, so an event a solver of the previous version had not finished
- * (pending, or delivered and not acknowledged) is taken up by this version. Undefined: nothing of
- * the legacy consumer is unfinished (start with new events).
+ * (pending, or delivered and not acknowledged) is taken up by this version; with nothing
+ * unfinished, after the stream's last message. `streamLastSeq` is read before `legacy`: a message
+ * stored in between is then either counted as unfinished or delivered again (recorded once).
  */
-export function resumePoint(legacy: { ack_floor: { stream_seq: number }; num_pending: number; num_ack_pending: number }, streamLastSeq: number): number | undefined {
+export function resumePoint(legacy: { ack_floor: { stream_seq: number }; num_pending: number; num_ack_pending: number }, streamLastSeq: number): number {
   const unfinished = legacy.num_pending + legacy.num_ack_pending;
-  if (legacy.ack_floor.stream_seq > 0) return unfinished > 0 ? legacy.ack_floor.stream_seq + 1 : undefined;
+  if (unfinished === 0) return streamLastSeq + 1;
+  if (legacy.ack_floor.stream_seq > 0) return legacy.ack_floor.stream_seq + 1;
   // Nothing acknowledged yet: every message of the stream matches the legacy filter, so its
-  // unfinished ones are the last `unfinished` of the stream.
-  return unfinished > 0 ? Math.max(1, streamLastSeq - unfinished + 1) : undefined;
+  // unfinished ones are the last `unfinished` of the stream (or later ones: started earlier).
+  return Math.max(1, streamLastSeq - unfinished + 1);
 }
 
 /**
@@ -342,8 +344,9 @@ export async function ensureNotifierConsumer(jsm: JetStreamManager, region: stri
     return true;
   };
   if (await keepStart()) return;
+  const lastSeq = (await jsm.streams.info(stream)).state.last_seq;
   const legacy = await info(legacyNotifierConsumer(region));
-  const start = legacy ? resumePoint(legacy, (await jsm.streams.info(stream)).state.last_seq) : undefined;
+  const start = legacy ? resumePoint(legacy, lastSeq) : undefined;
   try {
     await ensureConsumer(jsm, stream, start ? { ...cfg, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : cfg);
   } catch (err) {
