@@ -19,7 +19,9 @@ export interface CheckpointResult {
  * growing with the queue in front of a small pool. `(t.state || '')`: the row found by its
  * primary key, not through the state index (batched-writes.ts says why). No `updated_at`: every
  * column this writes is outside the table's indexes, so Postgres can update the row in place (a
- * HOT update, no index entries written); the claim just before set `updated_at`.
+ * HOT update, no index entries written); the claim just before set `updated_at`. Two statements
+ * on the wire (the group-commit default is one): a provider id that arrives while one runs is
+ * written by the next at once, not after it.
  */
 export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number } = {}) {
   const write = groupCommit<CheckpointRequest, CheckpointResult>(async (batch) => {
@@ -36,8 +38,6 @@ export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number
       const r = byId.get(b.id);
       return { written: r !== undefined, stillOwner: r !== undefined && r.lease_owner === b.worker && r.state === "solving" };
     });
-    // Two statements on the wire (the group-commit default is one): a provider id that arrives
-    // while one runs is written by the next at once, not after it.
   }, { maxInFlight: 2, ...o, batchWide: isConnectionError, key: (r) => r.id });
   return { write };
 }
