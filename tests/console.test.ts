@@ -124,16 +124,24 @@ test("a client API key is refused, by the page and by the JSON API; a viewer can
 test("the figures on the page equal the API's, and the page updates by itself", async () => {
   const ids = await solved(12, "figures");
   const { ctx, page } = await signIn(OPERATOR);
-  // The same moment: the system is still (every task final), so the page, the console's JSON, the
-  // gateway's answers and the database all describe one state.
-  await page.reload();
-  const state = (await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).json()) as {
+  // The same moment: the system is still (every task final, and the solver's heartbeat, beaten
+  // every few seconds, says so too: a beat taken while the last tasks finished still counts them in
+  // flight), so the page, the console's JSON, the gateway's answers and the database all describe
+  // one state.
+  type State = {
     tasks: Array<{ state: string; type: string; n: number }>;
     window: { completed: number };
     provider: { solved: number; calls: number; extraPaid: number };
     fleet: { workers: Array<{ workerId: string; inFlight: number }> };
     keys: Array<{ keyRef: string; threads: number; inUse: number }>;
   };
+  const readState = async () => (await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).json()) as State;
+  await eventually(async () => {
+    const st = await readState();
+    return st.fleet.workers.length === 1 && st.fleet.workers.every((w) => w.inFlight === 0) && st.keys.every((k) => k.inUse === 0);
+  }, 15_000, 200);
+  await page.reload();
+  const state = await readState();
   const completed = state.tasks.filter((t) => t.state === "completed").reduce((a, t) => a + t.n, 0);
   expect(completed).toBe(ids.length);
   expect(Number(await figure(page, "tasks.total.completed"))).toBe(completed);
