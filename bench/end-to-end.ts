@@ -22,7 +22,7 @@ import { API_KEY, spawnEmulator, startPipeline, submitTask } from "./support/pip
 import { stopProc, waitForLog } from "./support/processes.ts";
 import { startRedis } from "./support/redis-server.ts";
 
-const WARMUP = 200;
+const WARMUP = envCount("BENCH_E2E_WARMUP", 200);
 /** Tasks in flight per worker process, ours and the baselines' alike. */
 export const concurrency = () => envCount("BENCH_SOLVER_CONCURRENCY", 200);
 export const e2eTasks = () => envCount("BENCH_E2E_TASKS", 3000);

@@ -1,5 +1,5 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@pipeline/shared/nats";
+import type { NatsConnection, Subscription } from "@pipeline/shared/nats";
 import { bodiesStreamConfig, createPubAckPublisher, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
@@ -63,29 +63,60 @@ export interface TaskWatcher {
   watch(taskId: string): TaskWatch;
   /** Open watches (the long-polls and streams held now). */
   size(): number;
+  /** Whether the subscription to the region's events is open (only while someone waits, and for `lingerMs` after). */
+  listening(): boolean;
   close(): void;
 }
 
 /**
  * Wakes long-polls on task events: a plain subscription to `events.<region>.>` (JetStream
  * publishes reach core subscribers too). A missed event only costs the caller's re-check interval.
+ *
+ * The subscription is open only while someone waits (and `lingerMs` after the last wait ended,
+ * so back-to-back long-polls do not subscribe and unsubscribe each time): a gateway nobody
+ * long-polls receives none of the region's four events per task (issue 13: every one was
+ * delivered, framed and parsed for nobody). When it opens, the events stored before the server
+ * had it are not seen: once the server has it (a flush, one round trip), every watch then open is
+ * woken once and re-reads its task.
  */
-export function createTaskWatcher(nc: NatsConnection, region: string): TaskWatcher {
+export function createTaskWatcher(nc: NatsConnection, region: string, o: { lingerMs?: number } = {}): TaskWatcher {
+  const lingerMs = o.lingerMs ?? 30_000;
   const watches = new Map<string, Set<() => void>>();
   let open = 0;
-  const sub = nc.subscribe(eventSubjects(region), {
-    callback: (_err, m) => {
-      if (watches.size === 0) return;
-      let id: unknown;
-      try {
-        id = (m.json() as { taskId?: unknown }).taskId;
-      } catch {
-        return;
-      }
-      const set = typeof id === "string" ? watches.get(id) : undefined;
-      if (set) for (const fire of [...set]) fire();
-    },
-  });
+  let sub: Subscription | undefined;
+  let linger: ReturnType<typeof setTimeout> | undefined;
+  const wakeAll = () => {
+    for (const set of watches.values()) for (const fire of [...set]) fire();
+  };
+  const listen = () => {
+    if (linger) clearTimeout(linger);
+    linger = undefined;
+    if (sub || nc.isClosed()) return;
+    sub = nc.subscribe(eventSubjects(region), {
+      callback: (_err, m) => {
+        if (watches.size === 0) return;
+        let id: unknown;
+        try {
+          id = (m.json() as { taskId?: unknown }).taskId;
+        } catch {
+          return;
+        }
+        const set = typeof id === "string" ? watches.get(id) : undefined;
+        if (set) for (const fire of [...set]) fire();
+      },
+    });
+    nc.flush().then(wakeAll, () => {});
+  };
+  const idle = () => {
+    if (open > 0 || !sub || linger) return;
+    linger = setTimeout(() => {
+      linger = undefined;
+      if (open > 0) return;
+      sub?.unsubscribe();
+      sub = undefined;
+    }, lingerMs);
+    linger.unref?.();
+  };
   return {
     watch(taskId) {
       let fired = false;
@@ -98,6 +129,7 @@ export function createTaskWatcher(nc: NatsConnection, region: string): TaskWatch
       watches.set(taskId, set);
       set.add(fire);
       open++;
+      listen();
       let closed = false;
       return {
         wait(ms, signal) {
@@ -126,12 +158,17 @@ export function createTaskWatcher(nc: NatsConnection, region: string): TaskWatch
           set.delete(fire);
           if (set.size === 0) watches.delete(taskId);
           wake?.("aborted");
+          idle();
         },
       };
     },
     size: () => open,
+    listening: () => sub !== undefined,
     close() {
-      sub.unsubscribe();
+      if (linger) clearTimeout(linger);
+      linger = undefined;
+      sub?.unsubscribe();
+      sub = undefined;
     },
   };
 }

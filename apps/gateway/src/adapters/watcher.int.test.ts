@@ -1,0 +1,86 @@
+// The long-poll watcher on a real nats-server, as the gateway's NATS user: with nobody waiting the
+// gateway receives none of the region's events (issue 13: four per task were delivered and parsed
+// for nobody); a wait is woken by its task's event; an event stored before the server had the
+// subscription is not lost to a waiter (it is woken once the subscription is in place and
+// re-reads); the subscription closes after the linger.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
+import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { eventSubject } from "@pipeline/shared/subjects";
+import { eventually, startTestNats, type TestNats } from "@pipeline/shared/testing";
+import { createTaskWatcher } from "./nats.ts";
+
+const REGION = "gwwatch";
+let nats: TestNats;
+let admin: NatsConnection;
+let gw: NatsConnection;
+let js: JetStreamClient;
+
+beforeAll(async () => {
+  nats = await startTestNats({ regions: [REGION] });
+  admin = await connectNats(nats.url, "gwwatch-admin", nats.auth("admin"));
+  await ensureStreams(await jetstreamManager(admin), { region: REGION });
+  js = jetstream(admin);
+  gw = await connectNats(nats.url, "gwwatch-gateway", nats.auth("gateway"));
+}, 30_000);
+afterAll(async () => {
+  await gw?.close();
+  await admin?.close();
+  await nats?.dispose();
+});
+
+const event = (taskId: string, kind = "completed") => js.publish(eventSubject(REGION, kind), JSON.stringify({ taskId, kind, state: kind, version: 3, region: REGION, at: new Date().toISOString() }));
+
+test("nobody waiting: no event reaches the gateway; a wait is woken by its own task's event, not another's", async () => {
+  const watcher = createTaskWatcher(gw, REGION, { lingerMs: 60_000 });
+  try {
+    await gw.flush();
+    const before = gw.stats().inMsgs;
+    for (let i = 0; i < 20; i++) await event(crypto.randomUUID());
+    await gw.flush();
+    expect(watcher.listening()).toBe(false);
+    expect(gw.stats().inMsgs - before).toBe(0);
+
+    const id = crypto.randomUUID();
+    const w = watcher.watch(id);
+    expect(watcher.listening()).toBe(true);
+    // The wake once the subscription is in place (the task is re-read), then a real wait.
+    expect(await w.wait(5_000)).toBe("event");
+    const waiting = w.wait(10_000);
+    await event(crypto.randomUUID());
+    const t0 = Date.now();
+    await event(id);
+    expect(await waiting).toBe("event");
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    w.close();
+    expect(watcher.size()).toBe(0);
+  } finally {
+    watcher.close();
+  }
+});
+
+test("an event stored before the server had the subscription still wakes the waiter (re-read), and the subscription closes after the linger", async () => {
+  const watcher = createTaskWatcher(gw, REGION, { lingerMs: 200 });
+  try {
+    const id = crypto.randomUUID();
+    // Published by another connection at the same moment as the watch starts: whichever the
+    // server sees first, the wait ends at once instead of at the caller's re-check interval.
+    const [w] = await Promise.all([Promise.resolve(watcher.watch(id)), event(id)]);
+    const t0 = Date.now();
+    expect(await w.wait(10_000)).toBe("event");
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    w.close();
+    // A second wait within the linger reuses the subscription.
+    const again = watcher.watch(id);
+    expect(watcher.listening()).toBe(true);
+    again.close();
+    await eventually(async () => !watcher.listening(), 5_000, 20);
+    await gw.flush();
+    const before = gw.stats().inMsgs;
+    await event(id);
+    await gw.flush();
+    expect(gw.stats().inMsgs - before).toBe(0);
+  } finally {
+    watcher.close();
+  }
+});
