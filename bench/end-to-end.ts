@@ -27,6 +27,8 @@ const WARMUP = envCount("BENCH_E2E_WARMUP", 200);
 export const concurrency = () => envCount("BENCH_SOLVER_CONCURRENCY", 200);
 export const e2eTasks = () => envCount("BENCH_E2E_TASKS", 3000);
 export const clients = () => envCount("BENCH_CLIENTS", 32);
+/** Alternating rounds of ours and the fair peer (ours, peer, ours, peer...); each side's best round is reported. */
+export const e2eRounds = () => envCount("BENCH_E2E_ROUNDS", 2);
 
 export interface Throughput {
   perSecond: number;
@@ -219,16 +221,29 @@ export const endToEnd: Benchmark = {
   title: "tasks/s from first submit to last completion vs the fair peer (Hono + BullMQ + worker); a minimal JetStream worker and BullMQ as context",
   async run(ctx) {
     const tasks = e2eTasks();
-    const ours = await pipelineThroughput(ctx, { tasks, solvers: 1, run: "e2e" });
-    ctx.log(`end-to-end: pipeline ${ours.perSecond.toFixed(0)}/s (accepted in ${(ours.acceptMs / 1000).toFixed(1)} s, done in ${(ours.elapsedMs / 1000).toFixed(1)} s)`);
-    const peer = await peerThroughput(ctx, tasks);
-    ctx.log(`end-to-end: fair peer ${peer.perSecond.toFixed(0)}/s (accepted in ${(peer.acceptMs / 1000).toFixed(1)} s, done in ${(peer.elapsedMs / 1000).toFixed(1)} s)`);
+    // Ours and the fair peer in alternating rounds, each side's best (highest throughput) round
+    // reported with that round's CPU and writes: a shared 2-core machine's noise (another tenant's
+    // burst during one run) moves one run's figures by 10-20%; the ingest benchmark does the same.
+    const oursRounds: PipelineThroughput[] = [];
+    const peerRounds: Throughput[] = [];
+    for (let r = 0; r < e2eRounds(); r++) {
+      const o = await pipelineThroughput(ctx, { tasks, solvers: 1, run: `e2e${r}` });
+      ctx.log(`end-to-end round ${r + 1}: pipeline ${o.perSecond.toFixed(0)}/s, ${o.cpuMsPerTask.total} ms CPU/task (accepted in ${(o.acceptMs / 1000).toFixed(1)} s, done in ${(o.elapsedMs / 1000).toFixed(1)} s)`);
+      oursRounds.push(o);
+      const q = await peerThroughput(ctx, tasks);
+      ctx.log(`end-to-end round ${r + 1}: fair peer ${q.perSecond.toFixed(0)}/s, ${q.cpuMsPerTask.total} ms CPU/task (accepted in ${(q.acceptMs / 1000).toFixed(1)} s, done in ${(q.elapsedMs / 1000).toFixed(1)} s)`);
+      peerRounds.push(q);
+    }
+    const best = <T extends Throughput>(rs: T[]) => rs.reduce((a, b) => (b.perSecond > a.perSecond ? b : a));
+    const ours = best(oursRounds);
+    const peer = best(peerRounds);
+    const roundsText = `${oursRounds.length} alternating rounds, the best of each side reported (ours ${oursRounds.map((x) => `${x.perSecond.toFixed(0)}/s at ${x.cpuMsPerTask.total} ms`).join(", ")}; fair peer ${peerRounds.map((x) => `${x.perSecond.toFixed(0)}/s at ${x.cpuMsPerTask.total} ms`).join(", ")}).`;
     const js = await jetstreamThroughput(ctx, tasks);
     ctx.log(`end-to-end: minimal JetStream worker ${js.perSecond.toFixed(0)}/s`);
     const bull = await bullmqThroughput(ctx, tasks);
     ctx.log(`end-to-end: BullMQ ${bull.perSecond.toFixed(0)}/s`);
-    ctx.detail.endToEnd = { tasks, clients: clients(), concurrency: concurrency(), warmup: WARMUP, pipeline: ours, fairPeer: peer, jetstreamWorker: js, bullmq: bull };
-    const how = `${tasks} tasks after ${WARMUP} warm-up, ${clients()} submitting clients, ${concurrency()} in flight per worker; emulator latency 0, FIRST_POLL_MS=0, POLL_INTERVAL_MS=10.`;
+    ctx.detail.endToEnd = { tasks, clients: clients(), concurrency: concurrency(), warmup: WARMUP, pipeline: ours, fairPeer: peer, rounds: { pipeline: oursRounds, fairPeer: peerRounds }, jetstreamWorker: js, bullmq: bull };
+    const how = `${tasks} tasks after ${WARMUP} warm-up, ${clients()} submitting clients, ${concurrency()} in flight per worker; emulator latency 0, FIRST_POLL_MS=0, POLL_INTERVAL_MS=10; ${roundsText}`;
     const cpuRatio = ours.cpuMsPerTask.total! / peer.cpuMsPerTask.total!;
     return [
       {
