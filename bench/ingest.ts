@@ -11,7 +11,8 @@ import { closedLoop } from "./support/load.ts";
 import { startPipeline, submitTask } from "./support/pipeline.ts";
 import { stopProc } from "./support/processes.ts";
 
-const WARMUP = 300;
+/** Submissions before the timed ones, on both sides (as end-to-end's WARMUP: JIT tiers by execution counts; `BENCH_INGEST_WARMUP=300` measures the cold start). */
+const WARMUP = envCount("BENCH_INGEST_WARMUP", 15_000);
 
 interface Rate {
   perSecond: number;
