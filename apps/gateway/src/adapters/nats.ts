@@ -1,5 +1,5 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import type { NatsConnection, Subscription } from "@pipeline/shared/nats";
+import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
 import { bodiesStreamConfig, createPubAckPublisher, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
@@ -79,6 +79,23 @@ export interface TaskWatcher {
  * had it are not seen: once the server has it (a flush, one round trip), every watch then open is
  * woken once and re-reads its task.
  */
+/**
+ * The task an event is about. A task's events are published with Nats-Msg-Id
+ * `<task id>:<version>:<kind>`: the id is read from that header, without parsing the body (an
+ * `accepted` event carries the task's params; under long-polls every event of the region passes
+ * here). Anything else (no such header: a fleet event, an `adopted` event) falls back to the body's
+ * `taskId`.
+ */
+function taskIdOf(m: Msg): unknown {
+  const msgId = m.headers?.get("Nats-Msg-Id") ?? "";
+  if (msgId.length > 37 && msgId[36] === ":") return msgId.slice(0, 36);
+  try {
+    return (m.json() as { taskId?: unknown }).taskId;
+  } catch {
+    return undefined;
+  }
+}
+
 export function createTaskWatcher(nc: NatsConnection, region: string, o: { lingerMs?: number } = {}): TaskWatcher {
   const lingerMs = o.lingerMs ?? 30_000;
   const watches = new Map<string, Set<() => void>>();
@@ -95,12 +112,7 @@ export function createTaskWatcher(nc: NatsConnection, region: string, o: { linge
     sub = nc.subscribe(eventSubjects(region), {
       callback: (_err, m) => {
         if (watches.size === 0) return;
-        let id: unknown;
-        try {
-          id = (m.json() as { taskId?: unknown }).taskId;
-        } catch {
-          return;
-        }
+        const id = taskIdOf(m);
         const set = typeof id === "string" ? watches.get(id) : undefined;
         if (set) for (const fire of [...set]) fire();
       },

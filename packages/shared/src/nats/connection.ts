@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
-import { connect, credsAuthenticator, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { connect, credsAuthenticator, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 
-export type { NatsConnection, Subscription };
+export type { Msg, NatsConnection, Subscription };
 
 /** How a client proves who it is: user and password, or a creds file; TLS when configured. */
 export interface NatsAuth {
