@@ -3,7 +3,7 @@
 // leaves the delivery to the next solver, under the same delivery id, delivered once.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { notifierConsumerConfig, connectNats } from "@pipeline/shared/nats";
+import { notifierHooksConsumerConfig, connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/shared/testing";
@@ -96,7 +96,7 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
     const nc = await connectNats(s.nats.url, "callbacks-check", s.nats.auth("admin"));
     try {
       const jsm = await jetstreamManager(nc);
-      await eventually(async () => (await jsm.consumers.info(streams.events(REGION), notifierConsumerConfig(REGION).durable_name)).num_ack_pending === 0, 10_000);
+      await eventually(async () => (await jsm.consumers.info(streams.events(REGION), notifierHooksConsumerConfig(REGION).durable_name)).num_ack_pending === 0, 10_000);
     } finally {
       await nc.close();
     }

@@ -53,6 +53,28 @@ export function eventSubject(region: string, kind: string): string {
   return `events.${region}.${kind}`;
 }
 
+/** The final-state event kinds (a task's `completed`, `failed`, `cancelled`): what callbacks are sent for. */
+export const FINAL_EVENT_KINDS = ["completed", "failed", "cancelled"] as const;
+
+/**
+ * `events.<region>.<kind>.hook`: a final event of a task with a callback URL, the only events the
+ * callback notifier consumes (issue 13: the final event of every other task was delivered to it
+ * and acked for nothing). Consumers of `events.<region>.>` see both forms alike.
+ */
+export function hookEventSubject(region: string, kind: string): string {
+  return `events.${region}.${kind}.hook`;
+}
+
+/** Where an event is published: a final event whose `data.callback` is true on its hook subject, every other on `events.<region>.<kind>`. */
+export function subjectOfEvent(region: string, ev: { kind: string; data?: { callback?: unknown } | null }): string {
+  return ev.data?.callback === true && (FINAL_EVENT_KINDS as readonly string[]).includes(ev.kind) ? hookEventSubject(region, ev.kind) : eventSubject(region, ev.kind);
+}
+
+/** The kind an event's subject names (`events.<region>.<kind>[.hook]`). */
+export function eventKindOf(subject: string): string {
+  return subject.split(".")[2] ?? "";
+}
+
 export function eventSubjects(region: string): string {
   return `events.${region}.>`;
 }

@@ -3,7 +3,7 @@ import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
 import { bodiesStreamConfig, createPubAckPublisher, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
-import { bodySubject, eventSubject, eventSubjects, shardOf, taskSubject } from "@pipeline/shared/subjects";
+import { bodySubject, eventSubjects, shardOf, subjectOfEvent, taskSubject } from "@pipeline/shared/subjects";
 
 export interface TaskQueue {
   /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
@@ -36,7 +36,7 @@ export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: 
       return { duplicate: ack.duplicate };
     },
     async publishEvent(ev) {
-      await publishWithRetry(js, eventSubject(region, ev.kind), JSON.stringify(ev), `${ev.taskId}:${ev.version}:${ev.kind}`, deadlineMs);
+      await publishWithRetry(js, subjectOfEvent(region, ev), JSON.stringify(ev), `${ev.taskId}:${ev.version}:${ev.kind}`, deadlineMs);
     },
     async publishBody(msg) {
       await ensureBodies();

@@ -28,7 +28,8 @@ export async function cancelTask(deps: CancelDeps, clientId: string, row: TaskRo
     throw new CancelError("already_final", current.state);
   }
   await deps.queue
-    .publishEvent({ taskId: row.id, kind: "cancelled", state: "cancelled", version: cancelled.version, region: deps.config.REGION, at: new Date().toISOString() })
+    // data.callback: a task with a callback URL has its final event on the hook subject (the notifier's).
+    .publishEvent({ taskId: row.id, kind: "cancelled", state: "cancelled", version: cancelled.version, region: deps.config.REGION, at: new Date().toISOString(), data: { callback: Boolean(cancelled.callbackUrl) } })
     .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "cancelled event not published"));
   return cancelled;
 }

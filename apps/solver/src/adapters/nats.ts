@@ -1,7 +1,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { publishWithRetry, type Publisher } from "@pipeline/shared/nats";
 import type { TaskEvent } from "@pipeline/shared/schemas";
-import { dlqSubject, eventSubject } from "@pipeline/shared/subjects";
+import { dlqSubject, eventSubject, subjectOfEvent } from "@pipeline/shared/subjects";
 import type { Outcome } from "../domain/outcome.ts";
 
 export interface EventSink {
@@ -21,7 +21,8 @@ export function createEventSink(js: Publisher, region: string, onError: (err: Er
     }
   };
   return {
-    publish: (ev) => send(eventSubject(region, ev.kind), { ...ev, region, at: new Date().toISOString() }, `${ev.taskId}:${ev.version}:${ev.kind}`),
+    // A final event of a task with a callback goes to its hook subject (the notifier's).
+    publish: (ev) => send(subjectOfEvent(region, ev), { ...ev, region, at: new Date().toISOString() }, `${ev.taskId}:${ev.version}:${ev.kind}`),
     alert: (kind, data) => send(eventSubject(region, kind), { kind, region, at: new Date().toISOString(), data }, `${kind}:${Date.now()}:${Math.random()}`),
     deadLetter: (taskId, type, data) => send(dlqSubject(region, type), { taskId, region, at: new Date().toISOString(), ...data }, `dlq:${taskId}:${String(data.attempts ?? "")}:${String(data.redrives ?? "")}`),
   };

@@ -11,10 +11,11 @@ import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline
 import { createLogger } from "@pipeline/shared/log";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, resumePoint } from "@pipeline/shared/nats";
-import { eventSubject, streams } from "@pipeline/shared/subjects";
+import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureNotifierConsumers, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, notifierHooksConsumerConfig, resumePoint } from "@pipeline/shared/nats";
+import { eventSubject, hookEventSubject, streams, subjectOfEvent } from "@pipeline/shared/subjects";
 import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 import { createDeliveryStore } from "../adapters/deliveries.ts";
+import { createEventSink } from "../adapters/nats.ts";
 import { createNotifier } from "./notifier.ts";
 
 const REGION = "nt";
@@ -147,4 +148,65 @@ test("upgrading beside the previous version's consumer: this version starts wher
   const rows = await database.db.select().from(webhookDeliveries);
   // The event the old solver left unfinished is recorded; the one it finished is not read again.
   expect(rows.filter((r) => [done, unfinished, later].includes(r.taskId)).map((r) => r.deliveryId).sort()).toEqual([`${later}:completed:0`, `${unfinished}:completed:0`].sort());
+});
+
+test("a fresh install reads the hooks consumer only: a final event without a callback reaches no notifier, one with a callback (published by the solver's event sink, or on its hook subject by another writer) is recorded", async () => {
+  const FRESH = "nh";
+  const fresh = await startTestNats({ regions: [FRESH] });
+  const fnc = await connectNats(fresh.url, "notifier-hooks-test", fresh.auth("admin"));
+  try {
+    const fjsm = await jetstreamManager(fnc);
+    await ensureStreams(fjsm, { region: FRESH });
+    // As the solver's user, as the solver does at start.
+    const solverNc = await connectNats(fresh.url, "notifier-hooks-solver", fresh.auth("solver"));
+    let names: string[];
+    try {
+      names = await ensureNotifierConsumers(await jetstreamManager(solverNc), FRESH);
+      // A second solver at start: the same answer, nothing changed.
+      expect(await ensureNotifierConsumers(await jetstreamManager(solverNc), FRESH)).toEqual(names);
+    } finally {
+      await solverNc.close();
+    }
+    const hooks = notifierHooksConsumerConfig(FRESH).durable_name;
+    expect(names).toEqual([hooks]);
+    expect((await fjsm.consumers.list(streams.events(FRESH)).next()).map((c) => c.name)).toEqual([hooks]);
+
+    const withCallback = await task("completed", "https://hooks.example.com/h", FRESH);
+    const without = await task("completed", null, FRESH);
+    const failed = await task("failed", "https://hooks.example.com/c", FRESH);
+    const sink = createEventSink(jetstream(fnc), FRESH, (err) => {
+      throw err;
+    });
+    await sink.publish({ taskId: without, kind: "completed", state: "completed", version: 3, data: { tokenStored: true, callback: false } });
+    await sink.publish({ taskId: withCallback, kind: "completed", state: "completed", version: 3, data: { tokenStored: true, callback: true } });
+    await sink.publish({ taskId: without, kind: "solving", state: "solving", version: 1 });
+    // Another writer using subjectOfEvent, as the gateway's adapter does for its cancelled events.
+    await jetstream(fnc).publish(subjectOfEvent(FRESH, { kind: "failed", data: { callback: true } }), JSON.stringify({ taskId: failed, kind: "failed", state: "failed", version: 2, region: FRESH, at: new Date().toISOString(), data: { callback: true } }));
+    const last = (await fjsm.streams.info(streams.events(FRESH))).state.last_seq;
+    expect(last).toBe(4);
+    expect((await fjsm.streams.getMessage(streams.events(FRESH), { seq: 2 }))!.subject).toBe(hookEventSubject(FRESH, "completed"));
+
+    const notifier = createNotifier({ consumer: await jetstream(fnc).consumers.get(streams.events(FRESH), hooks), store: createDeliveryStore(database.db), retryBaseMs: 200, concurrency: 4, log: createLogger("notifier-test", { level: "error" }) });
+    notifier.start();
+    try {
+      await eventually(async () => {
+        const ci = await fjsm.consumers.info(streams.events(FRESH), hooks);
+        return ci.num_pending === 0 && ci.num_ack_pending === 0 && ci.delivered.stream_seq === 4;
+      }, 10_000);
+    } finally {
+      await notifier.stop();
+    }
+    // Two of the four events were delivered: the two with a callback.
+    expect((await fjsm.consumers.info(streams.events(FRESH), hooks)).delivered.consumer_seq).toBe(2);
+    const rows = await database.db.select().from(webhookDeliveries);
+    expect(rows.map((r) => r.deliveryId)).toEqual(expect.arrayContaining([`${withCallback}:completed:0`, `${failed}:failed:0`]));
+    expect(rows.some((r) => r.taskId === without)).toBe(false);
+  } finally {
+    await fnc.close();
+    await fresh.dispose();
+  }
+});
+
+test("beside the previous version's final-events consumer, a solver reads both (what an earlier gateway or solver still publishes on the plain subjects)", async () => {
+  expect(await ensureNotifierConsumers(jsm, REGION)).toEqual([notifierHooksConsumerConfig(REGION).durable_name, notifierConsumerConfig(REGION).durable_name]);
 });

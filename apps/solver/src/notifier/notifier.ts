@@ -2,6 +2,7 @@ import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { callbackHostKey } from "@pipeline/shared/net";
 import { TERMINAL_STATES } from "@pipeline/shared/schemas";
+import { eventKindOf } from "@pipeline/shared/subjects";
 import { z } from "zod";
 import { applyOutcome } from "../adapters/nats.ts";
 import type { DeliveryStore } from "../adapters/deliveries.ts";
@@ -88,9 +89,9 @@ export function createNotifier(deps: NotifierDeps) {
             messages = await deps.consumer.consume({ max_messages: deps.concurrency, expires: 5000 });
             for await (const msg of messages) {
               if (!running) break;
-              // The consumer's filter (notifierConsumerConfig) delivers final-state events only;
+              // The consumers' filters (notifierHooksConsumerConfig, notifierConsumerConfig) deliver final-state events only;
               // anything else (a consumer made by hand) is acked by its subject's kind, unparsed.
-              if (!FINAL.has(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))) {
+              if (!FINAL.has(eventKindOf(msg.subject))) {
                 msg.ack();
                 continue;
               }

@@ -3,7 +3,7 @@
 // Off without WEBHOOK_SECRET.
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
-import { ensureNotifierConsumer, notifierConsumerConfig } from "@pipeline/shared/nats";
+import { ensureNotifierConsumers } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
 import { pinnedPost, systemResolve } from "../adapters/callback-http.ts";
 import type { createDeliveryStore } from "../adapters/deliveries.ts";
@@ -42,19 +42,22 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
   });
 }
 
-/** Starts the dispatcher and the notifier on EVENTS. */
+/** Starts the dispatcher and the notifier on EVENTS: one per notifier consumer this version reads (ensureNotifierConsumers). */
 export async function startCallbacks(d: { config: SolverConfig; jsm: JetStreamManager; js: JetStreamClient; dispatcher: Dispatcher; deliveries: ReturnType<typeof createDeliveryStore>; log: Logger }): Promise<Callbacks> {
-  const ncfg = notifierConsumerConfig(d.config.REGION);
-  await ensureNotifierConsumer(d.jsm, d.config.REGION);
-  const notifier = createNotifier({
-    consumer: await d.js.consumers.get(streams.events(d.config.REGION), ncfg.durable_name),
-    store: d.deliveries,
-    onRecorded: () => d.dispatcher.kick(),
-    retryBaseMs: d.config.WEBHOOK_RETRY_BASE_MS,
-    concurrency: 50,
-    log: d.log,
-  });
+  const names = await ensureNotifierConsumers(d.jsm, d.config.REGION);
+  const notifiers = await Promise.all(
+    names.map(async (name) =>
+      createNotifier({
+        consumer: await d.js.consumers.get(streams.events(d.config.REGION), name),
+        store: d.deliveries,
+        onRecorded: () => d.dispatcher.kick(),
+        retryBaseMs: d.config.WEBHOOK_RETRY_BASE_MS,
+        concurrency: 50,
+        log: d.log,
+      }),
+    ),
+  );
   d.dispatcher.start();
-  notifier.start();
-  return { dispatcher: d.dispatcher, stop: async () => void (await Promise.all([notifier.stop(), d.dispatcher.stop()])) };
+  for (const n of notifiers) n.start();
+  return { dispatcher: d.dispatcher, stop: async () => void (await Promise.all([...notifiers.map((n) => n.stop()), d.dispatcher.stop()])) };
 }

@@ -11,7 +11,7 @@ import {
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
-import { bodySubjects, dlqSubjects, eventSubject, eventSubjects, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
+import { bodySubjects, dlqSubjects, eventSubject, eventSubjects, FINAL_EVENT_KINDS, hookEventSubject, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
 
 /** Raised when the server did not keep a field as we asked (a normalized value; on 2.9, a dropped unknown field). */
 export class TopologyError extends Error {
@@ -276,13 +276,60 @@ export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneCon
   }
 }
 
-/** The final-state event kinds (a task's `completed`, `failed`, `cancelled`): what the notifier records callbacks for. */
-const FINAL_KINDS = ["completed", "failed", "cancelled"] as const;
+const FINAL_KINDS = FINAL_EVENT_KINDS;
 
 /**
- * The webhook notifier's durable consumer on EVENTS: the final-state events only (three subjects;
- * a task's `accepted`, `solving` and `submitted` events never reach it: issue 13, they were a tenth
- * of the CPU per task), from its creation on (or see ensureNotifierConsumer).
+ * The webhook notifier's durable consumer on EVENTS: the final events of tasks with a callback
+ * URL, which this version publishes on their hook subjects (`events.<region>.<kind>.hook`); the
+ * final event of a task without one reaches no notifier. From the stream's start: only this
+ * version publishes there, so nothing before its creation is another's.
+ */
+export function notifierHooksConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
+  return {
+    durable_name: `notifier_hooks_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
+    filter_subjects: FINAL_KINDS.map((k) => hookEventSubject(region, k)),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(30_000),
+    max_deliver: -1,
+    max_ack_pending: 1000,
+  };
+}
+
+/**
+ * The notifier consumers a solver of this version reads, created or updated: always the hooks
+ * consumer; besides it, the final-events consumer of the version before (`notifier_final_<region>`:
+ * every final event, on the plain subjects an earlier gateway or solver still publishes) when it
+ * exists, or when the one before that (`notifier_<region>`) does (an upgrade from it: created where
+ * that one stopped, see ensureNotifierConsumer). A fresh install has neither, and reads hooks
+ * only. Delete both once no earlier gateway or solver runs (docs/runbook.md).
+ */
+export async function ensureNotifierConsumers(jsm: JetStreamManager, region: string): Promise<string[]> {
+  const stream = streams.events(region);
+  const hooks = notifierHooksConsumerConfig(region);
+  await ensureConsumer(jsm, stream, hooks).catch(async (err) => {
+    // Two solvers creating it at once: the one that loses the race finds it made.
+    if (!(await jsm.consumers.info(stream, hooks.durable_name).then(() => true, () => false))) throw err;
+  });
+  const exists = (name: string) =>
+    jsm.consumers.info(stream, name).then(
+      () => true,
+      (err) => {
+        if (isNotFound(err)) return false;
+        throw err;
+      },
+    );
+  const earlier = notifierConsumerConfig(region).durable_name;
+  if (!(await exists(earlier)) && !(await exists(legacyNotifierConsumer(region)))) return [hooks.durable_name];
+  await ensureNotifierConsumer(jsm, region);
+  return [hooks.durable_name, earlier];
+}
+
+/**
+ * The notifier's consumer of the version before (issue 13's first step): every final-state event
+ * (three subjects; a task's `accepted`, `solving` and `submitted` events never reach it), from its
+ * creation on (or see ensureNotifierConsumer). This version reads it only while it exists
+ * (ensureNotifierConsumers).
  */
 export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
   return {
@@ -300,7 +347,7 @@ export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> 
  * The notifier's consumer of the versions before issue 13 (every event of the region). Kept, not
  * read by this version: a solver rolled back to a previous version resumes it where it stopped
  * (what it records twice is recorded once: the delivery id). Delete it once no rollback is planned
- * (docs/runbook.md, "The legacy notifier consumer").
+ * (docs/runbook.md, "The legacy notifier consumers").
  */
 export const legacyNotifierConsumer = (region: string) => `notifier_${region}`.replace(/[^A-Za-z0-9_-]/g, "_");
 
