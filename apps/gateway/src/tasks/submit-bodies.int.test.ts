@@ -3,48 +3,25 @@
 // event carries the other params and the body's sha256 and size, never the body.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { openDatabase, type Database } from "@pipeline/shared/db";
-import { createLogger } from "@pipeline/shared/log";
-import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connectNats } from "@pipeline/shared/nats";
 import { bodySubject, eventSubject, streams } from "@pipeline/shared/subjects";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
-import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
-import { createTaskStore } from "../adapters/pg.ts";
-import { createApiKeys } from "../domain/api-keys.ts";
-import { createApp } from "../http/app.ts";
+import { startGatewayTestStack, type GatewayTestStack } from "../http/test-stack.ts";
 
 const REGION = "gwbody";
-let nats: TestNats;
-let tdb: TestDatabase;
-let admin: NatsConnection;
-let gw: NatsConnection;
-let jsm: JetStreamManager;
-let database: Database;
-let app: ReturnType<typeof createApp>;
+let s: GatewayTestStack;
+let nats: GatewayTestStack["nats"];
+let gw: GatewayTestStack["gw"];
+let jsm: GatewayTestStack["jsm"];
+let database: GatewayTestStack["database"];
+let app: GatewayTestStack["app"];
 
 beforeAll(async () => {
-  [nats, tdb] = await Promise.all([startTestNats({ regions: [REGION] }), createTestDatabase("gwbody")]);
-  admin = await connectNats(nats.url, "gwbody-admin", nats.auth("admin"));
-  jsm = await jetstreamManager(admin);
-  await ensureStreams(jsm, { region: REGION });
-  // The gateway's own user: it creates BODIES itself (first image task) and may publish there.
-  gw = await connectNats(nats.url, "gwbody-gateway", nats.auth("gateway"));
-  database = openDatabase(tdb.url, { max: 5 });
-  app = createApp({
-    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
-    store: createTaskStore(database.db),
-    queue: createTaskQueue(gw, REGION, 2000),
-    watcher: createTaskWatcher(gw, REGION),
-    apiKeys: createApiKeys(["client-a-key"]),
-    log: createLogger("gwbody-test", { level: "silent" }),
-  });
+  s = await startGatewayTestStack(REGION);
+  ({ nats, gw, jsm, database, app } = s);
 }, 30_000);
 afterAll(async () => {
-  await gw?.close();
-  await admin?.close();
-  await database?.close();
-  await Promise.all([nats?.dispose(), tdb?.drop()]);
+  await s?.close();
 });
 
 const image = Buffer.from("a screenshot that may show someone's name and address").toString("base64");

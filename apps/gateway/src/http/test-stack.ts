@@ -1,0 +1,57 @@
+// For the gateway's integration tests: a nats-server with the region's streams, a database with
+// the migrations, the gateway's app wired to both as in service.ts (connected as the gateway's own
+// NATS user), an admin connection to inspect the streams. Not used outside tests.
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { openDatabase, type Database } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
+import { createTaskStore } from "../adapters/pg.ts";
+import { createApiKeys } from "../domain/api-keys.ts";
+import { createApp } from "./app.ts";
+
+export interface GatewayTestStack {
+  nats: TestNats;
+  admin: NatsConnection;
+  /** The gateway's own NATS user's connection. */
+  gw: NatsConnection;
+  jsm: JetStreamManager;
+  database: Database;
+  /** Answers `Bearer client-a-key`. */
+  app: ReturnType<typeof createApp>;
+  close(): Promise<void>;
+}
+
+export async function startGatewayTestStack(region: string): Promise<GatewayTestStack> {
+  let tdb: TestDatabase | undefined;
+  let nats: TestNats | undefined;
+  [nats, tdb] = await Promise.all([startTestNats({ regions: [region] }), createTestDatabase(region)]);
+  const admin = await connectNats(nats.url, `${region}-admin`, nats.auth("admin"));
+  const jsm = await jetstreamManager(admin);
+  await ensureStreams(jsm, { region });
+  const gw = await connectNats(nats.url, `${region}-gateway`, nats.auth("gateway"));
+  const database = openDatabase(tdb.url, { max: 5 });
+  const app = createApp({
+    config: { REGION: region, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+    store: createTaskStore(database.db),
+    queue: createTaskQueue(gw, region, 2000),
+    watcher: createTaskWatcher(gw, region),
+    apiKeys: createApiKeys(["client-a-key"]),
+    log: createLogger(`${region}-test`, { level: "silent" }),
+  });
+  return {
+    nats,
+    admin,
+    gw,
+    jsm,
+    database,
+    app,
+    async close() {
+      await gw.close();
+      await admin.close();
+      await database.close();
+      await Promise.all([nats?.dispose(), tdb?.drop()]);
+    },
+  };
+}
