@@ -69,17 +69,6 @@ export interface TaskWatcher {
 }
 
 /**
- * Wakes long-polls on task events: a plain subscription to `events.<region>.>` (JetStream
- * publishes reach core subscribers too). A missed event only costs the caller's re-check interval.
- *
- * The subscription is open only while someone waits (and `lingerMs` after the last wait ended,
- * so back-to-back long-polls do not subscribe and unsubscribe each time): a gateway nobody
- * long-polls receives none of the region's four events per task (issue 13: every one was
- * delivered, framed and parsed for nobody). When it opens, the events stored before the server
- * had it are not seen: once the server has it (a flush, one round trip), every watch then open is
- * woken once and re-reads its task.
- */
-/**
  * The task an event is about. A task's events are published with Nats-Msg-Id
  * `<task id>:<version>:<kind>`: the id is read from that header, without parsing the body (an
  * `accepted` event carries the task's params; under long-polls every event of the region passes
@@ -96,6 +85,17 @@ function taskIdOf(m: Msg): unknown {
   }
 }
 
+/**
+ * Wakes long-polls on task events: a plain subscription to `events.<region>.>` (JetStream
+ * publishes reach core subscribers too). A missed event only costs the caller's re-check interval.
+ *
+ * The subscription is open only while someone waits (and `lingerMs` after the last wait ended,
+ * so back-to-back long-polls do not subscribe and unsubscribe each time): a gateway nobody
+ * long-polls receives none of the region's four events per task (issue 13: every one was
+ * delivered, framed and parsed for nobody). When it opens, the events stored before the server
+ * had it are not seen: once the server has it (a flush, one round trip), every watch then open is
+ * woken once and re-reads its task.
+ */
 export function createTaskWatcher(nc: NatsConnection, region: string, o: { lingerMs?: number } = {}): TaskWatcher {
   const lingerMs = o.lingerMs ?? 30_000;
   const watches = new Map<string, Set<() => void>>();

@@ -276,8 +276,6 @@ export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneCon
   }
 }
 
-const FINAL_KINDS = FINAL_EVENT_KINDS;
-
 /**
  * The webhook notifier's durable consumer on EVENTS: the final events of tasks with a callback
  * URL, which this version publishes on their hook subjects (`events.<region>.<kind>.hook`); the
@@ -286,13 +284,10 @@ const FINAL_KINDS = FINAL_EVENT_KINDS;
  */
 export function notifierHooksConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
   return {
+    ...notifierConsumerConfig(region),
     durable_name: `notifier_hooks_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
-    filter_subjects: FINAL_KINDS.map((k) => hookEventSubject(region, k)),
-    ack_policy: AckPolicy.Explicit,
+    filter_subjects: FINAL_EVENT_KINDS.map((k) => hookEventSubject(region, k)),
     deliver_policy: DeliverPolicy.All,
-    ack_wait: nanos(30_000),
-    max_deliver: -1,
-    max_ack_pending: 1000,
   };
 }
 
@@ -307,10 +302,6 @@ export function notifierHooksConsumerConfig(region: string): Partial<ConsumerCon
 export async function ensureNotifierConsumers(jsm: JetStreamManager, region: string): Promise<string[]> {
   const stream = streams.events(region);
   const hooks = notifierHooksConsumerConfig(region);
-  await ensureConsumer(jsm, stream, hooks).catch(async (err) => {
-    // Two solvers creating it at once: the one that loses the race finds it made.
-    if (!(await jsm.consumers.info(stream, hooks.durable_name).then(() => true, () => false))) throw err;
-  });
   const exists = (name: string) =>
     jsm.consumers.info(stream, name).then(
       () => true,
@@ -319,6 +310,10 @@ export async function ensureNotifierConsumers(jsm: JetStreamManager, region: str
         throw err;
       },
     );
+  // Two solvers creating it at once: the one that loses the race finds it made.
+  await ensureConsumer(jsm, stream, hooks).catch(async (err) => {
+    if (!(await exists(hooks.durable_name))) throw err;
+  });
   const earlier = notifierConsumerConfig(region).durable_name;
   if (!(await exists(earlier)) && !(await exists(legacyNotifierConsumer(region)))) return [hooks.durable_name];
   await ensureNotifierConsumer(jsm, region);
@@ -334,7 +329,7 @@ export async function ensureNotifierConsumers(jsm: JetStreamManager, region: str
 export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
   return {
     durable_name: `notifier_final_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
-    filter_subjects: FINAL_KINDS.map((k) => eventSubject(region, k)),
+    filter_subjects: FINAL_EVENT_KINDS.map((k) => eventSubject(region, k)),
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.New,
     ack_wait: nanos(30_000),
