@@ -29,3 +29,22 @@ test("memory stays bounded: expired sources go first, then the oldest", () => {
   th.failed("g");
   expect(th.size()).toBe(3);
 });
+
+test("active(): false until a failure, true within its window, false (and emptied) once every window has ended", () => {
+  let t = 0;
+  const th = createAuthThrottle({ maxFailures: 2, windowMs: 1000, now: () => t });
+  expect(th.active()).toBe(false);
+  th.failed("a");
+  t += 600;
+  th.failed("b");
+  expect(th.active()).toBe(true);
+  t += 500; // a's window ended, b's has not
+  expect(th.active()).toBe(true);
+  expect(th.blocked("b")).toBeUndefined();
+  th.failed("b");
+  expect(th.blocked("b")).toBe(1);
+  t += 1000;
+  expect(th.active()).toBe(false);
+  expect(th.size()).toBe(0);
+  expect(th.blocked("b")).toBeUndefined();
+});

@@ -13,12 +13,18 @@ export interface AuthThrottle {
   /** Counts a failed authentication of `source`; returns the seconds to wait when this failure throttles it. */
   failed(source: string): number | undefined;
   size(): number;
+  /**
+   * Whether any source may be throttled now: false when no failure was counted within the last
+   * window (the entries, all expired, are dropped then). Callers skip looking the source up.
+   */
+  active(): boolean;
 }
 
 export function createAuthThrottle(o: { maxFailures: number; windowMs: number; maxSources?: number; now?: () => number }): AuthThrottle {
   const now = o.now ?? Date.now;
   const maxSources = o.maxSources ?? 100_000;
   const bySource = new Map<string, { start: number; failures: number }>();
+  let lastFailure = -Infinity;
   const live = (source: string) => {
     const e = bySource.get(source);
     if (e && now() - e.start >= o.windowMs) {
@@ -44,6 +50,7 @@ export function createAuthThrottle(o: { maxFailures: number; windowMs: number; m
       return e && e.failures >= o.maxFailures ? wait(e) : undefined;
     },
     failed(source) {
+      lastFailure = now();
       let e = live(source);
       if (!e) {
         makeRoom();
@@ -54,5 +61,11 @@ export function createAuthThrottle(o: { maxFailures: number; windowMs: number; m
       return e.failures >= o.maxFailures ? wait(e) : undefined;
     },
     size: () => bySource.size,
+    active() {
+      if (bySource.size === 0) return false;
+      if (now() - lastFailure < o.windowMs) return true;
+      bySource.clear();
+      return false;
+    },
   };
 }

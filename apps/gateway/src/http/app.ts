@@ -43,7 +43,7 @@ export function createApp(parts: GatewayParts) {
     // The route pattern, never the raw URL: facade GETs carry the client's key in the query.
     const route = routePath(c, -1) || "unmatched";
     deps.metrics?.request(c.req.method, route, c.res.status, seconds);
-    if (route !== "/metrics" && route !== "/healthz")
+    if (route !== "/metrics" && route !== "/healthz" && deps.log.isLevelEnabled("info"))
       deps.log.info({ requestId: c.get("requestId"), method: c.req.method, route, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
   });
   app.use(

@@ -39,8 +39,10 @@ export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | 
   const trustProxy = deps.config.GATEWAY_TRUST_PROXY ?? false;
   const check = (c: Context, key: string | undefined): AuthResult => {
     if (key === undefined || key === "") return { ok: false, reason: "missing" };
-    const source = sourceOf(c, trustProxy);
-    const wait = throttle.blocked(source);
+    // The source address is looked up (a getpeername(2) per request) only while some source has
+    // failed recently, or when this key fails: a gateway nobody guesses keys at never asks.
+    let source = throttle.active() ? sourceOf(c, trustProxy) : undefined;
+    const wait = source === undefined ? undefined : throttle.blocked(source);
     if (wait !== undefined) {
       deps.metrics?.authFailure("throttled");
       return { ok: false, reason: "throttled", retryAfter: wait };
@@ -48,6 +50,7 @@ export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | 
     const clientId = deps.apiKeys.clientOf(key);
     if (clientId) return { ok: true, clientId };
     deps.metrics?.authFailure("unknown_key");
+    source ??= sourceOf(c, trustProxy);
     const now = throttle.failed(source);
     // The source, never the key (not even a prefix of it).
     if (now !== undefined) deps.log.warn({ source, retryAfterSeconds: now }, "failed authentications throttled");
