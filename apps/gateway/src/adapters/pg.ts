@@ -35,10 +35,18 @@ export interface TaskStore {
 /** The gateway's Postgres adapter: it writes only fresh `queued` rows, and reads. */
 export function createTaskStore(db: Db): TaskStore {
   const insert = groupCommit(insertBatch(db), { batchWide: isConnectionError });
+  // The reads every GET, long-poll wake-up and res.php makes, built once: drizzle builds a query's
+  // SQL from the schema on each call (~0.2 ms of CPU for this one, 6x its execution from here).
+  const byId = db.select().from(tasks).where(eq(tasks.id, sql.placeholder("id"))).limit(1).prepare("gateway_task_by_id");
+  const byIds = db
+    .select()
+    .from(tasks)
+    .where(sql`${tasks.id} = any(${sql.placeholder("ids")}::uuid[])`)
+    .prepare("gateway_tasks_by_ids");
   return {
     insertQueued: insert,
     async get(id) {
-      const read = async () => (await db.select().from(tasks).where(eq(tasks.id, id)).limit(1))[0];
+      const read = async () => (await byId.execute({ id }))[0];
       // A read is safe to repeat: after a Postgres restart the pool's first use of a dead
       // connection fails; the retry gets a fresh one.
       return read().catch(async (err) => {
@@ -49,7 +57,7 @@ export function createTaskStore(db: Db): TaskStore {
     },
     async getMany(ids) {
       if (ids.length === 0) return [];
-      const read = () => db.select().from(tasks).where(inArray(tasks.id, [...ids]));
+      const read = () => byIds.execute({ ids: [...ids] });
       return read().catch(async (err) => {
         if (!isConnectionError(err)) throw err;
         await Bun.sleep(100);

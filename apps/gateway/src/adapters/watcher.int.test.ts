@@ -89,3 +89,42 @@ test("an event stored before the server had the subscription still wakes the wai
     watcher.close();
   }
 });
+
+test("a long-poll's watch (finalOnly) is woken by its task's final event (plain or .hook) and by an adopted event, not by the events on the way there; a stream's by all", async () => {
+  const watcher = createTaskWatcher(gw, REGION, { lingerMs: 60_000 });
+  try {
+    const id = crypto.randomUUID();
+    const poll = watcher.watch(id, { finalOnly: true });
+    const stream = watcher.watch(id);
+    // The wake once the subscription is in place reaches both.
+    expect(await poll.wait(5_000)).toBe("event");
+    expect(await stream.wait(5_000)).toBe("event");
+    const publish = (kind: string, version: number, subject = eventSubject(REGION, kind)) =>
+      js.publish(subject, JSON.stringify({ taskId: id, kind, state: "solving", version, region: REGION, at: new Date().toISOString() }), { msgID: `${id}:${version}:${kind}` });
+    for (const [kind, version] of [["accepted", 0], ["solving", 1], ["submitted", 1], ["retrying", 2]] as const) {
+      const s = stream.wait(5_000);
+      const p = poll.wait(300);
+      await publish(kind, version);
+      expect(await s).toBe("event");
+      expect(await p).toBe("timeout");
+    }
+    // A final event on the callback notifier's subject (`events.<region>.completed.hook`).
+    let p = poll.wait(5_000);
+    await publish("completed", 3, `${eventSubject(REGION, "completed")}.hook`);
+    expect(await p).toBe("event");
+    for (const kind of ["failed", "cancelled"]) {
+      p = poll.wait(5_000);
+      await publish(kind, 4);
+      expect(await p).toBe("event");
+    }
+    // An event without the `<task id>:<version>:<kind>` id (another region's adoption): it may
+    // change how the task is re-checked, so it wakes the long-poll too.
+    p = poll.wait(5_000);
+    await js.publish(eventSubject(REGION, "adopted"), JSON.stringify({ taskId: id, kind: "adopted", state: "queued", version: 5, region: REGION, at: new Date().toISOString() }), { msgID: `adopted:${id}:1` });
+    expect(await p).toBe("event");
+    poll.close();
+    stream.close();
+  } finally {
+    watcher.close();
+  }
+});

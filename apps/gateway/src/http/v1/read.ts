@@ -18,7 +18,8 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
     const first = await ownTask(deps, clientId, c.req.param("id"));
     if (wait.data === 0 || WAITABLE_DONE.includes(first.state as TaskState)) return c.json(toTaskView(first, deps.now()));
     const release = waiting.slot(clientId, "query.wait");
-    const watch = deps.watcher.watch(first.id);
+    // Only a final event can end the wait: the others do not wake it (each would be a re-read).
+    const watch = deps.watcher.watch(first.id, { finalOnly: true });
     try {
       const until = Date.now() + wait.data * 1000;
       for (let row = first; ; row = await ownTask(deps, clientId, first.id)) {
