@@ -55,6 +55,12 @@ export function eventSubject(region: string, kind: string): string {
 
 /** The final-state event kinds (a task's `completed`, `failed`, `cancelled`): what callbacks are sent for. */
 export const FINAL_EVENT_KINDS = ["completed", "failed", "cancelled"] as const;
+const FINAL_KINDS: ReadonlySet<string> = new Set(FINAL_EVENT_KINDS);
+
+/** Whether an event of this kind ends its task (one of FINAL_EVENT_KINDS). */
+export function isFinalEventKind(kind: string): boolean {
+  return FINAL_KINDS.has(kind);
+}
 
 /**
  * `events.<region>.<kind>.hook`: a final event of a task with a callback URL, the only events the
@@ -67,7 +73,7 @@ export function hookEventSubject(region: string, kind: string): string {
 
 /** Where an event is published: a final event whose `data.callback` is true on its hook subject, every other on `events.<region>.<kind>`. */
 export function subjectOfEvent(region: string, ev: { kind: string; data?: { callback?: unknown } | null }): string {
-  return ev.data?.callback === true && (FINAL_EVENT_KINDS as readonly string[]).includes(ev.kind) ? hookEventSubject(region, ev.kind) : eventSubject(region, ev.kind);
+  return ev.data?.callback === true && isFinalEventKind(ev.kind) ? hookEventSubject(region, ev.kind) : eventSubject(region, ev.kind);
 }
 
 /** The kind an event's subject names (`events.<region>.<kind>[.hook]`). */

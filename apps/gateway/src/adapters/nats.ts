@@ -3,7 +3,7 @@ import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
 import { bodiesStreamConfig, createPubAckPublisher, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
-import { bodySubject, eventSubjects, FINAL_EVENT_KINDS, shardOf, subjectOfEvent, taskSubject } from "@pipeline/shared/subjects";
+import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, shardOf, subjectOfEvent, taskSubject } from "@pipeline/shared/subjects";
 
 export interface TaskQueue {
   /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
@@ -62,8 +62,8 @@ export interface TaskWatcher {
   /**
    * Starts listening for the task's events (before its row is read: no event is missed in between).
    * `finalOnly` (a long-poll, which answers only once the task is final): woken only by a final
-   * event (completed, failed, cancelled) or one whose kind its Nats-Msg-Id does not tell (an
-   * `adopted` event), not by the three a task passes through on its way there.
+   * event (completed, failed, cancelled; the kind its subject names), not by those a task passes
+   * through on its way there.
    */
   watch(taskId: string, o?: { finalOnly?: boolean }): TaskWatch;
   /** Open watches (the long-polls and streams held now). */
@@ -74,23 +74,24 @@ export interface TaskWatcher {
 }
 
 /**
- * The task an event is about, and whether it is final. A task's events are published with
- * Nats-Msg-Id `<task id>:<version>:<kind>`: both are read from that header, without parsing the
- * body (an `accepted` event carries the task's params; under long-polls every event of the region
- * passes here). Anything else (no such header: a fleet event, an `adopted` event) falls back to the
- * body's `taskId`, and counts as final (it wakes every watch of the task).
+ * The task an event is about. A task's events are published with Nats-Msg-Id
+ * `<task id>:<version>:<kind>`: the id is read from that header, without parsing the body (an
+ * `accepted` event carries the task's params; under long-polls every event of the region passes
+ * here). Anything else (no such header: a fleet event, an `adopted` event) falls back to the body's
+ * `taskId`.
  */
-function taskOf(m: Msg): { id: unknown; final: boolean } {
+function taskIdOf(m: Msg): unknown {
   const msgId = m.headers?.get("Nats-Msg-Id") ?? "";
-  if (msgId.length > 37 && msgId[36] === ":") return { id: msgId.slice(0, 36), final: FINAL_KINDS.has(msgId.slice(msgId.lastIndexOf(":") + 1)) };
+  if (msgId.length > 37 && msgId[36] === ":") return msgId.slice(0, 36);
   try {
-    return { id: (m.json() as { taskId?: unknown }).taskId, final: true };
+    return (m.json() as { taskId?: unknown }).taskId;
   } catch {
-    return { id: undefined, final: true };
+    return undefined;
   }
 }
 
-const FINAL_KINDS: ReadonlySet<string> = new Set(FINAL_EVENT_KINDS);
+/** A watch's wake function; a long-poll's is marked `finalOnly`. */
+type Wake = (() => void) & { finalOnly?: boolean };
 
 /**
  * Wakes long-polls on task events: a plain subscription to `events.<region>.>` (JetStream
@@ -103,8 +104,6 @@ const FINAL_KINDS: ReadonlySet<string> = new Set(FINAL_EVENT_KINDS);
  * had it are not seen: once the server has it (a flush, one round trip), every watch then open is
  * woken once and re-reads its task.
  */
-type Wake = (() => void) & { finalOnly?: boolean };
-
 export function createTaskWatcher(nc: NatsConnection, region: string, o: { lingerMs?: number } = {}): TaskWatcher {
   const lingerMs = o.lingerMs ?? 30_000;
   // Per task, its watches' wake functions; a long-poll's (finalOnly) are marked.
@@ -122,9 +121,12 @@ export function createTaskWatcher(nc: NatsConnection, region: string, o: { linge
     sub = nc.subscribe(eventSubjects(region), {
       callback: (_err, m) => {
         if (watches.size === 0) return;
-        const { id, final } = taskOf(m);
+        const id = taskIdOf(m);
         const set = typeof id === "string" ? watches.get(id) : undefined;
-        if (set) for (const fire of [...set]) if (final || !fire.finalOnly) fire();
+        if (!set) return;
+        // A long-poll answers only once its task is final: the other events do not wake it.
+        const final = isFinalEventKind(eventKindOf(m.subject));
+        for (const fire of [...set]) if (final || !fire.finalOnly) fire();
       },
     });
     nc.flush().then(wakeAll, () => {});
