@@ -10,6 +10,18 @@ test("a task's shard is stable and within range", () => {
   expect(seen.size).toBe(16);
 });
 
+test("a task's shard is the value earlier versions computed (sha256's first 4 bytes, big-endian; node:crypto as the reference)", () => {
+  const { createHash } = require("node:crypto") as typeof import("node:crypto");
+  const reference = (id: string, n: number) => createHash("sha256").update(id).digest().readUInt32BE(0) % n;
+  expect(shardOf("0192b4e2-1234-8abc-9def-0123456789ab")).toBe(8);
+  expect(shardOf("ffffffff-ffff-8fff-bfff-ffffffffffff", 7)).toBe(2);
+  expect(shardOf("00000000-0000-7000-8000-000000000000", 3)).toBe(1);
+  for (let i = 0; i < 2000; i++) {
+    const id = crypto.randomUUID();
+    for (const n of [16, 3, 7]) expect(shardOf(id, n)).toBe(reference(id, n));
+  }
+});
+
 test("subjects are built, not spelled", () => {
   expect(taskSubject("eu", "high", 3)).toBe("tasks.eu.high.3");
   expect(laneFilter("eu", "low")).toBe("tasks.eu.low.*");

@@ -108,31 +108,39 @@ type Inserted = { createdAt: Date; deadlineAt: Date | null } | undefined;
 
 /**
  * Group-committed inserts: the submissions arriving while one INSERT commits go together in the
- * next (`INSERT … SELECT FROM unnest(…)`, one parameter per column): one commit for all of them
- * instead of one fsync each, and no per-row SQL building. Two submissions of the same id in one
- * batch: the first inserts, the second is answered "exists" (and takes the replay path).
- * Timestamps go as text[]: drizzle turns off postgres.js's serializer for timestamptz[].
+ * next, one statement (one commit, one WAL flush) for all of them instead of one fsync each. The
+ * batch travels as one JSON array (`jsonb_to_recordset`): one native JSON.stringify, where ten
+ * per-column arrays cost postgres.js an escape per value (issue 13: 8-15 µs of the gateway's CPU
+ * per row less, Postgres no more). Two submissions of the same id in one batch: the first inserts,
+ * the second is answered "exists" (and takes the replay path). Every row of a statement has its
+ * transaction's `now()` as created_at; the deadline returned is the one sent.
  */
 function insertBatch(db: Db) {
   return async (batch: QueuedRow[]): Promise<Inserted[]> => {
     const first = new Map<string, number>();
-    batch.forEach((r, i) => first.has(r.id) || first.set(r.id, i));
-    const rows = batch.filter((r, i) => first.get(r.id) === i);
-    const col = <T>(f: (r: QueuedRow) => T) => rows.map(f);
-    const out = await db.$client<{ id: string; created_at: Date | string; deadline_at: Date | string | null }[]>`
+    const rows: Record<string, unknown>[] = [];
+    for (let i = 0; i < batch.length; i++) {
+      const r = batch[i]!;
+      if (first.has(r.id)) continue;
+      first.set(r.id, i);
+      rows.push({ id: r.id, owner: r.owner, idem: r.idempotencyKey, hash: r.requestHash, region: r.region, type: r.type, priority: r.priority, params: r.params, cb: r.callbackUrl, deadline: r.deadlineAt });
+    }
+    const out = await db.$client<{ id: string; created_at: Date | string }[]>`
       insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, callback_url, deadline_at, state)
-      select v.id, v.owner, v.idem, v.hash, v.region, v.type, v.priority, v.params::jsonb, v.cb, v.deadline::timestamptz, 'queued'
-      from unnest(${col((r) => r.id)}::uuid[], ${col((r) => r.owner)}::text[], ${col((r) => r.idempotencyKey)}::text[],
-                  ${col((r) => r.requestHash)}::text[], ${col((r) => r.region)}::text[], ${col((r) => r.type)}::text[],
-                  ${col((r) => r.priority)}::text[], ${col((r) => JSON.stringify(r.params))}::text[], ${col((r) => r.callbackUrl)}::text[],
-                  ${col((r) => r.deadlineAt?.toISOString() ?? null)}::text[])
-           as v(id, owner, idem, hash, region, type, priority, params, cb, deadline)
+      select v.id, v.owner, v.idem, v.hash, v.region, v.type, v.priority, v.params, v.cb, v.deadline, 'queued'
+      from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+           as v(id uuid, owner text, idem text, hash text, region text, type text, priority text, params jsonb, cb text, deadline timestamptz)
       on conflict (id) do nothing
-      returning id, created_at, deadline_at`;
-    const byId = new Map(out.map((r) => [r.id, r]));
+      returning id, created_at`;
+    const created = new Map<string, Date | string>();
+    for (const r of out) created.set(r.id, r.created_at);
+    let at: { raw: Date | string; date: Date } | undefined;
     return batch.map((r, i) => {
-      const row = first.get(r.id) === i ? byId.get(r.id) : undefined;
-      return row ? { createdAt: new Date(row.created_at), deadlineAt: row.deadline_at === null ? null : new Date(row.deadline_at) } : undefined;
+      const raw = first.get(r.id) === i ? created.get(r.id) : undefined;
+      if (raw === undefined) return undefined;
+      // One timestamp per statement: parsed once.
+      if (at?.raw !== raw) at = { raw, date: new Date(raw) };
+      return { createdAt: at.date, deadlineAt: r.deadlineAt };
     });
   };
 }

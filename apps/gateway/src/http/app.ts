@@ -1,8 +1,5 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
-import { requestId } from "hono/request-id";
-import { routePath } from "hono/route";
 import { isConnectionError } from "@pipeline/shared/db";
 import { createGatewayDeps, type GatewayDeps, type GatewayParts } from "../deps.ts";
 import { createAuthenticator } from "./auth.ts";
@@ -10,6 +7,7 @@ import type { GatewayEnvVars } from "./env.ts";
 import { healthRoutes } from "./health.ts";
 import { openApiDocument } from "./openapi.ts";
 import { ProblemError, problemResponse } from "./problem.ts";
+import { requestFrame } from "./request-frame.ts";
 import { twoCaptchaRoutes } from "./twocaptcha/routes.ts";
 import { tasksRoutes } from "./v1/tasks.ts";
 import { usageRoutes } from "./v1/usage.ts";
@@ -35,26 +33,7 @@ export function createMetricsApp(deps: Pick<GatewayDeps, "store" | "queue" | "lo
 export function createApp(parts: GatewayParts) {
   const deps = createGatewayDeps(parts);
   const app = new Hono<GatewayEnvVars>();
-  app.use("*", requestId());
-  app.use("*", async (c, next) => {
-    const t0 = performance.now();
-    await next();
-    const seconds = (performance.now() - t0) / 1000;
-    // The route pattern, never the raw URL: facade GETs carry the client's key in the query.
-    const route = routePath(c, -1) || "unmatched";
-    deps.metrics?.request(c.req.method, route, c.res.status, seconds);
-    if (route !== "/metrics" && route !== "/healthz" && deps.log.isLevelEnabled("info"))
-      deps.log.info({ requestId: c.get("requestId"), method: c.req.method, route, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
-  });
-  app.use(
-    "/v1/*",
-    bodyLimit({
-      maxSize: deps.config.MAX_BODY_BYTES,
-      onError: () => {
-        throw new ProblemError(413, "Payload Too Large", `the body exceeds ${deps.config.MAX_BODY_BYTES} bytes`, [{ field: "(body)", message: `at most ${deps.config.MAX_BODY_BYTES} bytes` }]);
-      },
-    }),
-  );
+  app.use("*", requestFrame(deps));
   app.route("/", healthRoutes(deps));
   const doc = openApiDocument({ imageMaxBytes: deps.config.IMAGE_MAX_BYTES });
   app.get("/openapi.json", (c) => c.json(doc));

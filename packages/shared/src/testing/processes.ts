@@ -1,7 +1,7 @@
 // The apps as real OS processes (`bun apps/<app>/src/main.ts`), each with its output in a log file:
 // what the end-to-end tests (tests/harness.ts) and the benchmarks (bench/) start.
 import { openSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 
 /** The repository's root. */
 export const ROOT = join(import.meta.dir, "..", "..", "..", "..");
@@ -36,7 +36,7 @@ export function spawnApp(name: string, script: string, env: Record<string, strin
   // markdown summary) into <dir>/<name> when it exits.
   const profDir = process.env.PIPELINE_CPU_PROF_DIR;
   const prof = profDir ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(profDir, name)}`] : [];
-  const p = Bun.spawn([...prefix, BUN, ...prof, join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  const p = Bun.spawn([...prefix, BUN, ...prof, isAbsolute(script) ? script : join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
   return {
     name,
     pid: p.pid,
