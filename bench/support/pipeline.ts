@@ -18,8 +18,7 @@ export interface PipelineOptions {
   /** Solver processes to start (0: the gateway alone). */
   solvers: number;
   solverEnv?: Record<string, string>;
-  /** Settings of the gateway, and another checkout's gateway (an absolute path to its main.ts), to compare. */
-  gatewayEnv?: Record<string, string>;
+  /** Another checkout's gateway (an absolute path to its main.ts): bench/ab-ingest.ts compares two. */
   gatewayScript?: string;
   /** Provider latency and the key's thread limit. */
   emulator: { latencyMs: number; threads: number };
@@ -59,7 +58,7 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
 
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: REGION, LOG_LEVEL: "warn" };
   const gatewayPort = await freePort();
-  const gateway = spawnApp("gateway", o.gatewayScript ?? "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY, ...o.gatewayEnv }, logDir);
+  const gateway = spawnApp("gateway", o.gatewayScript ?? "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY }, logDir);
   scope.defer("gateway", () => stopProc(gateway));
 
   const solvers: Proc[] = [];
