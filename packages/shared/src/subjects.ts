@@ -1,4 +1,5 @@
 import type { Priority } from "./schemas/task-types.ts";
+import { sha256 } from "./sha256.ts";
 
 /** Stream names are per region so two regions can share one NATS domain in tests. */
 export const streams = {
@@ -22,13 +23,9 @@ export function assertRegion(region: string): string {
   return region;
 }
 
-/**
- * Stable shard of a task id: the first 4 bytes of sha256 (big-endian), modulo the shard count.
- * Bun's own hasher, not node:crypto's createHash (the same digest, ~3 µs less per call: every
- * task publish asks); the value must never change (the rollout's shard owners, subjects.test.ts).
- */
+/** Stable shard of a task id: the first 4 bytes of its sha256 (big-endian), modulo the shard count. Never changes (the rollout's shard owners; subjects.test.ts). */
 export function shardOf(taskId: string, shards = DEFAULT_SHARDS): number {
-  const d = Bun.SHA256.hash(taskId) as Uint8Array;
+  const d = sha256(taskId);
   return (((d[0]! << 24) | (d[1]! << 16) | (d[2]! << 8) | d[3]!) >>> 0) % shards;
 }
 

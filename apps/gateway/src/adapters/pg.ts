@@ -112,8 +112,7 @@ type Inserted = { createdAt: Date; deadlineAt: Date | null } | undefined;
  * batch travels as one JSON array (`jsonb_to_recordset`): one native JSON.stringify, where ten
  * per-column arrays cost postgres.js an escape per value (issue 13: 8-15 µs of the gateway's CPU
  * per row less, Postgres no more). Two submissions of the same id in one batch: the first inserts,
- * the second is answered "exists" (and takes the replay path). Every row of a statement has its
- * transaction's `now()` as created_at; the deadline returned is the one sent.
+ * the second is answered "exists" (and takes the replay path). The deadline returned is the one sent.
  */
 function insertBatch(db: Db) {
   return async (batch: QueuedRow[]): Promise<Inserted[]> => {
@@ -134,13 +133,9 @@ function insertBatch(db: Db) {
       returning id, created_at`;
     const created = new Map<string, Date | string>();
     for (const r of out) created.set(r.id, r.created_at);
-    let at: { raw: Date | string; date: Date } | undefined;
     return batch.map((r, i) => {
-      const raw = first.get(r.id) === i ? created.get(r.id) : undefined;
-      if (raw === undefined) return undefined;
-      // One timestamp per statement: parsed once.
-      if (at?.raw !== raw) at = { raw, date: new Date(raw) };
-      return { createdAt: at.date, deadlineAt: r.deadlineAt };
+      const at = first.get(r.id) === i ? created.get(r.id) : undefined;
+      return at === undefined ? undefined : { createdAt: new Date(at), deadlineAt: r.deadlineAt };
     });
   };
 }

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { clientIdOf as deriveClientId, legacyClientId } from "@pipeline/shared/client-ids";
+import { sha256 } from "@pipeline/shared/sha256";
 
 export interface ApiKeys {
   /** The client id (safe to store and log) of a key, or undefined for an unknown key. */
@@ -17,9 +18,6 @@ export interface ClientIdOptions {
   legacyIds?: boolean | undefined;
 }
 
-// Bun's sha256 (the same digest as node:crypto's, without its stream object: ~2 µs less per request).
-const digest = (k: string) => Bun.SHA256.hash(k) as Uint8Array;
-
 /** The legacy client id of a key (16 hex characters of its sha256): what keys are named by without a pepper. */
 export function clientIdOf(key: string): string {
   return legacyClientId(key);
@@ -27,7 +25,7 @@ export function clientIdOf(key: string): string {
 
 /** Looks keys up by digest, compared in constant time. Keys themselves are never stored. */
 export function createApiKeys(keys: readonly string[], o: ClientIdOptions = {}): ApiKeys {
-  const known = keys.map((k) => ({ d: digest(k), id: deriveClientId(k, o.pepper) }));
+  const known = keys.map((k) => ({ d: sha256(k), id: deriveClientId(k, o.pepper) }));
   const owners = new Map<string, readonly string[]>();
   for (const k of keys) {
     const id = deriveClientId(k, o.pepper);
@@ -35,7 +33,7 @@ export function createApiKeys(keys: readonly string[], o: ClientIdOptions = {}):
   }
   return {
     clientOf(key) {
-      const d = digest(key);
+      const d = sha256(key);
       let found: string | undefined;
       for (const k of known) if (timingSafeEqual(k.d, d)) found = k.id;
       return found;

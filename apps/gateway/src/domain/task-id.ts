@@ -1,7 +1,6 @@
-// sha256 through Bun's own hasher (Bun.SHA256.hash): the same digest as node:crypto's
-// createHash("sha256"), without its stream object and Buffer copies (issue 13: ~4 µs of a
-// submission's CPU, against ~0.5). Both hashes are stored or derived (the id of a retried request,
-// a row's request_hash), so their bytes must never change: task-id.test.ts pins them.
+import { sha256 } from "@pipeline/shared/sha256";
+// Both hashes are stored or derived (the id of a retried request, a row's request_hash): their
+// bytes must never change (task-id.test.ts pins them).
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
@@ -19,7 +18,7 @@ function uuidFromBytes(b: Uint8Array, version: number): string {
  */
 export function deriveTaskId(clientId: string, idempotencyKey: string | undefined): string {
   if (idempotencyKey === undefined) return Bun.randomUUIDv7();
-  return uuidFromBytes(Bun.SHA256.hash(`${clientId}\u0000${idempotencyKey}`) as Uint8Array, 8);
+  return uuidFromBytes(sha256(`${clientId}\u0000${idempotencyKey}`), 8);
 }
 
 /** JSON with object keys sorted, so equal bodies hash equal whatever their key order (undefined members left out, as JSON.stringify does). */
@@ -46,7 +45,7 @@ export function canonicalJson(v: unknown): string {
 
 /** Hash of the parsed request: two requests with one Idempotency-Key must hash equal. */
 export function requestHash(parsed: unknown): string {
-  return Bun.SHA256.hash(canonicalJson(parsed), "hex");
+  return sha256(canonicalJson(parsed), "hex");
 }
 
 /** Idempotency-Key header: 1-255 visible ASCII characters. */
