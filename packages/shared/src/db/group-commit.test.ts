@@ -33,6 +33,24 @@ test("a quiet call is written at once; calls made while statements run gather in
   expect(await Promise.all(rest)).toEqual([20, 30, 40, 50]);
 });
 
+test("with turn, the calls of one quiet event-loop turn share a statement (issue 13: the first no longer goes alone)", async () => {
+  const w = gatedWriter();
+  const commit = groupCommit(w.write, { maxInFlight: 1, turn: true });
+  const all = [1, 2, 3].map(commit);
+  expect(w.batches).toEqual([]); // not yet: the turn's other calls may join
+  await new Promise((r) => setImmediate(r));
+  expect(w.batches).toEqual([[1, 2, 3]]);
+  const later = commit(4); // a statement runs: this one waits for it, no second statement
+  await new Promise((r) => setImmediate(r));
+  expect(w.batches).toEqual([[1, 2, 3]]);
+  w.open();
+  expect(await Promise.all(all)).toEqual([10, 20, 30]);
+  await tick();
+  expect(w.batches).toEqual([[1, 2, 3], [4]]);
+  w.open();
+  expect(await later).toBe(40);
+});
+
 test("batches are capped at maxBatch and at most maxInFlight statements run at once", async () => {
   const w = gatedWriter();
   const commit = groupCommit(w.write, { maxBatch: 3, maxInFlight: 2 });

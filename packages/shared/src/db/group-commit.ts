@@ -1,8 +1,9 @@
 /**
  * Group commit: calls made while a batch is being written gather and go as the next batch, one
  * statement (one commit, one WAL flush) for all of them. When it is quiet a call is written at
- * once (no linger, so no added latency); under load the batches grow by themselves. This is what
- * lifts a writer from ~2,500 single-row commits per second to tens of thousands of rows.
+ * once (no linger, so no added latency), or with `turn` at the end of its event-loop turn; under
+ * load the batches grow by themselves. This is what lifts a writer from ~2,500 single-row commits
+ * per second to tens of thousands of rows.
  *
  * `write` gets the batch and returns one result per request, in order.
  */
@@ -28,6 +29,15 @@ export interface GroupCommitOptions<Req = never> {
    * the next batch, so they apply in call order.
    */
   key?: (req: Req) => string;
+  /**
+   * A call that finds a statement slot free starts it at the end of the current event-loop turn
+   * (`setImmediate`) instead of at once, so the calls made in the same turn share it. For callers
+   * whose calls come in bursts (the gateway: clients answered together send again together).
+   * Started at once, the first of a burst went alone and the rest waited a whole statement for the
+   * next: issue 13 measured half the gateway's inserts at one row, and with `turn` 10% more
+   * submissions per second at 20% less Postgres CPU per submission.
+   */
+  turn?: boolean;
 }
 
 export type GroupCommit<Req, Res> = (req: Req) => Promise<Res>;
@@ -91,9 +101,18 @@ export function groupCommit<Req, Res>(write: (batch: Req[]) => Promise<Res[]>, o
     }
   }
 
+  let scheduled = false;
+  const endOfTurn = () => {
+    scheduled = false;
+    pump();
+  };
   return (req) =>
     new Promise<Res>((resolve, reject) => {
       waiting.push({ req, resolve, reject });
-      pump();
+      if (!o.turn) pump();
+      else if (inFlight < maxInFlight && !scheduled) {
+        scheduled = true;
+        setImmediate(endOfTurn);
+      }
     });
 }
