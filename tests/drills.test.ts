@@ -12,7 +12,7 @@ import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { configHistory, liveWorkers, openConfigBucket, openWorkersBucket, SOLVER_CONFIG_KEY } from "@pipeline/shared/runtime";
 import { eventually } from "@pipeline/shared/testing";
-import type { RecoveryContext } from "../apps/recovery/src/context.ts";
+import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../apps/recovery/src/context.ts";
 import { renderDrillReport, runDrill, type DrillOptions } from "../apps/recovery/src/drill/run-drill.ts";
 import type { Scenario } from "../apps/recovery/src/drill/scenarios.ts";
 import { recentAudit } from "../apps/recovery/src/runtime/audit.ts";
@@ -39,7 +39,7 @@ beforeAll(async () => {
     solverEnv: { PROVIDER_KEY_NAME: "primary", PROVIDER_KEYS_FILE: keysFile, DRAIN_TIMEOUT_MS: "2000" },
   });
   nc = await connectNats(s.nats.url, "drills-test", s.nats.auth("admin"));
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nc, { timeout: RECOVERY_JS_API_TIMEOUT_MS });
   ctx = { region, nc, js: jetstream(nc), jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };
   configKv = await openConfigBucket(nc, region);
   workersKv = await openWorkersBucket(nc, region);

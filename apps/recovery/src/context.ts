@@ -17,6 +17,14 @@ export interface RecoveryContext {
   streamReplicas?: number;
 }
 
+/**
+ * How long recovery's JetStream API calls (stream delete and create, stream info) wait for the
+ * server: 30 s, not the client's 5 s. They run during incidents, on a server that may be slow
+ * (a stream delete on a busy disk once took over 5 s in CI); a destructive call that times out
+ * leaves the operator not knowing whether it happened, a slow one only adds to the RTO.
+ */
+export const RECOVERY_JS_API_TIMEOUT_MS = 30_000;
+
 /** Raised when a command misses a setting it needs; the CLI prints it without a stack. */
 export class UsageError extends Error {
   override name = "UsageError";
@@ -31,7 +39,7 @@ export async function openContext(config: RecoveryConfig, log: Logger, name = "r
     region: config.REGION,
     nc,
     js: jetstream(nc),
-    jsm: await jetstreamManager(nc),
+    jsm: await jetstreamManager(nc, { timeout: RECOVERY_JS_API_TIMEOUT_MS }),
     database,
     log,
     publishDeadlineMs: config.PUBLISH_DEADLINE_MS,
