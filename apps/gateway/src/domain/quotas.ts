@@ -105,16 +105,7 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
   const now = o.now ?? Date.now;
   // A client's rows, and its QUOTAS entry, may still be under its legacy id during the transition to peppered ids (issue 14.8).
   const ownersOf = o.ownersOf ?? ((clientId: string) => [clientId]);
-  // A client's limits, merged once (the configuration is fixed for this engine's life; a submission asked every time).
-  const limits = new Map<string, Quota>();
-  const limitsOf = (clientId: string): Quota => {
-    let q = limits.get(clientId);
-    if (!q) {
-      q = { ...cfg.default, ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId] };
-      if (limits.size < 10_000) limits.set(clientId, q);
-    }
-    return q;
-  };
+  const limitsOf = (clientId: string) => ({ ...cfg.default, ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId] });
   const priceOf = (type: string) => prices[type as TaskType] ?? 0;
   const dayOf = (t: number) => Math.floor(t / DAY_MS);
   const needsOpen = [cfg.default, ...Object.values(cfg.keys)].some((q) => q.maxInFlight !== undefined);

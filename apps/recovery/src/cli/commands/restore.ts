@@ -6,6 +6,7 @@ import { resolveSnapshot } from "../../snapshot/manifest.ts";
 import { fetchOffHost, offHostBucket } from "../../snapshot/offhost.ts";
 import { restoreSnapshot } from "../../snapshot/restore.ts";
 import type { CommandOf } from "../args.ts";
+import { RECOVERY_JS_API_TIMEOUT_MS } from "../../context.ts";
 import { natsWithin, print, type CliEnv } from "../env.ts";
 import { restoreTarget } from "../restore-target.ts";
 
@@ -15,7 +16,7 @@ type Restore = CommandOf<"restore">;
 async function replaySource(cmd: Restore, nc: NatsConnection | undefined) {
   if (!nc || cmd["no-replay"]) return {};
   const domain = cmd["events-from"];
-  return { nats: domain ? { js: jetstream(nc, { domain }), jsm: await jetstreamManager(nc, { domain }), mirror: true } : { js: jetstream(nc), jsm: await jetstreamManager(nc) } };
+  return { nats: domain ? { js: jetstream(nc, { domain }), jsm: await jetstreamManager(nc, { domain, timeout: RECOVERY_JS_API_TIMEOUT_MS }), mirror: true } : { js: jetstream(nc), jsm: await jetstreamManager(nc, { timeout: RECOVERY_JS_API_TIMEOUT_MS }) } };
 }
 
 export async function restoreCommand(cmd: Restore, env: CliEnv): Promise<number> {

@@ -1,6 +1,6 @@
 // `recovery snapshot`: pg_dump + the EVENTS sequence into SNAPSHOT_DIR, then the off-host copy.
 import { jetstreamManager } from "@nats-io/jetstream";
-import { UsageError } from "../../context.ts";
+import { RECOVERY_JS_API_TIMEOUT_MS, UsageError } from "../../context.ts";
 import { copySnapshotOffHost, offHostBucket } from "../../snapshot/offhost.ts";
 import { takeSnapshot } from "../../snapshot/take-snapshot.ts";
 import type { CommandOf } from "../args.ts";
@@ -12,7 +12,7 @@ export async function snapshotCommand(cmd: CommandOf<"snapshot">, env: CliEnv): 
   if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for snapshot");
   const nc = await natsWithin(env, 5000);
   try {
-    const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: await jetstreamManager(nc), log });
+    const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: await jetstreamManager(nc, { timeout: RECOVERY_JS_API_TIMEOUT_MS }), log });
     const copy = config.offHostDomain
       ? await copySnapshotOffHost({ nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }, s, config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP).catch((e: Error) => e)
       : undefined;
