@@ -118,7 +118,7 @@ try {
   console.log(`
   gateway   http://127.0.0.1:${gatewayPort}   (API key: ${env.API_KEYS ? "(yours)" : apiKey}; each client's callback signing secret: GET /v1/webhook-secret)
   emulator  ${provider}   (provider; stats at /emulator/stats)
-  metrics   http://127.0.0.1:${gatewayPort}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
+  metrics   gateway http://127.0.0.1:${env.GATEWAY_METRICS_PORT ?? "9466"}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
   console   http://127.0.0.1:${consolePort}/console   (operator token: ${env.CONSOLE_TOKENS_FILE ? "(yours)" : `${operatorToken}, in ${consoleTokensFile} (0600)`})
   NATS      ${nats.url}   (nats-server ${nats.version}${nats.credentialsFile ? `; users per app, passwords in ${nats.credentialsFile}` : ""})
   Postgres  ${databaseUrl}
