@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { jetstream } from "@nats-io/jetstream";
 import { Queue } from "bullmq";
 import postgres from "postgres";
-import { freePort, waitForPort } from "@pipeline/shared/localstack";
+import { waitForPort } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
@@ -18,7 +18,8 @@ import { waitForCompleted } from "./support/completion.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
-import { API_KEY, spawnEmulator, startPipeline, submitTask } from "./support/pipeline.ts";
+import { spawnEmulator, startPipeline, submitTask } from "./support/pipeline.ts";
+import { startPeerGateway } from "./support/peer.ts";
 import { stopProc, waitForLog } from "./support/processes.ts";
 import { startRedis } from "./support/redis-server.ts";
 
@@ -185,16 +186,16 @@ export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
     const emulator = await spawnEmulator(scope, logDir, { latencyMs: 0, threads: 1000 });
-    const port = await freePort();
     const common = { REDIS_PORT: String(redis.port), DATABASE_URL: tdb.url, QUEUE: "peer" };
-    const gateway = spawnApp("peer-gateway", "bench/baselines/peer-gateway.ts", { ...common, PORT: String(port), API_KEYS: API_KEY }, logDir);
-    scope.defer("peer gateway", () => stopProc(gateway));
     const worker = spawnApp("peer-worker", "bench/baselines/peer-worker.ts", { ...common, PROVIDER_URL: emulator.url, PROVIDER_KEY, POLL_INTERVAL_MS: "10", CONCURRENCY: String(concurrency()) }, logDir);
     scope.defer("peer worker", () => stopProc(worker));
-    await Promise.all([waitForLog(worker, "worker started"), waitForPort(port, 20_000), waitForPort(emulator.port, 20_000)]);
+    const [{ proc: gateway, url }] = await Promise.all([
+      startPeerGateway(scope, logDir, { redisPort: redis.port, databaseUrl: tdb.url, queue: "peer" }),
+      waitForLog(worker, "worker started"),
+      waitForPort(emulator.port, 20_000),
+    ]);
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {}, connection: { application_name: "bench" } });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
-    const url = `http://127.0.0.1:${port}`;
     const stopWriters = async () => void (await Promise.all([stopProc(gateway), stopProc(worker)]));
     return await measure(ctx, sql, tasks, (i) => submitTask(url, i, "peer"), { gateway: () => [gateway.pid], worker: () => [worker.pid], redis: () => [redis.pid], emulator: () => [emulator.proc.pid] }, stopWriters);
   } finally {

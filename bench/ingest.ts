@@ -9,7 +9,8 @@ import { spawnApp } from "@pipeline/shared/testing";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
-import { API_KEY, startPipeline, submitTask } from "./support/pipeline.ts";
+import { startPeerGateway } from "./support/peer.ts";
+import { startPipeline, submitTask } from "./support/pipeline.ts";
 import { stopProc } from "./support/processes.ts";
 import { startRedis } from "./support/redis-server.ts";
 
@@ -77,11 +78,8 @@ async function peerGatewayRate(ctx: BenchContext, count: number, clients: number
     const redis = await startRedis(scope);
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
-    const port = await freePort();
-    const gateway = spawnApp("peer-gateway", "bench/baselines/peer-gateway.ts", { REDIS_PORT: String(redis.port), DATABASE_URL: tdb.url, QUEUE: "peer", PORT: String(port), API_KEYS: API_KEY }, mkdtempSync(join(ctx.logDir, "peer-")));
-    scope.defer("peer gateway", () => stopProc(gateway));
-    await waitForPort(port, 20_000);
-    const rate = await submitRate(`http://127.0.0.1:${port}`, count, clients, "peer", { gateway: () => [gateway.pid], redis: () => [redis.pid], postgres: () => postgresPids(ctx.pgDataDir) });
+    const gateway = await startPeerGateway(scope, mkdtempSync(join(ctx.logDir, "peer-")), { redisPort: redis.port, databaseUrl: tdb.url, queue: "peer" });
+    const rate = await submitRate(gateway.url, count, clients, "peer", { gateway: () => [gateway.proc.pid], redis: () => [redis.pid], postgres: () => postgresPids(ctx.pgDataDir) });
     const sql = postgres(tdb.url, { max: 1, onnotice: () => {} });
     try {
       const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tasks`;
