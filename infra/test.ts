@@ -2,6 +2,7 @@
 // then creates its own database; each starts its own nats-server), runs `bun test` over the whole
 // repo, and ends with the line CI reads: `tests: N passed, N failed`.
 import { spawn, spawnSync } from "node:child_process";
+import { failureDigest } from "./failure-digest.ts";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { findChromium, findNatsServer, freePort, startPostgres } from "@pipeline/shared/localstack";
@@ -64,9 +65,11 @@ const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeo
   detached: true,
 });
 let tail = "";
+const why = failureDigest();
 child.stderr!.on("data", (b: Buffer) => {
   process.stderr.write(b);
   tail = (tail + b.toString()).slice(-4000);
+  why.push(b.toString());
 });
 const code: number = await new Promise((r) => child.on("exit", (c) => r(c ?? 1)));
 try {
@@ -78,5 +81,7 @@ rmSync(pgDir, { recursive: true, force: true });
 const passed = Number(/(\d+) pass\b/.exec(tail)?.[1] ?? 0);
 let failed = Number(/(\d+) fail\b/.exec(tail)?.[1] ?? 0);
 if (code !== 0 && failed === 0) failed = 1; // a crash or an error outside a test
+// CI shows only the start and the end of this output: why each test failed goes just above the summary.
+if (failed) for (const line of why.report()) console.error(line);
 summary(passed, failed);
 process.exit(code === 0 && failed === 0 && passed > 0 ? 0 : 1);

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/shared/testing";
 import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
+import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { assessRegionAsync, startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
 
 // `npm run drill -- region-partition` runs the full variant: a 30 s cut at 20 tasks/s per region.
@@ -24,7 +25,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => two?.stop());
 
-test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`, async () => {
+test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`, () =>
+  withDiagnosis(() => two.diagnose(), async () => {
   const [fsn1, hel1] = two.regions;
   const load = steadyLoad([fsn1, hel1], RATE, "partition");
   await Bun.sleep(5000);
@@ -102,7 +104,7 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
   const rto = (adoptedDone - cutAt) / 1000;
   console.log(
     `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
-      ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()})`,
+      ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()}); ${two.eventLoop()}`,
   );
   expect(lost).toBe(0);
   expect(failed).toBe(0);
@@ -111,4 +113,4 @@ test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s pe
   expect(stats.duplicateFingerprints).toBe(0);
   expect(servedAfterCutS).toBeLessThan(10);
   expect(rto).toBeLessThan(60);
-}, 300_000);
+}), 300_000);

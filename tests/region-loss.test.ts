@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventually } from "@pipeline/shared/testing";
 import { steadyLoad } from "./support/two-regions.ts";
+import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
 
 // `npm run drill -- region-loss` runs it at 20 tasks/s per region.
@@ -20,7 +21,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => two?.stop());
 
-test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, RPO within the replication lag", async () => {
+test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, RPO within the replication lag", () =>
+  withDiagnosis(() => two.diagnose(), async () => {
   const [fsn1, hel1] = two.regions;
   const load = steadyLoad([fsn1, hel1], RATE, "loss");
   await Bun.sleep(5000);
@@ -53,7 +55,7 @@ test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, 
   const rto = (doneAt - lostAt) / 1000;
   console.log(
     `drill region-loss: acknowledged ${ids.length}, lost ${unknown.length}, failed 0, extra paid submissions ${extraPaid}, double results 0, RPO ${unknown.length}, RTO ${rto.toFixed(1)} s` +
-      ` (every process in fsn1's namespace killed -9 and its inter-region link down; ${two.latencyMs} ms relays; fsn1 acknowledged ${ackedByFsn1.length} before the loss, ${lagBound} of them in its last second; hel1 completed everything it knew of ${rto.toFixed(1)} s after the loss; clients refused ${load.refused()})`,
+      ` (every process in fsn1's namespace killed -9 and its inter-region link down; ${two.latencyMs} ms relays; fsn1 acknowledged ${ackedByFsn1.length} before the loss, ${lagBound} of them in its last second; hel1 completed everything it knew of ${rto.toFixed(1)} s after the loss; clients refused ${load.refused()}); ${two.eventLoop()}`,
   );
   // Acknowledged tasks hel1 never heard of: only those fsn1 acknowledged within the replication lag.
   expect(unknown.length).toBeLessThanOrEqual(lagBound);
@@ -61,4 +63,4 @@ test("region-loss: fsn1 killed -9 under load and not brought back; hel1 adopts, 
   expect(extraPaid).toBeLessThanOrEqual(lagBound + 2);
   expect(rto).toBeLessThan(60);
   expect(load.refused()).toBe(0);
-}, 240_000);
+}), 240_000);

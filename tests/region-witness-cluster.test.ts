@@ -18,6 +18,7 @@ import { Lease } from "@pipeline/shared/regions";
 import { buckets } from "@pipeline/shared/runtime";
 import { eventually } from "@pipeline/shared/testing";
 import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
+import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
 
 const SITES = ["nbg1", "fsn1", "hel1"] as const;
@@ -86,7 +87,8 @@ async function probeFor(ms: number, tag: string) {
   return { refused, other };
 }
 
-test("3-node witness across the three locations: a follower lost fences nobody, a leader lost moves no lease, a cut-off region cannot renew through its own node", async () => {
+test("3-node witness across the three locations: a follower lost fences nobody, a leader lost moves no lease, a cut-off region cannot renew through its own node", () =>
+  withDiagnosis(() => two.diagnose(), async () => {
   const [fsn1, hel1] = two.regions;
   const info = await jsm.streams.info(`KV_${buckets.leases()}`);
   expect(info.config.num_replicas).toBe(3);
@@ -171,8 +173,8 @@ test("3-node witness across the three locations: a follower lost fences nobody, 
     `witness chaos (3 nodes, TTL 10 s, margin 3 s, ${two.latencyMs} ms relays): acknowledged ${ids.length} (${probed.length} probes); follower ${followerSite} down 14 s: no refusal, no lease moved; ` +
       `leader ${lead2.site} down: new leader after ${electionS.toFixed(1)} s, ${fenced("fsn1")}, ${fenced("hel1")}, no lease moved; ` +
       `fsn1 cut off: fenced after ${fencedAfterS.toFixed(1)} s, its lease taken by hel1 (epoch ${taken.epoch}) after ${takenAfterS.toFixed(1)} s, reclaimed (epoch ${back.epoch}) after the heal; ` +
-      `provider submissions ${stats.submissions}, duplicate fingerprints ${stats.duplicateFingerprints}`,
+      `provider submissions ${stats.submissions}, duplicate fingerprints ${stats.duplicateFingerprints}; ${two.eventLoop()}`,
   );
   expect(stats.duplicateFingerprints).toBe(0);
   expect(stats.submissions).toBe(ids.length);
-}, 360_000);
+}), 360_000);

@@ -36,6 +36,7 @@ import { createTestDatabase, eventually } from "@pipeline/shared/testing";
 import { natsEnv } from "@pipeline/shared/localstack";
 import { ROOT, spawnApp, type Proc } from "../harness.ts";
 import { startRelay } from "./relay.ts";
+import { lastErrors, logsIn, watchEventLoop, type LogFile } from "./stack-diagnosis.ts";
 import { API_KEY, PROVIDER_KEY, REGIONS, waitForLeases, waitForMirrors, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
 
 export interface NetnsTwoRegionOptions extends TwoRegionOptions {
@@ -77,6 +78,10 @@ export interface NetnsTwoRegions extends Omit<TwoRegions, "regions" | "isolate" 
   killRegion(name: string): Promise<void>;
   /** Starts one more process of a region's app inside its namespace (e.g. a second solver). */
   spawnIn(r: NetnsRegion, name: string, script: string, env: Record<string, string>): Proc;
+  /** This process's event-loop lag since the stack started (the relays and the emulator run on it). */
+  eventLoop(): string;
+  /** For a failed drill's message: the event-loop lag, the last errors in the stack's logs. */
+  diagnose(): string;
 }
 
 /** A command that must succeed (setup and teardown only: it blocks the relays of this process). */
@@ -145,6 +150,10 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
   const latencyMs = o.latencyMs ?? 30;
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-regions-netns-"));
   const cleanups: Array<() => Promise<void>> = [];
+  const natsLogs: LogFile[] = [];
+  // The relays and the emulator run on this process's event loop: its stalls are the WAN's.
+  const loop = watchEventLoop();
+  cleanups.push(async () => loop.stop());
   const tmp = (prefix: string) => {
     const d = mkdtempSync(join(tmpdir(), prefix));
     cleanups.push(async () => {
@@ -152,6 +161,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       if (existsSync(join(d, "nats-server.log"))) copyFileSync(join(d, "nats-server.log"), join(logDir, `${prefix.replace(/-$/, "")}.log`));
       rmSync(d, { recursive: true, force: true });
     });
+    natsLogs.push({ file: join(d, "nats-server.log"), name: prefix.replace(/-$/, "") });
     return d;
   };
   const teardown = teardownScript(p);
@@ -363,6 +373,8 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
         return proc;
       },
       stop: stopAll,
+      eventLoop: () => loop.summary(),
+      diagnose: () => [loop.summary(), "last errors logged:", ...lastErrors([...logsIn(logDir), ...natsLogs], 12).map((l) => `  ${l}`)].join("\n"),
     };
   } catch (err) {
     await stopAll();
