@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { accessSync, appendFileSync, chmodSync, chownSync, constants, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import postgres from "postgres";
@@ -40,13 +40,28 @@ function asPgUser(cmd: string, args: string[]): { cmd: string; args: string[] } 
   return isRoot() ? { cmd: "runuser", args: ["-u", "postgres", "--", cmd, ...args] } : { cmd, args };
 }
 
-function run(cmd: string, args: string[], log: (m: string) => void, netns?: string): void {
+/**
+ * Runs a Postgres tool (initdb, pg_ctl) without blocking the event loop: initdb and `pg_ctl -w
+ * start` take a second or more, and whatever else this process serves meanwhile (a test's relays,
+ * its emulator) must not stall for it.
+ */
+async function run(cmd: string, args: string[], log: (m: string) => void, netns?: string): Promise<void> {
   const c = asPgUser(cmd, args);
   const [bin, argv] = netns ? ["ip", ["netns", "exec", netns, c.cmd, ...c.args]] : [c.cmd, c.args];
-  const r = spawnSync(bin, argv, { encoding: "utf8" });
-  if (r.status !== 0) {
-    log(r.stdout + r.stderr);
-    throw new Error(`${cmd} ${args[0] ?? ""} failed (exit ${r.status}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" | ")}`);
+  const child = spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+  child.stderr.on("data", (b: Buffer) => (out += b.toString()));
+  const status = await new Promise<number | null>((r) => {
+    child.on("error", (err) => {
+      out += err.message;
+      r(null);
+    });
+    child.on("close", (code) => r(code));
+  });
+  if (status !== 0) {
+    log(out);
+    throw new Error(`${cmd} ${args[0] ?? ""} failed (exit ${status}): ${out.trim().split("\n").slice(-3).join(" | ")}`);
   }
 }
 
@@ -74,10 +89,14 @@ function prepareDir(dataDir: string, log: (m: string) => void): void {
   }
 }
 
-function running(dataDir: string, bins: PostgresBinaries): boolean {
+async function running(dataDir: string, bins: PostgresBinaries): Promise<boolean> {
   if (!existsSync(join(dataDir, "postmaster.pid"))) return false;
   const c = asPgUser(bins.pgCtl, ["-D", dataDir, "status"]);
-  return spawnSync(c.cmd, c.args).status === 0;
+  const child = spawn(c.cmd, c.args, { stdio: "ignore" });
+  return new Promise<boolean>((r) => {
+    child.on("error", () => r(false));
+    child.on("close", (code) => r(code === 0));
+  });
 }
 
 /**
@@ -91,7 +110,7 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
   prepareDir(dataDir, log);
   if (!existsSync(join(dataDir, "PG_VERSION"))) {
     log(`initdb ${dataDir}`);
-    run(bins.initdb, ["-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale", ...(o.fast ? ["--no-sync"] : [])], log);
+    await run(bins.initdb, ["-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale", ...(o.fast ? ["--no-sync"] : [])], log);
   } else {
     const v = Number(readFileSync(join(dataDir, "PG_VERSION"), "utf8").trim());
     if (v !== bins.version) throw new Error(`${dataDir} holds a PostgreSQL ${v} cluster but the server found is ${bins.version}; set PG_BIN_DIR or remove the folder`);
@@ -113,7 +132,7 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
     ...(o.settings ?? []).map((s) => `-c ${s}`),
   ].join(" ");
   const start = async () => {
-    if (!running(dataDir, bins)) run(bins.pgCtl, ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"], log, o.netns);
+    if (!(await running(dataDir, bins))) await run(bins.pgCtl, ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"], log, o.netns);
     await waitForPort(o.port, 30_000, host);
   };
   await start();
@@ -134,7 +153,7 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
       }
     },
     async stop(mode = "fast") {
-      if (running(dataDir, bins)) run(bins.pgCtl, ["-D", dataDir, "-m", mode, "-w", "stop"], log);
+      if (await running(dataDir, bins)) await run(bins.pgCtl, ["-D", dataDir, "-m", mode, "-w", "stop"], log);
     },
     start,
   };
