@@ -2,15 +2,15 @@
 // above CI's summary line: CI shows only the start and the end of a run's output, and a long run's
 // failure messages sit in the middle. For a `(fail)` line it keeps what bun printed since the
 // previous result line (a test's own logs, the code frame, the error, the stack): `perFailure`
-// lines of it, from just above the error line.
+// lines of it, from the error line on.
 
 const RESULT = /^\((pass|fail|skip|todo)\) /;
 const FILE_HEADER = /^\S.*\.test\.tsx?:$/;
 
-/** From just above the first error line (its code frame's last lines) on; without one, the last lines. */
+/** From the first error line on (the code frame above it left out: the stack names the line); without one, the last lines. */
 function why(lines: string[], n: number): string[] {
   const at = lines.findIndex((l) => /^(error|\w*Error)\b.*:/.test(l.trim()));
-  return at < 0 ? lines.slice(-n) : lines.slice(Math.max(0, at - 2), Math.max(0, at - 2) + n);
+  return at < 0 ? lines.slice(-n) : lines.slice(at, at + n);
 }
 
 export interface FailureDigest {
@@ -21,7 +21,7 @@ export interface FailureDigest {
 }
 
 export function failureDigest(o: { perFailure?: number; maxFailures?: number } = {}): FailureDigest {
-  const perFailure = o.perFailure ?? 30;
+  const perFailure = o.perFailure ?? 20;
   const maxFailures = o.maxFailures ?? 10;
   let partial = "";
   let file = "";
@@ -39,7 +39,7 @@ export function failureDigest(o: { perFailure?: number; maxFailures?: number } =
     const m = RESULT.exec(l);
     if (!m) {
       since.push(l);
-      if (since.length > perFailure * 4) since = since.slice(-perFailure);
+      if (since.length > 400) since = since.slice(-200); // a long test's own output: its error block is at the end
       return;
     }
     if (m[1] === "fail") {
