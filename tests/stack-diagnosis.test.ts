@@ -17,6 +17,8 @@ test("a busy event loop shows as a stall; an idle one does not", async () => {
   const s = w.summary();
   expect(s).toMatch(/1 stalls >= 300 ms \((\d+) ms at \+\d+\.\d s\)/);
   expect(Number(/max (\d+) ms/.exec(s)![1])).toBeGreaterThanOrEqual(400);
+  w.reset();
+  expect(w.summary()).toContain("max 0 ms; 0 stalls");
 });
 
 test("the last error lines of app (pino) and nats-server logs, oldest first; info and warnings left out", () => {

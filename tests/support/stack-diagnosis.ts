@@ -8,6 +8,8 @@ import { join } from "node:path";
 export interface LoopWatch {
   /** max lag, and the stalls over `stallMs` (when, how long), since the watch began. */
   summary(): string;
+  /** Forgets what was seen so far (a setup's own blocking steps, say). */
+  reset(): void;
   stop(): void;
 }
 
@@ -16,7 +18,7 @@ export function watchEventLoop(o: { everyMs?: number; stallMs?: number; now?: ()
   const every = o.everyMs ?? 100;
   const stallMs = o.stallMs ?? 500;
   const now = o.now ?? (() => performance.now());
-  const t0 = now();
+  let t0 = now();
   let last = t0;
   let max = 0;
   const stalls: string[] = [];
@@ -31,6 +33,11 @@ export function watchEventLoop(o: { everyMs?: number; stallMs?: number; now?: ()
   return {
     summary: () =>
       `event-loop lag of the test process (relays, emulator, clients): max ${Math.round(max)} ms; ${stalls.length} stalls >= ${stallMs} ms${stalls.length ? ` (${stalls.slice(-6).join(", ")})` : ""}`,
+    reset() {
+      t0 = last = now();
+      max = 0;
+      stalls.length = 0;
+    },
     stop: () => clearInterval(timer),
   };
 }

@@ -152,7 +152,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
   const cleanups: Array<() => Promise<void>> = [];
   const natsLogs: LogFile[] = [];
   // The relays and the emulator run on this process's event loop: its stalls are the WAN's.
-  const loop = watchEventLoop();
+  const loop = watchEventLoop({ stallMs: 250 });
   cleanups.push(async () => loop.stop());
   const tmp = (prefix: string) => {
     const d = mkdtempSync(join(tmpdir(), prefix));
@@ -205,6 +205,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       sh(["ip", "addr", "add", `${r.hostAccessIp}/30`, "dev", r.accessPort]);
       sh(["ip", "link", "set", r.accessPort, "up"]);
     }
+    loop.reset(); // the blocking setup above ran before any relay: not the WAN's stall
 
     // The provider: reachable from every region over its access link.
     const emu = createEmulator({ port: 0, host: "0.0.0.0", keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 50, ...o.emulator });
