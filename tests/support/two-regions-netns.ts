@@ -29,7 +29,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
-import { startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/shared/localstack";
+import { runCommand, startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { buckets } from "@pipeline/shared/runtime";
 import { createTestDatabase, eventually } from "@pipeline/shared/testing";
@@ -93,9 +93,8 @@ function sh(args: string[]): string {
 
 /** A command run while relays in this process carry traffic: async, so they keep working. */
 async function shAsync(args: string[]): Promise<void> {
-  const p = Bun.spawn(args, { stdout: "pipe", stderr: "pipe" });
-  const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
-  if (code !== 0) throw new Error(`${args.join(" ")}: ${err.trim()}`);
+  const { code, output } = await runCommand(args);
+  if (code !== 0) throw new Error(`${args.join(" ")}: ${output.trim()}`);
 }
 
 let stacks = 0;

@@ -1,4 +1,5 @@
 export * from "./binaries.ts";
+export * from "./command.ts";
 export * from "./free-port.ts";
 export * from "./nats-binary.ts";
 export * from "./nats-server.ts";

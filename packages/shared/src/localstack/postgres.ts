@@ -1,8 +1,9 @@
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { accessSync, appendFileSync, chmodSync, chownSync, constants, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import postgres from "postgres";
 import { findPostgres, type PostgresBinaries } from "./binaries.ts";
+import { runCommand } from "./command.ts";
 import { waitForPort } from "./free-port.ts";
 
 export interface PostgresOptions {
@@ -47,21 +48,10 @@ function asPgUser(cmd: string, args: string[]): { cmd: string; args: string[] } 
  */
 async function run(cmd: string, args: string[], log: (m: string) => void, netns?: string): Promise<void> {
   const c = asPgUser(cmd, args);
-  const [bin, argv] = netns ? ["ip", ["netns", "exec", netns, c.cmd, ...c.args]] : [c.cmd, c.args];
-  const child = spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-  child.stderr.on("data", (b: Buffer) => (out += b.toString()));
-  const status = await new Promise<number | null>((r) => {
-    child.on("error", (err) => {
-      out += err.message;
-      r(null);
-    });
-    child.on("close", (code) => r(code));
-  });
-  if (status !== 0) {
-    log(out);
-    throw new Error(`${cmd} ${args[0] ?? ""} failed (exit ${status}): ${out.trim().split("\n").slice(-3).join(" | ")}`);
+  const { code, output } = await runCommand(netns ? ["ip", "netns", "exec", netns, c.cmd, ...c.args] : [c.cmd, ...c.args]);
+  if (code !== 0) {
+    log(output);
+    throw new Error(`${cmd} ${args[0] ?? ""} failed (exit ${code}): ${output.trim().split("\n").slice(-3).join(" | ")}`);
   }
 }
 
@@ -92,11 +82,7 @@ function prepareDir(dataDir: string, log: (m: string) => void): void {
 async function running(dataDir: string, bins: PostgresBinaries): Promise<boolean> {
   if (!existsSync(join(dataDir, "postmaster.pid"))) return false;
   const c = asPgUser(bins.pgCtl, ["-D", dataDir, "status"]);
-  const child = spawn(c.cmd, c.args, { stdio: "ignore" });
-  return new Promise<boolean>((r) => {
-    child.on("error", () => r(false));
-    child.on("close", (code) => r(code === 0));
-  });
+  return (await runCommand([c.cmd, ...c.args], { quiet: true })).code === 0;
 }
 
 /**
