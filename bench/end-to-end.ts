@@ -16,6 +16,7 @@ import { PROVIDER_KEY, spawnApp } from "@pipeline/shared/testing";
 import type { BaselineTask } from "./baselines/task-row.ts";
 import { waitForCompleted } from "./support/completion.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
+import { checkpoint } from "./support/checkpoint.ts";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
 import { spawnEmulator, startPipeline, submitTask } from "./support/pipeline.ts";
@@ -92,6 +93,7 @@ async function measure(ctx: BenchContext, sql: postgres.Sql, count: number, subm
   if (warm.errors) throw new Error(`${warm.errors} warm-up submissions failed: ${warm.firstError}`);
   await waitForCompleted(sql, WARMUP, 60_000 + WARMUP * 20);
   await afterWarmup();
+  await checkpoint(ctx.pgAdminUrl);
   const cpu = cpuMeter({ ...processes, postgres: () => postgresPids(ctx.pgDataDir) });
   cpu.start();
   const done = waitForCompleted(sql, WARMUP + count, 240_000);

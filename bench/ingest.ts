@@ -7,6 +7,7 @@ import { freePort, waitForPort } from "@pipeline/shared/localstack";
 import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
 import { spawnApp } from "@pipeline/shared/testing";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
+import { checkpoint } from "./support/checkpoint.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
 import { startPeerGateway } from "./support/peer.ts";
@@ -24,9 +25,10 @@ interface Rate {
 }
 
 /** Submissions per second of `count` POSTs through `clients` concurrent clients, after a warm-up. */
-async function submitRate(url: string, count: number, clients: number, run: string, processes: Record<string, () => number[]>): Promise<Rate> {
+async function submitRate(ctx: BenchContext, url: string, count: number, clients: number, run: string, processes: Record<string, () => number[]>): Promise<Rate> {
   const warm = await closedLoop(WARMUP, clients, (i) => submitTask(url, i, run));
   if (warm.errors) throw new Error(`${run}: ${warm.errors} warm-up submissions failed: ${warm.firstError}`);
+  await checkpoint(ctx.pgAdminUrl);
   const cpu = cpuMeter(processes);
   cpu.start();
   const r = await closedLoop(count, clients, (i) => submitTask(url, i, run), WARMUP);
@@ -45,7 +47,7 @@ async function ceilingRate(ctx: BenchContext, count: number, clients: number): P
     const server = spawnApp("publish-only", "bench/baselines/publish-only-server.ts", { NATS_URL: nats.url, ...natsEnv(nats, "admin"), PORT: String(port), REGION: "ceiling" }, mkdtempSync(join(ctx.logDir, "baseline-")));
     scope.defer("publish-only server", () => stopProc(server));
     await waitForPort(port, 20_000);
-    return await submitRate(`http://127.0.0.1:${port}`, count, clients, "ceiling", { server: () => [server.pid], nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined) });
+    return await submitRate(ctx, `http://127.0.0.1:${port}`, count, clients, "ceiling", { server: () => [server.pid], nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined) });
   } finally {
     await scope.close();
   }
@@ -57,7 +59,7 @@ async function gatewayRate(ctx: BenchContext, count: number, clients: number): P
   try {
     const p = await startPipeline(scope, ctx, { solvers: 0, emulator: { latencyMs: 0, threads: 10 } });
     const { gateway, nats } = p.pids;
-    const rate = await submitRate(p.gatewayUrl, count, clients, "ingest", { gateway, nats, postgres: () => postgresPids(ctx.pgDataDir) });
+    const rate = await submitRate(ctx, p.gatewayUrl, count, clients, "ingest", { gateway, nats, postgres: () => postgresPids(ctx.pgDataDir) });
     const [row] = await p.db.sql<{ n: number }[]>`select count(*)::int as n from tasks`;
     if (row?.n !== WARMUP + count) throw new Error(`the gateway answered 202 ${WARMUP + count} times but ${row?.n} rows exist`);
     return rate;
@@ -79,7 +81,7 @@ async function peerGatewayRate(ctx: BenchContext, count: number, clients: number
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
     const gateway = await startPeerGateway(scope, mkdtempSync(join(ctx.logDir, "peer-")), { redisPort: redis.port, databaseUrl: tdb.url, queue: "peer" });
-    const rate = await submitRate(gateway.url, count, clients, "peer", { gateway: () => [gateway.proc.pid], redis: () => [redis.pid], postgres: () => postgresPids(ctx.pgDataDir) });
+    const rate = await submitRate(ctx, gateway.url, count, clients, "peer", { gateway: () => [gateway.proc.pid], redis: () => [redis.pid], postgres: () => postgresPids(ctx.pgDataDir) });
     const sql = postgres(tdb.url, { max: 1, onnotice: () => {} });
     try {
       const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tasks`;
