@@ -23,6 +23,7 @@ const rounds = envCount("AB_ROUNDS", 10);
 const perRound = envCount("AB_TASKS", 3000);
 const warmup = envCount("AB_WARMUP", 15_000);
 process.env.API_KEYS_ALLOW_SHORT = "1";
+process.env.PIPELINE_ENV = "dev";
 
 type App = { fetch(req: Request): Response | Promise<Response> };
 

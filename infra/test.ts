@@ -60,7 +60,7 @@ const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeo
   cwd: root,
   // API_KEYS_ALLOW_SHORT: the gateways tests start are dev stacks (their keys are short); a test
   // of the production rule sets its own environment.
-  env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1" },
+  env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1", PIPELINE_ENV: process.env.PIPELINE_ENV ?? "dev" },
   stdio: ["ignore", "inherit", "pipe"],
   detached: true,
 });

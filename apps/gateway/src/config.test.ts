@@ -1,10 +1,11 @@
-import { expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { ConfigError } from "@pipeline/shared/config";
 import { loadConfig } from "./config.ts";
 
 const KEY_ONE = "key-one-0123456789abcdef0123456789";
 const KEY_TWO = "key-two-0123456789abcdef0123456789";
-const ok = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: `${KEY_ONE},${KEY_TWO}` };
+// A dev process (PIPELINE_ENV=dev): the production rules have their own tests below.
+const ok = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: `${KEY_ONE},${KEY_TWO}`, PIPELINE_ENV: "dev" };
 
 test("defaults apply and API_KEYS is a list", () => {
   const c = loadConfig(ok);
@@ -115,4 +116,62 @@ test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) w
   expect(fields({ API_KEY_PEPPER: pepper, QUOTAS: quotas(id, legacy) })).toEqual([`QUOTAS.keys.${legacy}`]);
   expect(fields({ QUOTAS: quotas(id) })).toEqual([`QUOTAS.keys.${id}`]);
   expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef0": {} } }) })).toEqual(["QUOTAS.keys.0123456789abcdef0"]);
+});
+
+describe("production (PIPELINE_ENV unset) refuses what is only safe on one machine", () => {
+  const PEPPER = "p".repeat(40);
+  const prod = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: KEY_ONE, API_KEY_PEPPER: PEPPER };
+  const fieldsOf = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+      return [];
+    } catch (e) {
+      return (e as ConfigError).fields;
+    }
+  };
+
+  test("PIPELINE_ENV defaults to production and takes only production or dev", () => {
+    expect(loadConfig(prod).PIPELINE_ENV).toBe("production");
+    expect(fieldsOf({ ...prod, PIPELINE_ENV: "staging" })).toEqual(["PIPELINE_ENV"]);
+  });
+
+  test("behind a load balancer it does not know (GATEWAY_BEHIND_PROXY without GATEWAY_TRUSTED_PROXIES) the gateway refuses to start", () => {
+    expect(fieldsOf({ ...prod, GATEWAY_BEHIND_PROXY: "1" })).toEqual(["GATEWAY_TRUSTED_PROXIES"]);
+    const c = loadConfig({ ...prod, GATEWAY_BEHIND_PROXY: "1", GATEWAY_TRUSTED_PROXIES: "10.0.1.5, 10.0.2.0/24,fd00::/8" });
+    expect(c.GATEWAY_TRUSTED_PROXIES.map((r) => r.text)).toEqual(["10.0.1.5", "10.0.2.0/24", "fd00::/8"]);
+    // A dev stack may leave it out.
+    expect(fieldsOf({ ...prod, GATEWAY_BEHIND_PROXY: "1", PIPELINE_ENV: "dev" })).toEqual([]);
+  });
+
+  test("a bad proxy entry is named with its position; the old GATEWAY_TRUST_PROXY is refused with what replaces it", () => {
+    let err: ConfigError | undefined;
+    try {
+      loadConfig({ ...prod, GATEWAY_TRUSTED_PROXIES: "10.0.1.5,lb.internal,10.0.0.0/33", GATEWAY_TRUST_PROXY: "1" });
+    } catch (e) {
+      err = e as ConfigError;
+    }
+    expect(err?.fields.sort()).toEqual(["GATEWAY_TRUSTED_PROXIES.1", "GATEWAY_TRUSTED_PROXIES.2"]);
+    expect(fieldsOf({ ...prod, GATEWAY_TRUST_PROXY: "1" })).toEqual(["GATEWAY_TRUST_PROXY"]);
+    expect(() => loadConfig({ ...prod, GATEWAY_TRUST_PROXY: "1" })).toThrow(/GATEWAY_TRUSTED_PROXIES/);
+  });
+
+  test("API_KEY_PEPPER is required outside dev", () => {
+    const { API_KEY_PEPPER: _, ...unpeppered } = prod;
+    expect(fieldsOf(unpeppered)).toEqual(["API_KEY_PEPPER"]);
+    expect(fieldsOf({ ...unpeppered, PIPELINE_ENV: "dev" })).toEqual([]);
+  });
+
+  test("the published dev webhook secrets are refused outside dev, without echoing them", () => {
+    expect(fieldsOf({ ...prod, WEBHOOK_SECRET: "dev-webhook-secret-0001" })).toEqual(["WEBHOOK_SECRET"]);
+    expect(fieldsOf({ ...prod, WEBHOOK_SECRET: "x".repeat(32), WEBHOOK_SECRET_PREVIOUS: "e2e-webhook-secret-0001" })).toEqual(["WEBHOOK_SECRET_PREVIOUS"]);
+    expect(() => loadConfig({ ...prod, WEBHOOK_SECRET: "regions-webhook-secret" })).not.toThrow(/regions-webhook-secret/);
+    expect(fieldsOf({ ...prod, WEBHOOK_SECRET: "dev-webhook-secret-0001", PIPELINE_ENV: "dev" })).toEqual([]);
+  });
+
+  test("WEBHOOK_CLIENT_GENERATIONS is parsed, each entry checked", () => {
+    const id = "0123456789abcdef0123456789abcdef";
+    expect(loadConfig({ ...prod, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 2, previous: 1 } }) }).WEBHOOK_CLIENT_GENERATIONS).toEqual({ [id]: { current: 2, previous: 1 } });
+    expect(fieldsOf({ ...prod, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 1, previous: 1 } }) })[0]).toStartWith("WEBHOOK_CLIENT_GENERATIONS");
+    expect(fieldsOf({ ...prod, WEBHOOK_CLIENT_GENERATIONS: "{" })).toEqual(["WEBHOOK_CLIENT_GENERATIONS"]);
+  });
 });

@@ -1,24 +1,10 @@
 import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
 import { LEGACY_CLIENT_ID, MIN_PEPPER_LENGTH, PEPPERED_CLIENT_ID } from "@pipeline/shared/client-ids";
-import { commonEnv, envBool, envInt, envList, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { commonEnv, envBool, envInt, envJson, envList, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
 import { z } from "zod";
+import { parseCidr, type Cidr } from "@pipeline/shared/net";
+import { WebhookGenerations } from "@pipeline/shared/webhooks";
 import { QuotasConfig, TaskPrices } from "./domain/quotas.ts";
-
-/** A variable holding JSON, checked by `schema`; an error names the variable and the field inside it. */
-const envJson = <S extends z.ZodType>(schema: S) =>
-  z
-    .string()
-    .optional()
-    .transform((s, ctx) => {
-      if (s === undefined || s.trim() === "") return undefined;
-      try {
-        return JSON.parse(s) as unknown;
-      } catch {
-        ctx.addIssue({ code: "custom", message: "not valid JSON" });
-        return z.NEVER;
-      }
-    })
-    .pipe(schema.optional());
 
 /** Shortest API key accepted outside dev stacks and tests (API_KEYS_ALLOW_SHORT). */
 export const MIN_API_KEY_LENGTH = 32;
@@ -35,11 +21,27 @@ const GatewayEnvFields = z.object({
   API_KEY_PEPPER: z.string().min(MIN_PEPPER_LENGTH, `at least ${MIN_PEPPER_LENGTH} characters`).optional(),
   /** The transition to peppered ids: a key is also known by its legacy id (its older rows, Idempotency-Keys, quota figures, callback secret). */
   API_KEY_LEGACY_IDS: envBool(false),
-  /** Failed authentications (an unknown key) per source address within AUTH_FAIL_WINDOW_MS before that source gets 429. */
+  /** Failed authentications of one key (by its fingerprint) from one source address within AUTH_FAIL_WINDOW_MS before that key gets 429 there. */
   AUTH_FAIL_MAX: envInt(20, 1, 1_000_000),
+  /** Failed authentications from one source address, whatever the keys, within the window before the whole address gets 429 (a key guesser). */
+  AUTH_FAIL_MAX_PER_SOURCE: envInt(200, 1, 10_000_000),
   AUTH_FAIL_WINDOW_MS: envInt(60_000, 1000, 24 * 3600_000),
-  /** The gateway runs behind a proxy (the load balancer) that appends the client's address to X-Forwarded-For: use its last entry as the source. */
-  GATEWAY_TRUST_PROXY: envBool(false),
+  /** The gateway runs behind a load balancer: outside dev it then refuses to start without GATEWAY_TRUSTED_PROXIES. */
+  GATEWAY_BEHIND_PROXY: envBool(false),
+  /** The load balancers' addresses or ranges (`10.0.1.5,10.0.1.0/24`): only a request from one of them has its X-Forwarded-For believed. */
+  GATEWAY_TRUSTED_PROXIES: envList().pipe(
+    z.array(z.string()).transform((items, ctx) => {
+      const out: Cidr[] = [];
+      for (const [i, item] of items.entries()) {
+        const c = parseCidr(item);
+        if (c) out.push(c);
+        else ctx.addIssue({ code: "custom", path: [i], message: `"${item}" is not an address or a range (10.0.1.5, 10.0.1.0/24, fd00::/8)` });
+      }
+      return out;
+    }),
+  ).default([]),
+  /** Replaced by GATEWAY_BEHIND_PROXY + GATEWAY_TRUSTED_PROXIES (it believed any peer's X-Forwarded-For): refused when set. */
+  GATEWAY_TRUST_PROXY: z.string().optional(),
   /** Per API key quotas (docs/security.md, "Quotas"): `{"default": {…}, "keys": {"<client id>": {…}}}`; unset: no limits. */
   QUOTAS: envJson(QuotasConfig),
   /** Provider money per solve, by task type (`{"turnstile": 0.0015, …}`): what a dailySpend quota counts. */
@@ -67,6 +69,8 @@ const GatewayEnvFields = z.object({
   WEBHOOK_SECRET: z.string().min(16, "at least 16 characters").optional(),
   /** The master before a rotation (the solvers sign with both until it is removed). */
   WEBHOOK_SECRET_PREVIOUS: z.string().min(16, "at least 16 characters").optional(),
+  /** Per client id, the generation of its callback secret (`{"<client id>": {"current": 2, "previous": 1}}`): one client's secret rotated alone. */
+  WEBHOOK_CLIENT_GENERATIONS: envJson(WebhookGenerations),
   /** A task's callbackUrl may use http: as well as https: (dev stacks and tests). */
   WEBHOOK_ALLOW_HTTP: envBool(false),
   /** A task's callbackUrl may point to loopback, RFC 1918, CGNAT and ULA addresses (dev stacks and tests only). */
@@ -77,6 +81,15 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     const spendCapped = c.QUOTAS && [c.QUOTAS.default, ...Object.values(c.QUOTAS.keys)].some((q) => q.dailySpend !== undefined);
     if (spendCapped && (!c.TASK_PRICES || Object.keys(c.TASK_PRICES).length === 0))
       ctx.addIssue({ code: "custom", path: ["TASK_PRICES"], message: "required when a quota sets dailySpend (the price of each task type, in provider money)" });
+    if (c.GATEWAY_TRUST_PROXY !== undefined)
+      ctx.addIssue({ code: "custom", path: ["GATEWAY_TRUST_PROXY"], message: "replaced: set GATEWAY_BEHIND_PROXY=1 and GATEWAY_TRUSTED_PROXIES=<the load balancer's private address or range> (only its X-Forwarded-For is believed)" });
+    if (c.PIPELINE_ENV !== "dev") {
+      if (c.GATEWAY_BEHIND_PROXY && c.GATEWAY_TRUSTED_PROXIES.length === 0)
+        ctx.addIssue({ code: "custom", path: ["GATEWAY_TRUSTED_PROXIES"], message: "required with GATEWAY_BEHIND_PROXY: the load balancer's private address or range (otherwise every client has its address, and one client's failed logins throttle them all)" });
+      if (!c.API_KEY_PEPPER) ctx.addIssue({ code: "custom", path: ["API_KEY_PEPPER"], message: "required outside dev (PIPELINE_ENV=dev): a generated secret of 32+ characters (openssl rand -hex 32)" });
+    }
+    refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET", c.WEBHOOK_SECRET, ctx);
+    refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET_PREVIOUS", c.WEBHOOK_SECRET_PREVIOUS, ctx);
     if (c.API_KEY_LEGACY_IDS && !c.API_KEY_PEPPER) ctx.addIssue({ code: "custom", path: ["API_KEY_LEGACY_IDS"], message: "only with API_KEY_PEPPER (the transition from legacy to peppered client ids)" });
     // A QUOTAS entry under an id no key has any more would silently lift that key's limits.
     const idFormat = !c.API_KEY_PEPPER ? LEGACY_CLIENT_ID : c.API_KEY_LEGACY_IDS ? undefined : PEPPERED_CLIENT_ID;
@@ -91,7 +104,7 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     });
   },
   // Also when another variable is at fault, so that one start names every problem.
-  { when: (p) => !p.issues.some((i) => ["API_KEYS", "API_KEYS_ALLOW_SHORT", "API_KEY_LEGACY_IDS", "QUOTAS", "TASK_PRICES"].includes(String(i.path?.[0]))) },
+  { when: (p) => !p.issues.some((i) => ["API_KEYS", "API_KEYS_ALLOW_SHORT", "API_KEY_LEGACY_IDS", "QUOTAS", "TASK_PRICES", "PIPELINE_ENV", "GATEWAY_BEHIND_PROXY", "GATEWAY_TRUSTED_PROXIES", "API_KEY_PEPPER", "WEBHOOK_SECRET", "WEBHOOK_SECRET_PREVIOUS"].includes(String(i.path?.[0]))) },
 );
 export type GatewayConfig = z.infer<typeof GatewayEnv> & { regions: string[] };
 

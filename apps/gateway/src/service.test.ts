@@ -5,7 +5,8 @@ import { logClientIds } from "./service.ts";
 
 const KEY = "key-one-0123456789abcdef0123456789";
 const PEPPER = "pepper-0123456789abcdef0123456789abcdef";
-const base = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: KEY };
+// Unpeppered ids exist only on dev processes now (outside dev API_KEY_PEPPER is required).
+const base = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: KEY, PIPELINE_ENV: "dev" };
 const logged = (env: Record<string, string>) => {
   const lines: string[] = [];
   logClientIds(loadConfig({ ...base, ...env }), createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }));

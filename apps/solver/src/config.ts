@@ -1,4 +1,5 @@
-import { commonEnv, envBool, envInt, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { commonEnv, envBool, envInt, envJson, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
+import { WebhookGenerations } from "@pipeline/shared/webhooks";
 import { KEY_NAME } from "@pipeline/shared/runtime";
 import { z } from "zod";
 
@@ -51,6 +52,8 @@ export const SolverEnv = z
     WEBHOOK_SECRET: z.string().min(16, "at least 16 characters").optional(),
     /** The master secret before a rotation: callbacks carry a signature for each until it is removed. */
     WEBHOOK_SECRET_PREVIOUS: z.string().min(16, "at least 16 characters").optional(),
+    /** Per client id, the generation of its callback secret (the gateway's setting, the same value): one client's secret rotated alone. */
+    WEBHOOK_CLIENT_GENERATIONS: envJson(WebhookGenerations),
     WEBHOOK_TIMEOUT_MS: envInt(5000, 100, 60_000),
     WEBHOOK_RETRY_BASE_MS: envInt(1000, 10, 600_000),
     WEBHOOK_RETRY_MAX_MS: envInt(300_000, 10, 3600_000),
@@ -97,7 +100,11 @@ export const SolverEnv = z
   .refine((c) => c.PROVIDER_KEY !== undefined || c.PROVIDER_KEYS_FILE !== undefined, { path: ["PROVIDER_KEY"], message: "the provider API key is required (PROVIDER_KEY or PROVIDER_KEYS_FILE)" })
   .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
   .refine((c) => c.WEBHOOK_RETRY_BASE_MS <= c.WEBHOOK_RETRY_MAX_MS, { path: ["WEBHOOK_RETRY_BASE_MS"], message: "must not exceed WEBHOOK_RETRY_MAX_MS" })
-  .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" });
+  .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" })
+  .superRefine((c, ctx) => {
+    refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET", c.WEBHOOK_SECRET, ctx);
+    refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET_PREVIOUS", c.WEBHOOK_SECRET_PREVIOUS, ctx);
+  });
 export type SolverConfig = z.infer<typeof SolverEnv> & { regions: string[] };
 
 /** Parses the solver's environment; throws a ConfigError naming each variable at fault. */

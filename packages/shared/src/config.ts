@@ -50,6 +50,21 @@ export const envList = () =>
     .string()
     .transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
 
+/** A variable holding JSON, checked by `schema`; an error names the variable and the field inside it. */
+export const envJson = <S extends z.ZodType>(schema: S) =>
+  z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined || s.trim() === "") return undefined;
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "not valid JSON" });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema.optional());
 
 const optionalFile = (what: string) => z.string().min(1, `must be the path of ${what}`).optional();
 
@@ -66,8 +81,27 @@ export const natsAuthEnv = {
   NATS_TLS_KEY: optionalFile("a PEM client key"),
 };
 
+/**
+ * Where a process runs: `production` (the default, so that a forgotten setting is the strict one)
+ * or `dev` (the dev stack, tests and bench, which set it). Outside dev the apps refuse settings
+ * that are only safe on one machine: the known dev secrets, a gateway without API_KEY_PEPPER, a
+ * gateway behind a proxy it does not know (docs/security.md, "A load balancer in front").
+ */
+export const PipelineEnv = z.enum(["production", "dev"]).default("production");
+export type PipelineEnv = z.infer<typeof PipelineEnv>;
+
+/** The callback signing masters the dev stack, tests and bench use: public, so refused outside dev. */
+export const DEV_WEBHOOK_SECRETS: readonly string[] = ["dev-webhook-secret-0001", "e2e-webhook-secret-0001", "regions-webhook-secret"];
+
+/** Adds an issue on `field` when `value` is one of the public dev secrets and the process is not a dev one. */
+export function refuseDevSecret(env: PipelineEnv, field: string, value: string | undefined, ctx: z.RefinementCtx): void {
+  if (env !== "dev" && value !== undefined && DEV_WEBHOOK_SECRETS.includes(value))
+    ctx.addIssue({ code: "custom", path: [field], message: "is a published dev secret: generate one (openssl rand -hex 32); PIPELINE_ENV=dev allows it on dev stacks only" });
+}
+
 /** The variables every service shares: NATS, Postgres and the region (one subject token). */
 export const commonEnv = {
+  PIPELINE_ENV: PipelineEnv,
   NATS_URL: z
     .string()
     .min(1)

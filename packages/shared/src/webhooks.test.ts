@@ -30,3 +30,27 @@ test("each client has its own secret from one master: a callback signed for one 
   expect(verifyWebhook(next, both, body, 1_700_000_000)).toBe(true);
   expect(verifyWebhook(b, both, body, 1_700_000_000)).toBe(false);
 });
+
+test("one client's secret rotates alone: raising its generation changes its secret and no other's; the previous generation signs until removed", async () => {
+  const { clientSigningSecrets, clientWebhookSecret, signatureHeader } = await import("./webhooks.ts");
+  const m = "master-secret-0001";
+  // Generation 0 is the derivation every client had before generations existed.
+  expect(clientWebhookSecret(m, "aaaa", 0)).toBe(clientWebhookSecret(m, "aaaa"));
+  const gens = { aaaa: { current: 1, previous: 0 } };
+  const [a1, a0] = clientSigningSecrets([m], "aaaa", gens);
+  expect(a1).toBe(clientWebhookSecret(m, "aaaa", 1));
+  expect(a1).not.toBe(clientWebhookSecret(m, "aaaa"));
+  expect(a0).toBe(clientWebhookSecret(m, "aaaa"));
+  // Another client is untouched: still generation 0, one signature.
+  expect(clientSigningSecrets([m], "bbbb", gens)).toEqual([clientWebhookSecret(m, "bbbb")]);
+  // During the move both verify; once `previous` is removed, the old secret no longer does.
+  const body = '{"task":1}';
+  const during = { timestamp: "1700000000", signature: signatureHeader(clientSigningSecrets([m], "aaaa", gens), 1_700_000_000, body) };
+  expect(verifyWebhook(a0!, during, body, 1_700_000_000)).toBe(true);
+  expect(verifyWebhook(a1!, during, body, 1_700_000_000)).toBe(true);
+  const after = { timestamp: "1700000000", signature: signatureHeader(clientSigningSecrets([m], "aaaa", { aaaa: { current: 1 } }), 1_700_000_000, body) };
+  expect(verifyWebhook(a0!, after, body, 1_700_000_000)).toBe(false);
+  expect(verifyWebhook(a1!, after, body, 1_700_000_000)).toBe(true);
+  // With a master rotation too: the previous master signs at the client's current generation.
+  expect(clientSigningSecrets(["master-2", m], "aaaa", { aaaa: { current: 1 } })).toEqual([clientWebhookSecret("master-2", "aaaa", 1), a1!]);
+});

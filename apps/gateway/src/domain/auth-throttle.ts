@@ -1,70 +1,112 @@
 /**
- * Throttles failed authentication (issue 14.8): a source (a client address) that presented
- * `maxFailures` unknown API keys within `windowMs` is refused, whatever key it sends, until the
- * window that counted them ends. Guessing keys costs the guesser a window per `maxFailures`
- * guesses, and a refused guess is not even checked (no oracle while throttled).
+ * Throttles failed authentication. Failures are counted twice within a window:
  *
- * Memory is bounded: at most `maxSources` sources are tracked; past that, expired entries are
- * dropped, then the oldest ones.
+ * - per (source address, key fingerprint): a key that failed `maxFailures` times from an address
+ *   is refused there, unchecked, until its window ends. A client looping with a revoked key is
+ *   stopped, and the clients sharing its address (a NAT, an office) keep working with theirs.
+ * - per source address, whatever the keys: past `maxPerSource` failures the whole address is
+ *   refused (a key guesser, who presents a new key each time). A refused guess is not even
+ *   checked (no oracle while throttled), so guessing costs a window per `maxPerSource` keys.
+ *
+ * The fingerprint is a short digest of the key presented (never the key, never logged): two
+ * different keys share one only by chance.
+ *
+ * Memory is bounded: at most `maxSources` entries are tracked in each table; past that, expired
+ * entries are dropped, then the oldest ones.
  */
 export interface AuthThrottle {
-  /** Seconds to wait when `source` is throttled now, else undefined. */
-  blocked(source: string): number | undefined;
-  /** Counts a failed authentication of `source`; returns the seconds to wait when this failure throttles it. */
-  failed(source: string): number | undefined;
+  /** Seconds to wait when `source` (or `key` from it) is throttled now, else undefined. */
+  blocked(source: string, key: string): number | undefined;
+  /** Counts a failed authentication of `key` from `source`; returns the seconds to wait when this failure throttles it. */
+  failed(source: string, key: string): number | undefined;
+  /** Entries held (both tables). */
   size(): number;
   /**
-   * Whether any source may be throttled now: false when no failure was counted within the last
+   * Whether anything may be throttled now: false when no failure was counted within the last
    * window (the entries, all expired, are dropped then). Callers skip looking the source up.
    */
   active(): boolean;
 }
 
-export function createAuthThrottle(o: { maxFailures: number; windowMs: number; maxSources?: number; now?: () => number }): AuthThrottle {
-  const now = o.now ?? Date.now;
-  const maxSources = o.maxSources ?? 100_000;
-  const bySource = new Map<string, { start: number; failures: number }>();
-  let lastFailure = -Infinity;
-  const live = (source: string) => {
-    const e = bySource.get(source);
-    if (e && now() - e.start >= o.windowMs) {
-      bySource.delete(source);
+/** A short digest of a presented key: what the throttle counts a key's failures under. */
+export function keyFingerprint(key: string): string {
+  return Bun.hash.xxHash64(key).toString(36);
+}
+
+interface Window {
+  start: number;
+  failures: number;
+}
+
+/** Failure counts per name within a window, bounded in size. */
+function windowedCounts(windowMs: number, maxEntries: number, now: () => number) {
+  const byName = new Map<string, Window>();
+  const live = (name: string) => {
+    const e = byName.get(name);
+    if (e && now() - e.start >= windowMs) {
+      byName.delete(name);
       return undefined;
     }
     return e;
   };
-  const wait = (e: { start: number }) => Math.max(1, Math.ceil((e.start + o.windowMs - now()) / 1000));
   const makeRoom = () => {
-    if (bySource.size < maxSources) return;
+    if (byName.size < maxEntries) return;
     const t = now();
-    for (const [k, e] of bySource) if (t - e.start >= o.windowMs) bySource.delete(k);
+    for (const [k, e] of byName) if (t - e.start >= windowMs) byName.delete(k);
     // Still full: the oldest entries go (a Map iterates in insertion order).
-    for (const k of bySource.keys()) {
-      if (bySource.size < maxSources) break;
-      bySource.delete(k);
+    for (const k of byName.keys()) {
+      if (byName.size < maxEntries) break;
+      byName.delete(k);
     }
   };
   return {
-    blocked(source) {
-      const e = live(source);
-      return e && e.failures >= o.maxFailures ? wait(e) : undefined;
-    },
-    failed(source) {
-      lastFailure = now();
-      let e = live(source);
+    live,
+    count(name: string): Window {
+      let e = live(name);
       if (!e) {
         makeRoom();
         e = { start: now(), failures: 0 };
-        bySource.set(source, e);
+        byName.set(name, e);
       }
       e.failures++;
-      return e.failures >= o.maxFailures ? wait(e) : undefined;
+      return e;
     },
-    size: () => bySource.size,
+    get size() {
+      return byName.size;
+    },
+    clear: () => byName.clear(),
+  };
+}
+
+export function createAuthThrottle(o: { maxFailures: number; maxPerSource?: number; windowMs: number; maxSources?: number; now?: () => number }): AuthThrottle {
+  const now = o.now ?? Date.now;
+  const maxSources = o.maxSources ?? 100_000;
+  const maxPerSource = o.maxPerSource ?? o.maxFailures * 10;
+  const perKey = windowedCounts(o.windowMs, maxSources, now);
+  const perSource = windowedCounts(o.windowMs, maxSources, now);
+  let lastFailure = -Infinity;
+  const wait = (e: Window) => Math.max(1, Math.ceil((e.start + o.windowMs - now()) / 1000));
+  const pair = (source: string, key: string) => `${source} ${keyFingerprint(key)}`;
+  return {
+    blocked(source, key) {
+      const s = perSource.live(source);
+      if (s && s.failures >= maxPerSource) return wait(s);
+      const k = perKey.live(pair(source, key));
+      return k && k.failures >= o.maxFailures ? wait(k) : undefined;
+    },
+    failed(source, key) {
+      lastFailure = now();
+      const s = perSource.count(source);
+      const k = perKey.count(pair(source, key));
+      if (s.failures >= maxPerSource) return wait(s);
+      return k.failures >= o.maxFailures ? wait(k) : undefined;
+    },
+    size: () => perKey.size + perSource.size,
     active() {
-      if (bySource.size === 0) return false;
+      if (perKey.size === 0 && perSource.size === 0) return false;
       if (now() - lastFailure < o.windowMs) return true;
-      bySource.clear();
+      perKey.clear();
+      perSource.clear();
       return false;
     },
   };

@@ -1,3 +1,4 @@
+import { parseCidr } from "@pipeline/shared/net";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { openDatabase, type Database } from "@pipeline/shared/db";
@@ -407,26 +408,51 @@ test("GET /v1/webhook-secret hands each client its own signing secret (and the p
   expect((await get(app, "client-a-key")).status).toBe(404);
 });
 
-describe("failed authentication is throttled per source address (issue 14.8)", () => {
+test("GET /v1/webhook-secret after one client's secret is rotated alone (WEBHOOK_CLIENT_GENERATIONS): its new secret and the previous generation; the other client's is unchanged", async () => {
+  const { clientWebhookSecret } = await import("@pipeline/shared/webhooks");
+  const { createApiKeys: keys } = await import("../domain/api-keys.ts");
+  const apiKeys = keys(["client-a-key", "client-b-key"]);
+  const a = apiKeys.clientOf("client-a-key")!;
+  const b = apiKeys.clientOf("client-b-key")!;
+  const app = createApp({
+    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: "master-secret-0002", WEBHOOK_CLIENT_GENERATIONS: { [a]: { current: 1, previous: 0 } } },
+    store: createTaskStore(database.db),
+    queue: createTaskQueue(nc, REGION, 2000),
+    watcher: createTaskWatcher(nc, REGION),
+    apiKeys,
+    log: createLogger("gateway-test", { level: "silent" }),
+  });
+  const get = async (key: string) => (await app.request("/v1/webhook-secret", { headers: { authorization: `Bearer ${key}` } })).json() as Promise<{ secret: string; previous?: string }>;
+  const ra = await get("client-a-key");
+  expect(ra.secret).toBe(clientWebhookSecret("master-secret-0002", a, 1));
+  expect(ra.previous).toBe(clientWebhookSecret("master-secret-0002", a));
+  const rb = await get("client-b-key");
+  expect(rb).toEqual({ secret: clientWebhookSecret("master-secret-0002", b), clientId: b } as never);
+});
+
+describe("failed authentication is throttled per (address, key) and per address", () => {
   const from = (address: string) => ({ requestIP: () => ({ address, family: "IPv4", port: 1 }) });
   const lines: string[] = [];
-  const throttled = () =>
+  const throttled = (extra: Partial<Parameters<typeof createApp>[0]["config"]> = {}) =>
     createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, AUTH_FAIL_MAX: 3, AUTH_FAIL_WINDOW_MS: 60_000 },
+      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, AUTH_FAIL_MAX: 3, AUTH_FAIL_MAX_PER_SOURCE: 5, AUTH_FAIL_WINDOW_MS: 60_000, ...extra },
       store: createTaskStore(database.db),
       queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
       log: createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }),
     });
-  const get = (a: ReturnType<typeof createApp>, ip: string, key?: string, path = "/v1/webhook-secret") => a.request(path, { headers: key ? { authorization: `Bearer ${key}` } : {} }, from(ip));
+  const get = (a: ReturnType<typeof createApp>, ip: string, key?: string, path = "/v1/webhook-secret", headers: Record<string, string> = {}) =>
+    a.request(path, { headers: { ...headers, ...(key ? { authorization: `Bearer ${key}` } : {}) } }, from(ip));
+  const TASK = "/v1/tasks/00000000-0000-4000-8000-000000000000";
 
-  test("after AUTH_FAIL_MAX unknown keys an address gets 429 with Retry-After, even with a good key; other addresses are not affected; no key is logged", async () => {
+  test("a key guesser (a new key each time) gets 429 with Retry-After at its address after AUTH_FAIL_MAX_PER_SOURCE failures, even with a good key; other addresses are not affected; no key is logged", async () => {
+    lines.length = 0;
     const a = throttled();
     // A missing key is not a guess: it does not count.
-    for (let i = 0; i < 5; i++) expect((await get(a, "203.0.113.5")).status).toBe(401);
-    for (let i = 0; i < 3; i++) expect((await get(a, "203.0.113.5", `guess-${i}`)).status).toBe(401);
-    const refused = await get(a, "203.0.113.5", "client-a-key", "/v1/tasks/00000000-0000-4000-8000-000000000000");
+    for (let i = 0; i < 7; i++) expect((await get(a, "203.0.113.5")).status).toBe(401);
+    for (let i = 0; i < 5; i++) expect((await get(a, "203.0.113.5", `guess-${i}`)).status).toBe(401);
+    const refused = await get(a, "203.0.113.5", "client-a-key", TASK);
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(59);
     expect(((await refused.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("header.authorization");
@@ -435,7 +461,7 @@ describe("failed authentication is throttled per source address (issue 14.8)", (
     expect(await facade.text()).toBe("IP_BANNED");
     expect(facade.headers.get("retry-after")).toBeTruthy();
     // Another address with a good key is served; a good key does not lift the throttle.
-    expect((await get(a, "198.51.100.7", "client-b-key", "/v1/tasks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+    expect((await get(a, "198.51.100.7", "client-b-key", TASK)).status).toBe(404);
     expect((await get(a, "203.0.113.5", "client-a-key")).status).toBe(429);
     // One warning naming the source; no key (neither the guesses nor the good one) in any line.
     const warned = lines.filter((l) => l.includes("failed authentications throttled"));
@@ -444,19 +470,55 @@ describe("failed authentication is throttled per source address (issue 14.8)", (
     for (const l of lines) for (const k of ["guess-", "client-a-key", "client-b-key"]) expect(l).not.toContain(k);
   });
 
-  test("facade guesses count too; without the throttle (today's code) the 4th guess would be a plain wrong-key answer", async () => {
+  test("one client repeating a wrong key is throttled for that key only: a valid key from the same address (a NAT, an office) still passes", async () => {
     const a = throttled();
-    for (let i = 0; i < 3; i++) expect(await (await a.request(`/res.php?key=guess-${i}&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("ERROR_WRONG_USER_KEY");
+    for (let i = 0; i < 3; i++) expect((await get(a, "192.0.2.44", "revoked-key-of-x", TASK)).status).toBe(401);
+    // Today's per-address throttle refused everything from the address here.
+    for (let i = 0; i < 20; i++) expect((await get(a, "192.0.2.44", "revoked-key-of-x", TASK)).status).toBe(429);
+    expect((await get(a, "192.0.2.44", "client-a-key", TASK)).status).toBe(404);
+    expect(await (await a.request("/res.php?key=client-b-key&action=getbalance", {}, from("192.0.2.44"))).text()).not.toBe("IP_BANNED");
+  });
+
+  test("behind the load balancer (GATEWAY_TRUSTED_PROXIES), 20 bad requests of one client do not lock out the others: the reviewer's lockout", async () => {
+    const LB = "10.0.1.5";
+    const a = throttled({ GATEWAY_TRUSTED_PROXIES: [parseCidr("10.0.1.0/24")!] });
+    const via = (client: string) => ({ "x-forwarded-for": client });
+    for (let i = 0; i < 20; i++) expect((await get(a, LB, `wrong-key-${i}`, TASK, via("198.51.100.20"))).status).toBe(i < 5 ? 401 : 429);
+    // Every other client of the load balancer is served, with the REST API and the facade.
+    expect((await get(a, LB, "client-a-key", TASK, via("198.51.100.30"))).status).toBe(404);
+    const facade = await a.request("/res.php?key=client-b-key&action=getbalance", { headers: via("198.51.100.31") }, from(LB));
+    expect(await facade.text()).not.toBe("IP_BANNED");
+    // The guesser's own address stays refused, whichever client address it forges to the left.
+    expect((await get(a, LB, "client-a-key", TASK, { "x-forwarded-for": "203.0.113.99, 198.51.100.20" })).status).toBe(429);
+  });
+
+  test("facade guesses count too", async () => {
+    const a = throttled();
+    for (let i = 0; i < 5; i++) expect(await (await a.request(`/res.php?key=guess-${i}&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("ERROR_WRONG_USER_KEY");
     expect(await (await a.request(`/res.php?key=guess-x&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("IP_BANNED");
   });
 
-  test("behind a proxy (GATEWAY_TRUST_PROXY) the source is the last X-Forwarded-For entry, not a forged first one", async () => {
+  test("X-Forwarded-For is believed only from a trusted proxy, and only as far as the chain runs through trusted proxies; an unknown proxy is warned about once", async () => {
     const { sourceOf } = await import("./auth.ts");
     const { Hono } = await import("hono");
+    const trusted = [parseCidr("10.0.1.0/24")!, parseCidr("fd00::/8")!];
     const h = new Hono();
-    h.get("/", (c) => c.text(`${sourceOf(c, true)} ${sourceOf(c, false)}`));
-    const res = await h.request("/", { headers: { "x-forwarded-for": "1.2.3.4, 203.0.113.5" } }, from("10.0.0.2"));
-    expect(await res.text()).toBe("203.0.113.5 10.0.0.2");
+    h.get("/", (c) => c.text(`${sourceOf(c, trusted)} ${sourceOf(c, [])}`));
+    const ask = async (peer: string, xff?: string) => (await h.request("/", { headers: xff ? { "x-forwarded-for": xff } : {} }, from(peer))).text();
+    expect(await ask("10.0.1.5", "1.2.3.4, 203.0.113.5")).toBe("203.0.113.5 10.0.1.5");
+    // Two trusted hops (the load balancer behind another of ours): the first untrusted from the right.
+    expect(await ask("10.0.1.5", "1.2.3.4, 203.0.113.5, 10.0.1.9")).toBe("203.0.113.5 10.0.1.5");
+    expect(await ask("::ffff:10.0.1.5", "203.0.113.5")).toBe("203.0.113.5 ::ffff:10.0.1.5");
+    // A peer that is not a trusted proxy: its X-Forwarded-For is the client's to forge.
+    expect(await ask("198.51.100.7", "10.0.1.9, 203.0.113.5")).toBe("198.51.100.7 198.51.100.7");
+    // No header, or only trusted hops: the peer.
+    expect(await ask("10.0.1.5")).toBe("10.0.1.5 10.0.1.5");
+    lines.length = 0;
+    const a = throttled();
+    for (let i = 0; i < 3; i++) await get(a, "10.0.9.9", `nope-${i}`, TASK, { "x-forwarded-for": `198.51.100.${i}` });
+    const warned = lines.filter((l) => l.includes("not in GATEWAY_TRUSTED_PROXIES"));
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toContain("10.0.9.9");
   });
 });
 

@@ -3,14 +3,16 @@ import { createAuthThrottle, type AuthThrottle } from "../domain/auth-throttle.t
 import { bearerToken } from "../domain/api-keys.ts";
 import type { GatewayDeps } from "../deps.ts";
 import { ProblemError } from "./problem.ts";
+import { inAnyCidr, type Cidr } from "@pipeline/shared/net";
 
 export type AuthResult = { ok: true; clientId: string } | { ok: false; reason: "missing" } | { ok: false; reason: "unknown" } | { ok: false; reason: "throttled"; retryAfter: number };
 
 /**
  * API key authentication shared by the REST routes and the 2Captcha facade, with failed
- * attempts throttled per source address (issue 14.8). The source is the peer address of the
- * connection (Bun's `requestIP`), or with `GATEWAY_TRUST_PROXY` the last `X-Forwarded-For`
- * entry (the one the load balancer appended; earlier entries are the client's to forge).
+ * attempts throttled per (source address, key) and per source address (auth-throttle.ts). The
+ * source is the peer address of the connection (Bun's `requestIP`); when that peer is one of
+ * `GATEWAY_TRUSTED_PROXIES` (the load balancer), the rightmost `X-Forwarded-For` entry that is not
+ * itself a trusted proxy (entries further left are the client's to forge).
  */
 export interface Authenticator {
   check(c: Context, key: string | undefined): AuthResult;
@@ -19,30 +21,54 @@ export interface Authenticator {
   throttle: AuthThrottle;
 }
 
-/** The address a request came from, or "unknown" (a request made in-process, as in tests without a server). */
-export function sourceOf(c: Context, trustProxy: boolean): string {
-  if (trustProxy) {
-    const fwd = c.req.header("x-forwarded-for");
-    const last = fwd?.split(",").pop()?.trim();
-    if (last) return last;
-  }
+function peerOf(c: Context): string | undefined {
   const server = c.env as { requestIP?: (r: Request) => { address: string } | null } | undefined;
   try {
-    return server?.requestIP?.(c.req.raw)?.address ?? "unknown";
+    return server?.requestIP?.(c.req.raw)?.address ?? undefined;
   } catch {
-    return "unknown";
+    return undefined;
   }
 }
 
+/**
+ * The address a request came from, or "unknown" (a request made in-process, as in tests without a
+ * server). `X-Forwarded-For` is believed only from a trusted proxy, and only as far as the chain
+ * runs through trusted proxies.
+ */
+export function sourceOf(c: Context, trustedProxies: readonly Cidr[]): string {
+  const peer = peerOf(c);
+  if (peer === undefined) return "unknown";
+  if (trustedProxies.length === 0 || !inAnyCidr(peer, trustedProxies)) return peer;
+  const hops = (c.req.header("x-forwarded-for") ?? "").split(",").map((h) => h.trim()).filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) if (!inAnyCidr(hops[i]!, trustedProxies)) return hops[i]!;
+  return peer;
+}
+
+/**
+ * Says once (a warning and a metric) that requests carry `X-Forwarded-For` from a peer that is not
+ * a trusted proxy: a load balancer the gateway does not know, whose clients all share its address.
+ */
+function unknownProxyWatch(deps: Pick<GatewayDeps, "log">, trusted: readonly Cidr[]) {
+  const seen = new Set<string>();
+  return (c: Context) => {
+    if (seen.size >= 16 || c.req.header("x-forwarded-for") === undefined) return;
+    const peer = peerOf(c);
+    if (peer === undefined || seen.has(peer) || inAnyCidr(peer, trusted)) return;
+    seen.add(peer);
+    deps.log.warn({ peer }, "requests carry X-Forwarded-For from a peer that is not in GATEWAY_TRUSTED_PROXIES: every client behind it shares one address for the failed-login throttle (set GATEWAY_TRUSTED_PROXIES to the load balancer's address)");
+  };
+}
+
 export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | "config" | "metrics">): Authenticator {
-  const throttle = createAuthThrottle({ maxFailures: deps.config.AUTH_FAIL_MAX ?? 20, windowMs: deps.config.AUTH_FAIL_WINDOW_MS ?? 60_000 });
-  const trustProxy = deps.config.GATEWAY_TRUST_PROXY ?? false;
+  const throttle = createAuthThrottle({ maxFailures: deps.config.AUTH_FAIL_MAX ?? 20, maxPerSource: deps.config.AUTH_FAIL_MAX_PER_SOURCE, windowMs: deps.config.AUTH_FAIL_WINDOW_MS ?? 60_000 });
+  const trusted = deps.config.GATEWAY_TRUSTED_PROXIES ?? [];
+  const watchUnknownProxy = unknownProxyWatch(deps, trusted);
   const check = (c: Context, key: string | undefined): AuthResult => {
     if (key === undefined || key === "") return { ok: false, reason: "missing" };
     // The source address is looked up (a getpeername(2) per request) only while some source has
     // failed recently, or when this key fails: a gateway nobody guesses keys at never asks.
-    let source = throttle.active() ? sourceOf(c, trustProxy) : undefined;
-    const wait = source === undefined ? undefined : throttle.blocked(source);
+    let source = throttle.active() ? sourceOf(c, trusted) : undefined;
+    const wait = source === undefined ? undefined : throttle.blocked(source, key);
     if (wait !== undefined) {
       deps.metrics?.authFailure("throttled");
       return { ok: false, reason: "throttled", retryAfter: wait };
@@ -50,8 +76,9 @@ export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | 
     const clientId = deps.apiKeys.clientOf(key);
     if (clientId) return { ok: true, clientId };
     deps.metrics?.authFailure("unknown_key");
-    source ??= sourceOf(c, trustProxy);
-    const now = throttle.failed(source);
+    source ??= sourceOf(c, trusted);
+    watchUnknownProxy(c);
+    const now = throttle.failed(source, key);
     // The source, never the key (not even a prefix of it).
     if (now !== undefined) deps.log.warn({ source, retryAfterSeconds: now }, "failed authentications throttled");
     return { ok: false, reason: "unknown" };
@@ -64,7 +91,7 @@ export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | 
       const r = check(c, key);
       if (r.ok) return r.clientId;
       if (r.reason === "throttled")
-        throw new ProblemError(429, "Too Many Failed Authentications", "too many unknown API keys from this address; retry later", [{ field: "header.authorization", message: "too many failed authentications" }], {
+        throw new ProblemError(429, "Too Many Failed Authentications", "too many failed authentications of this key, or of any key from this address; retry later", [{ field: "header.authorization", message: "too many failed authentications" }], {
           "retry-after": String(r.retryAfter),
         });
       throw new ProblemError(401, "Unauthorized", r.reason === "missing" ? "send Authorization: Bearer <api key>" : "unknown API key", [{ field: "header.authorization", message: "missing or unknown API key" }], {

@@ -1,7 +1,7 @@
 import type { Logger } from "@pipeline/shared/log";
 import { checkCallbackUrl, checkResolvedAddresses, type CallbackPolicy } from "@pipeline/shared/net";
 import { toTaskView } from "@pipeline/shared/tasks";
-import { clientWebhookSecret, signatureHeader, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
+import { clientSigningSecrets, signatureHeader, WEBHOOK_HEADERS, type WebhookGenerations } from "@pipeline/shared/webhooks";
 import type { PostCallback, Resolve } from "../adapters/callback-http.ts";
 import type { ClaimedDelivery, DeliveryStore } from "../adapters/deliveries.ts";
 import { backoff } from "../domain/timing.ts";
@@ -15,9 +15,11 @@ export interface DispatcherDeps {
   store: DeliveryStore;
   /**
    * The master secrets, current first (and the previous one during a rotation): each callback is
-   * signed with the task owner's own secret derived from each (`clientWebhookSecret`).
+   * signed with the task owner's own secret derived from each (`clientSigningSecrets`).
    */
   secrets: string[];
+  /** Per client id, the generation of its secret (`WEBHOOK_CLIENT_GENERATIONS`); unlisted: 0. */
+  generations?: WebhookGenerations;
   policy: CallbackPolicy;
   resolve: Resolve;
   post: PostCallback;
@@ -161,7 +163,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       "content-type": "application/json",
       [WEBHOOK_HEADERS.delivery]: d.deliveryId,
       [WEBHOOK_HEADERS.timestamp]: String(ts),
-      [WEBHOOK_HEADERS.signature]: signatureHeader(deps.secrets.map((m) => clientWebhookSecret(m, row.owner)), ts, body),
+      [WEBHOOK_HEADERS.signature]: signatureHeader(clientSigningSecrets(deps.secrets, row.owner, deps.generations), ts, body),
     };
     let status = 0;
     for (const [i, pinned] of candidates.entries()) {

@@ -3,7 +3,7 @@
 // Off without WEBHOOK_SECRET.
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
-import { ensureNotifierConsumers } from "@pipeline/shared/nats";
+import { notifierConsumerNames, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
 import { pinnedPost, systemResolve } from "../adapters/callback-http.ts";
 import type { createDeliveryStore } from "../adapters/deliveries.ts";
@@ -24,6 +24,7 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
   return createDispatcher({
     store: d.deliveries,
     secrets: [config.WEBHOOK_SECRET!, ...(config.WEBHOOK_SECRET_PREVIOUS ? [config.WEBHOOK_SECRET_PREVIOUS] : [])],
+    generations: config.WEBHOOK_CLIENT_GENERATIONS,
     policy: { allowHttp: config.WEBHOOK_ALLOW_HTTP, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
     resolve: systemResolve,
     post: pinnedPost(),
@@ -42,9 +43,13 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
   });
 }
 
-/** Starts the dispatcher and the notifier on EVENTS: one per notifier consumer this version reads (ensureNotifierConsumers). */
+/**
+ * Starts the dispatcher and the notifier on EVENTS: one per notifier consumer this version reads
+ * (notifierConsumerNames: made by the administering side, runtime/provision.ts; the solver's user
+ * may read them, not create them).
+ */
 export async function startCallbacks(d: { config: SolverConfig; jsm: JetStreamManager; js: JetStreamClient; dispatcher: Dispatcher; deliveries: ReturnType<typeof createDeliveryStore>; log: Logger }): Promise<Callbacks> {
-  const names = await ensureNotifierConsumers(d.jsm, d.config.REGION);
+  const names = await notifierConsumerNames(d.jsm, d.config.REGION, { waitMs: TOPOLOGY_WAIT_MS, onWait: (missing) => d.log.warn({ missing }, "waiting for the notifier's consumers (created by the recovery service)") });
   const notifiers = await Promise.all(
     names.map(async (name) =>
       createNotifier({

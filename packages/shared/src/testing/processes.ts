@@ -36,7 +36,7 @@ export function spawnApp(name: string, script: string, env: Record<string, strin
   // markdown summary) into <dir>/<name> when it exits.
   const profDir = process.env.PIPELINE_CPU_PROF_DIR;
   const prof = profDir ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(profDir, name)}`] : [];
-  const p = Bun.spawn([...prefix, BUN, ...prof, isAbsolute(script) ? script : join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  const p = Bun.spawn([...prefix, BUN, ...prof, isAbsolute(script) ? script : join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", PIPELINE_ENV: "dev", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
   return {
     name,
     pid: p.pid,

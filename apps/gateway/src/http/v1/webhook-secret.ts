@@ -20,9 +20,16 @@ export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
     // During the transition to peppered client ids (issue 14.8), callbacks of tasks still owned by
     // the legacy id are signed with that id's secret: it is `previous` (under the current master,
     // which the solvers always sign with), so a receiver accepting both verifies every callback.
+    // A client's own rotation (its generation raised, WEBHOOK_CLIENT_GENERATIONS): `previous` is its
+    // secret at the previous generation, which the solvers sign with too until it is removed.
     const legacy = deps.apiKeys.ownersOf(clientId)[1];
-    const previous = legacy ? clientWebhookSecret(master, legacy) : deps.config.WEBHOOK_SECRET_PREVIOUS && clientWebhookSecret(deps.config.WEBHOOK_SECRET_PREVIOUS, clientId);
-    return c.json({ clientId, secret: clientWebhookSecret(master, clientId), ...(previous ? { previous } : {}), ...(legacy ? { legacyClientId: legacy } : {}) });
+    const gen = deps.config.WEBHOOK_CLIENT_GENERATIONS?.[clientId] ?? { current: 0 };
+    const previous = legacy
+      ? clientWebhookSecret(master, legacy)
+      : gen.previous !== undefined
+        ? clientWebhookSecret(master, clientId, gen.previous)
+        : deps.config.WEBHOOK_SECRET_PREVIOUS && clientWebhookSecret(deps.config.WEBHOOK_SECRET_PREVIOUS, clientId, gen.current);
+    return c.json({ clientId, secret: clientWebhookSecret(master, clientId, gen.current), ...(previous ? { previous } : {}), ...(legacy ? { legacyClientId: legacy } : {}) });
   });
   return app;
 }
