@@ -36,3 +36,13 @@ test("BODIES_MAX_AGE_MS: by default the longer of SNAPSHOT_INTERVAL_MS and SNAPS
   expect(loadConfig({ ...base, BODIES_MAX_AGE_MS: "86400000" }).bodiesMaxAgeMs).toBe(86_400_000);
   expect(() => loadConfig({ ...base, BODIES_MAX_AGE_MS: "600000" })).toThrow("BODIES_MAX_AGE_MS");
 });
+
+test("console settings: host names default to the loopback names and CONSOLE_HOST (not a wildcard); bad names, modes and limits are refused", () => {
+  expect(loadConfig(base).consoleHostNames).toEqual(["localhost", "127.0.0.1", "::1"]);
+  expect(loadConfig({ ...base, CONSOLE_HOST: "0.0.0.0" }).consoleHostNames).toEqual(["localhost", "127.0.0.1", "::1"]);
+  expect(loadConfig({ ...base, CONSOLE_HOST: "10.0.0.5", CONSOLE_HOST_NAMES: "Console.Internal, [fd00::1]" }).consoleHostNames).toEqual(["localhost", "127.0.0.1", "::1", "10.0.0.5", "console.internal", "fd00::1"]);
+  expect(loadConfig(base)).toMatchObject({ CONSOLE_COOKIE_SECURE: "auto", CONSOLE_SIGNIN_MAX_FAILURES: 10, CONSOLE_SIGNIN_WINDOW_MS: 300_000 });
+  for (const names of ["console.internal:8090", "https://console.internal", "a b", "evil/x"]) expect(() => loadConfig({ ...base, CONSOLE_HOST_NAMES: names })).toThrow("CONSOLE_HOST_NAMES");
+  expect(() => loadConfig({ ...base, CONSOLE_COOKIE_SECURE: "never" })).toThrow("CONSOLE_COOKIE_SECURE");
+  expect(() => loadConfig({ ...base, CONSOLE_SIGNIN_MAX_FAILURES: "0" })).toThrow("CONSOLE_SIGNIN_MAX_FAILURES");
+});

@@ -7,6 +7,9 @@ import { z } from "zod";
 /** The repository's `.data/` when run from a clone; the state directory of the unit when compiled (infra/deploy). */
 const defaultDataDir = isCompiledBinary() ? "/var/lib/captcha-pipeline" : join(resolve(import.meta.dir, "..", "..", ".."), ".data");
 
+/** A host name or an IP address (IPv6 with or without brackets), as the Host header names it without its port. */
+const HOST_NAME = /^(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)$/;
+
 const PostgresUrl = z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL");
 
 export const RecoveryEnv = z
@@ -93,6 +96,16 @@ export const RecoveryEnv = z
     CONSOLE_TOKENS: z.string().optional(),
     /** The same entries in a file, one a line (npm run dev writes one, 0600). */
     CONSOLE_TOKENS_FILE: z.string().min(1).optional(),
+    /**
+     * The names the console answers to (the Host header, port aside), comma-separated; any other
+     * gets 421 (DNS rebinding). Always: localhost, 127.0.0.1, ::1, and CONSOLE_HOST unless a wildcard.
+     */
+    CONSOLE_HOST_NAMES: envList().pipe(z.array(z.string().regex(HOST_NAME, "host names or IP addresses, comma-separated (no port, no scheme)"))).optional(),
+    /** `auto`: the session cookie is Secure unless CONSOLE_HOST is a loopback address; `always`: behind TLS on loopback too. */
+    CONSOLE_COOKIE_SECURE: z.enum(["auto", "always"]).default("auto"),
+    /** Failed token sign-ins (form or Bearer) from one address within CONSOLE_SIGNIN_WINDOW_MS before it gets 429. */
+    CONSOLE_SIGNIN_MAX_FAILURES: envInt(10, 1, 10_000),
+    CONSOLE_SIGNIN_WINDOW_MS: envInt(300_000, 1000, 24 * 3600_000),
     /** `rewrite-owners` only (issue 14.8): the gateways' API keys and pepper, to map each key's legacy client id to its peppered one; never printed. */
     API_KEYS: envList().optional(),
     API_KEY_PEPPER: z.string().min(MIN_PEPPER_LENGTH, `at least ${MIN_PEPPER_LENGTH} characters`).optional(),
@@ -100,7 +113,19 @@ export const RecoveryEnv = z
     TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
-export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[]; offHostDomain: string | undefined; bodiesMaxAgeMs: number };
+export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[]; offHostDomain: string | undefined; bodiesMaxAgeMs: number; consoleHostNames: string[] };
+
+const LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1"];
+const WILDCARDS = new Set(["0.0.0.0", "::", "[::]"]);
+
+/** A host name as the console compares it: lower case, IPv6 without brackets. */
+export const normalHostName = (name: string) => name.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+
+/** The console's host names: the loopback names, CONSOLE_HOST unless a wildcard, and CONSOLE_HOST_NAMES; each once, normalized. */
+export function consoleHostNamesOf(c: { CONSOLE_HOST: string; CONSOLE_HOST_NAMES?: string[] | undefined }): string[] {
+  const bound = WILDCARDS.has(c.CONSOLE_HOST) ? [] : [c.CONSOLE_HOST];
+  return [...new Set([...LOOPBACK_NAMES, ...bound, ...(c.CONSOLE_HOST_NAMES ?? [])].map(normalHostName))];
+}
 
 /** Parses the recovery environment; throws a ConfigError naming each variable at fault (never its value). */
 export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
@@ -116,7 +141,7 @@ export function loadConfig(env: Record<string, string | undefined>): RecoveryCon
   if (c.BODIES_MAX_AGE_MS !== undefined && c.BODIES_MAX_AGE_MS <= snapshotWindow)
     throw new ConfigError("invalid configuration:\n  BODIES_MAX_AGE_MS: must be longer than SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS (a restore replays bodies accepted since the newest snapshot)", ["BODIES_MAX_AGE_MS"]);
   const bodiesMaxAgeMs = c.BODIES_MAX_AGE_MS ?? bodiesMaxAgeFor({ snapshotIntervalMs: c.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: c.SNAPSHOT_MAX_AGE_MS });
-  return { ...c, regions, offHostDomain, bodiesMaxAgeMs };
+  return { ...c, regions, offHostDomain, bodiesMaxAgeMs, consoleHostNames: consoleHostNamesOf(c) };
 }
 
 /** Validates a Postgres URL given on the command line (`--into`). */

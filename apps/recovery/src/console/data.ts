@@ -8,8 +8,8 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nat
 import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
 import { liveWorkers, readAssignment, shareOf, type Heartbeat } from "@pipeline/shared/runtime";
-import { streams } from "@pipeline/shared/subjects";
-import { describeIssues, taskEventOf } from "@pipeline/shared/schemas";
+import { isFinalEventKind, streams } from "@pipeline/shared/subjects";
+import { describeIssues, taskEventOf, TERMINAL_STATES } from "@pipeline/shared/schemas";
 import { z } from "zod";
 import type { Assessment } from "../assess/assess.ts";
 import type { RegionsProbe } from "../assess/regions.ts";
@@ -240,7 +240,7 @@ export interface Timeline {
     hasToken: boolean;
   };
   events: Array<{ seq: number; at: string; kind: string; state: string; version: number; region: string; data: Record<string, unknown> }>;
-  /** Events were read from the task's acceptance on; true when the read stopped at its limit. */
+  /** Events were read from the task's acceptance on; true when the read stopped at its limit (the next read goes on from there) or failed. */
   truncated: boolean;
   audit: Array<{ at: string; actor: string; action: string; detail: unknown }>;
 }
@@ -248,17 +248,30 @@ export interface Timeline {
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
 /**
- * A task by id: its row (no token), every event of it in its home's EVENTS stream (an ordered
- * consumer from its acceptance time, scanning at most `maxScan` events), and the audit entries
- * that name it (console redrives).
+ * Where one reader's scan of a task's events stopped, and what it found (issue 34: EVENTS
+ * subjects do not carry the task id, so a timeline scans; each refresh reads only what is new).
  */
-export async function taskTimeline(d: { sql: postgres.Sql; js: JetStreamClient }, id: string, maxScan = 50_000): Promise<Timeline | undefined> {
-  const [row] = await d.sql<Record<string, unknown>[]>`
+export interface EventsCursor {
+  /** The next EVENTS sequence to read; 0 before the first read (which starts at the task's acceptance). */
+  nextSeq: number;
+  events: Timeline["events"];
+  /** The row version at which nothing more can come: the task was final and its final event (or a quiet minute after it) read. */
+  doneAtVersion?: number;
+}
+
+/** A new cursor: the first read scans from the task's acceptance. */
+export const newEventsCursor = (): EventsCursor => ({ nextSeq: 0, events: [] });
+
+/** After this long past completion with nothing new, a final task's event may be taken as read (the publish retry is far shorter). */
+const SETTLED_MS = 60_000;
+
+async function taskRow(sql: postgres.Sql, id: string): Promise<Timeline["task"] | undefined> {
+  const [row] = await sql<Record<string, unknown>[]>`
     select id, region, type, priority, state, version, attempts, redrives, provider_id, provider_key_ref, provider_submissions, provider_polls,
            lease_owner, submit_owner, error_code, error_message, created_at, started_at, completed_at, deadline_at, token is not null as has_token
     from tasks where id = ${id}`;
   if (!row) return undefined;
-  const task: Timeline["task"] = {
+  return {
     id: String(row.id),
     region: String(row.region),
     type: String(row.type),
@@ -281,35 +294,79 @@ export async function taskTimeline(d: { sql: postgres.Sql; js: JetStreamClient }
     deadlineAt: iso(row.deadline_at as Date | null),
     hasToken: Boolean(row.has_token),
   };
-  const events: Timeline["events"] = [];
-  let truncated = false;
+}
+
+export interface TimelineDeps {
+  sql: postgres.Sql;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+}
+
+/**
+ * Reads the task's events past `cursor.nextSeq` into the cursor (at most `maxScan` messages);
+ * true when it read to the end of the stream. No consumer is created when the stream holds
+ * nothing past the cursor.
+ */
+async function readNewEvents(d: TimelineDeps, task: Timeline["task"], cursor: EventsCursor, maxScan: number): Promise<boolean> {
+  const stream = streams.events(task.region);
+  const lastSeq = (await d.jsm.streams.info(stream)).state.last_seq;
+  if (cursor.nextSeq > lastSeq) return true;
+  const from = new Date(Date.parse(task.createdAt) - 5000).toISOString();
+  const start = cursor.nextSeq > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: cursor.nextSeq } : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from };
+  const consumer = await d.js.consumers.get(stream, start);
+  let scanned = 0;
+  let atEnd = false;
   try {
-    const from = new Date(Date.parse(task.createdAt) - 5000).toISOString();
-    const consumer = await d.js.consumers.get(streams.events(task.region), { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from });
-    let scanned = 0;
-    for (;;) {
-      const batch = await consumer.fetch({ max_messages: 1000, expires: 1000 });
+    while (!atEnd && scanned < maxScan) {
+      const batch = await consumer.fetch({ max_messages: Math.min(1000, maxScan - scanned), expires: 1000 });
       let got = 0;
-      let pending = 0;
       for await (const m of batch) {
         got++;
         scanned++;
-        pending = m.info.pending;
+        cursor.nextSeq = m.seq + 1;
         const ev = taskEventOf(m);
-        if (ev?.taskId === id) events.push({ seq: m.seq, at: ev.at, kind: ev.kind, state: ev.state, version: ev.version, region: ev.region, data: safeEventData(ev.data) });
-        if (pending === 0) break;
+        if (ev?.taskId === task.id) cursor.events.push({ seq: m.seq, at: ev.at, kind: ev.kind, state: ev.state, version: ev.version, region: ev.region, data: safeEventData(ev.data) });
+        if (m.info.pending === 0) atEnd = true;
+        if (atEnd || scanned >= maxScan) break;
       }
-      if (got === 0 || pending === 0) break;
-      if (scanned >= maxScan) {
-        truncated = true;
-        break;
-      }
+      if (got === 0) atEnd = true;
     }
+  } finally {
     await consumer.delete().catch(() => {});
-  } catch {
-    truncated = true;
+  }
+  // Read to the end: what was there when the read began is behind the cursor now.
+  if (atEnd) cursor.nextSeq = Math.max(cursor.nextSeq, lastSeq + 1);
+  return atEnd;
+}
+
+/** Whether nothing more can come for the task at this version: final, and its final event read (or completed long enough ago). */
+function settled(task: Timeline["task"], cursor: EventsCursor, readToEnd: boolean, now: number): boolean {
+  if (!(TERMINAL_STATES as readonly string[]).includes(task.state)) return false;
+  if (cursor.events.some((e) => e.version >= task.version && isFinalEventKind(e.kind))) return true;
+  return readToEnd && task.completedAt !== null && now - Date.parse(task.completedAt) > SETTLED_MS;
+}
+
+/**
+ * A task by id: its row (no token), its events in its home's EVENTS stream, and the audit entries
+ * that name it (console redrives). The events come from `cursor` (pass the same one again to read
+ * only what the stream gained since): a read scans from where the last stopped, at most `maxScan`
+ * messages, creates no consumer when the stream gained nothing, and none at all once the task is
+ * settled at its row's version.
+ */
+export async function taskTimeline(d: TimelineDeps, id: string, cursor: EventsCursor = newEventsCursor(), maxScan = 50_000): Promise<Timeline | undefined> {
+  const task = await taskRow(d.sql, id);
+  if (!task) return undefined;
+  let truncated = false;
+  if (cursor.doneAtVersion !== task.version) {
+    try {
+      const readToEnd = await readNewEvents(d, task, cursor, maxScan);
+      truncated = !readToEnd;
+      if (settled(task, cursor, readToEnd, Date.now())) cursor.doneAtVersion = task.version;
+    } catch {
+      truncated = true;
+    }
   }
   const audit = await d.sql<{ at: Date; actor: string; action: string; detail: unknown }[]>`
     select at, actor, action, detail from audit_log where detail->>'taskId' = ${id} order by id`;
-  return { task, events, truncated, audit: audit.map((a) => ({ ...a, at: iso(a.at)! })) };
+  return { task, events: [...cursor.events], truncated, audit: audit.map((a) => ({ ...a, at: iso(a.at)! })) };
 }

@@ -1,8 +1,11 @@
 // The operator console (issue 19): its own listener in the recovery service (CONSOLE_HOST /
 // CONSOLE_PORT, 127.0.0.1:8090 by default), never behind the public load balancer. Server-
 // rendered HTML (page.ts) refreshed by a small script; JSON of the same figures at
-// /console/api/state. Sign-in with a console token (tokens.ts), then a signed HttpOnly,
-// SameSite=Strict session cookie; `Authorization: Bearer <token>` works for scripts.
+// /console/api/state. Sign-in with a console token (tokens.ts), then an HttpOnly, SameSite=Strict
+// session cookie the server keeps (and forgets at sign-out); `Authorization: Bearer <token>` works
+// for scripts. Before any of it (issue 34, guard.ts): the Host must be one of the console's names
+// (421), a POST must come from the console's own origin (403), and an address that failed too many
+// sign-ins waits (429, throttle.ts). The log names the connection's address, never X-Forwarded-For.
 import { readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
@@ -17,8 +20,11 @@ import type { RecoveryContext } from "../context.ts";
 import { redactUrl } from "../redact-url.ts";
 import { collectState, taskTimeline, type ConsoleState } from "./data.ts";
 import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
+import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
 import { redriveTask } from "./redrive.ts";
-import { parseTokens, sessions, type Principal } from "./tokens.ts";
+import { signInThrottle, type SignInThrottle } from "./throttle.ts";
+import { timelineCache, type TimelineCache } from "./timeline-cache.ts";
+import { parseTokens, sessions, type Session } from "./tokens.ts";
 
 export interface ConsoleServer {
   url: string;
@@ -38,7 +44,10 @@ export function consoleTokens(config: Pick<RecoveryConfig, "CONSOLE_TOKENS" | "C
   }
 }
 
-type Env = { Variables: { who: Principal } };
+/** `ip`: the connection's address (Bun's requestIP), the only source address the console trusts. */
+type Env = { Bindings: { ip: string }; Variables: { who: Session } };
+
+const peer = (c: Context<Env>) => c.env?.ip ?? "unknown";
 
 interface ConsoleDeps {
   config: RecoveryConfig;
@@ -46,6 +55,9 @@ interface ConsoleDeps {
   log: Logger;
   tokens: ReturnType<typeof consoleTokens>;
   session: ReturnType<typeof sessions>;
+  throttle: SignInThrottle;
+  /** Each session's events cursors of the timelines it shows. */
+  timelines: TimelineCache;
   /** The figures of the page (cached for a second). */
   state: () => Promise<ConsoleState>;
   /** Drops the cached figures (after a redrive). */
@@ -110,35 +122,75 @@ function securityHeaders(app: Hono<Env>): void {
   });
 }
 
-/** The public routes (assets, sign-in, sign-out), then the gate: everything else needs a token or a session. */
-function signIn(app: Hono<Env>, { config, log, tokens, session }: ConsoleDeps): void {
+/** Before anything: the Host must be one of the console's names, and a POST must come from its own origin. */
+function requestGuards(app: Hono<Env>, { config }: ConsoleDeps): void {
+  app.use("*", async (c, next) => {
+    // DNS rebinding: a page of another name resolving to this address is not served.
+    if (!allowedHost(c.req.header("host"), config.consoleHostNames)) return c.text("misdirected request: not one of the console's host names (CONSOLE_HOST_NAMES)", 421);
+    const method = c.req.method;
+    if (method !== "GET" && method !== "HEAD" && method !== "OPTIONS") {
+      const facts = { origin: c.req.header("origin"), fetchSite: c.req.header("sec-fetch-site"), host: c.req.header("host"), bearer: /^Bearer /.test(c.req.header("authorization") ?? "") };
+      if (!sameOrigin(facts)) return c.json({ error: "cross-origin request refused: a POST must come from the console's own page (Origin) or a script with its token" }, 403);
+    }
+    await next();
+  });
+}
+
+/** The throttle's 429: the seconds to wait in Retry-After. */
+function throttled(c: Context<Env>, d: ConsoleDeps, wait: number, html: boolean) {
+  d.log.warn({ from: peer(c), retryAfterSec: wait }, "console: sign-in throttled");
+  c.header("retry-after", String(wait));
+  return html ? c.html(renderLogin(d.config.REGION, "Too many failed sign-ins from this address; try again later."), 429) : c.json({ error: "too many failed sign-ins from this address; try again later" }, 429);
+}
+
+/** The public routes: assets, sign-in (throttled per address), sign-out (the session is revoked). */
+function signIn(app: Hono<Env>, d: ConsoleDeps): void {
+  const { config, log, tokens, session, throttle, timelines } = d;
   app.get("/console/app.css", (c) => c.body(CSS, 200, { "content-type": "text/css; charset=utf-8" }));
   app.get("/console/app.js", (c) => c.body(JS, 200, { "content-type": "text/javascript; charset=utf-8" }));
   app.get("/console/login", (c) => c.html(renderLogin(config.REGION)));
   app.post("/console/login", async (c) => {
+    // A throttled address's token is not even checked: no oracle while it waits.
+    const wait = throttle.blocked(peer(c));
+    if (wait) return throttled(c, d, wait, true);
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const token = typeof form.token === "string" ? form.token : "";
     const who = token ? tokens.check(token) : undefined;
     if (!who) {
-      log.warn({ from: c.req.header("x-forwarded-for") ?? "direct" }, "console: sign-in refused");
+      throttle.failed(peer(c));
+      log.warn({ from: peer(c) }, "console: sign-in refused");
       return c.html(renderLogin(config.REGION, "That is not a console token."), 401);
     }
-    log.info({ who: who.name, role: who.role }, "console: signed in");
-    setCookie(c, COOKIE, session.issue(who), { httpOnly: true, sameSite: "Strict", path: "/console" });
+    log.info({ who: who.name, role: who.role, from: peer(c) }, "console: signed in");
+    const secure = secureCookie({ consoleHost: config.CONSOLE_HOST, mode: config.CONSOLE_COOKIE_SECURE, protocol: new URL(c.req.url).protocol });
+    setCookie(c, COOKIE, session.issue(who), { httpOnly: true, sameSite: "Strict", path: "/console", secure });
     return c.redirect("/console", 303);
   });
   app.post("/console/logout", (c) => {
+    const sid = session.revoke(getCookie(c, COOKIE));
+    if (sid) timelines.drop(sid);
     deleteCookie(c, COOKIE, { path: "/console" });
     return c.redirect("/console/login", 303);
   });
+}
 
-  const principal = (c: Context<Env>): Principal | undefined => {
-    const auth = c.req.header("authorization");
-    if (auth?.startsWith("Bearer ")) return tokens.check(auth.slice(7).trim());
-    return session.verify(getCookie(c, COOKIE));
-  };
+/** The gate: everything else needs a live session or a Bearer token; a wrong token counts as a failed sign-in. */
+function gate(app: Hono<Env>, d: ConsoleDeps): void {
+  const { log, tokens, session, throttle } = d;
   app.use("/console/*", async (c, next) => {
-    const who = principal(c);
+    const auth = c.req.header("authorization");
+    let who: Session | undefined;
+    if (auth?.startsWith("Bearer ")) {
+      const wait = throttle.blocked(peer(c));
+      if (wait) return throttled(c, d, wait, false);
+      const p = tokens.check(auth.slice(7).trim());
+      if (!p) {
+        throttle.failed(peer(c));
+        log.warn({ from: peer(c), via: "bearer" }, "console: sign-in refused");
+      }
+      // A script's timelines are kept under its entry's name.
+      who = p && { ...p, sid: `bearer:${p.name}` };
+    } else who = session.verify(getCookie(c, COOKIE));
     if (!who) {
       if (c.req.path.startsWith("/console/api/") || c.req.method !== "GET") return c.json({ error: "a console token is required (a viewer or operator entry of CONSOLE_TOKENS)" }, 401);
       return c.redirect("/console/login", 302);
@@ -149,7 +201,7 @@ function signIn(app: Hono<Env>, { config, log, tokens, session }: ConsoleDeps): 
 }
 
 /** The page, its live part, the state as JSON, and a task's timeline (JSON and HTML). */
-function pages(app: Hono<Env>, { config, ctx, state }: ConsoleDeps): void {
+function pages(app: Hono<Env>, { config, state, timelines }: ConsoleDeps): void {
   app.get("/console", async (c) => c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION)));
   app.get("/console/", (c) => c.redirect("/console", 301));
   app.get("/console/live", async (c) => c.html(renderLive(await state(), c.get("who"))));
@@ -157,13 +209,13 @@ function pages(app: Hono<Env>, { config, ctx, state }: ConsoleDeps): void {
   app.get("/console/api/tasks/:id", async (c) => {
     const id = c.req.param("id");
     if (!UUID.test(id)) return c.json({ error: "not a task id" }, 400);
-    const t = await taskTimeline({ sql: ctx.database.sql, js: ctx.js }, id);
+    const t = await timelines.read(c.get("who").sid, id);
     return t ? c.json(t) : c.json({ error: "no such task" }, 404);
   });
   app.get("/console/timeline/:id", async (c) => {
     const id = c.req.param("id");
     if (!UUID.test(id)) return c.html(`<p class="fail">not a task id</p>`, 400);
-    const t = await taskTimeline({ sql: ctx.database.sql, js: ctx.js }, id);
+    const t = await timelines.read(c.get("who").sid, id);
     return c.html(renderTimeline(t, id), t ? 200 : 404);
   });
 }
@@ -192,7 +244,9 @@ function redrive(app: Hono<Env>, { config, ctx, log, invalidate }: ConsoleDeps):
 function consoleApp(d: ConsoleDeps): Hono<Env> {
   const app = new Hono<Env>();
   securityHeaders(app);
+  requestGuards(app, d);
   signIn(app, d);
+  gate(app, d);
   pages(app, d);
   redrive(app, d);
   app.onError((err, c) => {
@@ -210,6 +264,8 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
     return undefined;
   }
   const session = sessions();
+  const throttle = signInThrottle({ maxFailures: config.CONSOLE_SIGNIN_MAX_FAILURES, windowMs: config.CONSOLE_SIGNIN_WINDOW_MS });
+  const timelines = timelineCache((id, cursor) => taskTimeline({ sql: ctx.database.sql, js: ctx.js, jsm: ctx.jsm }, id, cursor));
   const workersKv: KV = await openWorkersBucket(ctx.nc, config.REGION);
   // The rollout bucket is opened, never created, here (the first solver creates it).
   let rolloutKv: KV | undefined;
@@ -238,10 +294,10 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
     }),
   );
 
-  const app = consoleApp({ config, ctx, log, tokens, session, state, invalidate });
-  const server = Bun.serve({ hostname: config.CONSOLE_HOST, port: config.CONSOLE_PORT, fetch: app.fetch });
+  const app = consoleApp({ config, ctx, log, tokens, session, throttle, timelines, state, invalidate });
+  const server = Bun.serve({ hostname: config.CONSOLE_HOST, port: config.CONSOLE_PORT, fetch: (req, srv) => app.fetch(req, { ip: srv.requestIP(req)?.address ?? "unknown" }) });
   const url = `http://${config.CONSOLE_HOST.includes(":") ? `[${config.CONSOLE_HOST}]` : config.CONSOLE_HOST}:${server.port}/console`;
-  log.info({ url, tokens: tokens.map((t) => `${t.name}:${t.role}`) }, "console listening");
+  log.info({ url, hostNames: config.consoleHostNames, tokens: tokens.map((t) => `${t.name}:${t.role}`) }, "console listening");
   return {
     url,
     async stop() {

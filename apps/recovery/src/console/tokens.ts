@@ -1,9 +1,8 @@
 // The console's operator credentials: `name:role:token` entries (CONSOLE_TOKENS, comma- or
 // newline-separated, or one a line in CONSOLE_TOKENS_FILE). Roles: `viewer` reads, `operator`
 // also redrives. Tokens are compared as SHA-256 digests in constant time and never logged; a
-// session cookie carries the entry's name and role under an HMAC of a per-process secret, never
-// the token itself.
-import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+// session cookie is a random id the server looks up (and forgets at sign-out), never the token.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
 export type Role = "viewer" | "operator";
 export interface Principal {
@@ -54,29 +53,56 @@ export function parseTokens(text: string): Principal[] & { check(token: string):
 /** A random token for a generated entry (npm run dev). */
 export const newToken = () => randomBytes(24).toString("base64url");
 
-/** Signed sessions: `<name>.<role>.<expiry ms>.<hmac>`, verified in constant time. */
-export function sessions(secret: Buffer = randomBytes(32), ttlMs = 12 * 3600_000) {
-  const mac = (body: string) => createHmac("sha256", secret).update(body).digest("base64url");
+export interface Session extends Principal {
+  /** A key for what the server keeps per session (the digest of its cookie; not the cookie). */
+  sid: string;
+}
+
+/**
+ * Server-side sessions: the cookie is 32 random bytes, the server keeps its SHA-256 digest with
+ * the principal and an expiry. `revoke` (sign-out) forgets it, so a copy of the cookie stops
+ * working at once; a restart forgets them all. At most `maxSessions` live at once: past that,
+ * the expired go first, then the oldest.
+ */
+export function sessions(o: { ttlMs?: number; maxSessions?: number } = {}) {
+  const ttlMs = o.ttlMs ?? 12 * 3600_000;
+  const maxSessions = o.maxSessions ?? 1000;
+  const live = new Map<string, { p: Principal; expiry: number }>();
+  const sidOf = (cookie: string) => createHash("sha256").update(cookie).digest("hex");
+  const makeRoom = (now: number) => {
+    if (live.size < maxSessions) return;
+    for (const [k, s] of live) if (s.expiry <= now) live.delete(k);
+    for (const k of live.keys()) {
+      if (live.size < maxSessions) break;
+      live.delete(k);
+    }
+  };
   return {
+    /** A new session of `p`: the cookie's value. */
     issue(p: Principal, now = Date.now()): string {
-      const body = `${p.name}.${p.role}.${now + ttlMs}`;
-      return `${body}.${mac(body)}`;
+      makeRoom(now);
+      const cookie = randomBytes(32).toString("base64url");
+      live.set(sidOf(cookie), { p: { name: p.name, role: p.role }, expiry: now + ttlMs });
+      return cookie;
     },
-    verify(cookie: string | undefined, now = Date.now()): Principal | undefined {
+    /** The session of a cookie, while it is live (issued here, not revoked, not expired). */
+    verify(cookie: string | undefined, now = Date.now()): Session | undefined {
+      if (!cookie || cookie.length > 100) return undefined;
+      const sid = sidOf(cookie);
+      const s = live.get(sid);
+      if (!s) return undefined;
+      if (s.expiry <= now) {
+        live.delete(sid);
+        return undefined;
+      }
+      return { ...s.p, sid };
+    },
+    /** Ends the session of a cookie (sign-out); its sid, when it was live. */
+    revoke(cookie: string | undefined): string | undefined {
       if (!cookie) return undefined;
-      const i = cookie.lastIndexOf(".");
-      if (i < 0) return undefined;
-      const body = cookie.slice(0, i);
-      const given = Buffer.from(cookie.slice(i + 1));
-      const want = Buffer.from(mac(body));
-      if (given.length !== want.length || !timingSafeEqual(given, want)) return undefined;
-      // Names may hold dots: the role and expiry are the last two fields.
-      const fields = body.split(".");
-      const expiry = Number(fields.at(-1));
-      const r = fields.at(-2);
-      const n = fields.slice(0, -2).join(".");
-      if (!(expiry > now) || (r !== "viewer" && r !== "operator")) return undefined;
-      return { name: n, role: r };
+      const sid = sidOf(cookie);
+      return live.delete(sid) ? sid : undefined;
     },
+    size: () => live.size,
   };
 }
