@@ -227,6 +227,19 @@ test("a dead-lettered task is redriven with a click, confirmed and audited, and 
   await ctx.close();
 }, 90_000);
 
+test("sign-out in the browser revokes the session: a copy of its cookie stops working", async () => {
+  const { ctx, page } = await signIn(VIEWER);
+  const cookie = (await ctx.cookies()).find((c) => c.name === "console_session")!;
+  expect(cookie.httpOnly).toBe(true);
+  const copied = `${cookie.name}=${cookie.value}`;
+  expect((await fetch(`${base}/console/api/state`, { headers: { cookie: copied } })).status).toBe(200);
+  // The page's own form: what the browser sends (Origin, Sec-Fetch-Site) passes the same-origin check.
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.waitForURL(`${base}/console/login`);
+  expect((await fetch(`${base}/console/api/state`, { headers: { cookie: copied } })).status).toBe(401);
+  await ctx.close();
+}, 60_000);
+
 test("no token, key or password in any page; every control labelled; reads at 1280x800 and on a phone", async () => {
   const secrets = [PROVIDER_KEY, s.apiKey, OPERATOR, VIEWER, ...(await s.db.sql<{ token: string }[]>`select token from tasks where token is not null`).map((r) => r.token)];
   const creds = JSON.parse(readFileSync(s.nats.credentialsFile!, "utf8")) as Record<string, { password: string }>;
