@@ -5,6 +5,7 @@ import type { ApiKeys } from "./domain/api-keys.ts";
 import type { GatewayConfig } from "./config.ts";
 import type { GatewayMetrics } from "./adapters/metrics.ts";
 import type { Quotas } from "./domain/quotas.ts";
+import type { Readiness } from "./http/readiness.ts";
 
 /**
  * Everything the gateway's HTTP faces and use cases read, built once per app by
@@ -23,6 +24,8 @@ export interface GatewayDeps {
   quotas?: Quotas;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */
   fence?: { allows(): boolean };
+  /** `/readyz`'s cached check, shared by both listeners; absent: each listener makes its own. */
+  readiness?: Readiness;
   /** The clock task views and deadlines are computed with. */
   now: () => Date;
 }

@@ -248,6 +248,28 @@ test("readiness says down without the driver's error text (no host, user or data
   }
 });
 
+test("/readyz is answered from a cached check: 200 requests on both listeners within a second cost one Postgres and one NATS round trip", async () => {
+  const { createMetricsApp } = await import("./app.ts");
+  const { createReadiness } = await import("./readiness.ts");
+  const realStore = createTaskStore(database.db);
+  const realQueue = createTaskQueue(nc, REGION, 2000);
+  const pings = { postgres: 0, nats: 0 };
+  const store = { ...realStore, ping: () => (pings.postgres++, realStore.ping()) };
+  const queue = { ...realQueue, ping: () => (pings.nats++, realQueue.ping()) };
+  const log = createLogger("gateway-test", { level: "silent" });
+  const readiness = createReadiness({ store, queue, log });
+  const clients = createApp({ config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 }, store, queue, watcher: createTaskWatcher(nc, REGION), apiKeys: createApiKeys(["client-a-key"]), log, readiness });
+  const ops = createMetricsApp({ store, queue, log, readiness });
+  const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? clients : ops).request("/readyz")));
+  expect(answers.every((r) => r.status === 200)).toBe(true);
+  for (let i = 0; i < 50; i++) expect((await clients.request("/readyz")).status).toBe(200);
+  // Before the cache: 250 requests were 250 pings of each.
+  expect(pings).toEqual({ postgres: 1, nats: 1 });
+  await Bun.sleep(1050);
+  expect((await ops.request("/readyz")).status).toBe(200);
+  expect(pings).toEqual({ postgres: 2, nats: 2 });
+});
+
 test("when JetStream cannot take the task, the answer is 503 and no row is left", async () => {
   await jsm.streams.delete(streams.tasks(REGION));
   const before = await counts().catch(() => undefined);

@@ -17,7 +17,7 @@ import { webhookSecretRoutes } from "./v1/webhook-secret.ts";
  * The operator side of the gateway, on its own listener (`GATEWAY_METRICS_HOST:GATEWAY_METRICS_PORT`,
  * never the clients' one, issue 14.7): `/metrics` and the health checks.
  */
-export function createMetricsApp(deps: Pick<GatewayDeps, "store" | "queue" | "log" | "metrics">) {
+export function createMetricsApp(deps: Pick<GatewayDeps, "store" | "queue" | "log" | "metrics" | "readiness">) {
   const app = new Hono();
   app.get("/metrics", (c) => (deps.metrics ? deps.metrics.response() : c.text("metrics off", 404)));
   app.route("/", healthRoutes(deps));

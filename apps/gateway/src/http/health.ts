@@ -1,24 +1,18 @@
 import { Hono } from "hono";
 import type { GatewayDeps } from "../deps.ts";
+import { createReadiness, type Readiness } from "./readiness.ts";
 
-/** `/healthz` (the process answers) and `/readyz` (NATS and Postgres reachable). */
-export function healthRoutes(deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"] }) {
+/**
+ * `/healthz` (the process answers) and `/readyz` (NATS and Postgres reachable, from a check cached
+ * for a second: `readiness`, shared by the clients' and the metrics listener when given).
+ */
+export function healthRoutes(deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"]; readiness?: Readiness }) {
   const app = new Hono();
+  const readiness = deps.readiness ?? createReadiness(deps);
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", async (c) => {
-    // "ok" or "down" only: a driver's error text (hosts, users, database names) is for the log.
-    const check = async (what: string, f: () => Promise<void>) => {
-      try {
-        await Promise.race([f(), Bun.sleep(2000).then(() => Promise.reject(new Error("timeout")))]);
-        return "ok";
-      } catch (err) {
-        deps.log?.warn({ dependency: what, err: (err as Error).message }, "readiness check failed");
-        return "down";
-      }
-    };
-    const [nats, postgres] = await Promise.all([check("nats", () => deps.queue.ping()), check("postgres", () => deps.store.ping())]);
-    const ok = nats === "ok" && postgres === "ok";
-    return c.json({ status: ok ? "ready" : "not ready", nats, postgres }, ok ? 200 : 503);
+    const r = await readiness.check();
+    return c.json({ status: r.ready ? "ready" : "not ready", nats: r.nats, postgres: r.postgres }, r.ready ? 200 : 503);
   });
   return app;
 }
