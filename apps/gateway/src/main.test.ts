@@ -22,3 +22,12 @@ test("the gateway refuses to start with a key under 32 characters (outside dev),
   expect(r.out).toContain("API_KEYS: key #2 has 23 characters: at least 32");
   expect(r.out).not.toContain(short);
 });
+
+test("outside dev, the gateway refuses to start behind a load balancer it does not know (GATEWAY_BEHIND_PROXY without GATEWAY_TRUSTED_PROXIES), naming the setting", () => {
+  const r = start({ API_KEYS: "k".repeat(40), API_KEY_PEPPER: "p".repeat(40), GATEWAY_BEHIND_PROXY: "1" });
+  expect(r.code).not.toBe(0);
+  expect(r.out).toContain("GATEWAY_TRUSTED_PROXIES: required with GATEWAY_BEHIND_PROXY");
+  const unpeppered = start({ API_KEYS: "k".repeat(40) });
+  expect(unpeppered.code).not.toBe(0);
+  expect(unpeppered.out).toContain("API_KEY_PEPPER: required outside dev");
+});
