@@ -12,6 +12,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { migrateDatabase } from "@pipeline/shared/db";
 import { natsEnv, portInUse, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
+import { provisionRegionsAt } from "@pipeline/shared/runtime";
 
 const root = join(import.meta.dir, "..");
 const env = process.env;
@@ -123,6 +124,9 @@ try {
   await waitForPort(ports.emulator, 20_000);
 
   const servers: Record<string, NatsServerHandle> = { [ra]: a, [rb]: b };
+  // Each region's streams, buckets and notifier consumers, as its recovery service makes them at
+  // start: the gateway's and the solver's NATS users may not create them (issue 34).
+  for (const r of regions) await provisionRegionsAt(servers[r]!.url, servers[r]!.auth("admin"), [r]);
   const w = witness.auth("recovery");
   for (const [i, r] of regions.entries()) {
     const nats = servers[r]!;

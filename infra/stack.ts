@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { migrateDatabase } from "@pipeline/shared/db";
 import { devStackFile, portInUse, removeDevStack, startNatsServer, startPostgres, writeDevStack } from "@pipeline/shared/localstack";
+import { provisionRegionsAt } from "@pipeline/shared/runtime";
 
 const root = join(import.meta.dir, "..");
 const env = process.env;
@@ -50,6 +51,9 @@ try {
     const own = await startNatsServer({ port: natsPort, storeDir: join(dataDir, "nats"), name: "dev", regions: [region], log });
     stops.push(() => own.stop());
     nats = own;
+    // The region's streams, buckets and notifier consumers, as the recovery service makes them at
+    // start: the gateway's and the solver's NATS users may not create them (issue 34).
+    await provisionRegionsAt(own.url, own.auth("admin"), [region]);
     log(`NATS ${own.version} (JetStream, authentication on) on ${own.url}; credentials in ${own.credentialsFile} (0600)`);
   }
 

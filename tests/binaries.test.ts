@@ -49,7 +49,7 @@ beforeAll(async () => {
     Bun.spawnSync(["chmod", "755", bin(b.app)]);
     expect(await sha256File(bin(b.app))).toBe(b.sha256);
   }
-  [nats, tdb] = await Promise.all([startTestNats({ regions: ["bin"] }), createTestDatabase("bin", undefined, { migrate: false })]);
+  [nats, tdb] = await Promise.all([startTestNats({ regions: ["bin"], provision: true }), createTestDatabase("bin", undefined, { migrate: false })]);
 }, 120_000);
 
 afterAll(async () => {

@@ -47,7 +47,7 @@ beforeAll(async () => {
   copyFileSync(v1.path, join(dist, binaryName("gateway", "v6", "x64")));
   writeFileSync(join(dist, `${binaryName("gateway", "v6", "x64")}.sha256`), `${"0".repeat(64)}  ${binaryName("gateway", "v6", "x64")}\n`);
 
-  [hosts, nats, tdb] = await Promise.all([startSshHosts(["dep-app-1", "dep-app-2"], REGION), startTestNats({ regions: [REGION] }), createTestDatabase("deploy")]);
+  [hosts, nats, tdb] = await Promise.all([startSshHosts(["dep-app-1", "dep-app-2"], REGION), startTestNats({ regions: [REGION], provision: true }), createTestDatabase("deploy")]);
   const pg = new URL(tdb.url);
   for (const h of hosts.hosts) {
     // The host reaches this machine's NATS and Postgres through relays on its end of the link.

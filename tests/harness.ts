@@ -46,7 +46,7 @@ export interface Stack {
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const region = o.region ?? "e2e";
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-e2e-"));
-  const [nats, tdb] = await Promise.all([startTestNats({ regions: [region] }), createTestDatabase("e2e", o.pgAdminUrl)]);
+  const [nats, tdb] = await Promise.all([startTestNats({ regions: [region], provision: true }), createTestDatabase("e2e", o.pgAdminUrl)]);
   const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 0, ...o.emulator });
   await emu.start();
   const apiKey = "e2e-client-key-0001";

@@ -16,6 +16,7 @@ import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/share
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { splitBodies } from "@pipeline/shared/tasks";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
+import { provisionRegion } from "@pipeline/shared/runtime";
 import postgres from "postgres";
 import { createTaskQueue, createTaskWatcher } from "../apps/gateway/src/adapters/nats.ts";
 import { createTaskStore } from "../apps/gateway/src/adapters/pg.ts";
@@ -51,7 +52,8 @@ beforeAll(async () => {
   databaseA = openDatabase(dbA.url, { max: 3 });
   sqlB = postgres(dbB.url, { max: 2, onnotice: () => {} });
   adminA = await connectNats(fsn1.url, "imgb-fsn1-admin", fsn1.auth("admin"));
-  await ensureStreams(await jetstreamManager(adminA), { region: "fsn1" });
+  // fsn1's topology as its recovery service makes it (BODIES too: the gateway's user may not create it).
+  await provisionRegion(adminA, { region: "fsn1" });
   gw = await connectNats(fsn1.url, "imgb-fsn1-gateway", fsn1.auth("gateway"));
   ncB = await connectNats(hel1.url, "imgb-hel1-recovery", hel1.auth("recovery"));
   await ensureStreams(await jetstreamManager(ncB), { region: "hel1" });

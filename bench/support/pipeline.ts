@@ -49,7 +49,7 @@ export interface Pipeline {
  */
 export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; logDir: string }, o: PipelineOptions): Promise<Pipeline> {
   const logDir = mkdtempSync(join(env.logDir, "pipeline-"));
-  const nats = await startTestNats({ regions: [REGION] });
+  const nats = await startTestNats({ regions: [REGION], provision: true });
   scope.defer("nats-server", () => nats.dispose());
   const tdb = await createTestDatabase("bench", env.pgAdminUrl);
   scope.defer(`database ${tdb.name}`, () => tdb.drop());

@@ -31,7 +31,7 @@ import { createEmulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
 import { runCommand, startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
-import { buckets } from "@pipeline/shared/runtime";
+import { buckets, provisionRegionsAt } from "@pipeline/shared/runtime";
 import { createTestDatabase, eventually } from "@pipeline/shared/testing";
 import { natsEnv } from "@pipeline/shared/localstack";
 import { ROOT, spawnApp, type Proc } from "../harness.ts";
@@ -296,6 +296,8 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       const witnessLink = await relay({ host: p.witness.wanIp, port: threeNodes ? 4223 : 4222 });
       const w = witness.auth("recovery");
       const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: rp.name, REGIONS: REGIONS.join(","), LOG_LEVEL: process.env.LOG_LEVEL ?? "info" };
+      // The region's topology first, as its recovery service makes it at start: the apps wait for it.
+      await provisionRegionsAt(nats.url, nats.auth("admin"), [rp.name]);
       const procs = [
         spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY, API_KEYS_ALLOW_SHORT: "1" }, logDir),
         spawnInNs(

@@ -11,7 +11,7 @@ import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { LeaseView, maySubmit } from "@pipeline/shared/regions";
-import { openRegionBucket } from "@pipeline/shared/runtime";
+import { openRegionBucket, provisionRegionsAt } from "@pipeline/shared/runtime";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
@@ -87,6 +87,8 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     const w = witness.auth("recovery");
     const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: name, REGIONS: REGIONS.join(","), LOG_LEVEL: "info" };
     const port = await freePort();
+    // The region's topology first, as its recovery service makes it at start: the apps wait for it.
+    await provisionRegionsAt(nats.url, nats.auth("admin"), [name]);
     const procs = [
       spawnApp(`gateway-${name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(port), API_KEYS: API_KEY }, logDir),
       spawnApp(

@@ -1,7 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, ensureStreams, natsAuthFromEnv } from "@pipeline/shared/nats";
+import { connectNats, natsAuthFromEnv, requireStreams, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
@@ -10,7 +10,9 @@ import { createApiKeys } from "./domain/api-keys.ts";
 import { createQuotas } from "./domain/quotas.ts";
 import { createUsageSource } from "./adapters/usage.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
-import { openRegionBucket, watchFence } from "@pipeline/shared/runtime";
+import { createReadiness } from "./http/readiness.ts";
+import { bindBucket, buckets, watchFence } from "@pipeline/shared/runtime";
+import { streams } from "@pipeline/shared/subjects";
 
 export interface GatewayService {
   url: string;
@@ -23,17 +25,21 @@ export interface GatewayService {
 /** Wires config -> adapters -> Hono app and serves it. */
 export async function startGateway(config: GatewayConfig, log: Logger): Promise<GatewayService> {
   const nc = await connectNats(config.NATS_URL, "gateway", natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
-  const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
+  // The region's streams are the administering side's (the recovery service creates them at start):
+  // the gateway's user may not create or change one. It waits for them, then serves.
+  const waiting = { waitMs: TOPOLOGY_WAIT_MS, onWait: (missing: string[]) => log.warn({ missing }, "waiting for the region's NATS topology (created by the recovery service)") };
+  await requireStreams(await jetstreamManager(nc), [streams.tasks(config.REGION), streams.events(config.REGION), streams.bodies(config.REGION)], waiting);
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
   const watcher = createTaskWatcher(nc, config.REGION);
-  const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
+  const fence = config.regions.length > 1 ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log) : undefined;
   const metrics = createGatewayMetrics(database.db);
   const store = createTaskStore(database.db);
   const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
   const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER, legacyIds: config.API_KEY_LEGACY_IDS });
   logClientIds(config, log);
+  const readiness = createReadiness({ store, queue, log });
   const app = createApp({
+    readiness,
     ...(fence ? { fence } : {}),
     config,
     store,
@@ -51,7 +57,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   const url = `http://${config.GATEWAY_HOST}:${server.port}`;
   // /metrics is not on the clients' listener (issue 14.7): its own, loopback by default, or none.
   const metricsServer =
-    config.GATEWAY_METRICS_PORT === undefined ? undefined : Bun.serve({ hostname: config.GATEWAY_METRICS_HOST, port: config.GATEWAY_METRICS_PORT, fetch: createMetricsApp({ store, queue, log, metrics }).fetch });
+    config.GATEWAY_METRICS_PORT === undefined ? undefined : Bun.serve({ hostname: config.GATEWAY_METRICS_HOST, port: config.GATEWAY_METRICS_PORT, fetch: createMetricsApp({ store, queue, log, metrics, readiness }).fetch });
   const metricsUrl = metricsServer ? `http://${config.GATEWAY_METRICS_HOST}:${metricsServer.port}` : undefined;
   log.info({ url, region: config.REGION, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) }, "gateway listening");
   return {

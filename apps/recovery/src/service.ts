@@ -1,6 +1,5 @@
 import type { Logger } from "@pipeline/shared/log";
 import postgres from "postgres";
-import { bodiesStreamConfig, ensureStream, ensureStreams } from "@pipeline/shared/nats";
 import { probeEventsSizing } from "./assess/events-sizing.ts";
 import type { RecoveryConfig } from "./config.ts";
 import { openContext, type RecoveryContext } from "./context.ts";
@@ -8,7 +7,7 @@ import { takeSnapshot } from "./snapshot/take-snapshot.ts";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
-import { buckets, openRegionBucket } from "@pipeline/shared/runtime";
+import { buckets, openRegionBucket, provisionRegion } from "@pipeline/shared/runtime";
 import { adoptRegion } from "./regions/adopt.ts";
 import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
@@ -147,10 +146,12 @@ function serveMetrics(config: RecoveryConfig, metrics: RecoveryMetrics, log: Log
  */
 export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
   const ctx = await openContext(config, log, "recovery");
-  // Like every service, it creates or verifies the topology it uses (the first snapshot needs EVENTS).
-  await ensureStreams(ctx.jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
-  // Image bodies kept out of EVENTS: this service sets how long BODIES keeps them (BODIES_MAX_AGE_MS).
-  await ensureStream(ctx.jsm, bodiesStreamConfig({ region: config.REGION, replicas: config.STREAM_REPLICAS, maxAgeMs: config.bodiesMaxAgeMs }));
+  // The region's topology is this service's to create (issue 34: the gateway's and the solver's
+  // users may not create or change a stream, a bucket or the notifier's consumers; they wait for
+  // them): TASKS, EVENTS, DLQ, BODIES (how long it keeps image bodies: BODIES_MAX_AGE_MS), the
+  // config, workers, region and rollout buckets, the notifier's consumers.
+  const provisioned = await provisionRegion(ctx.nc, { region: config.REGION, replicas: config.STREAM_REPLICAS, bodiesMaxAgeMs: config.bodiesMaxAgeMs });
+  log.info(provisioned, "region topology created or verified");
   const sizeEvents = () => probeEventsSizing(ctx.jsm, { region: config.REGION, snapshotDir: config.SNAPSHOT_DIR, snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS });
   await warnOnEventsSizing(sizeEvents, log);
   const timed = jobs(log);

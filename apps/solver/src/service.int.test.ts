@@ -23,7 +23,7 @@ let database: Database;
 let solver: SolverService | undefined;
 
 beforeAll(async () => {
-  [nats, tdb] = await Promise.all([startTestNats({ regions: [REGION] }), createTestDatabase("sv")]);
+  [nats, tdb] = await Promise.all([startTestNats({ regions: [REGION], provision: true }), createTestDatabase("sv")]);
   emu = createEmulator({ port: 0, keys: { [KEY]: { threads: 50 } }, latencyMs: 30 });
   await emu.start();
   nc = await connectNats(nats.url, "solver-test", nats.auth("admin"));

@@ -1,8 +1,8 @@
 import { hostname } from "node:os";
 import { openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, createPubAckPublisher, natsAuthFromEnv } from "@pipeline/shared/nats";
-import { openRegionBucket, openWorkersBucket, watchFence } from "@pipeline/shared/runtime";
+import { connectNats, createPubAckPublisher, natsAuthFromEnv, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
+import { bindBucket, buckets, watchFence } from "@pipeline/shared/runtime";
 import { streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
 import type { LiveConfig } from "./adapters/live-config.ts";
@@ -78,7 +78,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const tally: Tally = { providerCalls: 0, providerErrors: 0 };
   const provider = providerClientOf(config, () => metrics, tally);
   // With several regions, new provider submissions only while this region holds its lease.
-  const fence = config.regions.length > 1 ? watchFence(await openRegionBucket(nc, config.REGION), config.REGION, log) : undefined;
+  const fence = config.regions.length > 1 ? watchFence(await bindBucket(nc, buckets.region(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }), config.REGION, log) : undefined;
   const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) => void topology.recreate(lane, what);
   const worker = createSolverWorker({ config, workerId, nc, consumers, database, checkpoints, provider, slots, keyRing, events, fence, timing, metrics: () => metrics, onConsumerMissing, log });
   const deliveries = createDeliveryStore(database.db);
@@ -100,7 +100,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const metricsServer = serveMetrics(config, m, () => ready && !nc.isClosed());
   slots.start();
   worker.start();
-  const workersKv = await openWorkersBucket(nc, config.REGION);
+  const workersKv = await bindBucket(nc, buckets.workers(config.REGION), { waitMs: TOPOLOGY_WAIT_MS });
   const heartbeat = startSolverHeartbeat({ kv: workersKv, config, workerId, keyRing, liveConfig, inFlight: () => worker.inFlight(), tally, log });
   const reaper = startReaper({ config, database, js, kv: workersKv, workerId, log });
   const callbacks: Callbacks | undefined = dispatcher ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log }) : undefined;

@@ -28,7 +28,7 @@ let database: Database;
 let solvers: SolverService[] = [];
 
 beforeAll(async () => {
-  [nats, tdb] = await Promise.all([startTestNats({ regions: [REGION] }), createTestDatabase("slots")]);
+  [nats, tdb] = await Promise.all([startTestNats({ regions: [REGION], provision: true }), createTestDatabase("slots")]);
   // The emulator allows far more than the plan the solvers are told (PROVIDER_THREADS), so an
   // excess shows in its maxInFlightByKey instead of as rejected submissions.
   emu = createEmulator({ port: 0, keys: { [KEY]: { threads: 100 } }, latencyMs: 1500 });

@@ -1,6 +1,5 @@
-import { jetstreamManager } from "@nats-io/jetstream";
 import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
-import { bodiesStreamConfig, createPubAckPublisher, ensureStreamPresent, publishWithRetry } from "@pipeline/shared/nats";
+import { createPubAckPublisher, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
 import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, shardOf, subjectOfEvent, taskSubject } from "@pipeline/shared/subjects";
@@ -11,7 +10,8 @@ export interface TaskQueue {
   publishEvent(ev: TaskEvent): Promise<void>;
   /**
    * Publishes a task's image bodies on BODIES (`bodies.<region>.<task id>`, Nats-Msg-Id
-   * `<task id>:body`) and resolves on the PubAck; creates BODIES first when it does not exist.
+   * `<task id>:body`) and resolves on the PubAck. BODIES is the administering side's (the
+   * gateway verifies it at start); without it the publish fails (no PubAck).
    */
   publishBody(msg: BodyMessage): Promise<void>;
   ping(): Promise<void>;
@@ -20,16 +20,6 @@ export interface TaskQueue {
 export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: number): TaskQueue {
   // Every publish waits for its PubAck through one subscription (pub-acks.ts): two per task.
   const js = createPubAckPublisher(nc);
-  // BODIES' retention is recovery's to set (BODIES_MAX_AGE_MS); the gateway only creates it when
-  // missing (a fresh deployment, a test), with the default retention, once per process.
-  let bodiesReady: Promise<void> | undefined;
-  const ensureBodies = () =>
-    (bodiesReady ??= jetstreamManager(nc)
-      .then((jsm) => ensureStreamPresent(jsm, bodiesStreamConfig({ region })))
-      .catch((err) => {
-        bodiesReady = undefined;
-        throw err;
-      }));
   return {
     async publishTask(msg, msgID = msg.id) {
       const ack = await publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msgID, deadlineMs);
@@ -39,7 +29,6 @@ export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: 
       await publishWithRetry(js, subjectOfEvent(region, ev), JSON.stringify(ev), `${ev.taskId}:${ev.version}:${ev.kind}`, deadlineMs);
     },
     async publishBody(msg) {
-      await ensureBodies();
       await publishWithRetry(js, bodySubject(region, msg.taskId), JSON.stringify(msg), `${msg.taskId}:body`, deadlineMs);
     },
     async ping() {

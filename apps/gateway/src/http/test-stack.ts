@@ -26,7 +26,7 @@ export interface GatewayTestStack {
 export async function startGatewayTestStack(region: string): Promise<GatewayTestStack> {
   let tdb: TestDatabase | undefined;
   let nats: TestNats | undefined;
-  [nats, tdb] = await Promise.all([startTestNats({ regions: [region] }), createTestDatabase(region)]);
+  [nats, tdb] = await Promise.all([startTestNats({ regions: [region], provision: true }), createTestDatabase(region)]);
   const admin = await connectNats(nats.url, `${region}-admin`, nats.auth("admin"));
   const jsm = await jetstreamManager(admin);
   await ensureStreams(jsm, { region });

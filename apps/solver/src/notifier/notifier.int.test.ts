@@ -11,7 +11,7 @@ import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline
 import { createLogger } from "@pipeline/shared/log";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureNotifierConsumers, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, notifierHooksConsumerConfig, resumePoint } from "@pipeline/shared/nats";
+import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureNotifierConsumers, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, notifierConsumerNames, notifierHooksConsumerConfig, resumePoint } from "@pipeline/shared/nats";
 import { eventSubject, hookEventSubject, streams, subjectOfEvent } from "@pipeline/shared/subjects";
 import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
 import { createDeliveryStore } from "../adapters/deliveries.ts";
@@ -128,13 +128,13 @@ test("upgrading beside the previous version's consumer: this version starts wher
   const batch = await legacy.fetch({ max_messages: 2, expires: 2000 });
   for await (const m of batch) expect([2, 3]).toContain(m.seq);
 
-  // The first solver of this version (as the solver's NATS user: stream and consumer info on
-  // EVENTS, consumer create): its consumer starts after the legacy one's floor (1).
-  const solverNc = await connectNats(nats.url, "notifier-test-solver", nats.auth("solver"));
+  // The provisioning of this version (the recovery service at start, as its NATS user: the
+  // solver's may not create a consumer on EVENTS): the consumer starts after the legacy one's floor (1).
+  const recoveryNc = await connectNats(nats.url, "notifier-test-recovery", nats.auth("recovery"));
   try {
-    await ensureNotifierConsumer(await jetstreamManager(solverNc), MIGRATING);
+    await ensureNotifierConsumer(await jetstreamManager(recoveryNc), MIGRATING);
   } finally {
-    await solverNc.close();
+    await recoveryNc.close();
   }
   const ci = await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name);
   expect(ci.config).toMatchObject({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: 2, filter_subjects: notifierConsumerConfig(MIGRATING).filter_subjects });
@@ -157,15 +157,19 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
   try {
     const fjsm = await jetstreamManager(fnc);
     await ensureStreams(fjsm, { region: FRESH });
-    // As the solver's user, as the solver does at start.
+    // Made as the recovery service's user (its provisioning at start), read as the solver's, as the solver does at start.
+    const recoveryNc = await connectNats(fresh.url, "notifier-hooks-recovery", fresh.auth("recovery"));
     const solverNc = await connectNats(fresh.url, "notifier-hooks-solver", fresh.auth("solver"));
     let names: string[];
     try {
-      names = await ensureNotifierConsumers(await jetstreamManager(solverNc), FRESH);
-      // A second solver at start: the same answer, nothing changed.
-      expect(await ensureNotifierConsumers(await jetstreamManager(solverNc), FRESH)).toEqual(names);
+      names = await ensureNotifierConsumers(await jetstreamManager(recoveryNc), FRESH);
+      // A second provisioning: the same answer, nothing changed; the solver reads the same names.
+      expect(await ensureNotifierConsumers(await jetstreamManager(recoveryNc), FRESH)).toEqual(names);
+      expect(await notifierConsumerNames(await jetstreamManager(solverNc), FRESH)).toEqual(names);
+      // The solver's user cannot make a notifier consumer itself.
+      await expect((await jetstreamManager(solverNc)).consumers.add(streams.events(FRESH), notifierConsumerConfig(FRESH))).rejects.toThrow(/permissions violation/i);
     } finally {
-      await solverNc.close();
+      await Promise.all([recoveryNc.close(), solverNc.close()]);
     }
     const hooks = notifierHooksConsumerConfig(FRESH).durable_name;
     expect(names).toEqual([hooks]);
@@ -209,4 +213,10 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
 
 test("beside the previous version's final-events consumer, a solver reads both (what an earlier gateway or solver still publishes on the plain subjects)", async () => {
   expect(await ensureNotifierConsumers(jsm, REGION)).toEqual([notifierHooksConsumerConfig(REGION).durable_name, notifierConsumerConfig(REGION).durable_name]);
+  const solverNc = await connectNats(nats.url, "notifier-both-solver", nats.auth("solver"));
+  try {
+    expect(await notifierConsumerNames(await jetstreamManager(solverNc), REGION)).toEqual([notifierHooksConsumerConfig(REGION).durable_name, notifierConsumerConfig(REGION).durable_name]);
+  } finally {
+    await solverNc.close();
+  }
 });

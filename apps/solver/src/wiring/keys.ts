@@ -2,8 +2,8 @@
 // invalid revision is refused and the last good one stays), else from the environment. A new key
 // rotates the key ring; a new timing is copied into the holder the worker reads.
 import type { Logger } from "@pipeline/shared/log";
-import type { NatsConnection } from "@pipeline/shared/nats";
-import { openConfigBucket } from "@pipeline/shared/runtime";
+import { TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
+import { bindBucket, buckets } from "@pipeline/shared/runtime";
 import { keySource, startLiveConfig, type LiveConfig } from "../adapters/live-config.ts";
 import type { SolverConfig } from "../config.ts";
 import type { Breaker } from "../domain/breaker.ts";
@@ -21,7 +21,8 @@ export async function startKeys(d: {
   const { config, log } = d;
   let keys: KeyRing | undefined;
   const liveConfig = await startLiveConfig({
-    kv: await openConfigBucket(d.nc, config.REGION),
+    // The operator's bucket (made by the administering side): bound, never created.
+    kv: await bindBucket(d.nc, buckets.config(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }),
     keys: keySource({ keyName: config.PROVIDER_KEY_NAME, key: config.PROVIDER_KEY, file: config.PROVIDER_KEYS_FILE }),
     defaultKeyName: config.PROVIDER_KEY_NAME,
     envTiming: { pollIntervalMs: config.POLL_INTERVAL_MS, maxPolls: config.MAX_POLLS, maxResubmits: config.MAX_RESUBMITS },

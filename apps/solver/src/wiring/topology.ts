@@ -1,11 +1,13 @@
-// The solver's task consumers: the region's streams, this version's lane consumers on the shards
-// the region's assignment gives it (runtime/shards.ts: all of them for the first version of a
-// region; none, an idle filter, for a new version until the rollout moves shards to it), and the
-// recreation of that topology when TASKS or a consumer vanished (queue loss).
+// The solver's task consumers: the region's streams (verified, never created: they are the
+// administering side's, runtime/provision.ts), this version's lane consumers on the shards the
+// region's assignment gives it (runtime/shards.ts: all of them for the first version of a region;
+// none, an idle filter, for a new version until the rollout moves shards to it), and their
+// recreation when a consumer vanished or TASKS was recreated (queue loss: `recovery
+// rebuild-queue` recreates TASKS; the solver waits for it, then makes its consumers again).
 import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
-import { ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { ensureVersionConsumers, openRolloutBucket } from "@pipeline/shared/runtime";
+import { requireStreams, TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
+import { bindBucket, buckets, ensureVersionConsumers } from "@pipeline/shared/runtime";
 import type { Priority } from "@pipeline/shared/schemas";
 import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
 import type { SolverConfig } from "../config.ts";
@@ -20,22 +22,23 @@ export interface TaskTopology {
 
 export async function openTaskTopology(nc: NatsConnection, config: SolverConfig, workerId: string, log: Logger): Promise<TaskTopology> {
   const jsm = await jetstreamManager(nc);
-  const ensure = () => ensureStreams(jsm, { region: config.REGION, replicas: config.STREAM_REPLICAS });
+  const waiting = { waitMs: TOPOLOGY_WAIT_MS, onWait: (missing: string[]) => log.warn({ missing }, "waiting for the region's NATS topology (created by the recovery service)") };
+  const ensure = () => requireStreams(jsm, [streams.tasks(config.REGION), streams.events(config.REGION), streams.dlq(config.REGION)], waiting);
   await ensure();
-  const rolloutKv = await openRolloutBucket(nc, config.REGION);
+  const rolloutKv = await bindBucket(nc, buckets.rollout(config.REGION), waiting);
   const versionConsumers = () => ensureVersionConsumers(jsm, rolloutKv, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS, by: `solver ${workerId}` });
   await versionConsumers();
   const js = jetstream(nc);
   const consumers = {} as Record<Priority, Consumer>;
   for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
-  // Queue loss: the stream and consumers are recreated here so that new tasks flow again at once;
-  // `rebuild-queue` (or the recovery service's sweep) re-publishes the unfinished tasks whose
-  // messages were lost. Several solvers notice at once; creating what another has just created is
-  // a no-op on the current server, so each simply ensures the topology.
+  // Queue loss: once TASKS is back (`rebuild-queue` recreates it, then re-publishes the unfinished
+  // tasks whose messages were lost) the consumers are recreated here so that tasks flow again at
+  // once. Several solvers notice at once; creating what another has just created is a no-op on
+  // the current server, so each simply ensures its consumers.
   let recreating: Promise<void> | undefined;
   const recreate = (lane: Priority, what: string) =>
     (recreating ??= (async () => {
-      log.error({ lane, what }, "task consumer missing: recreating the TASKS topology (run `recovery rebuild-queue` to re-publish lost messages)");
+      log.error({ lane, what }, "task consumer missing: recreating this version's consumers once TASKS exists (`recovery rebuild-queue` recreates TASKS and re-publishes lost messages)");
       for (let i = 0; ; i++) {
         try {
           await ensure();

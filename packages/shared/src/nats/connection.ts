@@ -28,9 +28,25 @@ export function natsAuthFromEnv(env: { NATS_USER?: string | undefined; NATS_PASS
 }
 
 /**
+ * The inbox prefix of a user's connections (`_INBOX_<user>`): the replies to its requests and the
+ * messages its pull consumers fetch come there, and an app's user may subscribe to its own prefix
+ * only (permissions.ts). With one shared `_INBOX.>` any app could read what another pulled or
+ * requested (the solver's EVENTS deliveries, recovery's reads of BODIES).
+ */
+export function inboxPrefixOf(user: string): string {
+  return `_INBOX_${user.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+}
+
+/** The inbox prefix a connection was opened with (the client keeps it in its options; not in its typed interface). */
+export function connectionInboxPrefix(nc: NatsConnection): string | undefined {
+  return (nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix || undefined;
+}
+
+/**
  * Connects with reconnects forever (a restarted nats-server must not stop a service); the caller
  * drains on shutdown. Errors the server reports asynchronously (a permissions violation) go to
- * `onError`, which never sees a credential.
+ * `onError`, which never sees a credential. A connection with a user name takes its inboxes
+ * under that user's prefix (inboxPrefixOf).
  */
 export async function connectNats(
   servers: string,
@@ -51,7 +67,7 @@ export async function connectNats(
     // two Error objects up front, stack trace included, for a timeout that rarely comes: a few
     // percent of the gateway's and the solver's CPU. Errors keep their types and messages.
     noAsyncTraces: true,
-    ...(auth.user !== undefined ? { user: auth.user } : {}),
+    ...(auth.user !== undefined ? { user: auth.user, inboxPrefix: inboxPrefixOf(auth.user) } : {}),
     ...(auth.pass !== undefined ? { pass: auth.pass } : {}),
     ...(auth.credsFile ? { authenticator: credsAuthenticator(new Uint8Array(readFileSync(auth.credsFile))) } : {}),
     ...(auth.tls ? { tls: auth.tls } : {}),

@@ -1,7 +1,15 @@
 // Who may do what on the NATS server: one user per app, with subject permissions derived from
 // the regions the server carries. Pure: the server config (localstack) and the docs read it.
+//
+// The apps administer nothing (issue 34): no stream and no KV bucket is created, changed, sealed,
+// purged or deleted by the gateway's or the solver's user, and no consumer outside the solver's
+// lane consumers on TASKS. Streams, buckets and the notifier consumers are the administering
+// side's (recovery, rollout, admin: runtime/provision.ts, before the apps start); an app only
+// reads their info (STREAM.INFO) and waits for them at start (topology.ts, requireStreams).
 import { buckets } from "../runtime/kv.ts";
-import { bodySubjects, dlqSubjects, eventSubjects, streams, taskSubjects } from "../subjects.ts";
+import { bodySubjects, dlqSubjects, eventSubject, eventSubjects, hookEventSubject, isFinalEventKind, streams, taskSubjects } from "../subjects.ts";
+import { inboxPrefixOf } from "./connection.ts";
+import { notifierConsumerConfig, notifierHooksConsumerConfig } from "./topology.ts";
 
 /** One NATS user per app; `admin` is the operator (CLI, tests, drills). */
 export const NATS_ROLES = ["admin", "gateway", "solver", "recovery", "rollout"] as const;
@@ -17,27 +25,36 @@ export interface Permissions {
   subscribe: SubjectRules;
 }
 
+/**
+ * The event kinds each app publishes (`events.<region>.<kind>`, and `.hook` for a final kind):
+ * a user may publish no other. So a `completed` event (the one that carries a token into rows,
+ * through a restore's replay or the other region's replicator) can only come from the solver's
+ * user, an `accepted` one (a task's owner and params) only from the gateway's. `adopted` and any
+ * other kind are recovery's (or admin's).
+ */
+export const EMITTED_EVENT_KINDS = {
+  /** tasks/submit.ts, tasks/cancel.ts, tasks/redrive.ts. */
+  gateway: ["accepted", "cancelled", "redriven"],
+  /** worker/claim.ts, submit.ts, steps.ts; `breaker`: the fleet alert of service.ts. */
+  solver: ["solving", "submitted", "retrying", "completed", "failed", "breaker"],
+} as const satisfies Record<"gateway" | "solver", readonly string[]>;
+
 /** Everything in the account: recovery and rollout administer streams, consumers and KV. */
 const FULL: Permissions = { publish: { allow: [">"] }, subscribe: { allow: [">"] } };
 
-/** JetStream API subjects that manage one stream (create, update, read its config and messages). */
-const streamApi = (stream: string) => [`$JS.API.STREAM.INFO.${stream}`, `$JS.API.STREAM.CREATE.${stream}`, `$JS.API.STREAM.UPDATE.${stream}`];
+/** The event subjects an app may publish on in one region. */
+const eventPublish = (app: keyof typeof EMITTED_EVENT_KINDS, region: string) =>
+  EMITTED_EVENT_KINDS[app].flatMap((k) => (isFinalEventKind(k) ? [eventSubject(region, k), hookEventSubject(region, k)] : [eventSubject(region, k)]));
 
-/** Pulling from a stream through durable or ordered consumers, and acknowledging what was pulled. */
-const consumeApi = (stream: string) => [
-  `$JS.API.CONSUMER.INFO.${stream}.>`,
-  `$JS.API.CONSUMER.CREATE.${stream}`,
-  `$JS.API.CONSUMER.CREATE.${stream}.>`,
-  `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.>`,
-  `$JS.API.CONSUMER.MSG.NEXT.${stream}.>`,
-  `$JS.ACK.${stream}.>`,
-];
-
-/** A KV bucket read (get, history, watch through an ordered consumer) but never written. */
+/**
+ * A KV bucket read (get, history, watch through an ordered consumer): its stream's info, message
+ * gets, and consumers on it (reading only; a KV stream's consumer removes nothing). Never its
+ * stream's create or update (`sealed`, limits): that is administration.
+ */
 const kvRead = (bucket: string) => {
   const stream = `KV_${bucket}`;
   return [
-    ...streamApi(stream),
+    `$JS.API.STREAM.INFO.${stream}`,
     `$JS.API.DIRECT.GET.${stream}`,
     `$JS.API.DIRECT.GET.${stream}.>`,
     `$JS.API.STREAM.MSG.GET.${stream}`,
@@ -50,44 +67,90 @@ const kvRead = (bucket: string) => {
 
 const kvWrite = (bucket: string) => [...kvRead(bucket), `$KV.${bucket}.>`];
 
-/** What no app user may ever do, whatever its allow list says. */
-const DESTRUCTIVE = ["$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.RESTORE.>", "$JS.API.ACCOUNT.>", "$JS.API.META.>", "$JS.API.SERVER.>"];
+/** Reading a durable consumer the administering side made: its info, its messages, their acks. */
+const pullFrom = (stream: string, consumer: string) => [`$JS.API.CONSUMER.INFO.${stream}.${consumer}`, `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, `$JS.ACK.${stream}.${consumer}.>`];
 
+/**
+ * What no app user may ever do, whatever its allow list says: administer a stream (a KV bucket is
+ * one), the account or the servers.
+ */
+const ADMINISTRATION = [
+  "$JS.API.STREAM.CREATE.>",
+  "$JS.API.STREAM.UPDATE.>",
+  "$JS.API.STREAM.DELETE.>",
+  "$JS.API.STREAM.PURGE.>",
+  "$JS.API.STREAM.MSG.DELETE.>",
+  "$JS.API.STREAM.SNAPSHOT.>",
+  "$JS.API.STREAM.RESTORE.>",
+  "$JS.API.STREAM.PEER.>",
+  "$JS.API.STREAM.LEADER.>",
+  "$JS.API.STREAM.LIST",
+  "$JS.API.STREAM.NAMES",
+  "$JS.API.ACCOUNT.>",
+  "$JS.API.META.>",
+  "$JS.API.SERVER.>",
+];
+
+/** A region's queues and bodies, whose messages no app reads by get, and on which it makes no consumer (but the solver's lanes on TASKS). */
+const noReadsNorConsumers = (region: string, o: { consumersOn: string[] }) => {
+  const out: string[] = [];
+  for (const s of [streams.tasks(region), streams.events(region), streams.dlq(region), streams.bodies(region)]) {
+    out.push(`$JS.API.STREAM.MSG.GET.${s}`, `$JS.API.DIRECT.GET.${s}`, `$JS.API.DIRECT.GET.${s}.>`);
+    if (o.consumersOn.includes(s)) continue;
+    out.push(`$JS.API.CONSUMER.CREATE.${s}`, `$JS.API.CONSUMER.CREATE.${s}.>`, `$JS.API.CONSUMER.DURABLE.CREATE.${s}.>`, `$JS.API.CONSUMER.DELETE.${s}.>`);
+  }
+  return out;
+};
+
+/**
+ * The gateway publishes tasks, image bodies and its own event kinds, and reads the region's
+ * lease view (the fence). It consumes nothing and reads no message of TASKS, EVENTS, DLQ or
+ * BODIES: its long-polls are woken by a core subscription to `events.<region>.>`, which sees
+ * events as they are published (an `accepted` event's params without its image bodies, which
+ * are on BODIES only).
+ */
 function gateway(regions: string[]): Permissions {
   const pub = ["$JS.API.INFO"];
-  const sub = ["_INBOX.>"];
+  const sub = [`${inboxPrefixOf("gateway")}.>`];
+  const deny = [...ADMINISTRATION, "$JS.ACK.>", "$KV.>"];
   for (const r of regions) {
-    pub.push(taskSubjects(r), eventSubjects(r));
-    for (const s of [streams.tasks(r), streams.events(r), streams.dlq(r)]) pub.push(...streamApi(s));
-    pub.push(`$JS.API.STREAM.MSG.GET.${streams.events(r)}`, `$JS.API.DIRECT.GET.${streams.events(r)}.>`);
-    pub.push(...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
+    pub.push(taskSubjects(r), bodySubjects(r), ...eventPublish("gateway", r));
+    for (const s of [streams.tasks(r), streams.events(r), streams.bodies(r)]) pub.push(`$JS.API.STREAM.INFO.${s}`);
+    pub.push(...kvRead(buckets.region(r)));
     sub.push(eventSubjects(r));
-    // Image bodies (docs/security.md, "Image bodies"): published, and BODIES created when missing;
-    // never read back (no message get, no consumer, no subscription) nor reconfigured.
-    pub.push(bodySubjects(r), `$JS.API.STREAM.INFO.${streams.bodies(r)}`, `$JS.API.STREAM.CREATE.${streams.bodies(r)}`);
+    deny.push(...noReadsNorConsumers(r, { consumersOn: [] }));
   }
-  // The gateway publishes tasks; it never pulls them: no consumer on TASKS, no ack.
-  return { publish: { allow: pub, deny: [...DESTRUCTIVE, "$JS.ACK.>", "$KV.>"] }, subscribe: { allow: sub } };
+  return { publish: { allow: pub, deny }, subscribe: { allow: sub } };
 }
 
-/** The solver (and its notifier) never sees image bodies: nothing of BODIES is in its lists. */
+/**
+ * The solver pulls TASKS through its version's lane consumers, which it creates and changes
+ * itself (CONSUMER.CREATE on TASKS, RESET to rewind one that gained shards: runtime/shards.ts),
+ * and reads EVENTS only through the notifier consumers the administering side made. It never
+ * sees image bodies: nothing of BODIES is in its lists.
+ */
 function solver(regions: string[]): Permissions {
   const pub = ["$JS.API.INFO", "$JS.FC.>"];
-  const deny = [...DESTRUCTIVE];
+  const deny = [...ADMINISTRATION];
   for (const r of regions) {
-    pub.push(taskSubjects(r), eventSubjects(r), dlqSubjects(r));
-    for (const s of [streams.tasks(r), streams.events(r), streams.dlq(r)]) pub.push(...streamApi(s));
-    pub.push(...consumeApi(streams.tasks(r)), ...consumeApi(streams.events(r)));
-    pub.push(`$JS.API.CONSUMER.DELETE.${streams.tasks(r)}.>`);
+    const tasks = streams.tasks(r);
+    const events = streams.events(r);
+    // The reaper re-publishes a dead worker's tasks; dead letters go to DLQ.
+    pub.push(taskSubjects(r), dlqSubjects(r), ...eventPublish("solver", r));
+    for (const s of [tasks, events, streams.dlq(r)]) pub.push(`$JS.API.STREAM.INFO.${s}`);
+    // (A consumer with several filters is created through DURABLE.CREATE by the client.)
+    pub.push(`$JS.API.CONSUMER.CREATE.${tasks}.>`, `$JS.API.CONSUMER.DURABLE.CREATE.${tasks}.>`, `$JS.API.CONSUMER.INFO.${tasks}.>`, `$JS.API.CONSUMER.MSG.NEXT.${tasks}.>`, `$JS.ACK.${tasks}.>`);
     // A lane consumer that gains shards is rewound to the oldest message left (shards.ts).
-    pub.push(`$JS.API.CONSUMER.RESET.${streams.tasks(r)}.>`);
+    pub.push(`$JS.API.CONSUMER.RESET.${tasks}.>`);
+    for (const c of [notifierHooksConsumerConfig(r).durable_name, notifierConsumerConfig(r).durable_name]) pub.push(...pullFrom(events, c));
     pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
-    // The shard assignment: the first solver of a region creates it; the rollout service changes it.
+    // The shard assignment: the first solver of a region writes it; the rollout service changes it.
     pub.push(...kvWrite(buckets.rollout(r)));
     // The config bucket is the operator's: a solver reads and watches it, never writes it.
     deny.push(`$KV.${buckets.config(r)}.>`, `$KV.${buckets.region(r)}.>`);
+    deny.push(...noReadsNorConsumers(r, { consumersOn: [tasks] }), `$JS.API.CONSUMER.DELETE.${tasks}.>`);
   }
-  return { publish: { allow: pub, deny }, subscribe: { allow: ["_INBOX.>"] } };
+  return { publish: { allow: pub, deny }, subscribe: { allow: [`${inboxPrefixOf("solver")}.>`] } };
 }
 
 /** Subject permissions of a role on a server that carries `regions`. */

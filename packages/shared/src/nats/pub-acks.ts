@@ -1,5 +1,6 @@
 import type { PubAck } from "@nats-io/jetstream";
 import { createInbox, headers, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connectionInboxPrefix } from "./connection.ts";
 
 /** What a JetStream publish needs: a JetStreamClient, or the lighter publisher below. */
 export interface Publisher {
@@ -38,7 +39,8 @@ interface Waiting {
  * reconnect times out, and publishWithRetry publishes again under the same id (deduplicated).
  */
 export function createPubAckPublisher(nc: NatsConnection, o: { sweepMs?: number } = {}): Publisher & { pending(): number; close(): void } {
-  const prefix = createInbox();
+  // Under the connection's own prefix (connectNats: the user's), where its user may subscribe.
+  const prefix = createInbox(connectionInboxPrefix(nc));
   const waiting = new Map<string, Waiting>();
   let next = 0;
   let sweep: ReturnType<typeof setInterval> | undefined;

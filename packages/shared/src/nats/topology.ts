@@ -8,6 +8,7 @@ import {
   type ConsumerConfig,
   type JetStreamManager,
   type StreamConfig,
+  type StreamInfo,
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
@@ -236,8 +237,8 @@ export function bodiesMirrorConfig(remote: string, replicas = 1, maxAgeMs = DEFA
 }
 
 /**
- * Creates the stream when it does not exist and otherwise leaves it alone: for an app that may
- * create a stream another app manages (the gateway and BODIES, whose retention recovery sets).
+ * Creates the stream when it does not exist and otherwise leaves it alone: for a provisioning that
+ * must not undo what another sets (a test harness and BODIES, whose retention recovery sets).
  */
 export async function ensureStreamPresent(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {
   try {
@@ -247,10 +248,69 @@ export async function ensureStreamPresent(jsm: JetStreamManager, cfg: Partial<St
     try {
       await jsm.streams.add(cfg);
     } catch (e) {
-      // Another gateway created it in between.
+      // Another provisioning created it in between.
       if (!/already in use|already exists/i.test((e as Error).message)) throw e;
     }
   }
+}
+
+/** How long an app waits at start for the streams, buckets and consumers the administering side creates. */
+export const TOPOLOGY_WAIT_MS = 60_000;
+
+/** A stream, bucket or consumer an app needs is not there: the administering side has not created it (yet). */
+export class TopologyMissingError extends Error {
+  override name = "TopologyMissingError";
+  /** `missing`: what is not there, each with its kind ("stream TASKS_EU", "consumer EVENTS_EU/notifier_hooks_eu"). */
+  constructor(readonly missing: string[]) {
+    super(
+      `${missing.join(", ")} ${missing.length > 1 ? "do" : "does"} not exist: the apps create no stream, bucket or consumer (their NATS users may not); the recovery service creates them at start (runtime/provision.ts, provisionRegion), as do the dev stack and the test harness. Start it first (docs/security.md, "NATS: who administers")`,
+    );
+  }
+}
+
+export interface RequireOptions {
+  /** Waits this long for what is missing (0: not at all); then throws TopologyMissingError. */
+  waitMs?: number;
+  everyMs?: number;
+  /** Told what is still missing, about every 5 s of waiting. */
+  onWait?: (missing: string[]) => void;
+  /** How a missing name is reported (default: `stream <name>`). */
+  label?: (name: string) => string;
+}
+
+/** Polls `probe` (undefined: missing) for each name until all are there or `waitMs` passed; `label` names a missing one. */
+async function waitFor<T>(names: string[], probe: (name: string) => Promise<T | undefined>, label: (name: string) => string, o: RequireOptions): Promise<T[]> {
+  const until = Date.now() + (o.waitMs ?? 0);
+  let told = Date.now();
+  for (;;) {
+    const found = await Promise.all(names.map(probe));
+    const missing = names.filter((_, i) => found[i] === undefined).map(label);
+    if (!missing.length) return found as T[];
+    if (Date.now() >= until) throw new TopologyMissingError(missing);
+    if (Date.now() - told >= 5000) {
+      told = Date.now();
+      o.onWait?.(missing);
+    }
+    await Bun.sleep(Math.min(o.everyMs ?? 500, Math.max(1, until - Date.now())));
+  }
+}
+
+/**
+ * The info of each stream, read (STREAM.INFO only: what an app's user may do); waits up to
+ * `waitMs` for those missing, then throws a TopologyMissingError naming them. Any other error
+ * (a permission refused) is thrown at once.
+ */
+export async function requireStreams(jsm: JetStreamManager, names: string[], o: RequireOptions = {}): Promise<StreamInfo[]> {
+  return waitFor(
+    names,
+    (name) =>
+      jsm.streams.info(name).catch((err) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }),
+    o.label ?? ((name) => `stream ${name}`),
+    o,
+  );
 }
 
 /** Streams of one region (TASKS, EVENTS, DLQ), created or verified. */
@@ -318,6 +378,27 @@ export async function ensureNotifierConsumers(jsm: JetStreamManager, region: str
   if (!(await exists(earlier)) && !(await exists(legacyNotifierConsumer(region)))) return [hooks.durable_name];
   await ensureNotifierConsumer(jsm, region);
   return [hooks.durable_name, earlier];
+}
+
+/**
+ * The notifier consumers a solver reads, as the administering side made them (ensureNotifierConsumers,
+ * run by provisionRegion): the hooks consumer, waited for up to `waitMs`, and the previous
+ * version's final-events consumer when it exists. Creates nothing: the solver's user may only
+ * read them.
+ */
+export async function notifierConsumerNames(jsm: JetStreamManager, region: string, o: RequireOptions = {}): Promise<string[]> {
+  const stream = streams.events(region);
+  const exists = (name: string) =>
+    jsm.consumers.info(stream, name).then(
+      () => name,
+      (err) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      },
+    );
+  const [hooks] = await waitFor([notifierHooksConsumerConfig(region).durable_name], exists, (name) => `consumer ${stream}/${name}`, o);
+  const earlier = await exists(notifierConsumerConfig(region).durable_name);
+  return earlier ? [hooks!, earlier] : [hooks!];
 }
 
 /**

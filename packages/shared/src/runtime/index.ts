@@ -5,3 +5,4 @@ export * from "./reaper.ts";
 export * from "./fence.ts";
 export * from "./shards.ts";
 export * from "./run-service.ts";
+export * from "./provision.ts";

@@ -1,6 +1,8 @@
+import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV, type KvEntry } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
+import { requireStreams, type RequireOptions } from "../nats/topology.ts";
 import { assertRegion } from "../subjects.ts";
 import { parseSolverConfig, type SolverRuntimeConfig } from "./config.ts";
 
@@ -19,12 +21,23 @@ export const buckets = {
   rollout: (region: string) => `rollout_${assertRegion(region).replace(/-/g, "_")}`,
 };
 
-/** The region's own bucket: `lease` (LeaseView) and `adopted.<remote>` (the epoch adopted). */
+/**
+ * An existing bucket, opened without creating it (what the apps do: their NATS users may not
+ * create or change a bucket; runtime/provision.ts creates them). Reads its stream's info once
+ * (STREAM.INFO), waiting up to `o.waitMs` for it, then throws a TopologyMissingError naming the
+ * bucket.
+ */
+export async function bindBucket(nc: NatsConnection, bucket: string, o: RequireOptions = {}): Promise<KV> {
+  const [info] = await requireStreams(await jetstreamManager(nc), [`KV_${bucket}`], { label: () => `KV bucket ${bucket} (stream KV_${bucket})`, ...o });
+  return new Kvm(nc).open(bucket, { allow_direct: info!.config.allow_direct === true });
+}
+
+/** The region's own bucket: `lease` (LeaseView) and `adopted.<remote>` (the epoch adopted); created when missing (administering roles). */
 export async function openRegionBucket(nc: NatsConnection, region: string): Promise<KV> {
   return new Kvm(nc).create(buckets.region(region), { history: 1 });
 }
 
-/** The region's config bucket (created on first use, with history). */
+/** The region's config bucket (created on first use, with history: administering roles). */
 export async function openConfigBucket(nc: NatsConnection, region: string): Promise<KV> {
   return new Kvm(nc).create(buckets.config(region), { history: CONFIG_HISTORY });
 }
@@ -98,6 +111,7 @@ export const HEARTBEAT_EVERY_MS = 2000;
 /** A worker silent this long is gone; the bucket forgets its entry. */
 export const HEARTBEAT_TTL_MS = 10_000;
 
+/** The region's heartbeat bucket, created when missing (administering roles; a solver binds it: bindBucket). */
 export async function openWorkersBucket(nc: NatsConnection, region: string): Promise<KV> {
   return new Kvm(nc).create(buckets.workers(region), { history: 1, ttl: HEARTBEAT_TTL_MS });
 }

@@ -6,6 +6,7 @@ import type { KV } from "@nats-io/kv";
 import { connectNats, ensureStreams, type NatsConnection } from "../nats/index.ts";
 import { laneConsumer, streams, taskSubject } from "../subjects.ts";
 import { startTestNats, type TestNats } from "../testing/index.ts";
+import { bindBucket, buckets } from "./kv.ts";
 import { ensureVersionConsumers, moveShards, openRolloutBucket, readAssignment, reconcileConsumers, writeAssignment } from "./shards.ts";
 
 const REGION = "sh";
@@ -25,7 +26,8 @@ beforeAll(async () => {
   await ensureStreams(jsm, { region: REGION });
   solverJsm = await jetstreamManager(solverNc);
   kv = await openRolloutBucket(admin, REGION);
-  solverKv = await openRolloutBucket(solverNc, REGION);
+  // As the solver does: bound, never created (its user may not create a bucket).
+  solverKv = await bindBucket(solverNc, buckets.rollout(REGION));
 });
 afterAll(async () => {
   await solverNc?.close();

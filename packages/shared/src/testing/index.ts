@@ -8,6 +8,7 @@ import { findPostgres } from "../localstack/binaries.ts";
 import { freePort } from "../localstack/free-port.ts";
 import { startNatsServer, type NatsServerHandle } from "../localstack/nats-server.ts";
 import { startPostgres } from "../localstack/postgres.ts";
+import { provisionRegionsAt } from "../runtime/provision.ts";
 
 export interface TestNats extends NatsServerHandle {
   /** Stops the server and removes its store. */
@@ -17,12 +18,16 @@ export interface TestNats extends NatsServerHandle {
 /**
  * A real nats-server with JetStream and authentication on a free port and a fresh store, for one
  * test file; its users' permissions cover `regions` (default ["local"]). Connect with
- * `connectNats(nats.url, name, nats.auth("admin"))`.
+ * `connectNats(nats.url, name, nats.auth("admin"))`. With `provision`, each region's topology is
+ * created as the admin (runtime/provision.ts), as the recovery service does before the apps start:
+ * the gateway and the solver may not create it themselves.
  */
-export async function startTestNats(o: { regions?: string[] } = {}): Promise<TestNats> {
+export async function startTestNats(o: { regions?: string[]; provision?: boolean } = {}): Promise<TestNats> {
   const dir = mkdtempSync(join(tmpdir(), "pipeline-nats-"));
   const port = await freePort();
-  const h = await startNatsServer({ port, storeDir: dir, regions: o.regions ?? ["local"] });
+  const regions = o.regions ?? ["local"];
+  const h = await startNatsServer({ port, storeDir: dir, regions });
+  if (o.provision) await provisionRegionsAt(h.url, h.auth("admin"), regions);
   return {
     ...h,
     async dispose() {
