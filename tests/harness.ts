@@ -54,12 +54,15 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const [gatewayPort, gatewayMetricsPort] = await Promise.all([freePort(), freePort()]);
   // Tests receive callbacks on http://127.0.0.1: the SSRF policy is loosened for them (docs/security.md).
   const devCallbacks = { WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
-  const gatewayEnv = { ...common, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), GATEWAY_METRICS_PORT: String(gatewayMetricsPort), API_KEYS: apiKey, WEBHOOK_SECRET, ...o.gatewayEnv };
+  // Each app logs in with its own database role (issue 34: packages/shared/src/db/roles.ts), so every
+  // test that starts the stack runs the apps' queries with their grants only; `db` below is the admin's.
+  const gatewayEnv = { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), GATEWAY_METRICS_PORT: String(gatewayMetricsPort), API_KEYS: apiKey, WEBHOOK_SECRET, ...o.gatewayEnv };
   let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
   const gateways = [gateway];
   let solverN = 0;
   const solverEnv = {
     ...common,
+    DATABASE_URL: tdb.appUrls.solver,
     ...natsEnv(nats, "solver"),
     PROVIDER_URL: emu.url,
     PROVIDER_KEY,

@@ -1,4 +1,5 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { applyAppRoles } from "@pipeline/shared/db";
 import postgres from "postgres";
 import { describeUrl, pgRestore, userRelations } from "../adapters/pg-tools.ts";
 import { checkIntegrity, type Snapshot } from "./manifest.ts";
@@ -29,7 +30,8 @@ export interface RestoreOptions {
 /**
  * Restores a snapshot into an EMPTY database (refuses otherwise, TargetNotEmptyError), after
  * checking its checksum, then replays EVENTS after the snapshot's sequence so every change
- * acknowledged after the snapshot is back. Point the apps at the database only once this
+ * acknowledged after the snapshot is back. The app roles' grants are applied to it as migrate
+ * applies them (run it as the owner). Point the apps at the database only once this
  * returns: a solver reading a half-replayed row could submit a finished task again.
  */
 export async function restoreSnapshot(o: RestoreOptions): Promise<RestoreReport> {
@@ -42,6 +44,9 @@ export async function restoreSnapshot(o: RestoreOptions): Promise<RestoreReport>
   const restoreMs = Date.now() - started;
   const sql = postgres(o.intoUrl, { max: 2, onnotice: () => {} });
   try {
+    // The dump carries no privileges (--no-privileges): each app role's grants are set again, as
+    // `recovery migrate` sets them, so the apps can use the database once they are pointed at it.
+    await applyAppRoles(sql);
     const replay = o.nats
       ? await replayEvents({ sql, js: o.nats.js, jsm: o.nats.jsm, region: m.region, afterSeq: m.events.lastSeq, streamCreated: m.events.streamCreated, ...(o.allowGap ? { allowGap: true } : {}), ...(o.nats.mirror ? { mirror: true } : {}) })
       : null;

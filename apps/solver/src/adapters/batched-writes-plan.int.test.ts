@@ -18,8 +18,8 @@ let solverPool: Database;
 beforeAll(async () => {
   tdb = await createTestDatabase("plans");
   admin = openDatabase(tdb.url, { max: 2 });
-  // As the solver opens it (service.ts), with one connection so its statistics can be flushed.
-  solverPool = openDatabase(tdb.url, { max: 1, customPlans: true });
+  // As the solver opens it (service.ts: its own role, custom plans), with one connection so its statistics can be flushed.
+  solverPool = openDatabase(tdb.appUrls.solver, { max: 1, customPlans: true });
   const row = (state: "queued" | "completed") => ({ id: randomUUID(), owner: "o", requestHash: "h", region: "pl", type: "turnstile" as const, priority: "normal" as const, params: { sitekey: "s", pageurl: "https://example.com" }, state });
   // The statistics of a young table: only finished rows when ANALYZE ran.
   await admin.db.insert(tasks).values(Array.from({ length: 50 }, () => row("completed")));

@@ -9,11 +9,15 @@ import { createBatchedWrites } from "./batched-writes.ts";
 
 let tdb: TestDatabase;
 let database: Database;
+/** The adapter's own connection: the solver's role (issue 34), not the admin's. */
+let solver: Database;
 beforeAll(async () => {
   tdb = await createTestDatabase("batched");
   database = openDatabase(tdb.url, { max: 4 });
+  solver = openDatabase(tdb.appUrls.solver, { max: 4 });
 });
 afterAll(async () => {
+  await solver.close();
   await database.close();
   await tdb.drop();
 });
@@ -48,7 +52,7 @@ test("a burst of claims: claimable rows are claimed once each, the rest are not;
     row(busy, { state: "solving", leaseOwner: "w2", leaseUntil: future }),
     row(done, { state: "completed", token: "t" }),
   ]);
-  const w = createBatchedWrites(database.sql, { maxInFlight: 1 });
+  const w = createBatchedWrites(solver.sql, { maxInFlight: 1 });
   const ids = [...queued, retrying, expired, own, busy, done, queued[0]!];
   const got = await Promise.all(ids.map((id) => w.claim({ id, worker: "w1", leaseMs: 30_000 })));
 
@@ -79,7 +83,7 @@ test("submit markers and completions are guarded by state and lease owner, per r
     row(theirs, { state: "solving", leaseOwner: "w2" }),
     row(cancelled, { state: "cancelled" }),
   ]);
-  const w = createBatchedWrites(database.sql, { maxInFlight: 1 });
+  const w = createBatchedWrites(solver.sql, { maxInFlight: 1 });
   const marks = await Promise.all([...mine, theirs, cancelled].map((id) => w.beginSubmit({ id, worker: "w1" })));
   expect(marks).toEqual([...mine.map(() => true), false, false]);
 

@@ -7,11 +7,15 @@ import { createCheckpointWriter } from "./checkpoints.ts";
 
 let tdb: TestDatabase;
 let database: Database;
+/** The adapter's own connection: the solver's role (issue 34), not the admin's. */
+let solver: Database;
 beforeAll(async () => {
   tdb = await createTestDatabase("ckpt");
   database = openDatabase(tdb.url, { max: 4 });
+  solver = openDatabase(tdb.appUrls.solver, { max: 4 });
 });
 afterAll(async () => {
+  await solver.close();
   await database.close();
   await tdb.drop();
 });
@@ -44,7 +48,7 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
     row(alreadySet, { providerId: "111" }),
     row(finished, { state: "completed" }),
   ]);
-  const writer = createCheckpointWriter(database.sql, { maxInFlight: 1 });
+  const writer = createCheckpointWriter(solver.sql, { maxInFlight: 1 });
   const all = [...ok, takenOver, otherSubmitter, alreadySet, finished];
   const results = await Promise.all(all.map((id, i) => writer.write({ id, worker: "w1", providerId: String(7_000_000 + i), keyRef: "key_abc" })));
   expect(results.slice(0, 200).every((r) => r.written && r.stillOwner)).toBe(true);

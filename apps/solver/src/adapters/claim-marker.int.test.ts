@@ -9,11 +9,15 @@ import { createBatchedWrites } from "./batched-writes.ts";
 
 let tdb: TestDatabase;
 let database: Database;
+/** The adapter's own connection: the solver's role (issue 34), not the admin's. */
+let solver: Database;
 beforeAll(async () => {
   tdb = await createTestDatabase("claimmark");
   database = openDatabase(tdb.url, { max: 4 });
+  solver = openDatabase(tdb.appUrls.solver, { max: 4 });
 });
 afterAll(async () => {
+  await solver.close();
   await database.close();
   await tdb.drop();
 });
@@ -25,7 +29,7 @@ async function insert(id: string, set: string) {
 const marker = async (id: string) => (await database.sql<{ owner: string | null }[]>`select submit_owner as owner from tasks where id = ${id}`)[0]!;
 
 test("a claim marks the submit it leads to, in the same write; never over another worker's marker or a stored provider id", async () => {
-  const writes = createBatchedWrites(database.sql);
+  const writes = createBatchedWrites(solver.sql);
   const fresh = randomUUID();
   const retrying = randomUUID(); // an earlier submit of w1 created nothing (marker cleared)
   const adopted = randomUUID(); // w2 died mid-submit: its marker stays for the taker to wait on

@@ -9,11 +9,15 @@ import { createSolverStore } from "./pg.ts";
 
 let tdb: TestDatabase;
 let database: Database;
+/** The adapter's own connection: the solver's role (issue 34), not the admin's. */
+let solver: Database;
 beforeAll(async () => {
   tdb = await createTestDatabase("renewal");
   database = openDatabase(tdb.url, { max: 4 });
+  solver = openDatabase(tdb.appUrls.solver, { max: 4 });
 });
 afterAll(async () => {
+  await solver.close();
   await database.close();
   await tdb.drop();
 });
@@ -22,7 +26,7 @@ const leftMs = async (id: string) =>
   Number((await database.sql<{ ms: number }[]>`select extract(epoch from (lease_until - now())) * 1000 as ms from tasks where id = ${id}`)[0]!.ms);
 
 test("a renewal leaves a lease with more than 5/6 of its length alone, renews an older one, and never another worker's", async () => {
-  const store = createSolverStore(database.db);
+  const store = createSolverStore(solver.db);
   const leaseMs = 6000;
   const [fresh, older, others] = [randomUUID(), randomUUID(), randomUUID()];
   for (const [id, owner, left] of [[fresh, "w1", 5900], [older, "w1", 4000], [others, "w2", 1000]] as const) {

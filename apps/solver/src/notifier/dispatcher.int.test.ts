@@ -23,13 +23,17 @@ const DEV: CallbackPolicy = { allowHttp: true, allowPrivate: true };
 
 let tdb: TestDatabase;
 let database: Database;
+/** The store's own connection: the solver's role (issue 34), not the admin's. */
+let solver: Database;
 let store: DeliveryStore;
 beforeAll(async () => {
   tdb = await createTestDatabase("dispatch");
   database = openDatabase(tdb.url, { max: 6 });
-  store = createDeliveryStore(database.db);
+  solver = openDatabase(tdb.appUrls.solver, { max: 6 });
+  store = createDeliveryStore(solver.db);
 });
 afterAll(async () => {
+  await solver.close();
   await database.close();
   await tdb.drop();
 });

@@ -31,6 +31,7 @@ export function openDatabase(url: string, opts: { max?: number; appName?: string
 }
 
 export { MIGRATION_LOCK_KEY, migrateDatabase, migrationMetas, type MigrationReport } from "./migrations.ts";
+export { APP_GRANTS, APP_ROLES, applyAppGrants, applyAppRoles, createAppLogins, DB_ROLES, dropAppLogins, ensureAppRoles, ensureGroupRole, SCHEMA_TABLES, urlWithLogin, type AppLogin, type AppRole } from "./roles.ts";
 
 const CONNECTION_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT", "57P01", "57P02", "57P03", "08000", "08003", "08006"]);
 

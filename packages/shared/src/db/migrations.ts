@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { embeddedMigrations } from "./migrations.gen.ts";
+import { applyAppRoles } from "./roles.ts";
 
 /** The advisory lock key every migrator takes (an arbitrary constant: "captcha-pipeline migrate"). */
 export const MIGRATION_LOCK_KEY = 7_141_592_653;
@@ -38,7 +39,9 @@ export interface MigrationReport {
 
 /**
  * Applies every pending migration to the database at `url`, under a session advisory lock so a
- * second migrator (another host, another process) waits and then finds nothing to do. Idempotent.
+ * second migrator (another host, another process) waits and then finds nothing to do, then the
+ * app roles' grants (roles.ts: pipeline_gateway, pipeline_solver, pipeline_rollout). Idempotent.
+ * Run it as the owner of the database (pipeline_owner), never as an app's role.
  */
 export async function migrateDatabase(url: string, opts: { lockKey?: number } = {}): Promise<MigrationReport> {
   const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "captcha-pipeline migrate" } });
@@ -51,6 +54,8 @@ export async function migrateDatabase(url: string, opts: { lockKey?: number } = 
       const before = await appliedMillis(sql);
       const db = drizzle(sql) as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> }; session: unknown };
       await db.dialect.migrate(migrationMetas(), db.session, {});
+      // Each app's role and exactly its grants (roles.ts), on every run: idempotent.
+      await applyAppRoles(sql);
       const after = await appliedMillis(sql);
       const applied = embeddedMigrations.filter((m) => after.has(m.when) && !before.has(m.when)).map((m) => m.tag);
       return { applied, total: after.size, waitedMs };

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { migrateDatabase } from "../db/index.ts";
+import { createAppLogins, dropAppLogins, migrateDatabase, urlWithLogin, type AppRole } from "../db/index.ts";
 import { findPostgres } from "../localstack/binaries.ts";
 import { freePort } from "../localstack/free-port.ts";
 import { startNatsServer, type NatsServerHandle } from "../localstack/nats-server.ts";
@@ -58,8 +58,15 @@ export function testPostgresAdminUrl(): Promise<string> {
 }
 
 export interface TestDatabase {
+  /** The admin's URL (a superuser: the owner's part, migrations, restores, the test's own checks). */
   url: string;
   name: string;
+  /**
+   * Each app's own login for this database (`<name>_<app>_login`, a member of pipeline_<app>,
+   * packages/shared/src/db/roles.ts): start the gateway, solver and rollout with these, so every
+   * test that runs them runs them with their grants only.
+   */
+  appUrls: Record<AppRole, string>;
   /** Drops the database (terminating connections still open). */
   drop(): Promise<void>;
 }
@@ -69,8 +76,10 @@ export async function createTestDatabase(prefix = "t", adminUrl?: string, opts: 
   const admin = adminUrl ?? (await testPostgresAdminUrl());
   const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
   const sql = postgres(admin, { max: 1, onnotice: () => {} });
+  let logins: Awaited<ReturnType<typeof createAppLogins>>;
   try {
     await sql.unsafe(`create database "${name}"`);
+    logins = await createAppLogins(sql, name);
   } finally {
     await sql.end({ timeout: 5 });
   }
@@ -79,10 +88,12 @@ export async function createTestDatabase(prefix = "t", adminUrl?: string, opts: 
   return {
     url,
     name,
+    appUrls: { gateway: urlWithLogin(url, logins.gateway), solver: urlWithLogin(url, logins.solver), rollout: urlWithLogin(url, logins.rollout) },
     async drop() {
       const s = postgres(admin, { max: 1, onnotice: () => {} });
       try {
         await s.unsafe(`drop database if exists "${name}" with (force)`);
+        await dropAppLogins(s, name);
       } finally {
         await s.end({ timeout: 5 });
       }
