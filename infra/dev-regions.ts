@@ -136,6 +136,8 @@ try {
       NATS_URL: nats.url,
       DATABASE_URL: databases[r]!,
       LOG_LEVEL: env.LOG_LEVEL ?? "info",
+      // A dev stack: the published dev secrets and an unpeppered gateway are accepted (docs/security.md).
+      PIPELINE_ENV: "dev",
       WEBHOOK_SECRET: env.WEBHOOK_SECRET ?? "dev-webhook-secret-0001",
       // Dev receivers listen on http://127.0.0.1: the callback SSRF policy is loosened (docs/security.md).
       WEBHOOK_ALLOW_HTTP: "1",

@@ -88,6 +88,7 @@ try {
     API_KEYS: "dev-key",
     // `dev-key` is short: a dev stack accepts it (outside dev the gateway wants 32+ characters).
     API_KEYS_ALLOW_SHORT: "1",
+    PIPELINE_ENV: "dev",
     // The gateway's /metrics, apart from the clients' port (infra/prometheus scrapes it).
     GATEWAY_METRICS_PORT: "9466",
     EMULATOR_PORT: String(emulatorPort),
