@@ -2,16 +2,25 @@
 // cloud is called. systemd units (systemd-analyze verify and security), the cloud-init user-data
 // of every role rendered from its Terraform template (cloud-init schema, and the files it writes),
 // the NATS configs (permissions equal to permissions.ts; `nats-server -t` accepts them), the
-// Terraform policy (firewalls, private network, regions, witness, inventory; terraform fmt), and
-// shellcheck on every shell script under infra/.
+// Terraform policy (firewalls, private network, regions, witness, inventory; terraform fmt),
+// shellcheck on every shell script under infra/, and issue 34's hardening: one system user per app
+// (cloud-init's own users module, run with its commands recorded), the units' IP access lists,
+// Postgres over verified TLS, the production env templates (loaded with each app's config) and
+// .gitignore of the Terraform state.
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { cloudInitCommand, findNatsServer, findShellcheck, onPath } from "@pipeline/shared/localstack";
 import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
 import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
+import { loadConfig as loadGatewayConfig } from "../apps/gateway/src/config.ts";
+import { QuotasConfig } from "../apps/gateway/src/domain/quotas.ts";
+import { loadConfig as loadRecoveryConfig } from "../apps/recovery/src/config.ts";
+import { loadConfig as loadRolloutConfig, regionEndpoints } from "../apps/rollout/src/config.ts";
+import { loadConfig as loadSolverConfig } from "../apps/solver/src/config.ts";
 
 // Loaded untyped: its declarations pull in `lib: dom`, whose FormData breaks the emulator's types.
 const { parse: parseHcl } = require("@cdktf/hcl2json") as { parse: (file: string, text: string) => Promise<Record<string, unknown>> };
@@ -22,7 +31,7 @@ const SYSTEMD = join(DEPLOY, "systemd");
 const TERRAFORM = join(DEPLOY, "terraform");
 const read = (...p: string[]) => readFileSync(join(...p), "utf8");
 
-/** Exposure scores (systemd-analyze security, 0 = locked down, 10 = exposed) the units must stay under. Measured: 1.2 each. */
+/** Exposure scores (systemd-analyze security, 0 = locked down, 10 = exposed) the units must stay under. Measured: 1.1 (gateway, recovery, rollout: IPAddressDeny=any), 1.2 (solver, nats-server). */
 const MAX_EXPOSURE: Record<string, number> = { "gateway.service": 1.5, "solver@v1.service": 1.5, "recovery.service": 1.5, "rollout.service": 1.5, "nats-server.service": 1.5 };
 /** Hetzner's limit on user-data. */
 const MAX_USER_DATA = 32 * 1024;
@@ -49,6 +58,13 @@ function systemdRoot(): string {
   mkdirSync(join(root, "usr", "lib", "systemd"), { recursive: true });
   if (existsSync("/usr/lib/systemd/system")) cpSync("/usr/lib/systemd/system", join(root, "usr", "lib", "systemd", "system"), { recursive: true, verbatimSymlinks: true });
   mkdirSync(join(root, "etc", "systemd", "system"), { recursive: true });
+  // The drop-ins the app host's user-data writes next to the units (the private network of IPAddressAllow=).
+  for (const w of parsed("fsn1-app-1").write_files ?? []) {
+    const m = /^\/etc\/systemd\/system\/([^/]+\.service)\.d\/[^/]+\.conf$/.exec(w.path);
+    if (!m || !UNIT_FILES.includes(m[1]!)) continue;
+    mkdirSync(join(root, dirname(w.path)), { recursive: true });
+    writeFileSync(join(root, w.path), w.content ?? "");
+  }
   for (const f of UNIT_FILES) {
     const text = read(SYSTEMD, f);
     writeFileSync(join(root, "etc", "systemd", "system", f), text);
@@ -95,13 +111,16 @@ test("systemd-analyze security: each service's exposure stays under its threshol
   }
 });
 
+/** Each app unit and the system user (and group of the same name) it runs as: one per app, so that one app's files are not another's. */
+const APP_USERS: Record<string, string> = { "gateway.service": "pipeline-gateway", "solver@.service": "pipeline-solver", "recovery.service": "pipeline-recovery", "rollout.service": "pipeline-rollout" };
+
 test("the app units keep the contract: user, env files, paths, stop timeout, hardening", () => {
   const unit = (f: string) => read(SYSTEMD, f);
-  for (const f of ["gateway.service", "solver@.service", "recovery.service", "rollout.service"]) {
+  for (const [f, user] of Object.entries(APP_USERS)) {
     const u = unit(f);
     for (const line of [
-      "User=pipeline",
-      "Group=pipeline",
+      `User=${user}`,
+      `Group=${user}`,
       "EnvironmentFile=/etc/captcha-pipeline/common.env",
       "NoNewPrivileges=yes",
       "ProtectSystem=strict",
@@ -134,6 +153,8 @@ test("the app units keep the contract: user, env files, paths, stop timeout, har
   expect(unit("rollout.service")).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/rollout\/current\/rollout$/m);
   expect(unit("rollout.service")).toMatch(/^ConditionPathExists=\/etc\/captcha-pipeline\/rollout\.env$/m);
   expect(unit("recovery.service")).toMatch(/^StateDirectory=captcha-pipeline$/m);
+  // The snapshots (pg_dump of every task) are recovery's alone: systemd makes the folder 0700, owned by its user.
+  expect(unit("recovery.service")).toMatch(/^StateDirectoryMode=0700$/m);
   expect(unit("recovery.service")).toMatch(/^Environment=DATA_DIR=\/var\/lib\/captcha-pipeline$/m);
   const solver = unit("solver@.service");
   expect(solver).toMatch(/^ExecStart=\/opt\/captcha-pipeline\/solver\/releases\/%i\/solver$/m);
@@ -316,7 +337,7 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
   expect(fileIn("fsn1-app-1", "/etc/systemd/system/solver@.service")).toBe(read(SYSTEMD, "solver@.service"));
   expect(fileIn("fsn1-app-1", "/etc/systemd/system/recovery.service")).toBe(read(SYSTEMD, "recovery.service"));
   expect(fileIn("fsn1-app-1", "/etc/systemd/system/captcha-pipeline.target")).toBe(read(SYSTEMD, "captcha-pipeline.target"));
-  expect(app.users?.some((u) => typeof u === "object" && u.name === "pipeline")).toBe(true);
+  for (const user of Object.values(APP_USERS)) expect(app.users?.some((u) => typeof u === "object" && u.name === user)).toBe(true);
   const appRun = JSON.stringify(app.runcmd);
   expect(appRun).toContain('"0700","-o","root","-g","root","/etc/captcha-pipeline"');
   expect(appRun).toContain("/opt/captcha-pipeline");
@@ -331,7 +352,7 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
   }
   expect(parsed("fsn1-pg-1").packages).toContain("postgresql");
   expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/conf.d/captcha-pipeline.conf")).toContain("listen_addresses = 'localhost,10.0.1.30'");
-  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).toMatch(/^host\s+all\s+pipeline\s+10\.0\.0\.0\/16\s+scram-sha-256$/m);
+  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).toMatch(/^hostssl\s+all\s+pipeline_owner,pipeline_gateway,pipeline_solver,pipeline_rollout\s+10\.0\.0\.0\/16\s+scram-sha-256$/m);
   expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).not.toMatch(/\s(trust|md5|password)\s*$/m);
   // The firewall of each role: default drop, and each private port only from the private network.
   const ports: Record<string, string> = { "fsn1-app-1": "8080", "fsn1-nats-1": "{ 4222, 6222, 7422 }", "fsn1-pg-1": "5432", "nbg1-witness-1": "{ 4222, 6222 }" };
@@ -343,6 +364,289 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
     // Every accepted port other than SSH names the private network.
     for (const line of nft.split("\n").filter((l) => /dport/.test(l) && !/dport 22 accept/.test(l))) expect(line).toContain("ip saddr $PRIVATE");
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Users, files and network of the app units (issue 34)
+
+/**
+ * What cloud-init's users-and-groups module would run for a host's user-data: the real module and
+ * Debian distro code (tests/support/cloud-init-users.py), with useradd, groupadd, sudoers and
+ * keys recorded instead of done, the user-data merged over the package's own cloud.cfg (whose
+ * `users: [default]` would add the image's `debian` login).
+ */
+function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string, string[]> } {
+  const { cmd, env } = cloudInitCommand((m) => console.log(`[deploy-static] ${m}`));
+  const python = env.PYTHONPATH ? cmd[0]! : "python3";
+  const base = env.PYTHONPATH ? join(env.PYTHONPATH, "..", "..", "..", "..", "etc", "cloud", "cloud.cfg") : "/etc/cloud/cloud.cfg";
+  const dir = mkdtempSync(join(tmpdir(), "deploy-users-"));
+  try {
+    const file = join(dir, `${name}.yaml`);
+    writeFileSync(file, USER_DATA[name]!);
+    const r = run([python, join(ROOT, "tests", "support", "cloud-init-users.py"), base, file], { env });
+    expect(r.status, r.out).toBe(0);
+    return JSON.parse(r.stdout) as { calls: string[][]; sudo: Record<string, string[]> };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("cloud-init: each app runs as its own system user in its own system group; no role gets the image's default login", () => {
+  const systemUsers: Record<string, string[]> = { "fsn1-app-1": Object.values(APP_USERS), "fsn1-nats-1": ["nats"], "fsn1-pg-1": [], "nbg1-witness-1": ["nats"] };
+  for (const [host, expected] of Object.entries(systemUsers)) {
+    const { calls, sudo } = cloudInitUsers(host);
+    const useradd = calls.filter((c) => c[0] === "useradd");
+    // The image's default user (Debian: `debian`, passwordless sudo for anything, the same SSH keys) is not created.
+    expect({ host, users: useradd.map((c) => c[1]) }).toEqual({ host, users: expect.not.arrayContaining(["debian"]) });
+    expect({ host, unrestricted: Object.entries(sudo).filter(([, rules]) => rules.some((r) => /NOPASSWD:\s*ALL\s*$/.test(r))).map(([u]) => u) }).toEqual({ host, unrestricted: [] });
+    const system = useradd.filter((c) => c.includes("--system"));
+    expect({ host, system: system.map((c) => c[1]).sort() }).toEqual({ host, system: [...expected].sort() });
+    for (const c of system) {
+      const user = c[1]!;
+      // No --gid and no --no-user-group: useradd --system makes the user's own group, and makes it a
+      // system group (USERGROUPS_ENAB in Debian's login.defs). A group named first (`groups:`,
+      // primary_group) is made by a plain groupadd: a regular group, as on today's hosts.
+      expect({ host, user, gid: c.includes("--gid"), noUserGroup: c.includes("--no-user-group") }).toEqual({ host, user, gid: false, noUserGroup: false });
+      expect({ host, user, groupadd: calls.filter((g) => g[0] === "groupadd" && g.at(-1) === user && !g.includes("--system")) }).toEqual({ host, user, groupadd: [] });
+      expect({ host, user, shell: c[c.indexOf("--shell") + 1], home: c[c.indexOf("--home") + 1], noHome: c.includes("-M") }).toEqual({ host, user, shell: "/usr/sbin/nologin", home: user === "nats" ? "/var/lib/nats" : "/nonexistent", noHome: true });
+      expect(calls).toContainEqual(["passwd", "-l", user]);
+    }
+  }
+});
+
+test("files: env files are root's alone (systemd reads them); each app has its own folder for the files it reads; the snapshots are recovery's", () => {
+  const appRun = parsed("fsn1-app-1").runcmd?.map((c) => JSON.stringify(c)) ?? [];
+  expect(appRun).toContain(JSON.stringify(["install", "-d", "-m", "0700", "-o", "root", "-g", "root", "/etc/captcha-pipeline"]));
+  for (const user of Object.values(APP_USERS)) expect(appRun).toContain(JSON.stringify(["install", "-d", "-m", "0750", "-o", "root", "-g", user, `/etc/${user.replace(/^pipeline-/, "captcha-pipeline-")}`]));
+  // No unit gets write access anywhere but recovery's state directory.
+  for (const f of Object.keys(APP_USERS)) {
+    const u = read(SYSTEMD, f);
+    expect({ f, writes: u.match(/^(ReadWritePaths|StateDirectory|CacheDirectory|LogsDirectory|RuntimeDirectory)=.*$/gm) ?? [] }).toEqual({ f, writes: f === "recovery.service" ? ["StateDirectory=captcha-pipeline"] : [] });
+  }
+  // The solver's provider keys: a file in the solver's folder, 0640 root:pipeline-solver (docs/deploy.md tells how to install it).
+  expect(envExample("solver").PROVIDER_KEYS_FILE).toStartWith("/etc/captcha-pipeline-solver/");
+  expect(envExample("solver").PROVIDER_KEY).toBeUndefined();
+  expect(envExample("recovery").PROVIDER_KEY).toBeUndefined();
+  expect(read(ROOT, "docs", "deploy.md")).toContain("install -m 0640 -o root -g pipeline-solver provider-keys.json /etc/captcha-pipeline-solver/");
+  // The deploy command (or the host's install script it calls) writes a solver version's env file root-only too.
+  const writers = [join(DEPLOY, "cli", "deploy-host.ts"), join(DEPLOY, "scripts", "captcha-pipeline-install.sh")].filter((f) => existsSync(f) && readFileSync(f, "utf8").includes("METRICS_PORT=%s"));
+  expect(writers.length).toBeGreaterThan(0);
+  for (const f of writers) expect(readFileSync(f, "utf8")).toMatch(/umask 077(?:\\n|\n)\s*printf 'METRICS_PORT=%s/);
+});
+
+/** An address as a number (IPv4: 32 bits, IPv6: 128) and its family. */
+function ipBits(ip: string): { v6: boolean; n: bigint } {
+  if (!ip.includes(":")) return { v6: false, n: ip.split(".").reduce((a, o) => (a << 8n) | BigInt(Number(o)), 0n) };
+  const [head, tail] = ip.split("::") as [string, string | undefined];
+  const h = head ? head.split(":") : [];
+  const t = tail ? tail.split(":") : [];
+  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t];
+  return { v6: true, n: groups.reduce((a, g) => (a << 16n) | BigInt(parseInt(g, 16)), 0n) };
+}
+
+const IP_KEYWORDS: Record<string, string[]> = { any: ["0.0.0.0/0", "::/0"], localhost: ["127.0.0.0/8", "::1/128"], "link-local": ["169.254.0.0/16", "fe80::/64"], multicast: ["224.0.0.0/4", "ff00::/8"] };
+
+function inCidr(ip: string, cidr: string): boolean {
+  const [net, len] = cidr.split("/") as [string, string | undefined];
+  const a = ipBits(ip);
+  const b = ipBits(net);
+  if (a.v6 !== b.v6) return false;
+  const width = a.v6 ? 128n : 32n;
+  const shift = width - BigInt(len ?? String(width));
+  return a.n >> shift === b.n >> shift;
+}
+
+/**
+ * systemd's IP access lists of a unit (its file, then its drop-ins): an address is reached when
+ * an IPAddressAllow= entry holds it, or else when no IPAddressDeny= entry does (systemd.resource-control).
+ */
+function ipPolicy(texts: string[]): { allow: string[]; deny: string[]; reaches: (ip: string) => boolean } {
+  const lists: Record<string, string[]> = { IPAddressAllow: [], IPAddressDeny: [] };
+  for (const t of texts)
+    for (const m of t.matchAll(/^(IPAddressAllow|IPAddressDeny)=(.*)$/gm)) {
+      const items = m[2]!.trim().split(/\s+/).filter(Boolean);
+      if (items.length === 0) lists[m[1]!] = [];
+      else lists[m[1]!]!.push(...items.flatMap((i) => IP_KEYWORDS[i] ?? [i]));
+    }
+  const allow = lists.IPAddressAllow!;
+  const deny = lists.IPAddressDeny!;
+  return { allow, deny, reaches: (ip) => allow.some((c) => inCidr(ip, c)) || !deny.some((c) => inCidr(ip, c)) };
+}
+
+/** A unit's text and the drop-ins the app host's user-data writes for it. */
+const unitWithDropIns = (f: string) => [read(SYSTEMD, f), ...(parsed("fsn1-app-1").write_files ?? []).filter((w) => w.path.startsWith(`/etc/systemd/system/${f}.d/`)).map((w) => w.content ?? "")];
+
+test("network: no app unit reaches the metadata service; gateway, recovery and rollout reach only localhost and the private network", () => {
+  const metadata = ["169.254.169.254", "169.254.0.1", "fe80::1", "fe80::a9fe:a9fe"];
+  const privateNet = ["10.0.1.5", "10.0.1.20", "10.0.1.30", "10.0.2.20", "10.0.2.30", "10.0.100.10", "10.0.255.254"];
+  const internet = ["1.1.1.1", "185.12.64.1", "8.8.8.8", "2a01:4ff:ff00::add:1", "2606:4700:4700::1111", "192.168.1.1", "172.16.0.1", "10.1.0.1"];
+  expect(SAMPLE.private_cidr).toBe("10.0.0.0/16");
+  for (const f of Object.keys(APP_USERS)) {
+    const texts = unitWithDropIns(f);
+    expect({ f, line: texts[0]!.split("\n").includes("IPAddressDeny=169.254.0.0/16 fe80::/10") }).toEqual({ f, line: true });
+    const p = ipPolicy(texts);
+    for (const ip of metadata) expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: false });
+    for (const ip of ["127.0.0.1", "::1", ...privateNet]) expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: true });
+    // The solver calls the provider and the clients' callbacks: the internet stays open to it.
+    for (const ip of internet) expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: f === "solver@.service" });
+    if (f !== "solver@.service") {
+      expect({ f, allow: p.allow }).toEqual({ f, allow: ["127.0.0.0/8", "::1/128", SAMPLE.private_cidr] });
+      // The private range comes from Terraform's private_cidr, in a drop-in (the unit itself is the same file on every deployment).
+      expect({ f, dropIn: texts.slice(1).join("") }).toEqual({ f, dropIn: expect.stringContaining(`IPAddressAllow=${SAMPLE.private_cidr}\n`) });
+    } else expect(p.allow).toEqual([]);
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Postgres over TLS, the production env files, .gitignore
+
+test("Postgres requires TLS: hostssl only, ssl on with the server's own certificate (the server waits for it), every DATABASE_URL verify-full", () => {
+  const hba = fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")!;
+  const rules = hba.split("\n").filter((l) => l.trim() && !l.trimStart().startsWith("#")).map((l) => l.trim().split(/\s+/));
+  expect(rules.length).toBeGreaterThan(0);
+  // Over TCP only hostssl: a client without TLS matches no line and is refused.
+  for (const r of rules) expect({ rule: r.join(" "), type: r[0] }).toEqual({ rule: r.join(" "), type: r[0] === "local" ? "local" : "hostssl" });
+  const conf = fileIn("fsn1-pg-1", "/etc/postgresql/15/main/conf.d/captcha-pipeline.conf")!;
+  for (const line of ["ssl = on", "ssl_cert_file = '/etc/postgresql/tls/server.pem'", "ssl_key_file = '/etc/postgresql/tls/server-key.pem'", "ssl_min_protocol_version = 'TLSv1.3'"]) expect(conf.split("\n")).toContain(line);
+  // Without its certificate Postgres would not start at all: it waits for the operator's files, as nats-server does.
+  const dropIn = fileIn("fsn1-pg-1", "/etc/systemd/system/postgresql@15-main.service.d/tls.conf")!;
+  expect(dropIn).toContain("ConditionPathExists=/etc/postgresql/tls/server.pem\n");
+  expect(dropIn).toContain("ConditionPathExists=/etc/postgresql/tls/server-key.pem\n");
+  const pgRun = parsed("fsn1-pg-1").runcmd?.map((c) => JSON.stringify(c)) ?? [];
+  expect(pgRun).toContain(JSON.stringify(["install", "-d", "-m", "0750", "-o", "root", "-g", "postgres", "/etc/postgresql/tls"]));
+  expect(pgRun.indexOf(JSON.stringify(["systemctl", "daemon-reload"]))).toBeGreaterThanOrEqual(0);
+  expect(pgRun.indexOf(JSON.stringify(["systemctl", "daemon-reload"]))).toBeLessThan(pgRun.indexOf(JSON.stringify(["systemctl", "restart", "postgresql.service"])));
+  // Every Postgres URL the operator is told to use: the docs and the env templates.
+  const texts: Record<string, string> = { "docs/deploy.md": read(ROOT, "docs", "deploy.md") };
+  for (const f of readdirSync(ENV_DIR)) texts[`infra/deploy/env/${f}`] = read(ENV_DIR, f);
+  let urls = 0;
+  for (const [file, text] of Object.entries(texts))
+    for (const m of text.matchAll(/postgres(?:ql)?:\/\/[^\s"'`|)]+/g)) {
+      urls++;
+      const u = new URL(m[0].replace(/<[^>]*>/g, "x").replace(/\.k\./g, ".1."));
+      // No sslrootcert= in the URL: postgres.js sends a parameter it does not know to the server as a
+      // setting, which refuses it (unrecognized configuration parameter "sslrootcert"). The CA comes
+      // from NODE_EXTRA_CA_CERTS (Bun) and PGSSLROOTCERT (libpq: pg_dump, psql), both in common.env.
+      expect({ file, url: m[0], sslmode: u.searchParams.get("sslmode"), sslrootcert: u.searchParams.get("sslrootcert") }).toEqual({ file, url: m[0], sslmode: "verify-full", sslrootcert: null });
+    }
+  expect(urls).toBeGreaterThanOrEqual(6);
+  const common = envExample("common");
+  expect(common.NODE_EXTRA_CA_CERTS).toBe(CA_FILE);
+  expect(common.PGSSLROOTCERT).toBe(CA_FILE);
+});
+
+const ENV_DIR = join(DEPLOY, "env");
+const CA_FILE = "/etc/ssl/captcha-pipeline/internal-ca.pem";
+const ENV_APPS = ["gateway", "solver", "recovery", "rollout"] as const;
+
+/**
+ * An env file as systemd's EnvironmentFile= reads it, for the forms the templates may use: `KEY=value`
+ * with no quote, backslash or blank in the value, or `KEY='value'` (single quotes keep the text as it
+ * is: QUOTAS' JSON). Anything else is an error, so no template relies on a corner of the parser. A
+ * `<...>` is a placeholder (the operator's secret, replaced by a value of that plain form).
+ */
+function parseEnvFile(text: string, file: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [i, line] of text.split("\n").entries()) {
+    if (!line.trim() || /^\s*[#;]/.test(line)) continue;
+    const m = /^([A-Z][A-Z0-9_]*)=(?:'([^']*)'|((?:<[^>]*>|[^'"\\\s<])*))$/.exec(line);
+    if (!m) throw new Error(`${file}:${i + 1}: not KEY=value or KEY='value': ${line}`);
+    if (m[1]! in out) throw new Error(`${file}:${i + 1}: ${m[1]} twice`);
+    out[m[1]!] = m[2] ?? m[3]!;
+  }
+  return out;
+}
+
+/** A template of infra/deploy/env (`<...>` = the operator's secret). */
+const envExample = (name: string) => parseEnvFile(read(ENV_DIR, `${name}.env.example`), `${name}.env.example`);
+
+/** Fills each `<...>` with a secret-like value of 64 hex characters (distinct per placeholder text). */
+const filled = (env: Record<string, string>) =>
+  Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replace(/<([^>]*)>/g, (_, what: string) => createHash("sha256").update(`${k}:${what}`).digest("hex"))]));
+
+test("env templates: each app's production env (common.env + its own, PIPELINE_ENV unset) loads with the app's own config; its own database login", () => {
+  expect(readdirSync(ENV_DIR).sort()).toEqual(["common.env.example", ...ENV_APPS.map((a) => `${a}.env.example`)].sort());
+  const common = envExample("common");
+  // One login per app: no DATABASE_URL shared by all in common.env.
+  expect(Object.keys(common).filter((k) => k.startsWith("DATABASE_URL"))).toEqual([]);
+  const logins: Record<string, string> = { gateway: "pipeline_gateway", solver: "pipeline_solver", recovery: "pipeline_owner", rollout: "pipeline_rollout" };
+  for (const app of ENV_APPS) {
+    const env = envExample(app);
+    expect({ app, PIPELINE_ENV: common.PIPELINE_ENV ?? env.PIPELINE_ENV }).toEqual({ app, PIPELINE_ENV: undefined });
+    expect({ app, login: decodeURIComponent(new URL(env.DATABASE_URL!.replace(/<[^>]*>/g, "x")).username) }).toEqual({ app, login: logins[app]! });
+    expect({ app, natsUser: env.NATS_USER }).toEqual({ app, natsUser: app });
+  }
+  const full = (app: string) => filled({ ...envExample("common"), ...envExample(app) });
+  const gateway = loadGatewayConfig(full("gateway"));
+  expect(gateway.API_KEY_PEPPER?.length).toBe(64);
+  expect(gateway.GATEWAY_BEHIND_PROXY).toBe(true);
+  expect(gateway.GATEWAY_TRUSTED_PROXIES.length).toBe(1);
+  expect(gateway.QUOTAS?.default.submitsPerSecond).toBeGreaterThan(0);
+  expect(gateway.QUOTAS?.default.maxInFlight).toBeGreaterThan(0);
+  const solver = loadSolverConfig(full("solver"));
+  expect(solver.PROVIDER_KEYS_FILE).toBe("/etc/captcha-pipeline-solver/provider-keys.json");
+  const recovery = loadRecoveryConfig(full("recovery"));
+  expect(recovery.WITNESS_REPLICAS).toBe(3);
+  // Off-host snapshot copies go to the other region through this region's own NATS (the leafnode link): nothing beyond the private network.
+  expect(recovery.offHostDomain).toBe("hel1");
+  const rolloutEnv = full("rollout");
+  const rollout = loadRolloutConfig(rolloutEnv);
+  const regions = regionEndpoints(rollout, rolloutEnv, { needDatabase: true });
+  expect(regions.map((r) => [r.name, r.databaseUrl && new URL(r.databaseUrl).hostname])).toEqual([
+    ["fsn1", "10.0.1.30"],
+    ["hel1", "10.0.2.30"],
+  ]);
+});
+
+test("env templates: the gateway's API_KEY_PEPPER (generated), QUOTAS (the documented example parses with QuotasConfig) and the load balancer as its one trusted proxy", async () => {
+  const gw = envExample("gateway");
+  expect(gw.API_KEY_PEPPER).toBe("<openssl rand -hex 32>");
+  expect(gw.GATEWAY_TRUST_PROXY).toBeUndefined();
+  expect(gw.GATEWAY_BEHIND_PROXY).toBe("1");
+  const docs = read(ROOT, "docs", "deploy.md");
+  const documented = /QUOTAS='([^']*)'/.exec(docs)?.[1];
+  expect(documented).toBe(gw.QUOTAS!);
+  const quotas = QuotasConfig.parse(JSON.parse(documented!));
+  expect(quotas.default).toEqual({ submitsPerSecond: 50, burst: 100, maxInFlight: 1000, maxRedrives: 3 });
+  for (const key of ["API_KEY_PEPPER", "QUOTAS", "GATEWAY_BEHIND_PROXY=1", "GATEWAY_TRUSTED_PROXIES", "PIPELINE_ENV=dev"]) expect(docs).toContain(key);
+  expect(docs).not.toContain("GATEWAY_TRUST_PROXY=");
+  // The load balancer's private address: Terraform's, shown by `terraform output load_balancers` (private_ip) and in the template (fsn1).
+  const tf = merged(await terraformFiles());
+  const lbIp = String(tf.resource.hcloud_load_balancer_network.gateway[0].ip);
+  expect(lbIp).toBe("${cidrhost(cidrsubnet(var.private_cidr, 8, local.region_index[each.key]), 5)}");
+  expect(String(tf.output.load_balancers[0].value)).toContain("private_ip = hcloud_load_balancer_network.gateway[r].ip");
+  expect(gw.GATEWAY_TRUSTED_PROXIES).toBe("10.0.1.5"); // cidrhost(cidrsubnet("10.0.0.0/16", 8, 1), 5): fsn1 is region 1
+  expect(envExample("common").REGION).toBe("fsn1");
+});
+
+test(".gitignore: Terraform state, plans, variables and the inventory stay out of git; the examples and the lock file do not", () => {
+  const tfDir = "infra/deploy/terraform";
+  const ignored = [
+    `${tfDir}/terraform.tfstate`,
+    `${tfDir}/terraform.tfstate.backup`,
+    `${tfDir}/.terraform.tfstate.lock.info`,
+    `${tfDir}/plan.tfplan`,
+    `${tfDir}/terraform.tfvars`,
+    `${tfDir}/prod.auto.tfvars`,
+    `${tfDir}/terraform.tfvars.json`,
+    `${tfDir}/.terraform/providers/registry.terraform.io/hetznercloud/hcloud/x`,
+    `${tfDir}/modules/userdata/.terraform/x`,
+    `${tfDir}/inventory.json`,
+    "inventory.json",
+    "ops/inventory.prod.json",
+  ];
+  const kept = [`${tfDir}/main.tf`, `${tfDir}/terraform.tfvars.example`, `${tfDir}/.terraform.lock.hcl`, "infra/deploy/cli/inventory.ts", "infra/deploy/env/gateway.env.example"];
+  for (const path of [...ignored, ...kept]) {
+    const r = run(["git", "check-ignore", "--no-index", "-q", path], { cwd: ROOT });
+    expect({ path, ignored: r.status === 0 }).toEqual({ path, ignored: ignored.includes(path) });
+  }
+});
+
+test("terraform.tfvars.example names only declared variables, and every variable without a default", async () => {
+  const example = (await parseHcl("terraform.tfvars", read(TERRAFORM, "terraform.tfvars.example"))) as Hcl;
+  const tf = merged(await terraformFiles());
+  for (const k of Object.keys(example)) expect({ k, declared: k in tf.variable }).toEqual({ k, declared: true });
+  for (const [k, v] of Object.entries(tf.variable as Hcl)) if ((v as Hcl[])[0]!.default === undefined) expect({ k, inExample: k in example }).toEqual({ k, inExample: true });
 });
 
 /** The rendered NATS config of a host, as written to /etc/nats/nats.conf.tmpl. */

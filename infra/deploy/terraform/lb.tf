@@ -20,6 +20,8 @@ resource "hcloud_load_balancer" "gateway" {
   }
 }
 
+# Its private address (10.0.k.5) is where the gateways see every request come from: their one
+# trusted proxy (GATEWAY_TRUSTED_PROXIES; `terraform output load_balancers`, private_ip).
 resource "hcloud_load_balancer_network" "gateway" {
   for_each         = toset(var.regions)
   load_balancer_id = hcloud_load_balancer.gateway[each.key].id

@@ -13,9 +13,11 @@ output "inventory" {
 }
 
 output "load_balancers" {
-  description = "Per region, the public addresses of the gateways' load balancer (for DNS)."
+  description = "Per region, the gateways' load balancer: its public addresses (for DNS) and its private address (the gateways' GATEWAY_TRUSTED_PROXIES)."
   value = { for r in var.regions : r => {
     ipv4 = hcloud_load_balancer.gateway[r].ipv4
     ipv6 = hcloud_load_balancer.gateway[r].ipv6
+    # The address the gateways see requests come from: the one proxy whose X-Forwarded-For they believe.
+    private_ip = hcloud_load_balancer_network.gateway[r].ip
   } }
 }
