@@ -8,8 +8,8 @@ import { freePort, natsEnv } from "@pipeline/shared/localstack";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/shared/testing";
-import type { Rollout } from "../../apps/rollout/src/plan.ts";
-import { createRolloutStore, openControlBucket } from "../../apps/rollout/src/store.ts";
+import type { Rollout } from "../../apps/rollout/src/domain/plan.ts";
+import { createRolloutStore, openControlBucket } from "../../apps/rollout/src/adapters/store.ts";
 import { ROOT, spawnApp, type Proc } from "../harness.ts";
 import { PROVIDER_KEY, REGIONS, startTwoRegions, steadyLoad, type Region, type TwoRegions } from "./two-regions.ts";
 

@@ -14,11 +14,11 @@ import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } f
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { spawnSync } from "node:child_process";
 import { findPromtool } from "@pipeline/shared/localstack";
+import { createRolloutMetrics } from "./adapters/metrics.ts";
+import { openRegionLink, type RegionLink } from "./adapters/regions.ts";
+import { createRolloutStore, openControlBucket, type RolloutStore } from "./adapters/store.ts";
 import { createController, type Controller } from "./controller.ts";
-import { createRolloutMetrics } from "./metrics.ts";
-import { withLog, type Rollout } from "./plan.ts";
-import { openRegionLink, type RegionLink } from "./regions.ts";
-import { createRolloutStore, openControlBucket, type RolloutStore } from "./store.ts";
+import { withLog, type Rollout } from "./domain/plan.ts";
 
 const REGIONS = ["ra", "rb"];
 let n: TestNats;

@@ -2,13 +2,14 @@
 // yet, move every region's shards to what it says (idempotent, so a service killed -9 halfway just
 // does it again); otherwise measure the current step's gate window, `decide`, store the decision
 // (compare-and-set, with its figures in the record's log), then apply it. Operators' commands are
-// writes to the same record (cli.ts); the next tick carries them out.
+// writes to the same record (cli/commands/); the next tick carries them out.
 import type { Logger } from "@pipeline/shared/log";
-import { shardCount, shiftTo } from "./shift.ts";
-import { ProcessWindow, taskFigures, type TaskFigures } from "./figures.ts";
-import { decide, desiredPercent, gateVerdict, withLog, type Action, type GateVerdict, type Rollout, type VersionFigures } from "./plan.ts";
-import { audit, type RegionLink } from "./regions.ts";
-import type { RolloutStore } from "./store.ts";
+import { audit, type RegionLink } from "./adapters/regions.ts";
+import { shiftTo } from "./adapters/shift.ts";
+import type { RolloutStore, Stored } from "./adapters/store.ts";
+import { ProcessWindow, taskFigures, type TaskFigures } from "./domain/figures.ts";
+import { moveFor, placement } from "./domain/placement.ts";
+import { decide, desiredPercent, gateVerdict, withLog, type Action, type GateVerdict, type Rollout, type VersionFigures } from "./domain/plan.ts";
 
 export interface ControllerDeps {
   store: RolloutStore;
@@ -78,42 +79,57 @@ export function createController(d: ControllerDeps) {
     }
   }
 
-  /** Moves every region's shards to what the record says, then marks it applied. */
-  async function apply(r: Rollout, revision: number): Promise<void> {
-    const { version, stable } = r.plan;
+  /** Gives `r`'s canary `percent` % of region `name`'s shards (at 0 %, every shard back to the stable version); what moved, for the log. */
+  async function shiftRegion(r: Rollout, name: string, percent: number): Promise<string | undefined> {
+    const l = linkOf(name);
+    const a = await l.assignment();
+    if (!a) throw new Error(`region ${name} has no shard assignment yet (no solver has started there)`);
+    const { to, count } = moveFor(r.plan, percent, a.owners.length);
+    const res = await shiftTo({ jsm: l.jsm, kv: l.shards, region: name, to, count, by: `rollout ${r.id}`, ackWaitMs: d.ackWaitMs, versions: [r.plan.version, r.plan.stable] });
+    return res.moved.length ? `${name}: ${res.moved.length} shard(s) to ${to} (${Object.entries(res.share).map(([v, n]) => `${v} ${n}`).join(", ")})` : undefined;
+  }
+
+  /**
+   * One step of carrying out a stored record: wait (no canary process where it is to get shards),
+   * roll back (none past the deadline: the rolled back record is stored and returned, to be
+   * carried out next), or move every region's shards and mark the record applied.
+   */
+  async function applyStep({ record: r, revision }: Stored): Promise<Stored | undefined> {
     const regions = await survey();
     status = { ...status, regions };
-    // Work goes only to a version that runs there: moving shards to no process would stall them.
-    for (const [i, name] of r.plan.regions.entries()) {
-      if (desiredPercent(r, i) === 0 || (regions[name]?.processes[version] ?? 0) > 0) continue;
-      const why = `no ${version} process in ${name} (heartbeats)`;
-      if (r.state === "running" && d.now() - r.stepStartedAt > r.plan.progressDeadlineMs) {
-        const next = withLog({ ...r, state: "rolledBack", reason: `${why} within ${r.plan.progressDeadlineMs} ms`, applied: false }, { action: "rollback", region: name, why }, new Date(d.now()));
-        const rev = await d.store.write(next, revision);
-        if (rev !== undefined) {
-          await record("rollback", next, { region: name, why });
-          await apply(next, rev);
-        }
-        return;
-      }
-      status = { ...status, note: `waiting: ${why}` };
-      return;
+    const p = placement(r, (name) => regions[name]?.processes[r.plan.version] ?? 0, d.now());
+    if (p.kind === "wait") {
+      status = { ...status, note: `waiting: ${p.why}` };
+      return undefined;
+    }
+    if (p.kind === "rollback") {
+      const rev = await d.store.write(p.next, revision);
+      if (rev === undefined) return undefined; // changed meanwhile: the next tick sees it
+      await record("rollback", p.next, { region: p.region, why: p.why });
+      return { record: p.next, revision: rev };
     }
     const moved: string[] = [];
     for (const [i, name] of r.plan.regions.entries()) {
-      const l = linkOf(name);
-      const p = desiredPercent(r, i);
-      const a = await l.assignment();
-      if (!a) throw new Error(`region ${name} has no shard assignment yet (no solver has started there)`);
-      const res = await shiftTo({ jsm: l.jsm, kv: l.shards, region: name, to: p === 0 ? stable : version, count: p === 0 ? a.owners.length : shardCount(`${p}%`, a.owners.length), by: `rollout ${r.id}`, ackWaitMs: d.ackWaitMs, versions: [version, stable] });
-      if (res.moved.length) moved.push(`${name}: ${res.moved.length} shard(s) to ${p === 0 ? stable : version} (${Object.entries(res.share).map(([v, n]) => `${v} ${n}`).join(", ")})`);
+      const m = await shiftRegion(r, name, desiredPercent(r, i));
+      if (m) moved.push(m);
     }
     const live = r.state === "running" || r.state === "paused";
     const next = withLog({ ...r, applied: true, stepStartedAt: live ? d.now() : r.stepStartedAt }, { action: "applied", why: moved.length ? moved.join("; ") : "shards already in place" }, new Date(d.now()));
-    if ((await d.store.write(next, revision)) === undefined) return; // changed meanwhile: the next tick sees it
+    if ((await d.store.write(next, revision)) === undefined) return undefined; // changed meanwhile: the next tick sees it
     status = { ...status, record: next, note: `applied: ${next.log.at(-1)!.why}` };
     d.log.info({ id: r.id, state: r.state, moved }, "rollout applied");
     await record("applied", next, { why: next.log.at(-1)!.why });
+    return undefined;
+  }
+
+  /**
+   * Moves every region's shards to what the record says, then marks it applied: step by step until
+   * a step has nothing left to carry out. A rollback is a step that stores the rolled back record
+   * and hands it on; that record wants 0 % everywhere, so the step after it always moves.
+   */
+  async function apply(r: Rollout, revision: number): Promise<void> {
+    let pending: Stored | undefined = { record: r, revision };
+    while (pending) pending = await applyStep(pending);
   }
 
   /** The current step's gate: canary against stable in the current region, since the step began. */

@@ -2,12 +2,14 @@
 // controller ticking every ROLLOUT_TICK_MS, and an operator-side listener with the JSON status
 // (GET /v1/rollout) and the metrics (GET /metrics).
 import type { Logger } from "@pipeline/shared/log";
+import { startStatusListener } from "./adapters/http.ts";
+import { createRolloutMetrics } from "./adapters/metrics.ts";
+import { openRegionLink, type RegionLink } from "./adapters/regions.ts";
+import { createRolloutStore, openControlBucket } from "./adapters/store.ts";
 import { regionEndpoints, type RolloutConfig } from "./config.ts";
 import { createController } from "./controller.ts";
-import { createRolloutMetrics } from "./metrics.ts";
-import { openRegionLink, type RegionLink } from "./regions.ts";
-import { createRolloutStore, openControlBucket } from "./store.ts";
 
+/** Opens every region, starts the tick loop and the listener; `stop()` ends the loop after its tick, then closes both. */
 export async function startRollout(config: RolloutConfig, env: Record<string, string | undefined>, log: Logger) {
   const endpoints = regionEndpoints(config, env, { needDatabase: true });
   const regions = new Map<string, RegionLink>();
@@ -35,20 +37,7 @@ export async function startRollout(config: RolloutConfig, env: Record<string, st
     }
   })();
 
-  const server =
-    config.ROLLOUT_HTTP_PORT === undefined
-      ? undefined
-      : Bun.serve({
-          hostname: config.ROLLOUT_HTTP_HOST,
-          port: config.ROLLOUT_HTTP_PORT,
-          fetch(req) {
-            const path = new URL(req.url).pathname;
-            if (req.method !== "GET") return new Response("method not allowed", { status: 405 });
-            if (path === "/v1/rollout") return Response.json(controller.status(), { headers: { "cache-control": "no-store" } });
-            if (path === "/metrics") return metrics!.response();
-            return new Response("not found", { status: 404 });
-          },
-        });
+  const server = config.ROLLOUT_HTTP_PORT === undefined ? undefined : startStatusListener({ hostname: config.ROLLOUT_HTTP_HOST, port: config.ROLLOUT_HTTP_PORT, status: controller.status, metrics: metrics.response });
   log.info({ regions: [...regions.keys()], http: server ? `${server.hostname}:${server.port}` : null }, "rollout service started");
   return {
     port: server?.port,
@@ -56,7 +45,7 @@ export async function startRollout(config: RolloutConfig, env: Record<string, st
     async stop() {
       stopped = true;
       await loop;
-      server?.stop(true);
+      server?.stop();
       for (const l of regions.values()) await l.close();
     },
   };

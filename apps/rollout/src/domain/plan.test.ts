@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { command, decide, desiredPercent, GateThresholds, gateVerdict, LOG_KEEP, Rollout, RolloutPlan, withLog, type VersionFigures } from "./plan.ts";
+import { command, decide, desiredPercent, GateThresholds, gateVerdict, LOG_KEEP, newRollout, Rollout, RolloutPlan, withLog, type VersionFigures } from "./plan.ts";
 
 const t = GateThresholds.parse({});
 const plan = RolloutPlan.parse({ version: "v2", stable: "v1", regions: ["fsn1", "hel1"], steps: [5, 25, 50, 100], bakeMs: 10_000, progressDeadlineMs: 60_000, gate: {} });
@@ -30,6 +30,15 @@ describe("the gate compares the canary with the stable version over the same win
   test("extra paid submissions are judged against the stable version's rate on as many tasks", () => {
     expect(gateVerdict(figures({ extraPaid: 3 }), figures({ extraPaid: 3 }), t).pass).toBe(true);
     expect(gateVerdict(figures({ extraPaid: 4 }), figures({ extraPaid: 3 }), t)).toEqual({ pass: false, why: "extra paid submissions 4 (stable's rate: 3) > 0" });
+  });
+});
+
+describe("a new rollout", () => {
+  test("runs at the first step of the first region, unapplied, its id the version and the start time", () => {
+    const r = newRollout(plan, new Date("2025-01-02T03:04:05.678Z"), "ops");
+    expect(r).toMatchObject({ id: "v2-20250102030405", state: "running", region: 0, step: 0, stepStartedAt: Date.parse("2025-01-02T03:04:05.678Z"), applied: false, by: "ops" });
+    expect(r.log).toEqual([{ at: "2025-01-02T03:04:05.678Z", action: "start", why: "v2 replaces v1 in fsn1 then hel1, steps 5/25/50/100%" }]);
+    expect(Rollout.safeParse(r).success).toBe(true);
   });
 });
 

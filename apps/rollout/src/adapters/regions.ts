@@ -8,8 +8,8 @@ import { auditLog, openDatabase, type Database } from "@pipeline/shared/db";
 import { connectNats, publishWithRetry, type NatsConnection } from "@pipeline/shared/nats";
 import { Heartbeat, openRolloutBucket, openWorkersBucket, readAssignment, type ShardAssignment } from "@pipeline/shared/runtime";
 import { eventSubject } from "@pipeline/shared/subjects";
-import type { RegionEndpoint } from "./config.ts";
-import type { Beat, WindowRow } from "./figures.ts";
+import type { RegionEndpoint } from "../config.ts";
+import type { Beat, WindowRow } from "../domain/figures.ts";
 
 export interface RegionLink {
   name: string;
@@ -86,4 +86,15 @@ export async function openRegionLink(e: RegionEndpoint, clientName: string): Pro
 /** An entry in the home region's audit log. */
 export async function audit(db: Database | undefined, actor: string, action: string, detail: Record<string, unknown>): Promise<void> {
   if (db) await db.db.insert(auditLog).values({ actor, action, detail });
+}
+
+/** The CLI's audit log: the home region's database over one connection, or nowhere without a URL. */
+export function openAuditLog(databaseUrl: string | undefined, actor: string): { write(action: string, detail: Record<string, unknown>): Promise<void>; close(): Promise<void> } {
+  const db = databaseUrl ? openDatabase(databaseUrl, { max: 1, appName: "rollout-cli" }) : undefined;
+  return {
+    write: (action, detail) => audit(db, actor, action, detail),
+    async close() {
+      await db?.close();
+    },
+  };
 }

@@ -1,26 +1,14 @@
 // Moving work between solver versions of a region: the assignment first (compare-and-set), then
-// the consumers (shrink before grow). Used by the CLI; the rollout plan (not built yet) will call it.
+// the consumers (shrink before grow). Used by the CLI (`shift`, `reconcile`) and the controller.
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { consumerVersions, moveShards, ownedShards, readAssignment, reconcileConsumers, shardsToReach, shareOf, writeAssignment, type ShardAssignment } from "@pipeline/shared/runtime";
+import { consumerVersions, moveShards, readAssignment, reconcileConsumers, shardsToReach, shareOf, writeAssignment, type ShardAssignment } from "@pipeline/shared/runtime";
+import { versionsOf } from "../domain/shares.ts";
 
 export interface ShiftResult {
   moved: number[];
   share: Record<string, number>;
   changed: string[];
-}
-
-/** The number of shards a share means: `4` is 4 shards, `25%` a quarter of them (rounded up, at least 1 for a share above 0). */
-export function shardCount(spec: string, total: number): number {
-  const m = /^(\d{1,4})(%?)$/.exec(spec.trim());
-  if (!m) throw new Error(`share ${JSON.stringify(spec)}: a number of shards (4) or a percentage (25%)`);
-  const n = Number(m[1]);
-  if (m[2]) {
-    if (n > 100) throw new Error(`share ${spec}: at most 100%`);
-    return n === 0 ? 0 : Math.max(1, Math.ceil((n / 100) * total));
-  }
-  if (n > total) throw new Error(`share ${spec}: the region has ${total} shards`);
-  return n;
 }
 
 /** Gives `to` enough shards to own `count` (taken from the others), then reconciles every version's consumers. */
@@ -50,14 +38,7 @@ export async function shiftAll(o: Omit<Parameters<typeof shiftTo>[0], "count">):
   return shiftTo({ ...o, count: cur?.assignment.owners.length ?? 0 });
 }
 
-/** Versions whose consumers a reconcile must look at: those that own shards and those named. */
-export function versionsOf(a: ShardAssignment, named: string[]): string[] {
-  return [...new Set([...a.owners, ...named])];
-}
-
-export function describeAssignment(a: ShardAssignment): string {
-  const share = shareOf(a);
-  return Object.entries(share)
-    .map(([v, n]) => `${v}: ${n}/${a.owners.length} shards (${ownedShards(a, v).join(",")})`)
-    .join("\n");
+/** Makes the region's lane consumers match `a` for its owners, every version with consumers, and `also`. */
+export async function reconcileRegion(o: { jsm: JetStreamManager; region: string; assignment: ShardAssignment; also: string[]; ackWaitMs: number }): ReturnType<typeof reconcileConsumers> {
+  return reconcileConsumers(o.jsm, o.region, o.assignment, versionsOf(o.assignment, [...(await consumerVersions(o.jsm, o.region)), ...o.also]), o.ackWaitMs);
 }

@@ -1,7 +1,7 @@
 import { Counter, createRegistry, Gauge, metricsResponse } from "@pipeline/shared/metrics";
-import type { RolloutStatus } from "./controller.ts";
-import type { GateVerdict } from "./plan.ts";
-import { RolloutState } from "./plan.ts";
+import type { RolloutStatus } from "../controller.ts";
+import type { GateVerdict } from "../domain/plan.ts";
+import { RolloutState } from "../domain/plan.ts";
 
 /** The rollout service's metrics: shard share and processes per version and region, the record's state, gate verdicts. */
 export function createRolloutMetrics(status: () => RolloutStatus) {

@@ -5,7 +5,7 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { describeIssues } from "@pipeline/shared/schemas";
-import { Rollout } from "./plan.ts";
+import { Rollout } from "../domain/plan.ts";
 
 export const CONTROL_BUCKET = "rollout_control";
 export const CURRENT_KEY = "current";

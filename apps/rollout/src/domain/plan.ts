@@ -1,4 +1,4 @@
-// A rollout as data and its decisions, pure (plan.test.ts). The service (controller.ts) keeps the
+// A rollout as data and its decisions, pure (plan.test.ts). The service (../controller.ts) keeps the
 // record in the `rollout_control` KV bucket, calls `decide` on every tick with the gate's figures
 // and the clock, writes the next record (compare-and-set) with `applied: false`, then moves the
 // shards to `desiredPercent` in every region and marks it applied. Killed at any moment, it reads
@@ -109,6 +109,18 @@ export function desiredPercent(r: Pick<Rollout, "state" | "region" | "step" | "p
 /** The record with `entry` appended to its history (the oldest dropped past LOG_KEEP). */
 export function withLog(r: Rollout, entry: Omit<LogEntry, "at">, now: Date): Rollout {
   return { ...r, log: [...r.log, { at: now.toISOString(), ...entry }].slice(-LOG_KEEP) };
+}
+
+/**
+ * A new rollout of `plan`, running at its first step in its first region, not applied yet (the
+ * service moves the shards), its id the version and the start time (`v2-20250101120000`).
+ */
+export function newRollout(plan: RolloutPlan, now: Date, by: string): Rollout {
+  return withLog(
+    { id: `${plan.version}-${now.toISOString().replace(/[-:.TZ]/g, "").slice(0, 14)}`, plan, state: "running", region: 0, step: 0, stepStartedAt: now.getTime(), applied: false, createdAt: now.toISOString(), by, log: [] },
+    { action: "start", why: `${plan.version} replaces ${plan.stable} in ${plan.regions.join(" then ")}, steps ${plan.steps.join("/")}%` },
+    now,
+  );
 }
 
 /** What one gate window saw for one version (from the tasks' rows and the heartbeats). */

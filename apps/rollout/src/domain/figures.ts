@@ -1,6 +1,6 @@
 // The gate's figures, pure (figures.test.ts): one window of a region's tasks split by who owns
 // their shard, and the solvers' heartbeats folded into per-version provider counts and lost
-// processes. The adapters (window.ts) read the rows and the heartbeats; nothing here does I/O.
+// processes. The adapters (../adapters/regions.ts) read the rows and the heartbeats; nothing here does I/O.
 import { shardOf } from "@pipeline/shared/subjects";
 import type { VersionFigures } from "./plan.ts";
 
