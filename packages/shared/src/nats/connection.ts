@@ -28,13 +28,15 @@ export function natsAuthFromEnv(env: { NATS_USER?: string | undefined; NATS_PASS
 }
 
 /**
- * The inbox prefix of a user's connections (`_INBOX_<user>`): the replies to its requests and the
+ * The inbox prefix of a user's connections (`_INBOX.<user>`): the replies to its requests and the
  * messages its pull consumers fetch come there, and an app's user may subscribe to its own prefix
  * only (permissions.ts). With one shared `_INBOX.>` any app could read what another pulled or
- * requested (the solver's EVENTS deliveries, recovery's reads of BODIES).
+ * requested (the solver's EVENTS deliveries, recovery's reads of BODIES). Under `_INBOX.` still:
+ * an app of this version also runs under the permissions of the version before (`_INBOX.>`), so
+ * the apps can be upgraded before the servers' permissions.
  */
 export function inboxPrefixOf(user: string): string {
-  return `_INBOX_${user.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+  return `_INBOX.${user.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 }
 
 /** The inbox prefix a connection was opened with (the client keeps it in its options; not in its typed interface). */

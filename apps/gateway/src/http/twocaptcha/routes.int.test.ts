@@ -3,6 +3,7 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { provisionRegion } from "@pipeline/shared/runtime";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
@@ -28,7 +29,8 @@ beforeAll(async () => {
   [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("facade")]);
   nc = await connectNats(nats.url, "facade-test", nats.auth("admin"));
   jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, { region: REGION });
+  // The region's topology as the recovery service makes it (BODIES too: the gateway never creates it).
+  await provisionRegion(nc, { region: REGION });
   database = openDatabase(tdb.url, { max: 5 });
   app = createApp({
     config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
