@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect } from "@nats-io/transport-node";
 import { bindBucket, buckets, openConfigBucket } from "../runtime/kv.ts";
@@ -240,6 +240,25 @@ test("attack: an app's user publishes only the event kinds its app emits; the ga
   expect((await gw.publish(hookEventSubject(REGION, "cancelled"), "{}")).stream).toBe(streams.events(REGION));
   for (const kind of ["solving", "submitted", "retrying", "completed", "failed", "breaker"]) expect((await solver.publish(eventSubject(REGION, kind), "{}")).stream).toBe(streams.events(REGION));
   for (const kind of ["completed", "failed"]) expect((await solver.publish(hookEventSubject(REGION, kind), "{}")).stream).toBe(streams.events(REGION));
+});
+
+test("attack: a push consumer an app's user makes on a KV bucket it reads cannot deliver a forged event into EVENTS", async () => {
+  const adminJsm = await jetstreamManager(admin);
+  const before = (await adminJsm.streams.info(streams.events(REGION))).state.messages;
+  // The solver writes the workers bucket: a forged `accepted` event as a value, delivered onto the event subject.
+  const nc = await as("solver");
+  await (await bindBucket(nc, buckets.workers(REGION))).put("forged", JSON.stringify({ taskId: "t-push", kind: "accepted", state: "queued", version: 0, region: REGION, at: new Date().toISOString(), data: { owner: "someone" } }));
+  const push = { ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All };
+  const made = await (await jetstreamManager(nc)).consumers.add(`KV_${buckets.workers(REGION)}`, { ...push, name: "inject", deliver_subject: eventSubject(REGION, "accepted") }).then(
+    () => "made",
+    (e: Error) => e.message,
+  );
+  // The gateway reads the region bucket; it aims one at `completed`.
+  const gw = await as("gateway");
+  await (await jetstreamManager(gw)).consumers.add(`KV_${buckets.region(REGION)}`, { ...push, name: "inject", deliver_subject: eventSubject(REGION, "completed") }).catch(() => undefined);
+  await Bun.sleep(1500);
+  expect({ made, stored: (await adminJsm.streams.info(streams.events(REGION))).state.messages - before }).toMatchObject({ stored: 0 });
+  for (const b of [buckets.workers(REGION), buckets.region(REGION)]) await adminJsm.consumers.delete(`KV_${b}`, "inject").catch(() => undefined);
 });
 
 test("what each app does at start still works as its own user: the streams' info, the buckets bound, the solver's lane and notifier consumers", async () => {
