@@ -2,19 +2,25 @@
 // namespace running Debian's sshd, receive the compiled gateway over SSH, switch `current`, restart
 // it (a stand-in for systemctl: systemd cannot run inside a namespace) and wait for /readyz; a
 // release that does not come up is rolled back on its host and stops the deploy before the next batch.
+// The deploy logs in as `deploy` (root cannot log in), whose sudo allows only the app units'
+// systemctl verbs and the host's install script; it trusts only the host keys the inventory pins,
+// and the hosts install only releases whose checksum is signed by a key of their allowed_signers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { natsEnv } from "@pipeline/shared/localstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
-import { binaryName, buildBinary, sha256File } from "../infra/build.ts";
+import { binaryName, buildBinary, sha256File, signChecksum } from "../infra/build.ts";
 import { startRelay, type Relay } from "./support/relay.ts";
 import { startSshHosts, type SshHosts } from "./support/ssh-hosts.ts";
 
 const REGION = "dep";
 const API_KEY = "deploy-client-key-0001-0123456789abcdef"; // 32+ characters: a production gateway
+/** A production gateway (no PIPELINE_ENV) needs its pepper (32+ characters). */
+const API_KEY_PEPPER = "deploy-pepper-0123456789abcdef0123456789";
 let hosts: SshHosts;
 let nats: TestNats;
 let tdb: TestDatabase;
@@ -23,13 +29,29 @@ const relays: Relay[] = [];
 let emu: Emulator;
 const PROVIDER_KEY = "deploy-provider-key-0001";
 
-async function writeSha(path: string) {
+/** The release signing key (`npm run build --signing-key`), and a key the hosts do not trust. */
+let releaseKey: string;
+let otherKey: string;
+
+/** Writes `<path>.sha256` and, given a key, signs it as `npm run build` does. */
+async function writeSha(path: string, key: string | undefined = releaseKey) {
   writeFileSync(`${path}.sha256`, `${await sha256File(path)}  ${path.split("/").pop()}\n`);
+  if (key) signChecksum(`${path}.sha256`, key);
 }
+
+const gw = (v: string) => join(dist, binaryName("gateway", v, "x64"));
 
 beforeAll(async () => {
   dist = mkdtempSync(join(tmpdir(), "pipeline-dist-"));
-  const [v1, s1] = await Promise.all([buildBinary({ app: "gateway", arch: "x64", version: "v1", outDir: dist }), buildBinary({ app: "solver", arch: "x64", version: "v1", outDir: dist })]);
+  [releaseKey, otherKey] = ["release", "other"].map((name) => {
+    const key = join(dist, `${name}_ed25519`);
+    expect(spawnSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key]).status).toBe(0);
+    return key;
+  }) as [string, string];
+  const [v1, s1] = await Promise.all([
+    buildBinary({ app: "gateway", arch: "x64", version: "v1", outDir: dist, signingKey: releaseKey }),
+    buildBinary({ app: "solver", arch: "x64", version: "v1", outDir: dist, signingKey: releaseKey }),
+  ]);
   copyFileSync(s1.path, join(dist, binaryName("solver", "v3", "x64")));
   await writeSha(join(dist, binaryName("solver", "v3", "x64")));
   emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 100 } }, latencyMs: 10 });
@@ -46,8 +68,18 @@ beforeAll(async () => {
   // v6: a binary that no longer matches its checksum file.
   copyFileSync(v1.path, join(dist, binaryName("gateway", "v6", "x64")));
   writeFileSync(join(dist, `${binaryName("gateway", "v6", "x64")}.sha256`), `${"0".repeat(64)}  ${binaryName("gateway", "v6", "x64")}\n`);
+  // v7: not signed; v8: signed by a key the hosts do not trust; v9: a binary other than the signed
+  // one, with its .sha256 rewritten to match it (the signature is v9's real checksum line's).
+  copyFileSync(v1.path, gw("v7"));
+  await writeSha(gw("v7"), "");
+  copyFileSync(v1.path, gw("v8"));
+  await writeSha(gw("v8"), otherKey);
+  copyFileSync(v1.path, gw("v9"));
+  await writeSha(gw("v9"));
+  copyFileSync(broken, gw("v9"));
+  writeFileSync(`${gw("v9")}.sha256`, `${await sha256File(gw("v9"))}  ${binaryName("gateway", "v9", "x64")}\n`);
 
-  [hosts, nats, tdb] = await Promise.all([startSshHosts(["dep-app-1", "dep-app-2"], REGION), startTestNats({ regions: [REGION], provision: true }), createTestDatabase("deploy")]);
+  [hosts, nats, tdb] = await Promise.all([startSshHosts(["dep-app-1", "dep-app-2"], REGION, { releaseSigners: [readFileSync(`${releaseKey}.pub`, "utf8")] }), startTestNats({ regions: [REGION], provision: true }), createTestDatabase("deploy")]);
   const pg = new URL(tdb.url);
   for (const h of hosts.hosts) {
     // The host reaches this machine's NATS and Postgres through relays on its end of the link.
@@ -64,7 +96,7 @@ beforeAll(async () => {
     dbUrl.hostname = h.peerIp;
     dbUrl.port = String(p.port);
     writeFileSync(join(h.dir, "etc", "common.env"), `NATS_URL=nats://${h.peerIp}:${n.port}\nDATABASE_URL=${dbUrl}\nREGION=${REGION}\nLOG_LEVEL=info\n`, { mode: 0o600 });
-    writeFileSync(join(h.dir, "etc", "gateway.env"), `GATEWAY_PORT=8080\nAPI_KEYS=${API_KEY}\nNATS_USER=${auth.NATS_USER}\nNATS_PASSWORD=${auth.NATS_PASSWORD}\n`, { mode: 0o600 });
+    writeFileSync(join(h.dir, "etc", "gateway.env"), `GATEWAY_PORT=8080\nAPI_KEYS=${API_KEY}\nAPI_KEY_PEPPER=${API_KEY_PEPPER}\nNATS_USER=${auth.NATS_USER}\nNATS_PASSWORD=${auth.NATS_PASSWORD}\n`, { mode: 0o600 });
   }
 }, 120_000);
 
@@ -77,12 +109,13 @@ afterAll(async () => {
 
 /** Runs the deploy command (async: the relays the hosts use live in this process). */
 async function deploy(app: string, version: string, ...extra: string[]) {
+  const inventory = extra.includes("--hosts") ? [] : ["--hosts", hosts.inventory];
   const p = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), app, version, "--hosts", hosts.inventory, "--dist", dist, "--ssh-key", hosts.key, "--known-hosts", hosts.knownHosts, "--health-timeout", "15000", "--json", ...extra],
-    { env: { ...process.env }, stdout: "pipe", stderr: "pipe" },
+    [process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), app, version, ...inventory, "--dist", dist, "--ssh-key", hosts.key, "--health-timeout", "15000", "--json", ...extra],
+    { env: { ...process.env, RELEASE_SIGNING_KEY: "" }, stdout: "pipe", stderr: "pipe" },
   );
   const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  let report: { ok: boolean; hosts: { host: string; status: string; previous?: string; pruned?: string[]; rollbackHealthy?: boolean }[]; skipped: string[] } | undefined;
+  let report: { ok: boolean; hosts: { host: string; status: string; previous?: string; pruned?: string[]; rollbackHealthy?: boolean; reason?: string }[]; skipped: string[] } | undefined;
   try {
     report = JSON.parse(stdout);
   } catch {}
@@ -90,6 +123,7 @@ async function deploy(app: string, version: string, ...extra: string[]) {
 }
 
 const current = (i: number) => readlinkSync(join(hosts.hosts[i]!.dir, "opt", "gateway", "current"));
+const as0 = (cmd: string) => hosts.sshAsDeploy(hosts.hosts[0]!, cmd);
 const ready = (i: number) => hosts.exec(hosts.hosts[i]!, "curl -fsS -m 2 http://127.0.0.1:8080/readyz");
 
 describe("npm run deploy over SSH", () => {
@@ -112,6 +146,80 @@ describe("npm run deploy over SSH", () => {
     expect(again.code).toBe(0);
     expect(again.stderr).toContain("already installed, checksum ok");
   }, 90_000);
+
+  test("host keys are pinned: a host whose key is not the one the inventory pins is refused before anything is copied", async () => {
+    // The v1 deploy above went through with the right pins: dep-app-1's key, dep-app-2's fingerprint.
+    const inv = JSON.parse(readFileSync(hosts.inventory, "utf8")) as { hosts: { hostKeys?: string[] }[] };
+    const wrongKey = readFileSync(`${otherKey}.pub`, "utf8").trim().split(" ").slice(0, 2).join(" ");
+    const wrongPrint = spawnSync("ssh-keygen", ["-l", "-E", "sha256", "-f", `${otherKey}.pub`], { encoding: "utf8" }).stdout.split(" ")[1]!;
+    inv.hosts[0]!.hostKeys = [wrongKey];
+    inv.hosts[1]!.hostKeys = [wrongPrint];
+    const wrong = join(dist, "inventory-wrong-keys.json");
+    writeFileSync(wrong, JSON.stringify(inv));
+    const r = await deploy("gateway", "v3", "--batch", "2", "--hosts", wrong);
+    expect(r.code).toBe(1);
+    expect(r.report!.hosts.map((h) => [h.host, h.status])).toEqual([
+      ["dep-app-1", "failed"],
+      ["dep-app-2", "failed"],
+    ]);
+    // A pinned key: ssh itself refuses the connection; a pinned fingerprint: what the host offers matches none.
+    expect(r.report!.hosts[0]!.reason).toContain("its host key is not the one pinned in the inventory's hostKeys");
+    expect(r.report!.hosts[1]!.reason).toContain("matches none of the inventory's hostKeys");
+    for (const [i, h] of hosts.hosts.entries()) {
+      expect(existsSync(join(h.dir, "opt", "gateway", "releases", "v3"))).toBe(false);
+      expect(current(i)).toBe("releases/v1");
+    }
+    // No pin at all: the inventory is refused, naming the field (ssh never asked to accept a new key).
+    delete inv.hosts[0]!.hostKeys;
+    writeFileSync(wrong, JSON.stringify(inv));
+    const unpinned = await deploy("gateway", "v3", "--hosts", wrong);
+    expect(unpinned.code).toBe(1);
+    expect(unpinned.stderr).toContain("hosts.0.hostKeys: dep-app-1 is a deploy target and has no pinned host key");
+    expect(existsSync(join(hosts.hosts[0]!.dir, "opt", "gateway", "releases", "v3"))).toBe(false);
+  }, 60_000);
+
+  test("the deploy logs in as `deploy`, not root; its sudo runs the deploy's commands and nothing else", async () => {
+    const h = hosts.hosts[0]!;
+    const as = (cmd: string) => hosts.sshAsDeploy(h, cmd);
+    expect((await as("id -un")).out).toBe("deploy\n");
+    expect((await as("id -u")).out.trim()).not.toBe("0");
+    // Root cannot log in (PermitRootLogin no, as on the app hosts), even with the deploy's key.
+    const root = spawnSync("ssh", ["-F", "none", "-o", "BatchMode=yes", "-o", `UserKnownHostsFile=${hosts.knownHosts}`, "-o", "StrictHostKeyChecking=yes", "-i", hosts.key, `root@${h.ip}`, "true"], { encoding: "utf8" });
+    expect(root.status).toBe(255);
+    expect(root.stderr).toContain("Permission denied");
+    // Allowed: the app units' verbs, and the install script (whose `ports` shows ports, no secret).
+    expect((await as(`sudo -n ${h.systemctl} is-active --quiet gateway.service`)).code).toBe(0);
+    expect(await as(`sudo -n ${h.install} ports`)).toEqual({ code: 0, out: "gateway 8080\n", err: "" });
+    // Refused by sudo: a shell, another unit, a second unit riding along, another verb, reading a
+    // secret, another target user, keeping the caller's environment.
+    for (const cmd of [
+      "sudo -n /bin/sh -c id",
+      `sudo -n ${h.systemctl} restart ssh.service`,
+      `sudo -n ${h.systemctl} stop gateway.service ssh.service`,
+      `sudo -n ${h.systemctl} daemon-reload`,
+      `sudo -n cat ${h.dir}/etc/gateway.env`,
+      `sudo -n -u nobody ${h.install} ports`,
+      `sudo -n -E ${h.install} ports`,
+      `sudo -n env PATH=/tmp ${h.install} ports`,
+    ]) {
+      const r = await as(cmd);
+      expect({ cmd, code: r.code, out: r.out }).toEqual({ cmd, code: 1, out: "" });
+      expect({ cmd, err: r.err }).toEqual({ cmd, err: expect.stringMatching(/^sudo: (a password is required|sorry, you are not allowed to preserve the environment)/) });
+    }
+    // Without sudo the deploy user reads the releases but writes nothing of root's, and reads no env file.
+    expect((await as(`cat ${h.dir}/etc/gateway.env`)).err).toContain("Permission denied");
+    expect((await as(`touch ${h.dir}/opt/gateway/releases/x`)).err).toContain("Permission denied");
+    expect((await as(`ln -sfn /tmp ${h.dir}/opt/gateway/current`)).code).not.toBe(0);
+    expect(current(0)).toBe("releases/v1");
+    // The install script checks each argument: no path in a version, never the current release pruned.
+    const sneaky = await as(`sudo -n ${h.install} switch gateway ../../../../tmp`);
+    expect(sneaky.code).toBe(2);
+    expect(sneaky.err).toContain("version: 1-32 lower-case letters");
+    const prune = await as(`sudo -n ${h.install} prune gateway v1`);
+    expect(prune.code).toBe(2);
+    expect(prune.err).toContain("v1 is gateway's current release: not pruned");
+    expect(existsSync(join(h.dir, "opt", "gateway", "releases", "v1", "gateway"))).toBe(true);
+  }, 60_000);
 
   test("a release that does not come up is rolled back on its host, and the next batch is not touched", async () => {
     const r = await deploy("gateway", "v2", "--batch", "1");
@@ -146,6 +254,37 @@ describe("npm run deploy over SSH", () => {
     for (const h of hosts.hosts) expect(existsSync(join(h.dir, "opt", "gateway", "releases", "v6"))).toBe(false);
     expect(current(0)).toBe("releases/v5");
   }, 60_000);
+
+  test("only signed releases are installed: unsigned, signed by another key, a tampered checksum or binary: nothing is installed", async () => {
+    const unsigned = await deploy("gateway", "v7");
+    expect(unsigned.code).toBe(1);
+    expect(unsigned.report!.hosts[0]!.reason).toContain("gateway-v7-linux-x64.sha256.sig is missing: an unsigned release is refused");
+    for (const v of ["v8", "v9"]) {
+      // v8: signed by a key the host does not trust; v9: its .sha256 no longer the line that was signed.
+      const r = await deploy("gateway", v, "--batch", "1");
+      expect(r.code).toBe(1);
+      expect(r.report!.hosts[0]).toMatchObject({ host: "dep-app-1", status: "failed" });
+      expect(r.report!.hosts[0]!.reason).toContain(`signature refused for gateway-${v}-linux-x64, nothing installed`);
+      expect(r.report!.skipped).toEqual(["dep-app-2"]);
+    }
+    // The host's own check of the binary it receives: v10's real checksum and signature, another binary.
+    copyFileSync(gw("v5"), gw("v10"));
+    await writeSha(gw("v10"));
+    const h = hosts.hosts[0]!;
+    const sha = readFileSync(`${gw("v10")}.sha256`, "utf8").split(" ")[0]!;
+    const sig = readFileSync(`${gw("v10")}.sha256.sig`).toString("base64");
+    const tampered = await hosts.sshAsDeploy(h, `sudo -n ${h.install} release gateway v10 x64 ${sha} ${sig}`, gw("v2"));
+    expect(tampered.code).toBe(3);
+    expect(tampered.err).toContain(`checksum mismatch, nothing installed: the binary received has sha256 ${await sha256File(gw("v2"))}`);
+    for (const host of hosts.hosts) for (const v of ["v7", "v8", "v9", "v10"]) expect({ host: host.name, v, installed: existsSync(join(host.dir, "opt", "gateway", "releases", v)) }).toEqual({ host: host.name, v, installed: false });
+    // The same call with the binary that was signed installs it, its checksum and signature beside it.
+    const good = await hosts.sshAsDeploy(h, `sudo -n ${h.install} release gateway v10 x64 ${sha} ${sig}`, gw("v10"));
+    expect(good).toMatchObject({ code: 0, out: `installed gateway-v10-linux-x64: signature good, sha256 ${sha}\n` });
+    expect(readFileSync(join(h.dir, "opt", "gateway", "releases", "v10", "gateway.sha256.sig"))).toEqual(readFileSync(`${gw("v10")}.sha256.sig`));
+    expect(await as0(`sudo -n ${h.install} prune gateway v10`)).toMatchObject({ code: 0 });
+    expect(current(0)).toBe("releases/v5");
+    expect((await ready(0)).code).toBe(0);
+  }, 90_000);
 
   test("the solver: v1 is installed and started, tasks through the deployed gateway are solved; v3 starts beside it, idle until the rollout gives it shards", async () => {
     const first = await deploy("solver", "v1", "--batch", "2");
@@ -194,5 +333,8 @@ describe("npm run deploy over SSH", () => {
     const bad = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "v1", "--hosts", inv]);
     expect(bad.exitCode).toBe(1);
     expect(bad.stderr.toString()).toContain("hosts.0.ssh.port");
+    const known = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "v1", "--hosts", hosts.inventory, "--known-hosts", hosts.knownHosts]);
+    expect(known.exitCode).toBe(2);
+    expect(known.stderr.toString()).toContain('Unrecognized key: "known-hosts"');
   });
 });

@@ -1,13 +1,18 @@
 // `npm run deploy -- <app> <version> --hosts <inventory.json> [--region fsn1] [--batch 1] [--keep 3]
-//   [--health-timeout 60000] [--dist dist] [--ssh-key FILE] [--known-hosts FILE] [--json]`
+//   [--health-timeout 60000] [--dist dist] [--ssh-key FILE] [--signing-key FILE] [--json]`
 // Ships one app version to the app hosts over SSH, a batch at a time: builds the binary when dist/
-// lacks it, checks its .sha256, copies it, switches, restarts, waits for health and rolls a host
-// back when it does not come up; a failed batch stops the deploy. docs/deploy.md is the runbook.
-import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+// lacks it, checks its .sha256 and that it is signed, copies it (the host checks the signature and
+// the checksum before installing), switches, restarts, waits for health and rolls a host back when
+// it does not come up; a failed batch stops the deploy. It logs in as the inventory's user
+// (`deploy`, whose sudo allows only the deploy's commands) and trusts only the host keys the
+// inventory pins. docs/deploy.md is the runbook.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join, resolve } from "node:path";
 import { z } from "zod";
 import { binaryName, buildBinary, sha256File, Version } from "../build.ts";
 import { deployHost, type HostOutcome, type LocalBinary } from "./cli/deploy-host.ts";
+import { createKnownHosts } from "./cli/host-keys.ts";
 import { readInventory } from "./cli/inventory.ts";
 import { batches, DEPLOYABLE, type DeployApp, targetHosts } from "./cli/plan.ts";
 import { createSsh } from "./cli/ssh.ts";
@@ -25,7 +30,8 @@ export const DeployArgs = z
     "health-timeout": z.coerce.number().int().min(1000).max(3_600_000).default(60_000),
     dist: z.string().min(1).default(join(root, "dist")),
     "ssh-key": z.string().min(1).optional(),
-    "known-hosts": z.string().min(1).optional(),
+    /** Signs a binary the deploy builds because dist/ lacks it (default RELEASE_SIGNING_KEY). */
+    "signing-key": z.string().min(1).optional(),
     json: z.literal(true).optional(),
   })
   .strict();
@@ -47,8 +53,12 @@ export function parseDeployArgs(argv: string[]): { ok: true; args: DeployArgs } 
   return { ok: true, args: r.data };
 }
 
-/** The binary from dist/ (built there when missing), refused when it does not match its .sha256. */
-export function localBinaries(app: DeployApp, version: string, dist: string, log: (m: string) => void) {
+/**
+ * The binary from dist/ (built and signed there when missing), refused before any host is touched
+ * when it does not match its .sha256 or has no signature (`.sha256.sig`). The signature itself is
+ * checked by each host, against its allowed_signers, before it installs anything.
+ */
+export function localBinaries(app: DeployApp, version: string, dist: string, log: (m: string) => void, signingKey?: string) {
   const cache = new Map<string, Promise<LocalBinary>>();
   return (arch: "x64" | "arm64"): Promise<LocalBinary> => {
     let p = cache.get(arch);
@@ -56,13 +66,18 @@ export function localBinaries(app: DeployApp, version: string, dist: string, log
       p = (async () => {
         const path = join(dist, binaryName(app, version, arch));
         if (!existsSync(path) || !existsSync(`${path}.sha256`)) {
-          log(`${path} missing: building it (npm run build -- --version ${version} --apps ${app} --arch ${arch})`);
-          await buildBinary({ app, arch, version, outDir: dist });
+          if (!signingKey) throw new Error(`${path} is missing, and building it needs the release signing key (--signing-key FILE or RELEASE_SIGNING_KEY)`);
+          log(`${path} missing: building it (npm run build -- --version ${version} --apps ${app} --arch ${arch} --signing-key ${signingKey})`);
+          await buildBinary({ app, arch, version, outDir: dist, signingKey });
         }
-        const want = readFileSync(`${path}.sha256`, "utf8").trim().split(/\s+/)[0];
+        const [want, name] = readFileSync(`${path}.sha256`, "utf8").trim().split(/\s+/);
         const got = await sha256File(path);
         if (want !== got) throw new Error(`${path}: sha256 ${got} does not match its .sha256 (${want}); rebuild it`);
-        return { path, sha256: got };
+        if (name !== basename(path)) throw new Error(`${path}.sha256 names ${JSON.stringify(name)}, not ${basename(path)}: rebuild it`);
+        if (!existsSync(`${path}.sha256.sig`)) throw new Error(`${path}.sha256.sig is missing: an unsigned release is refused (npm run build -- --signing-key FILE)`);
+        const sig = readFileSync(`${path}.sha256.sig`, "utf8");
+        if (!sig.startsWith("-----BEGIN SSH SIGNATURE-----")) throw new Error(`${path}.sha256.sig is not an SSH signature (ssh-keygen -Y sign)`);
+        return { path, sha256: got, signature: Buffer.from(sig).toString("base64") };
       })();
       cache.set(arch, p);
     }
@@ -83,27 +98,43 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
   const inventory = readInventory(args.hosts);
   const hosts = targetHosts(inventory.hosts, args.region);
   if (!hosts.length) throw new Error(`no host with role "app"${args.region ? ` in region ${args.region}` : ""} in ${args.hosts}`);
-  const ssh = createSsh({ ...(args["ssh-key"] ? { key: args["ssh-key"] } : {}), ...(args["known-hosts"] ? { knownHosts: args["known-hosts"] } : {}) });
-  const binary = localBinaries(args.app, args.version, args.dist, log);
-  const outcomes: HostOutcome[] = [];
-  const plan = batches(hosts, args.batch);
-  for (const [i, batch] of plan.entries()) {
-    log(`batch ${i + 1}/${plan.length}: ${batch.map((h) => h.name).join(", ")}`);
-    const done = await Promise.all(batch.map((h) => deployHost(h, args.app, args.version, { ssh, binary, log, healthTimeoutMs: args["health-timeout"], keep: args.keep })));
-    outcomes.push(...done);
-    if (done.some((o) => o.status !== "deployed")) {
-      const skipped = plan.slice(i + 1).flat().map((h) => h.name);
-      if (skipped.length) log(`stopping: batch ${i + 1} did not deploy cleanly; not touched: ${skipped.join(", ")}`);
-      return { app: args.app, version: args.version, ok: false, hosts: outcomes, skipped };
+  const signingKey = args["signing-key"] ?? (process.env.RELEASE_SIGNING_KEY || undefined);
+  const binary = localBinaries(args.app, args.version, args.dist, log, signingKey);
+  const dir = mkdtempSync(join(tmpdir(), "deploy-known-hosts-"));
+  try {
+    const knownHosts = createKnownHosts(join(dir, "known_hosts"));
+    const ssh = createSsh({ knownHosts: knownHosts.file, ...(args["ssh-key"] ? { key: args["ssh-key"] } : {}) });
+    const outcomes: HostOutcome[] = [];
+    const plan = batches(hosts, args.batch);
+    for (const [i, batch] of plan.entries()) {
+      log(`batch ${i + 1}/${plan.length}: ${batch.map((h) => h.name).join(", ")}`);
+      const done = await Promise.all(
+        batch.map(async (h): Promise<HostOutcome> => {
+          const refused = await knownHosts.pin(h);
+          if (refused) {
+            log(`[${h.name}] failed: ${refused}`);
+            return { host: h.name, status: "failed", version: args.version, ms: 0, reason: refused };
+          }
+          return deployHost(h, args.app, args.version, { ssh, binary, log, healthTimeoutMs: args["health-timeout"], keep: args.keep });
+        }),
+      );
+      outcomes.push(...done);
+      if (done.some((o) => o.status !== "deployed")) {
+        const skipped = plan.slice(i + 1).flat().map((h) => h.name);
+        if (skipped.length) log(`stopping: batch ${i + 1} did not deploy cleanly; not touched: ${skipped.join(", ")}`);
+        return { app: args.app, version: args.version, ok: false, hosts: outcomes, skipped };
+      }
     }
+    return { app: args.app, version: args.version, ok: true, hosts: outcomes, skipped: [] };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
-  return { app: args.app, version: args.version, ok: true, hosts: outcomes, skipped: [] };
 }
 
 if (import.meta.main) {
   const parsed = parseDeployArgs(Bun.argv.slice(2));
   if (!parsed.ok) {
-    console.error(`deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--known-hosts FILE] [--json]`);
+    console.error(`deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--signing-key FILE] [--json]`);
     process.exit(2);
   }
   const { args } = parsed;

@@ -1,15 +1,27 @@
 // Hosts for the deploy command's test: each a network namespace joined to this machine by a veth
 // pair, running Debian's openssh-server (unpacked into .data/tools by the project, nothing
-// installed), reachable as root with a key made for the test. Each host has its own tree
-// (`<dir>/<name>/{opt,etc,run,bin}`) and a stand-in for systemctl (host-systemctl.sh): systemd
-// cannot run inside a namespace. The namespaces share this machine's file system otherwise.
+// installed). As on an app host bootstrapped by cloud-init, root cannot log in over SSH; the
+// deploy logs in as `deploy`, whose sudo (Debian's sudo, the real rule of
+// infra/deploy/sudoers/captcha-pipeline-deploy) allows only the app units' systemctl verbs and the
+// install script (infra/deploy/scripts/captcha-pipeline-install.sh, which installs only releases
+// signed by a key of the host's allowed_signers). Each host has its own tree
+// (`<dir>/<name>/{opt,etc,run,bin,sbin,release}`) and a stand-in for systemctl (host-systemctl.sh):
+// systemd cannot run inside a namespace. The rule and the script name the host's own paths
+// instead of the production ones; nothing else in them changes. `ip netns exec` puts the host's
+// passwd (with `deploy` and sshd's user) and sudoers over /etc's for the namespace's processes
+// only; otherwise the namespaces share this machine's file system.
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findSshd } from "@pipeline/shared/localstack";
+import { findSshd, findSudo } from "@pipeline/shared/localstack";
 import { eventually } from "@pipeline/shared/testing";
+import { allowedSignersLine } from "../../infra/build.ts";
+
+const DEPLOY = join(import.meta.dir, "..", "..", "infra", "deploy");
+/** The production paths the sudoers rule and the install script name, as cloud-init installs them. */
+const PROD = { systemctl: "/usr/bin/systemctl", install: "/usr/local/sbin/captcha-pipeline-install" };
 
 export interface SshHost {
   name: string;
@@ -18,19 +30,53 @@ export interface SshHost {
   ip: string;
   /** This machine's end of the link, which the host can reach. */
   peerIp: string;
-  /** `<dir>/<name>`: opt/ (releases), etc/ (env files), run/ (pids, logs), bin/systemctl. */
+  /** `<dir>/<name>`: opt/ (releases), etc/ (env files), run/ (pids, logs), bin/systemctl, sbin/captcha-pipeline-install, release/allowed_signers. */
   dir: string;
+  /** The stand-in systemctl and the install script, as the host's sudoers rule names them. */
+  systemctl: string;
+  install: string;
 }
 
 export interface SshHosts {
   hosts: SshHost[];
+  /** The deploy user's SSH key. */
   key: string;
+  /** A known_hosts file with the hosts' key (for the test's own `ssh`; the deploy builds its own from the inventory). */
   knownHosts: string;
-  /** An inventory file as Terraform's output would give it, with the test trees' paths. */
+  /** The hosts' SSH host key (public, `ssh-ed25519 AAAA...`): every host has the same one. */
+  hostKey: string;
+  /**
+   * An inventory file as Terraform's output would give it, with the test trees' paths: user
+   * `deploy`, the first host's key pinned as a key, the others' as its fingerprint.
+   */
   inventory: string;
-  /** Runs a shell command on a host (inside its namespace); async, so relays in this process keep working. */
+  /** Runs a shell command on a host (inside its namespace, as root); async, so relays in this process keep working. */
   exec(host: SshHost, cmd: string): Promise<{ code: number; out: string }>;
+  /** Runs a shell command on a host over SSH as the deploy user; `input` is a local file fed to its stdin. */
+  sshAsDeploy(host: SshHost, cmd: string, input?: string): Promise<{ code: number; out: string; err: string }>;
   stop(): Promise<void>;
+}
+
+/** The drop-in of infra/deploy/sudoers with the host's paths, under the Defaults of Debian's /etc/sudoers. */
+function sudoersFor(systemctl: string, install: string): string {
+  const rule = readFileSync(join(DEPLOY, "sudoers", "captcha-pipeline-deploy"), "utf8");
+  if (!rule.includes(PROD.systemctl) || !rule.includes(PROD.install)) throw new Error("the sudoers drop-in no longer names systemctl and the install script as expected");
+  const header = ["Defaults\tenv_reset", 'Defaults\tsecure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"', "root\tALL=(ALL:ALL) ALL", ""].join("\n");
+  return header + rule.replaceAll(PROD.systemctl, systemctl).replaceAll(PROD.install, install);
+}
+
+/** The install script with the host's tree in its three path lines; everything else as cloud-init installs it. */
+function installScriptFor(hostDir: string): string {
+  const script = readFileSync(join(DEPLOY, "scripts", "captcha-pipeline-install.sh"), "utf8");
+  const paths: [RegExp, string][] = [
+    [/^ROOT=\/opt\/captcha-pipeline$/m, `ROOT=${join(hostDir, "opt")}`],
+    [/^ETC=\/etc\/captcha-pipeline$/m, `ETC=${join(hostDir, "etc")}`],
+    [/^SIGNERS=\/etc\/captcha-pipeline-release\/allowed_signers$/m, `SIGNERS=${join(hostDir, "release", "allowed_signers")}`],
+  ];
+  return paths.reduce((text, [line, value]) => {
+    if (!line.test(text)) throw new Error(`captcha-pipeline-install.sh: no line ${line}`);
+    return text.replace(line, value);
+  }, script);
 }
 
 function sh(cmd: string, args: string[]): string {
@@ -47,21 +93,42 @@ function reachable(host: string, port: number): Promise<boolean> {
   });
 }
 
-export async function startSshHosts(names: string[], region: string): Promise<SshHosts> {
+/**
+ * Starts the hosts. `releaseSigners`: the public keys whose release signatures the hosts accept
+ * (their allowed_signers, as cloud-init writes it from Terraform's release_signing_keys).
+ */
+export async function startSshHosts(names: string[], region: string, o: { releaseSigners: string[] }): Promise<SshHosts> {
   const sshd = findSshd();
+  findSudo();
   const sftp = join(sshd, "..", "..", "lib", "openssh", "sftp-server");
   const dir = mkdtempSync(join(tmpdir(), "pipeline-hosts-"));
-  chmodSync(dir, 0o700);
+  // The deploy user must reach the hosts' trees (as it reaches /opt/captcha-pipeline); the keys in here are 0600.
+  chmodSync(dir, 0o711);
   const key = join(dir, "id_ed25519");
   sh("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
   const hostKey = join(dir, "host_ed25519");
   sh("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]);
+  const hostPub = readFileSync(`${hostKey}.pub`, "utf8").trim().split(" ").slice(0, 2).join(" ");
+  const hostFingerprint = sh("ssh-keygen", ["-l", "-E", "sha256", "-f", `${hostKey}.pub`]).split(" ")[1]!;
   const authorized = join(dir, "authorized_keys");
   copyFileSync(`${key}.pub`, authorized);
+  chmodSync(authorized, 0o644);
   // sshd's privilege separation needs an `sshd` user and /run/sshd; `ip netns exec` bind-mounts
-  // /etc/netns/<ns>/passwd over /etc/passwd for the namespace's processes, so the user exists only there.
+  // /etc/netns/<ns>/passwd over /etc/passwd for the namespace's processes, so the users exist only
+  // there: sshd's and `deploy` (no password: `*`, so that neither sshd nor PAM looks for a shadow entry).
   mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
-  const passwd = `${readFileSync("/etc/passwd", "utf8").trimEnd()}\n${/^sshd:/m.test(readFileSync("/etc/passwd", "utf8")) ? "" : "sshd:x:64999:65534::/run/sshd:/usr/sbin/nologin\n"}`;
+  const systemPasswd = readFileSync("/etc/passwd", "utf8");
+  const taken = new Set(systemPasswd.split("\n").map((l) => l.split(":")[2]));
+  const deployUid = [64998, 64997, 64996, 64995].find((u) => !taken.has(String(u)))!;
+  const deployHome = join(dir, "deploy-home");
+  mkdirSync(deployHome, { mode: 0o700 });
+  chownSync(deployHome, deployUid, deployUid);
+  const passwd = [
+    systemPasswd.trimEnd(),
+    ...(/^sshd:/m.test(systemPasswd) ? [] : ["sshd:x:64999:65534::/run/sshd:/usr/sbin/nologin"]),
+    `deploy:*:${deployUid}:${deployUid}:captcha-pipeline deploy:${deployHome}:/bin/sh`,
+    "",
+  ].join("\n");
   const tag = `${(process.pid % 900) + 100}`;
   const octet = 100 + (process.pid % 120);
   const hosts: SshHost[] = [];
@@ -91,7 +158,9 @@ export async function startSshHosts(names: string[], region: string): Promise<Ss
       spawnSync("ip", ["netns", "del", ns]);
       sh("ip", ["netns", "add", ns]);
       const hostDir = join(dir, name);
-      hosts.push({ name, ns, ip, peerIp, dir: hostDir });
+      const systemctl = join(hostDir, "bin", "systemctl");
+      const install = join(hostDir, "sbin", "captcha-pipeline-install");
+      hosts.push({ name, ns, ip, peerIp, dir: hostDir, systemctl, install });
       sh("ip", ["link", "add", a, "type", "veth", "peer", "name", b]);
       sh("ip", ["link", "set", b, "netns", ns]);
       sh("ip", ["addr", "add", `${peerIp}/30`, "dev", a]);
@@ -101,10 +170,15 @@ export async function startSshHosts(names: string[], region: string): Promise<Ss
       sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
       mkdirSync(`/etc/netns/${ns}`, { recursive: true });
       writeFileSync(`/etc/netns/${ns}/passwd`, passwd);
-      for (const d of ["opt", "etc", "run", "bin"]) mkdirSync(join(hostDir, d), { recursive: true });
+      writeFileSync(`/etc/netns/${ns}/sudoers`, sudoersFor(systemctl, install), { mode: 0o440 });
+      for (const d of ["opt", "etc", "run", "bin", "sbin", "release"]) mkdirSync(join(hostDir, d), { recursive: true, mode: 0o755 });
+      chmodSync(hostDir, 0o755);
       chmodSync(join(hostDir, "etc"), 0o700);
-      copyFileSync(join(import.meta.dir, "host-systemctl.sh"), join(hostDir, "bin", "systemctl"));
-      chmodSync(join(hostDir, "bin", "systemctl"), 0o755);
+      for (const app of ["gateway", "solver", "recovery", "rollout"]) mkdirSync(join(hostDir, "opt", app, "releases"), { recursive: true, mode: 0o755 });
+      copyFileSync(join(import.meta.dir, "host-systemctl.sh"), systemctl);
+      chmodSync(systemctl, 0o755);
+      writeFileSync(install, installScriptFor(hostDir), { mode: 0o755 });
+      writeFileSync(join(hostDir, "release", "allowed_signers"), o.releaseSigners.map((k) => `${allowedSignersLine(k)}\n`).join(""), { mode: 0o644 });
       const pidFile = join(dir, `sshd-${name}.pid`);
       const config = join(dir, `sshd-${name}.conf`);
       writeFileSync(
@@ -115,7 +189,8 @@ export async function startSshHosts(names: string[], region: string): Promise<Ss
           `HostKey ${hostKey}`,
           `PidFile ${pidFile}`,
           `AuthorizedKeysFile ${authorized}`,
-          "PermitRootLogin prohibit-password",
+          // As the app hosts' cloud-init sets it (sshd_config.d/10-captcha-pipeline.conf).
+          "PermitRootLogin no",
           "PasswordAuthentication no",
           "KbdInteractiveAuthentication no",
           "UsePAM no",
@@ -131,21 +206,22 @@ export async function startSshHosts(names: string[], region: string): Promise<Ss
     }
     for (const h of hosts) await eventually(() => reachable(h.ip, 22), 10_000, 100);
     const knownHosts = join(dir, "known_hosts");
-    writeFileSync(knownHosts, hosts.map((h) => `${h.ip} ${readFileSync(`${hostKey}.pub`, "utf8").trim()}`).join("\n") + "\n");
+    writeFileSync(knownHosts, hosts.map((h) => `${h.ip} ${hostPub}`).join("\n") + "\n");
     const inventory = join(dir, "inventory.json");
     writeFileSync(
       inventory,
       JSON.stringify(
         {
-          hosts: hosts.map((h) => ({
+          hosts: hosts.map((h, i) => ({
             name: h.name,
             region,
             roles: ["app"],
-            ssh: { host: h.ip, user: "root", port: 22 },
+            ssh: { host: h.ip, user: "deploy", port: 22 },
+            hostKeys: [i === 0 ? hostPub : hostFingerprint],
             privateIp: h.ip,
             root: join(h.dir, "opt"),
-            etc: join(h.dir, "etc"),
-            systemctl: join(h.dir, "bin", "systemctl"),
+            systemctl: h.systemctl,
+            install: h.install,
           })),
         },
         null,
@@ -156,11 +232,18 @@ export async function startSshHosts(names: string[], region: string): Promise<Ss
       hosts,
       key,
       knownHosts,
+      hostKey: hostPub,
       inventory,
       async exec(host, cmd) {
         const p = Bun.spawn(["ip", "netns", "exec", host.ns, "sh", "-c", cmd], { stdout: "pipe", stderr: "pipe" });
         const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
         return { code, out: `${out}${err}` };
+      },
+      async sshAsDeploy(host, cmd, input) {
+        const opts = ["-F", "none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${knownHosts}`, "-o", "LogLevel=ERROR", "-i", key, "-o", "IdentitiesOnly=yes"];
+        const p = Bun.spawn(["ssh", ...opts, `deploy@${host.ip}`, cmd], { stdin: input ? Bun.file(input) : "ignore", stdout: "pipe", stderr: "pipe" });
+        const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+        return { code, out, err };
       },
       stop,
     };

@@ -1,5 +1,8 @@
 // One host's deploy: install the release beside the others, switch, restart, wait for health, and
 // put the previous release back when the new one does not come up. docs/deploy.md walks through it.
+// The deploy user reads what is world-readable (releases, `current`) itself; everything it changes
+// as root goes through sudo: systemctl for the app units, and the host's install script
+// (infra/deploy/scripts/captcha-pipeline-install.sh), which installs only signed releases.
 import type { Host } from "./inventory.ts";
 import { archOf, type DeployApp, releasesToPrune, solverPort, unitOf } from "./plan.ts";
 import { q, type Ssh } from "./ssh.ts";
@@ -7,6 +10,8 @@ import { q, type Ssh } from "./ssh.ts";
 export interface LocalBinary {
   path: string;
   sha256: string;
+  /** The base64 of `<binary>.sha256.sig` (npm run build), which the host checks before installing. */
+  signature: string;
 }
 
 export interface HostDeployDeps {
@@ -30,27 +35,24 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
   const appDir = `${host.root}/${app}`;
   const rel = `${appDir}/releases/${version}`;
   const unit = unitOf(app, version);
-  const ctl = (verb: string, u = unit) => `${host.systemctl} ${verb} ${q(u)}`;
+  // Root's own commands need no sudo (a host bootstrapped before the deploy user; not the default).
+  const asRoot = (cmd: string) => (host.ssh.user === "root" ? cmd : `sudo -n ${cmd}`);
+  const ctl = (verb: string, u = unit) => asRoot(`${host.systemctl} ${verb} ${q(u)}`);
+  const install = (args: string) => asRoot(`${q(host.install)} ${args}`);
   try {
     const arch = archOf(await d.ssh.check(host, "uname", "uname -m"));
     const bin = await d.binary(arch);
-    const present = (await d.ssh.check(host, "inspect release", `mkdir -p ${q(rel)}\nif [ -f ${q(`${rel}/${app}`)} ]; then sha256sum < ${q(`${rel}/${app}`)} | cut -d' ' -f1; fi`)).trim();
+    const present = (await d.ssh.check(host, "inspect release", `if [ -f ${q(`${rel}/${app}`)} ]; then sha256sum < ${q(`${rel}/${app}`)} | cut -d' ' -f1; fi`)).trim();
     if (present === bin.sha256) say(`${version} (${arch}) already installed, checksum ok`);
     else {
-      const partial = `${rel}/.${app}.partial`;
-      await d.ssh.check(
-        host,
-        "copy binary",
-        `cat > ${q(partial)}\ngot=$(sha256sum < ${q(partial)} | cut -d' ' -f1)\nif [ "$got" != ${q(bin.sha256)} ]; then rm -f ${q(partial)}; echo "checksum mismatch after copy: $got" >&2; exit 3; fi\nchmod 755 ${q(partial)}\nmv -f ${q(partial)} ${q(`${rel}/${app}`)}\ntouch ${q(rel)}`,
-        { input: bin.path, timeoutMs: 600_000 },
-      );
-      say(`copied ${version} (${arch}), checksum ${bin.sha256.slice(0, 12)}… verified on the host`);
+      await d.ssh.check(host, "install release", install(`release ${app} ${version} ${arch} ${bin.sha256} ${q(bin.signature)}`), { input: bin.path, timeoutMs: 600_000 });
+      say(`copied ${version} (${arch}): signature and checksum ${bin.sha256.slice(0, 12)}… verified on the host`);
     }
 
     if (app === "solver") return await solverSwitch();
 
     const previous = (await d.ssh.check(host, "read current", `readlink ${q(`${appDir}/current`)} || true`)).trim().replace(/^releases\//, "") || undefined;
-    const point = (v: string) => `ln -sfn ${q(`releases/${v}`)} ${q(`${appDir}/.current.new`)}\nmv -T ${q(`${appDir}/.current.new`)} ${q(`${appDir}/current`)}`;
+    const point = (v: string) => install(`switch ${app} ${v}`);
     await d.ssh.check(host, "switch current", point(version));
     await d.ssh.check(host, "restart", ctl("restart"));
     say(`current -> ${version} (was ${previous ?? "none"}); ${unit} restarted`);
@@ -78,13 +80,13 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
   /** The solver: the new version starts beside the running ones (the rollout service moves work). */
   async function solverSwitch(): Promise<HostOutcome> {
     const ports = new Map<string, number>();
-    const listing = await d.ssh.check(host, "read solver ports", `for f in ${q(host.etc)}/solver@*.env; do [ -f "$f" ] || continue; printf '%s %s\\n' "$f" "$(sed -n 's/^METRICS_PORT=//p' "$f" | tail -1)"; done`);
+    const listing = await d.ssh.check(host, "read solver ports", install("ports"));
     for (const line of listing.split("\n")) {
-      const m = /solver@([a-z0-9_]+)\.env (\d+)$/.exec(line.trim());
+      const m = /^solver@([a-z0-9_]+) (\d+)$/.exec(line.trim());
       if (m) ports.set(m[1]!, Number(m[2]));
     }
     const port = solverPort(version, ports);
-    if (!ports.has(version)) await d.ssh.check(host, "write solver env", `umask 077\nprintf 'METRICS_PORT=%s\\n' ${port} > ${q(`${host.etc}/solver@${version}.env`)}`);
+    if (!ports.has(version)) await d.ssh.check(host, "write solver env", install(`solver-port ${version} ${port}`));
     await d.ssh.check(host, "start solver", `${ctl("enable")}\n${ctl("restart")}`);
     say(`${unit} started beside ${[...ports.keys()].filter((v) => v !== version).join(", ") || "no other version"} (metrics port ${port})`);
     const health = await waitHealthy(port);
@@ -108,7 +110,7 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
         ? ctl("is-active --quiet")
         : app === "solver"
           ? `curl -fsS -m 2 http://127.0.0.1:${solverMetricsPort}/readyz`
-          : `port=$(sed -n 's/^GATEWAY_PORT=//p' ${q(`${host.etc}/common.env`)} ${q(`${host.etc}/gateway.env`)} 2>/dev/null | tail -1)\ncurl -fsS -m 2 "http://127.0.0.1:\${port:-8080}/readyz"`;
+          : `port=$(${install("ports")} | sed -n 's/^gateway //p')\ncurl -fsS -m 2 "http://127.0.0.1:\${port:-8080}/readyz"`;
     let streak = 0;
     let last = "no answer yet";
     while (Date.now() - start < d.healthTimeoutMs) {
@@ -134,8 +136,7 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
       .map((m) => ({ installedAt: Number(m[1]), version: m[2]! }));
     const gone = releasesToPrune(releases, inUse, d.keep);
     if (gone.length) {
-      const envFiles = app === "solver" ? gone.map((v) => q(`${host.etc}/solver@${v}.env`)).join(" ") : "";
-      await d.ssh.check(host, "prune releases", `rm -rf ${gone.map((v) => q(`${appDir}/releases/${v}`)).join(" ")}${envFiles ? `\nrm -f ${envFiles}` : ""}`);
+      await d.ssh.check(host, "prune releases", install(`prune ${app} ${gone.join(" ")}`));
       say(`pruned ${gone.join(", ")} (keeping ${d.keep})`);
     }
     return gone;

@@ -18,27 +18,40 @@ export interface Ssh {
 export interface SshOptions {
   /** A private key (`-i`); default: the agent's and ssh's defaults. */
   key?: string;
-  /** The known_hosts file; default ssh's own. New hosts are accepted once (accept-new), changed ones refused. */
-  knownHosts?: string;
+  /**
+   * The only known_hosts file ssh reads (the system's and the user's are not): a host whose key is
+   * not in it is refused (StrictHostKeyChecking=yes), never added. The deploy writes it from the
+   * inventory's hostKeys (host-keys.ts).
+   */
+  knownHosts: string;
   connectTimeoutS?: number;
 }
+
+/** What ssh prints when StrictHostKeyChecking refuses a host's key. */
+const HOST_KEY_REFUSED = /Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No \S+ host key is known/;
 
 /** A single-quoted shell word. */
 export const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
-export function createSsh(o: SshOptions = {}): Ssh {
+/** OpenSSH's client with host keys checked strictly against `o.knownHosts` alone. */
+export function createSsh(o: SshOptions): Ssh {
   const base = [
     "-F",
     "none",
     "-o",
     "BatchMode=yes",
     "-o",
-    "StrictHostKeyChecking=accept-new",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    `UserKnownHostsFile=${o.knownHosts}`,
+    "-o",
+    "GlobalKnownHostsFile=/dev/null",
+    "-o",
+    "UpdateHostKeys=no",
     "-o",
     `ConnectTimeout=${o.connectTimeoutS ?? 10}`,
     "-o",
     "LogLevel=ERROR",
-    ...(o.knownHosts ? ["-o", `UserKnownHostsFile=${o.knownHosts}`] : []),
     ...(o.key ? ["-i", o.key, "-o", "IdentitiesOnly=yes"] : []),
   ];
   const run: Ssh["run"] = async (host, script, opts = {}) => {
@@ -56,6 +69,7 @@ export function createSsh(o: SshOptions = {}): Ssh {
     run,
     async check(host, step, script, opts) {
       const r = await run(host, script, opts);
+      if (r.code === 255 && HOST_KEY_REFUSED.test(r.stderr)) throw new Error(`${host.name}: its host key is not the one pinned in the inventory's hostKeys: refused by ssh before ${step}, nothing was run on it`);
       if (r.code !== 0) throw new Error(`${host.name}: ${step} failed (exit ${r.code})${r.stderr.trim() ? `: ${r.stderr.trim().split("\n").slice(-3).join(" | ")}` : ""}`);
       return r.stdout;
     },

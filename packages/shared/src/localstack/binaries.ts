@@ -83,3 +83,15 @@ export function findChromium(log: (m: string) => void = () => {}): string {
   if (aptInstall(["chromium"], log) && existsSync(bin)) return bin;
   throw new MissingBinaryError(`chromium not found at ${bin}; apt-get install --no-install-recommends chromium (as root), or set CHROMIUM_BIN`);
 }
+
+/**
+ * Debian's sudo and visudo, for the deploy tests (the deploy user's sudoers rule is enforced by the
+ * real sudo): /usr/bin/sudo, else installed through apt (root). The package's /etc/sudoers grants
+ * nothing beyond root's own rights; the tests' rules live in their network namespaces only.
+ */
+export function findSudo(log: (m: string) => void = () => {}): { sudo: string; visudo: string } {
+  const found = () => (existsSync("/usr/bin/sudo") && existsSync("/usr/sbin/visudo") ? { sudo: "/usr/bin/sudo", visudo: "/usr/sbin/visudo" } : undefined);
+  const bins = found() ?? (aptInstall(["sudo"], log) ? found() : undefined);
+  if (!bins) throw new MissingBinaryError("sudo not found at /usr/bin/sudo; apt-get install sudo (as root)");
+  return bins;
+}
