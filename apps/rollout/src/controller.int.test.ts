@@ -204,6 +204,16 @@ describe("a rollout across two regions", () => {
     expect(r.status).toBe(0);
   }, 60_000);
 
+  test("a canary that never comes up is rolled back at the progress deadline, and the rollback carried out in the same tick", async () => {
+    expect((await cli("start", "v8", "--steps", "100", "--bake", "1s", "--deadline", "1s")).code).toBe(0);
+    await Bun.sleep(1100);
+    await controller.tick();
+    const r = await record();
+    expect(r).toMatchObject({ state: "rolledBack", applied: true, reason: "no v8 process in ra (heartbeats) within 1000 ms" });
+    expect(r.log.map((e) => e.action)).toEqual(["start", "rollback", "applied"]);
+    expect(await share("ra")).toEqual({ v2: 16 });
+  }, 30_000);
+
   test("bad arguments change nothing", async () => {
     const before = (await store.read())!.revision;
     expect((await cli("start", "v4", "--steps", "50,10")).code).toBe(2);
