@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { findNatsServer, freePort, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
+import { findNatsServer, freePort, redactPassword, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
 import { endToEnd } from "./end-to-end.ts";
 import { inFlight } from "./in-flight.ts";
 import { ingest } from "./ingest.ts";
@@ -71,7 +71,7 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
 
 try {
   pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: false, log });
-  log(`Postgres ${pg.bins.version} on ${pg.adminUrl} (fsync on), benchmarks: ${selected.map((b) => b.name).join(", ")}`);
+  log(`Postgres ${pg.bins.version} on ${redactPassword(pg.adminUrl)} (fsync on), benchmarks: ${selected.map((b) => b.name).join(", ")}`);
   for (const b of selected) {
     if (interrupted) break;
     const scope = (current = new Scope(log));

@@ -10,8 +10,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { migrateDatabase } from "@pipeline/shared/db";
-import { natsEnv, portInUse, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
+import { createAppLogins, migrateDatabase, openDatabase, urlWithLogin } from "@pipeline/shared/db";
+import { natsEnv, portInUse, redactPassword, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
 import { provisionRegionsAt } from "@pipeline/shared/runtime";
 
 const root = join(import.meta.dir, "..");
@@ -118,7 +118,11 @@ try {
     databases[r] = pg.urlFor(`pipeline_${r}`);
     await migrateDatabase(databases[r]!);
   }
-  log(`Postgres on port ${ports.pg}: databases ${regions.map((r) => `pipeline_${r}`).join(", ")}; migrations applied`);
+  // Each app its own login, a member of its role (packages/shared/src/db/roles.ts), fresh passwords
+  // at every start; the recovery services are the owner (the admin).
+  const admin = openDatabase(pg.adminUrl, { max: 1, appName: "dev-stack" });
+  const logins = await createAppLogins(admin.sql, "dev").finally(() => admin.close());
+  log(`Postgres on port ${ports.pg}: databases ${regions.map((r) => `pipeline_${r}`).join(", ")}; migrations applied; a login per app (dev_gateway_login, dev_solver_login)`);
 
   run("emulator", "packages/emulator/src/main.ts", { EMULATOR_PORT: String(ports.emulator), EMULATOR_KEYS: `${providerKey}:100`, EMULATOR_LATENCY_MS: env.EMULATOR_LATENCY_MS ?? "2000" });
   await waitForPort(ports.emulator, 20_000);
@@ -143,9 +147,10 @@ try {
       WEBHOOK_ALLOW_HTTP: "1",
       WEBHOOK_ALLOW_PRIVATE: "1",
     };
-    run(`${r} gateway`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPorts[i]), API_KEYS: apiKeys, ...(env.API_KEYS ? {} : { API_KEYS_ALLOW_SHORT: "1" }) });
+    run(`${r} gateway`, "apps/gateway/src/main.ts", { ...common, DATABASE_URL: urlWithLogin(databases[r]!, logins.gateway), ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPorts[i]), API_KEYS: apiKeys, ...(env.API_KEYS ? {} : { API_KEYS_ALLOW_SHORT: "1" }) });
     run(`${r} solver`, "apps/solver/src/main.ts", {
       ...common,
+      DATABASE_URL: urlWithLogin(databases[r]!, logins.solver),
       ...natsEnv(nats, "solver"),
       WORKER_ID: `solver-${r}`,
       PROVIDER_URL: `http://127.0.0.1:${ports.emulator}`,
@@ -168,8 +173,8 @@ try {
   const key = apiKeys.split(",")[0];
   console.log(`
   two regions, one machine (docs/regions.md)
-  ${ra} gateway  http://127.0.0.1:${gatewayPorts[0]}   (API key: ${env.API_KEYS ? "(yours)" : key}; NATS ${a.url}, domain ${ra}; Postgres ${databases[ra]})
-  ${rb} gateway  http://127.0.0.1:${gatewayPorts[1]}   (API key: ${env.API_KEYS ? "(yours)" : key}; NATS ${b.url}, domain ${rb}; Postgres ${databases[rb]})
+  ${ra} gateway  http://127.0.0.1:${gatewayPorts[0]}   (API key: ${env.API_KEYS ? "(yours)" : key}; NATS ${a.url}, domain ${ra}; Postgres ${redactPassword(databases[ra]!)})
+  ${rb} gateway  http://127.0.0.1:${gatewayPorts[1]}   (API key: ${env.API_KEYS ? "(yours)" : key}; NATS ${b.url}, domain ${rb}; Postgres ${redactPassword(databases[rb]!)})
   witness       ${witness.url}   (region leases; each region submits to the provider only while it holds its lease)
   emulator      http://127.0.0.1:${ports.emulator}   (the provider of both; stats at /emulator/stats)
   NATS users    passwords in <store>/credentials.json (0600) under ${dataDir}

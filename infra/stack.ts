@@ -5,8 +5,8 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { migrateDatabase } from "@pipeline/shared/db";
-import { devStackFile, portInUse, removeDevStack, startNatsServer, startPostgres, writeDevStack } from "@pipeline/shared/localstack";
+import { createAppLogins, migrateDatabase, openDatabase } from "@pipeline/shared/db";
+import { devStackFile, portInUse, redactPassword, removeDevStack, startNatsServer, startPostgres, writeDevStack, writePgCredentials } from "@pipeline/shared/localstack";
 import { provisionRegionsAt } from "@pipeline/shared/runtime";
 
 const root = join(import.meta.dir, "..");
@@ -58,15 +58,28 @@ try {
   }
 
   let databaseUrl = env.DATABASE_URL;
+  let pgCredentials: string | undefined;
   if (!databaseUrl) {
     const pg = await startPostgres({ dataDir: join(dataDir, "pg"), port: pgPort, log });
     stops.push(() => pg.stop());
     await pg.ensureDatabase("pipeline");
     databaseUrl = pg.urlFor("pipeline");
-    log(`Postgres on ${databaseUrl} (data ${pg.dataDir})`);
+    log(`Postgres on ${redactPassword(databaseUrl)} (data ${pg.dataDir})`);
   }
   await migrateDatabase(databaseUrl);
   log("migrations applied");
+  if (!env.DATABASE_URL) {
+    // Each app its own login, a member of its role (packages/shared/src/db/roles.ts), with fresh
+    // passwords at every start, in a 0600 file; the recovery service is the owner (the admin).
+    const admin = openDatabase(databaseUrl, { max: 1, appName: "dev-stack" });
+    const logins = await createAppLogins(admin.sql, "dev").finally(() => admin.close());
+    pgCredentials = join(dataDir, "pg-credentials.json");
+    const u = new URL(databaseUrl);
+    writePgCredentials(pgCredentials, { owner: { user: decodeURIComponent(u.username), password: decodeURIComponent(u.password) }, ...logins });
+    u.password = "";
+    databaseUrl = u.toString();
+    log(`Postgres logins: one per app (dev_gateway_login, dev_solver_login, dev_rollout_login), passwords in ${pgCredentials} (0600)`);
+  }
 
   const emulatorKey = "emulator-key";
   const spareKey = "emulator-key-spare";
@@ -115,6 +128,7 @@ try {
     natsVersion: nats.version,
     ...(nats.credentialsFile ? { natsCredentials: nats.credentialsFile } : {}),
     databaseUrl,
+    ...(pgCredentials ? { pgCredentials } : {}),
     env: defaults,
   });
 
@@ -126,7 +140,7 @@ try {
   metrics   gateway http://127.0.0.1:${env.GATEWAY_METRICS_PORT ?? "9466"}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
   console   http://127.0.0.1:${consolePort}/console   (operator token: ${env.CONSOLE_TOKENS_FILE ? "(yours)" : `${operatorToken}, in ${consoleTokensFile} (0600)`})
   NATS      ${nats.url}   (nats-server ${nats.version}${nats.credentialsFile ? `; users per app, passwords in ${nats.credentialsFile}` : ""})
-  Postgres  ${databaseUrl}
+  Postgres  ${redactPassword(databaseUrl)}${pgCredentials ? `   (a login per app; passwords in ${pgCredentials}, 0600)` : ""}
   settings  ${stackFile}   (read by the apps' dev tasks and by \`npm run recovery -- <command>\`)
 
   try:  curl -s -X POST http://127.0.0.1:${gatewayPort}/v1/tasks -H 'authorization: Bearer ${env.API_KEYS ? "<your key>" : apiKey}' \\

@@ -5,7 +5,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { failureDigest } from "./failure-digest.ts";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { findChromium, findNatsServer, freePort, startPostgres } from "@pipeline/shared/localstack";
+import { findChromium, findNatsServer, freePort, redactPassword, startPostgres } from "@pipeline/shared/localstack";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -53,7 +53,7 @@ if (pathsAsked.length === 0 || pathsAsked.some((p) => p.includes("console"))) {
 const pgDir = join(root, ".data", `test-pg-${process.pid}`);
 rmSync(pgDir, { recursive: true, force: true });
 const pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: true, log: (m) => console.error(`[test] ${m}`) });
-console.error(`[test] Postgres for tests on ${pg.adminUrl}`);
+console.error(`[test] Postgres for tests on ${redactPassword(pg.adminUrl)}`);
 
 const paths = args.filter((a) => !a.startsWith("--"));
 const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])], {

@@ -3,6 +3,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import postgres from "postgres";
 import { freePort, portInUse } from "@pipeline/shared/localstack";
 import { eventually } from "@pipeline/shared/testing";
 import type { TaskView } from "@pipeline/shared/schemas";
@@ -121,6 +122,23 @@ test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves n
     }, 30_000, 250);
     expect(consoleState.tasks.find((t) => t.state === "completed")?.n).toBe(1);
     expect((await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, { headers: { authorization: "Bearer dev-key" } })).status).toBe(401);
+    // Postgres (issue 34): each app on its own login; the passwords only in the 0600 file; no
+    // connection without a password.
+    const pgFile = join(dataDir, "pg-credentials.json");
+    expect(statSync(pgFile).mode & 0o777).toBe(0o600);
+    const pgCreds = JSON.parse(readFileSync(pgFile, "utf8")) as Record<"owner" | "gateway" | "solver" | "rollout", { user: string; password: string }>;
+    for (const c of Object.values(pgCreds)) {
+      expect(dev.output()).not.toContain(c.password);
+      expect(readFileSync(join(dataDir, "dev-stack.json"), "utf8")).not.toContain(c.password);
+    }
+    const pgAdmin = postgres({ host: "127.0.0.1", port: ports.pg, database: "pipeline", user: pgCreds.owner.user, password: pgCreds.owner.password, max: 1, onnotice: () => {} });
+    const sessions = await pgAdmin<{ usename: string; app: string }[]>`select usename, application_name as app from pg_stat_activity where datname = 'pipeline' and (application_name = 'gateway' or application_name like 'solver-%')`;
+    await pgAdmin.end({ timeout: 5 });
+    expect(new Set(sessions.filter((x) => x.app === "gateway").map((x) => x.usename))).toEqual(new Set([pgCreds.gateway.user]));
+    expect(new Set(sessions.filter((x) => x.app.startsWith("solver-")).map((x) => x.usename))).toEqual(new Set([pgCreds.solver.user]));
+    const anonymous = postgres({ host: "127.0.0.1", port: ports.pg, database: "pipeline", user: "postgres", max: 1, onnotice: () => {}, connect_timeout: 10 });
+    expect(await anonymous`select 1`.then(() => "connected", () => "refused")).toBe("refused");
+    await anonymous.end({ timeout: 1 }).catch(() => {});
     const a = assessAgainstDev(dataDir);
     expect(a.out).toMatch(/ok\s+nats\s+nats-server 2\.\d+\.\d+ at nats:\/\/127\.0\.0\.1:/);
     expect(a.out).toMatch(/ok\s+postgres\s+PostgreSQL/);

@@ -58,13 +58,15 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
 
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: REGION, LOG_LEVEL: "warn" };
   const gatewayPort = await freePort();
-  const gateway = spawnApp("gateway", o.gatewayScript ?? "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY }, logDir);
+  // Each app with its own database role, as in production (packages/shared/src/db/roles.ts).
+  const gateway = spawnApp("gateway", o.gatewayScript ?? "apps/gateway/src/main.ts", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY }, logDir);
   scope.defer("gateway", () => stopProc(gateway));
 
   const solvers: Proc[] = [];
   const spawnSolver = (i: number) => {
     const solverEnv = {
       ...common,
+      DATABASE_URL: tdb.appUrls.solver,
       ...natsEnv(nats, "solver"),
       // "solver started" is an info line: the readiness signal.
       LOG_LEVEL: "info",

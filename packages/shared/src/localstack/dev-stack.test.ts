@@ -1,8 +1,8 @@
 import { expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { devStackEnv, readDevStack, writeDevStack, type DevStack } from "./dev-stack.ts";
+import { devStackEnv, readDevStack, writeDevStack, writePgCredentials, type DevStack } from "./dev-stack.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "dev-stack-"));
 const credentials = join(dir, "credentials.json");
@@ -28,4 +28,26 @@ test("a settings file whose process is gone is stale; the file itself holds no p
   expect(await Bun.file(file).text()).not.toContain("gw-secret");
   writeDevStack(file, { ...stack, pid: 2 ** 22 + 12345 });
   expect(readDevStack(file)).toBeUndefined();
+});
+
+test("with the stack's own Postgres each app gets its own login from the 0600 logins file; the settings file holds none", async () => {
+  const pgCredentials = join(dir, "pg-credentials.json");
+  writePgCredentials(pgCredentials, {
+    owner: { user: "postgres", password: "owner-secret" },
+    gateway: { user: "dev_gateway_login", password: "gw-db-secret" },
+    solver: { user: "dev_solver_login", password: "sv-db-secret" },
+    rollout: { user: "dev_rollout_login", password: "ro-db-secret" },
+  });
+  expect(statSync(pgCredentials).mode & 0o777).toBe(0o600);
+  const { natsCredentials: _, ...noNats } = stack;
+  const own: DevStack = { ...noNats, databaseUrl: "postgres://postgres@127.0.0.1:2/pipeline", pgCredentials };
+  expect(devStackEnv(own, "gateway", {}).DATABASE_URL).toBe("postgres://dev_gateway_login:gw-db-secret@127.0.0.1:2/pipeline");
+  expect(devStackEnv(own, "solver", {}).DATABASE_URL).toBe("postgres://dev_solver_login:sv-db-secret@127.0.0.1:2/pipeline");
+  expect(devStackEnv(own, "rollout", {}).DATABASE_URL).toBe("postgres://dev_rollout_login:ro-db-secret@127.0.0.1:2/pipeline");
+  expect(devStackEnv(own, "recovery", {}).DATABASE_URL).toBe("postgres://postgres:owner-secret@127.0.0.1:2/pipeline");
+  // The environment's own DATABASE_URL wins.
+  expect(devStackEnv(own, "gateway", { DATABASE_URL: "postgres://mine@h/db" }).DATABASE_URL).toBeUndefined();
+  const file = join(dir, "dev-stack-pg.json");
+  writeDevStack(file, own);
+  for (const secret of ["owner-secret", "gw-db-secret", "sv-db-secret", "ro-db-secret"]) expect(await Bun.file(file).text()).not.toContain(secret);
 });

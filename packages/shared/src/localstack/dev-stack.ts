@@ -1,10 +1,11 @@
 // The running dev stack's connection settings, written by `infra/stack.ts` (the `dev` task of
 // the @pipeline/infra workspace) and read by the apps' dev scripts and the recovery CLI when the
-// environment does not say otherwise. The file holds no NATS password: it points at the 0600
-// credentials file of the stack's nats-server.
+// environment does not say otherwise. The file holds no password: it points at the 0600
+// credentials files of the stack's nats-server and of its Postgres logins (one per app).
 import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { urlWithLogin } from "../db/roles.ts";
 import { NATS_ROLES, type NatsRole } from "../nats/permissions.ts";
 import { readNatsCredentials } from "./nats-server.ts";
 
@@ -15,7 +16,10 @@ export const DevStack = z.object({
   natsVersion: z.string(),
   /** The nats-server's credentials file (0600): one user and password per role. */
   natsCredentials: z.string().min(1).optional(),
+  /** The stack's database (with the stack's own Postgres: no password; the logins are in pgCredentials). */
   databaseUrl: z.string().regex(/^postgres(ql)?:\/\//),
+  /** The 0600 file of the stack's Postgres logins (writePgCredentials): each app connects with its own. */
+  pgCredentials: z.string().min(1).optional(),
   /** Dev defaults of the apps' settings the user did not set (none of them the user's own secrets). */
   env: z.record(z.string(), z.string()),
 });
@@ -74,13 +78,35 @@ export async function waitForDevStack(file: string, timeoutMs: number, onWait?: 
   }
 }
 
+const PgLogin = z.object({ user: z.string().min(1), password: z.string().min(1) });
+/** The dev stack's Postgres logins: the owner's part (the admin: migrations, recovery) and one per app role. */
+export const PgCredentials = z.object({ owner: PgLogin, gateway: PgLogin, solver: PgLogin, rollout: PgLogin });
+export type PgCredentials = z.infer<typeof PgCredentials>;
+
+/** Writes the logins file (0600: it holds passwords). */
+export function writePgCredentials(file: string, c: PgCredentials): void {
+  writeFileSync(file, `${JSON.stringify(c, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
+
+/**
+ * The database URL of `role` (its own login, packages/shared/src/db/roles.ts); the recovery
+ * service, the admin and unnamed roles get the owner's.
+ */
+export function devStackDatabaseUrl(stack: DevStack, role: NatsRole | undefined): string {
+  if (!stack.pgCredentials) return stack.databaseUrl;
+  const c = PgCredentials.parse(JSON.parse(readFileSync(stack.pgCredentials, "utf8")));
+  const login = role === "gateway" || role === "solver" || role === "rollout" ? c[role] : c.owner;
+  return urlWithLogin(stack.databaseUrl, login);
+}
+
 /**
  * The environment an app of `role` gets from the dev stack: its defaults, NATS_URL, DATABASE_URL
- * and the role's NATS user. A variable the environment already sets wins, and NATS credentials
- * are only added when the environment names none of its own.
+ * (with the role's own Postgres login) and the role's NATS user. A variable the environment
+ * already sets wins, and NATS credentials are only added when the environment names none of its own.
  */
 export function devStackEnv(stack: DevStack, role: NatsRole | undefined, env: Record<string, string | undefined>): Record<string, string> {
-  const out: Record<string, string> = { ...stack.env, NATS_URL: stack.natsUrl, DATABASE_URL: stack.databaseUrl };
+  const out: Record<string, string> = { ...stack.env, NATS_URL: stack.natsUrl, DATABASE_URL: env.DATABASE_URL ? env.DATABASE_URL : devStackDatabaseUrl(stack, role) };
   if (role && stack.natsCredentials && !env.NATS_USER && !env.NATS_CREDS && NATS_ROLES.includes(role)) {
     const c = readNatsCredentials(stack.natsCredentials, role);
     out.NATS_USER = c.user;
