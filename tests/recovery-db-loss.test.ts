@@ -63,7 +63,8 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   const ackedBefore = load.acked.map((a) => a.id);
   const answered = new Map((await Promise.all(ackedBefore.map((id) => api<TaskView>(s, `/v1/tasks/${id}`)))).map((v) => [v.body.id, v.body]));
   const fault = Date.now();
-  await s.tdb.drop();
+  // The database is lost; the cluster's roles (the apps' logins) are not.
+  await adminStatement(adminUrl, "drop", s.tdb.name);
 
   // Restore into a new database; the apps get it under their database's name only once the
   // replay is done (a solver must never read a half-replayed row).
@@ -121,6 +122,11 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
       `RTO: restore done ${backAt - fault} ms after the loss, tasks completing again at ${firstCompletionMs} ms, all ${ids.length} completed at ${allDoneMs} ms; ` +
       `sweep after restore re-published ${sweep.republished}; provider submissions ${stats.submissions} for ${ids.length} tasks (duplicates ${stats.duplicateFingerprints})`,
   );
+  // The apps keep working on the restored database with their own roles (issue 34): the dump has no
+  // privileges, the restore set the gateway's and the solver's grants again.
+  const fresh = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/after-restore" } } });
+  expect(fresh.status).toBe(202);
+  expect((await api<TaskView>(s, `/v1/tasks/${fresh.body.id}?wait=30`)).body.status).toBe("completed");
   expect(missing).toEqual([]);
   expect(wrong.map((v) => v.id)).toEqual([]);
   expect(acceptedAfterSnapshot.length).toBeGreaterThan(0);

@@ -51,8 +51,9 @@ test("restore + replay rebuilds image tasks with their bodies from BODIES and th
   expect(goneBody).not.toBeNull();
   await jsm.streams.deleteMessage(streams.bodies(region), goneBody!.seq);
 
-  await s.tdb.drop();
+  // The database is lost; the cluster's roles (the apps' logins) are not.
   const adminUrl = withDatabase(s.tdb.url, "postgres");
+  await adminStatement(adminUrl, "drop", s.tdb.name);
   const restoredName = `${s.tdb.name}_restored`;
   await adminStatement(adminUrl, "create", restoredName);
   const restoredUrl = withDatabase(s.tdb.url, restoredName);

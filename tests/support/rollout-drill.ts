@@ -30,12 +30,13 @@ function rolloutEnv(two: TwoRegions): Record<string, string> {
   const hel = natsEnv(b.nats, "rollout");
   return {
     NATS_URL: a.nats.url,
-    DATABASE_URL: a.tdb.url,
+    // The rollout's own database role in each region (issue 34).
+    DATABASE_URL: a.tdb.appUrls.rollout,
     REGION: a.name,
     REGIONS: REGIONS.join(","),
     ...natsEnv(a.nats, "rollout"),
     NATS_URL_HEL1: b.nats.url,
-    DATABASE_URL_HEL1: b.tdb.url,
+    DATABASE_URL_HEL1: b.tdb.appUrls.rollout,
     NATS_USER_HEL1: hel.NATS_USER,
     NATS_PASSWORD_HEL1: hel.NATS_PASSWORD,
     LOG_LEVEL: "info",
@@ -49,7 +50,7 @@ function spawnCanary(two: TwoRegions, r: Region, env: Record<string, string>): P
     "apps/solver/src/main.ts",
     {
       NATS_URL: r.nats.url,
-      DATABASE_URL: r.tdb.url,
+      DATABASE_URL: r.tdb.appUrls.solver,
       REGION: r.name,
       REGIONS: REGIONS.join(","),
       LOG_LEVEL: "info",

@@ -299,12 +299,12 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       // The region's topology first, as its recovery service makes it at start: the apps wait for it.
       await provisionRegionsAt(nats.url, nats.auth("admin"), [rp.name]);
       const procs = [
-        spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY, API_KEYS_ALLOW_SHORT: "1" }, logDir),
+        spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY, API_KEYS_ALLOW_SHORT: "1" }, logDir),
         spawnInNs(
           rp.ns,
           `solver-${rp.name}`,
           "apps/solver/src/main.ts",
-          { ...common, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${rp.name}`, PROVIDER_URL: `http://${rp.hostAccessIp}:${emuPort}`, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
+          { ...common, DATABASE_URL: tdb.appUrls.solver, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${rp.name}`, PROVIDER_URL: `http://${rp.hostAccessIp}:${emuPort}`, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
           logDir,
         ),
         spawnInNs(

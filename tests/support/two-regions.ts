@@ -90,11 +90,12 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     // The region's topology first, as its recovery service makes it at start: the apps wait for it.
     await provisionRegionsAt(nats.url, nats.auth("admin"), [name]);
     const procs = [
-      spawnApp(`gateway-${name}`, "apps/gateway/src/main.ts", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(port), API_KEYS: API_KEY }, logDir),
+      // The gateway and the solver with their own database roles (issue 34); recovery is the owner.
+      spawnApp(`gateway-${name}`, "apps/gateway/src/main.ts", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(port), API_KEYS: API_KEY }, logDir),
       spawnApp(
         `solver-${name}`,
         "apps/solver/src/main.ts",
-        { ...common, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${name}`, PROVIDER_URL: emu.url, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
+        { ...common, DATABASE_URL: tdb.appUrls.solver, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${name}`, PROVIDER_URL: emu.url, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
         logDir,
       ),
       spawnApp(

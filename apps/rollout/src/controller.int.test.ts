@@ -45,7 +45,7 @@ beforeAll(async () => {
     workers[r] = await openWorkersBucket(admin, r);
   }
   links = new Map();
-  for (const r of REGIONS) links.set(r, await openRegionLink({ name: r, natsUrl: n.url, auth: n.auth("rollout"), databaseUrl: tdb.url }, "rollout-test"));
+  for (const r of REGIONS) links.set(r, await openRegionLink({ name: r, natsUrl: n.url, auth: n.auth("rollout"), databaseUrl: tdb.appUrls.rollout }, "rollout-test"));
   store = createRolloutStore(await openControlBucket(admin));
   controller = createController({ store, regions: links, home: links.get("ra")!, ackWaitMs: 30_000, now: Date.now, log });
 }, 60_000);
@@ -59,7 +59,7 @@ afterAll(async () => {
 
 const cli = async (...args: string[]) => {
   const p = Bun.spawn([process.execPath, `${import.meta.dir}/cli.ts`, ...args], {
-    env: { ...process.env, NATS_URL: n.url, REGION: "ra", REGIONS: REGIONS.join(","), DATABASE_URL: tdb.url, ...natsEnv(n, "rollout"), NATS_URL_RB: n.url, NATS_USER_RB: n.auth("rollout").user!, NATS_PASSWORD_RB: n.auth("rollout").pass! },
+    env: { ...process.env, NATS_URL: n.url, REGION: "ra", REGIONS: REGIONS.join(","), DATABASE_URL: tdb.appUrls.rollout, ...natsEnv(n, "rollout"), NATS_URL_RB: n.url, NATS_USER_RB: n.auth("rollout").user!, NATS_PASSWORD_RB: n.auth("rollout").pass! },
     stdout: "pipe",
     stderr: "pipe",
   });

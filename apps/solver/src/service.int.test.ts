@@ -47,7 +47,8 @@ function config(over: Record<string, string> = {}) {
   return loadConfig({
     NATS_URL: nats.url,
     ...natsEnv(nats, "solver"),
-    DATABASE_URL: tdb.url,
+    // The solver's own database role (issue 34), as in production.
+    DATABASE_URL: tdb.appUrls.solver,
     REGION,
     PROVIDER_URL: emu.url,
     PROVIDER_KEY: KEY,

@@ -17,6 +17,7 @@ export interface GatewayTestStack {
   /** The gateway's own NATS user's connection. */
   gw: NatsConnection;
   jsm: JetStreamManager;
+  /** The admin's connection (to set rows up and inspect them); the app has its own (the gateway's role). */
   database: Database;
   /** Answers `Bearer client-a-key`. */
   app: ReturnType<typeof createApp>;
@@ -32,9 +33,11 @@ export async function startGatewayTestStack(region: string): Promise<GatewayTest
   await ensureStreams(jsm, { region });
   const gw = await connectNats(nats.url, `${region}-gateway`, nats.auth("gateway"));
   const database = openDatabase(tdb.url, { max: 5 });
+  // The app's store connects as the gateway's own database role (issue 34), as in production.
+  const gatewayDb = openDatabase(tdb.appUrls.gateway, { max: 5, appName: "gateway" });
   const app = createApp({
     config: { REGION: region, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
-    store: createTaskStore(database.db),
+    store: createTaskStore(gatewayDb.db),
     queue: createTaskQueue(gw, region, 2000),
     watcher: createTaskWatcher(gw, region),
     apiKeys: createApiKeys(["client-a-key"]),
@@ -50,6 +53,7 @@ export async function startGatewayTestStack(region: string): Promise<GatewayTest
     async close() {
       await gw.close();
       await admin.close();
+      await gatewayDb.close();
       await database.close();
       await Promise.all([nats?.dispose(), tdb?.drop()]);
     },
