@@ -13,8 +13,9 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
-import { cloudInitCommand, findNatsServer, findShellcheck, onPath } from "@pipeline/shared/localstack";
+import { cloudInitCommand, findNatsServer, findShellcheck, findSudo, onPath } from "@pipeline/shared/localstack";
 import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
+import { allowedSignersLine } from "../infra/build.ts";
 import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
 import { loadConfig as loadGatewayConfig } from "../apps/gateway/src/config.ts";
 import { QuotasConfig } from "../apps/gateway/src/domain/quotas.ts";
@@ -184,6 +185,9 @@ const SAMPLE = {
   private_cidr: "10.0.0.0/16",
   nats_server_version: "2.15.1",
   nats_server_sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+  admin_ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOps ops@example", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherOpsOtherOpsOtherOpsOtherOpsOtherOpsOther alice"],
+  deploy_ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDeployDeployDeployDeployDeployDeployDeployDe deploy@ci"],
+  release_signing_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReleaseReleaseReleaseReleaseReleaseReleaseRel release"],
   hosts: [
     ...["fsn1", "hel1"].flatMap((r, k): Host[] => [
       { name: `${r}-app-1`, region: r, role: "app", private_ip: `10.0.${k + 1}.10` },
@@ -260,10 +264,19 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
     nats_server_version: s.nats_server_version,
     nats_server_sha256: s.nats_server_sha256,
   };
+  // Logins on every host; the deploy user's side of an app host (modules/userdata: logins, deploy_files).
+  const yamlKeys = (keys: string[]) => keys.map((k) => `- ${JSON.stringify(k.trim())}`).join("\n");
+  const logins = { sshd_config: read(DEPLOY, "ssh", "10-captcha-pipeline.conf"), admin_ssh_keys: yamlKeys(s.admin_ssh_keys) };
+  const deployFiles = {
+    deploy_ssh_keys: yamlKeys(s.deploy_ssh_keys),
+    deploy_sudoers: read(DEPLOY, "sudoers", "captcha-pipeline-deploy"),
+    deploy_install_script: read(DEPLOY, "scripts", "captcha-pipeline-install.sh"),
+    release_signers: s.release_signing_keys.map(allowedSignersLine).join("\n"),
+  };
   const out: Record<string, string> = {};
   for (const h of s.hosts) {
-    const base = { hostname: h.name, private_cidr: s.private_cidr };
-    if (h.role === "app") out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "app.yaml"), { ...units, ...base });
+    const base = { hostname: h.name, private_cidr: s.private_cidr, ...logins };
+    if (h.role === "app") out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "app.yaml"), { ...units, ...deployFiles, ...base });
     else if (h.role === "nats") {
       const conf = renderTemplate(join(DEPLOY, "nats", "region.conf.tftpl"), {
         server_name: h.name,
@@ -398,7 +411,8 @@ test("cloud-init: each app runs as its own system user in its own system group; 
     const useradd = calls.filter((c) => c[0] === "useradd");
     // The image's default user (Debian: `debian`, passwordless sudo for anything, the same SSH keys) is not created.
     expect({ host, users: useradd.map((c) => c[1]) }).toEqual({ host, users: expect.not.arrayContaining(["debian"]) });
-    expect({ host, unrestricted: Object.entries(sudo).filter(([, rules]) => rules.some((r) => /NOPASSWD:\s*ALL\s*$/.test(r))).map(([u]) => u) }).toEqual({ host, unrestricted: [] });
+    // The one login with root's rights: the operators' `ops` (root cannot log in over SSH; see "logins" below).
+    expect({ host, unrestricted: Object.entries(sudo).filter(([, rules]) => [rules].flat().some((r) => /NOPASSWD:\s*ALL\s*$/.test(r))).map(([u]) => u) }).toEqual({ host, unrestricted: ["ops"] });
     const system = useradd.filter((c) => c.includes("--system"));
     expect({ host, system: system.map((c) => c[1]).sort() }).toEqual({ host, system: [...expected].sort() });
     for (const c of system) {
@@ -412,6 +426,82 @@ test("cloud-init: each app runs as its own system user in its own system group; 
       expect(calls).toContainEqual(["passwd", "-l", user]);
     }
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Logins (issue 34): no root over SSH; the deploy's own user and its narrow sudo; signed releases
+
+const SUDOERS = read(DEPLOY, "sudoers", "captcha-pipeline-deploy");
+/** The sudoers drop-in's commands: the app units' verbs (a regular expression over the whole argument list) and the install script. */
+const DEPLOY_COMMANDS = ["/usr/bin/systemctl ^(start|stop|restart|enable|disable|is-active --quiet) (gateway|recovery|rollout|solver@[a-z0-9_]{1,32})\\.service$", "/usr/local/sbin/captcha-pipeline-install"];
+
+test("logins: root cannot log in over SSH on any role (disable_root, PermitRootLogin no); operators log in as `ops`, the deploy as `deploy` on app hosts", () => {
+  const roles = { "fsn1-app-1": "app", "fsn1-nats-1": "nats", "fsn1-pg-1": "postgres", "nbg1-witness-1": "witness" } as const;
+  const sshd = read(DEPLOY, "ssh", "10-captcha-pipeline.conf");
+  for (const line of ["PermitRootLogin no", "PasswordAuthentication no", "KbdInteractiveAuthentication no"]) expect(sshd.split("\n")).toContain(line);
+  for (const [name, role] of Object.entries(roles)) {
+    const c = parsed(name) as CloudConfig & { disable_root?: boolean; ssh_pwauth?: boolean };
+    expect({ name, disable_root: c.disable_root, ssh_pwauth: c.ssh_pwauth }).toEqual({ name, disable_root: true, ssh_pwauth: false });
+    const drop = c.write_files?.find((f) => f.path === "/etc/ssh/sshd_config.d/10-captcha-pipeline.conf");
+    expect({ name, content: drop?.content, owner: drop?.owner, permissions: drop?.permissions }).toEqual({ name, content: sshd, owner: "root:root", permissions: "0644" });
+    expect(c.packages).toContain("sudo");
+    const users = (c.users ?? []).filter((u) => typeof u === "object") as Array<{ name: string; sudo?: string; ssh_authorized_keys?: string[]; lock_passwd?: boolean }>;
+    const ops = users.find((u) => u.name === "ops");
+    expect({ name, keys: ops?.ssh_authorized_keys, locked: ops?.lock_passwd }).toEqual({ name, keys: SAMPLE.admin_ssh_keys, locked: true });
+    const deploy = users.find((u) => u.name === "deploy");
+    if (role === "app") {
+      // Its keys are Terraform's deploy_ssh_keys; no sudo of cloud-init's: the drop-in is its one rule.
+      expect({ name, keys: deploy?.ssh_authorized_keys, locked: deploy?.lock_passwd, sudo: deploy?.sudo }).toEqual({ name, keys: SAMPLE.deploy_ssh_keys, locked: true, sudo: undefined });
+      expect(cloudInitUsers(name).sudo).toEqual({ ops: "ALL=(ALL) NOPASSWD:ALL" });
+    } else expect({ name, deploy }).toEqual({ name, deploy: undefined });
+  }
+});
+
+test("the deploy user's sudoers drop-in lists only the app units' systemctl verbs and the install script; visudo accepts it", () => {
+  const files = parsed("fsn1-app-1").write_files ?? [];
+  const drop = files.find((f) => f.path === "/etc/sudoers.d/captcha-pipeline-deploy");
+  expect({ content: drop?.content, owner: drop?.owner, permissions: drop?.permissions }).toEqual({ content: SUDOERS, owner: "root:root", permissions: "0440" });
+  for (const name of ["fsn1-nats-1", "fsn1-pg-1", "nbg1-witness-1"]) expect(parsed(name).write_files?.some((f) => f.path.startsWith("/etc/sudoers.d/"))).toBe(false);
+  const { visudo } = findSudo((m) => console.log(`[deploy-static] ${m}`));
+  const dir = mkdtempSync(join(tmpdir(), "deploy-sudoers-"));
+  try {
+    writeFileSync(join(dir, "captcha-pipeline-deploy"), SUDOERS, { mode: 0o440 });
+    const r = run([visudo, "-c", "-f", join(dir, "captcha-pipeline-deploy")]);
+    expect({ status: r.status, out: r.out }).toEqual({ status: 0, out: `${join(dir, "captcha-pipeline-deploy")}: parsed OK` });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // One rule, for `deploy`, as root, and exactly these commands: no ALL, no shell, no SETENV, no wildcard.
+  const rules = SUDOERS.split("\n").filter((l) => l.trim() && !l.trimStart().startsWith("#"));
+  expect(rules).toHaveLength(1);
+  const m = /^deploy ALL=\(root\) NOPASSWD: (.*)$/.exec(rules[0]!);
+  expect(m).not.toBeNull();
+  expect(m![1]!.split(/, (?=\/)/)).toEqual(DEPLOY_COMMANDS);
+  expect(m![1]).not.toMatch(/\bALL\b|SETENV|\*/);
+  // The systemctl rule, read as sudo reads it (a regular expression over the arguments joined by spaces).
+  const args = new RegExp(DEPLOY_COMMANDS[0]!.replace(/^\S+ /, ""));
+  const allowed = ["gateway.service", "recovery.service", "rollout.service", "solver@v2.service", "solver@g3259101_dirty.service"].flatMap((u) => ["start", "stop", "restart", "enable", "disable", "is-active --quiet"].map((v) => `${v} ${u}`));
+  for (const a of allowed) expect({ a, allowed: args.test(a) }).toEqual({ a, allowed: true });
+  for (const a of ["restart ssh.service", "stop gateway.service ssh.service", "start solver@v1.service nftables.service", "daemon-reload", "restart solver@../../x.service", "edit gateway.service", "enable --now gateway.service", "restart gateway.service.d", "mask gateway.service", "restart gatewayxservice"])
+    expect({ a, allowed: args.test(a) }).toEqual({ a, allowed: false });
+});
+
+test("signed releases: app hosts get the install script (0755 root) and an allowed_signers of Terraform's release_signing_keys, for releases only", () => {
+  const files = parsed("fsn1-app-1").write_files ?? [];
+  const script = files.find((f) => f.path === "/usr/local/sbin/captcha-pipeline-install");
+  expect({ content: script?.content, owner: script?.owner, permissions: script?.permissions }).toEqual({ content: read(DEPLOY, "scripts", "captcha-pipeline-install.sh"), owner: "root:root", permissions: "0755" });
+  const signers = files.find((f) => f.path === "/etc/captcha-pipeline-release/allowed_signers");
+  expect({ content: signers?.content, owner: signers?.owner, permissions: signers?.permissions }).toEqual({
+    content: SAMPLE.release_signing_keys.map((k) => `captcha-pipeline-release namespaces="captcha-pipeline-release" ${k}\n`).join(""),
+    owner: "root:root",
+    permissions: "0644",
+  });
+  // The script reads the signers from there, and verifies with the principal and namespace the build signs with.
+  const text = read(DEPLOY, "scripts", "captcha-pipeline-install.sh");
+  expect(text).toMatch(/^SIGNERS=\/etc\/captcha-pipeline-release\/allowed_signers$/m);
+  expect(text).toMatch(/^NAMESPACE=captcha-pipeline-release$/m);
+  expect(text).toMatch(/^PRINCIPAL=captcha-pipeline-release$/m);
+  expect(text).toContain('ssh-keygen -Y verify -f "$SIGNERS" -I "$PRINCIPAL" -n "$NAMESPACE"');
 });
 
 test("files: env files are root's alone (systemd reads them); each app has its own folder for the files it reads; the snapshots are recovery's", () => {
@@ -868,7 +958,15 @@ test("Terraform policy: every server on the private network; both regions and th
   expect(String(tf.resource.hcloud_load_balancer.gateway[0].for_each)).toContain("var.regions");
   const inventory = String(tf.output.inventory?.[0]?.value ?? "");
   expect(inventory).toStartWith("${jsonencode(");
-  for (const key of ["hosts =", "name ", "region ", "roles ", "ssh ", "host = hcloud_server.host[name].ipv4_address", 'user = "root"', "port = 22", "privateIp "]) expect(inventory).toContain(key);
+  for (const key of ["hosts =", "name ", "region ", "roles ", "ssh ", "host = hcloud_server.host[name].ipv4_address", 'user = local.hosts[name].role == "app" ? "deploy" : "ops"', "port = 22", "hostKeys ", "lookup(var.host_keys, name, [])", "privateIp "]) expect(inventory).toContain(key);
+  expect(inventory).not.toContain('"root"');
+  // The deploy user's and the release signing keys are the operator's to give (no default), checked as public keys.
+  for (const v of ["deploy_ssh_keys", "release_signing_keys"]) {
+    expect({ v, default: tf.variable[v]?.[0]?.default }).toEqual({ v, default: undefined });
+    expect(JSON.stringify(tf.variable[v][0].validation)).toContain("ssh-ed25519");
+  }
+  expect(tf.variable.host_keys[0].default).toEqual({});
+  expect(String(tf.module.userdata[0].admin_ssh_keys)).toContain("data.hcloud_ssh_key.admin");
   // The modules/userdata inputs are what the test renders with.
   const mod = await parseHcl("main.tf", read(TERRAFORM, "modules", "userdata", "main.tf"));
   expect(Object.keys((mod as Hcl).variable).sort()).toEqual(Object.keys(SAMPLE).sort());

@@ -33,6 +33,10 @@ module "userdata" {
   private_cidr        = var.private_cidr
   nats_server_version = var.nats_server_version
   nats_server_sha256  = var.nats_server_sha256
+  # Root cannot log in over SSH: the operators' Hetzner keys go to the `ops` user.
+  admin_ssh_keys       = [for k in data.hcloud_ssh_key.admin : k.public_key]
+  deploy_ssh_keys      = var.deploy_ssh_keys
+  release_signing_keys = var.release_signing_keys
 }
 
 data "hcloud_ssh_key" "admin" {

@@ -1,12 +1,13 @@
 # What the deploy command reads (`terraform output -raw inventory > inventory.json`).
 output "inventory" {
-  description = "Every host: name, region (its location for witness nodes), roles, SSH address, private IP."
+  description = "Every host: name, region (its location for witness nodes), roles, SSH address and login (deploy on app hosts, ops elsewhere), its pinned host keys (var.host_keys), private IP."
   value = jsonencode({
     hosts = [for name in sort(keys(local.hosts)) : {
       name      = name
       region    = local.hosts[name].region
       roles     = [local.hosts[name].role]
-      ssh       = { host = hcloud_server.host[name].ipv4_address, user = "root", port = 22 }
+      ssh       = { host = hcloud_server.host[name].ipv4_address, user = local.hosts[name].role == "app" ? "deploy" : "ops", port = 22 }
+      hostKeys  = lookup(var.host_keys, name, [])
       privateIp = local.hosts[name].private_ip
     }]
   })

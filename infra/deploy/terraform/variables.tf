@@ -48,8 +48,32 @@ variable "admin_cidrs" {
 }
 
 variable "ssh_key_names" {
-  description = "Names of SSH keys already in the Hetzner project, installed for root on every host."
+  description = "Names of SSH keys already in the Hetzner project: the operators' keys, for every host's `ops` user (sudo; root cannot log in over SSH)."
   type        = list(string)
+}
+
+variable "deploy_ssh_keys" {
+  description = "Public keys (\"ssh-ed25519 AAAA... comment\") of the machine that runs the deploy command: the app hosts' `deploy` user, whose sudo allows only the app units and the install script."
+  type        = list(string)
+  validation {
+    condition     = length(var.deploy_ssh_keys) > 0 && alltrue([for k in var.deploy_ssh_keys : can(regex("^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa) [A-Za-z0-9+/]+={0,3}( [ -~]*)?$", trimspace(k)))])
+    error_message = "One or more OpenSSH public keys, each on one line (\"ssh-ed25519 AAAA... comment\")."
+  }
+}
+
+variable "release_signing_keys" {
+  description = "Public keys of the release signing key(s) (npm run build --signing-key): the app hosts install a release only when its checksum is signed by one of them (allowed_signers)."
+  type        = list(string)
+  validation {
+    condition     = length(var.release_signing_keys) > 0 && alltrue([for k in var.release_signing_keys : can(regex("^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa) [A-Za-z0-9+/]+={0,3}( [ -~]*)?$", trimspace(k)))])
+    error_message = "One or more OpenSSH public keys, each on one line (\"ssh-ed25519 AAAA... comment\")."
+  }
+}
+
+variable "host_keys" {
+  description = "Per host name, its SSH host keys or their SHA256 fingerprints as recorded at its first boot (docs/deploy.md): the inventory's hostKeys, which the deploy pins. An app host without any is refused by the deploy."
+  type        = map(list(string))
+  default     = {}
 }
 
 variable "image" {

@@ -34,6 +34,21 @@ variable "nats_server_sha256" {
   type = string
 }
 
+variable "admin_ssh_keys" {
+  description = "The operators' public keys: every host's `ops` user (root cannot log in over SSH)."
+  type        = list(string)
+}
+
+variable "deploy_ssh_keys" {
+  description = "The deploy command's public keys: the app hosts' `deploy` user."
+  type        = list(string)
+}
+
+variable "release_signing_keys" {
+  description = "The public keys whose release signatures the app hosts' install script accepts (allowed_signers)."
+  type        = list(string)
+}
+
 locals {
   root = "${path.module}/../../.."
 
@@ -108,27 +123,43 @@ locals {
     nats_server_sha256  = var.nats_server_sha256
   }
 
+  # Logins (every host): root cannot log in over SSH; `ops` has the operators' keys. A list of keys
+  # is YAML list items, each key one JSON (so YAML double-quoted) string.
+  logins = {
+    sshd_config    = file("${local.root}/ssh/10-captcha-pipeline.conf")
+    admin_ssh_keys = join("\n", [for k in var.admin_ssh_keys : "- ${jsonencode(trimspace(k))}"])
+  }
+
+  # The deploy command's side of an app host: its user's keys, its sudo rule, the install script
+  # that rule allows, and the keys whose release signatures that script accepts.
+  deploy_files = {
+    deploy_ssh_keys       = join("\n", [for k in var.deploy_ssh_keys : "- ${jsonencode(trimspace(k))}"])
+    deploy_sudoers        = file("${local.root}/sudoers/captcha-pipeline-deploy")
+    deploy_install_script = file("${local.root}/scripts/captcha-pipeline-install.sh")
+    release_signers       = join("\n", [for k in var.release_signing_keys : "captcha-pipeline-release namespaces=\"captcha-pipeline-release\" ${trimspace(k)}"])
+  }
+
   user_data = { for h in var.hosts : h.name => (
-    h.role == "app" ? templatefile("${local.root}/cloud-init/app.yaml", merge(local.units, {
+    h.role == "app" ? templatefile("${local.root}/cloud-init/app.yaml", merge(local.units, local.logins, local.deploy_files, {
       hostname     = h.name
       private_cidr = var.private_cidr
     })) :
-    h.role == "nats" ? templatefile("${local.root}/cloud-init/nats.yaml", merge(local.nats_files, {
+    h.role == "nats" ? templatefile("${local.root}/cloud-init/nats.yaml", merge(local.nats_files, local.logins, {
       hostname     = h.name
       private_cidr = var.private_cidr
       nats_conf    = local.nats_conf[h.name]
     })) :
-    h.role == "witness" ? templatefile("${local.root}/cloud-init/witness.yaml", merge(local.nats_files, {
+    h.role == "witness" ? templatefile("${local.root}/cloud-init/witness.yaml", merge(local.nats_files, local.logins, {
       hostname     = h.name
       private_cidr = var.private_cidr
       nats_conf    = local.witness_conf[h.name]
     })) :
-    templatefile("${local.root}/cloud-init/postgres.yaml", {
+    templatefile("${local.root}/cloud-init/postgres.yaml", merge(local.logins, {
       hostname      = h.name
       private_cidr  = var.private_cidr
       postgres_conf = templatefile("${local.root}/postgres/captcha-pipeline.conf.tftpl", { private_ip = h.private_ip })
       pg_hba        = templatefile("${local.root}/postgres/pg_hba.conf.tftpl", { private_cidr = var.private_cidr })
-    })
+    }))
   ) }
 }
 
