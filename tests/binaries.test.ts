@@ -92,9 +92,11 @@ test("gateway, solver, recovery and emulator binaries solve 150 tasks, each subm
   const [emuPort, gatewayPort, metricsPort] = await Promise.all([freePort(), freePort(), freePort()]);
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: "bin", LOG_LEVEL: "info" };
   start("emulator", "emulator", { EMULATOR_HOST: "127.0.0.1", EMULATOR_PORT: String(emuPort), EMULATOR_KEYS: `${PROVIDER_KEY}:1000`, EMULATOR_LATENCY_MS: "20" });
-  start("gateway", "gateway", { ...common, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY });
+  // The gateway and the solver on their own database roles (issue 34), granted by the binary's migrate above.
+  start("gateway", "gateway", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY });
   start("solver", "solver", {
     ...common,
+    DATABASE_URL: tdb.appUrls.solver,
     ...natsEnv(nats, "solver"),
     PROVIDER_URL: `http://127.0.0.1:${emuPort}`,
     PROVIDER_KEY,
@@ -135,7 +137,7 @@ test("gateway, solver, recovery and emulator binaries solve 150 tasks, each subm
   expect(workers.stdout.toString()).toContain("bin-solver-1");
   // The rollout binary: its service starts (a status listener), its CLI reads the compiled solver's shards and process.
   const rolloutPort = await freePort();
-  start("rollout", "rollout", { ...common, ...natsEnv(nats, "rollout"), ROLLOUT_HTTP_PORT: String(rolloutPort) });
+  start("rollout", "rollout", { ...common, DATABASE_URL: tdb.appUrls.rollout, ...natsEnv(nats, "rollout"), ROLLOUT_HTTP_PORT: String(rolloutPort) });
   const st = await eventually(async () => {
     const r = await fetch(`http://127.0.0.1:${rolloutPort}/v1/rollout`).catch(() => undefined);
     const body = r?.ok ? ((await r.json()) as { regions: Record<string, { share: Record<string, number>; processes: Record<string, number> }> }) : undefined;

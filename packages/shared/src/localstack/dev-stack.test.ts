@@ -45,6 +45,7 @@ test("with the stack's own Postgres each app gets its own login from the 0600 lo
   expect(devStackEnv(own, "solver", {}).DATABASE_URL).toBe("postgres://dev_solver_login:sv-db-secret@127.0.0.1:2/pipeline");
   expect(devStackEnv(own, "rollout", {}).DATABASE_URL).toBe("postgres://dev_rollout_login:ro-db-secret@127.0.0.1:2/pipeline");
   expect(devStackEnv(own, "recovery", {}).DATABASE_URL).toBe("postgres://postgres:owner-secret@127.0.0.1:2/pipeline");
+  expect(devStackEnv(own, undefined, {}).DATABASE_URL).toBe("postgres://postgres@127.0.0.1:2/pipeline");
   // The environment's own DATABASE_URL wins.
   expect(devStackEnv(own, "gateway", { DATABASE_URL: "postgres://mine@h/db" }).DATABASE_URL).toBeUndefined();
   const file = join(dir, "dev-stack-pg.json");

@@ -91,10 +91,10 @@ export function writePgCredentials(file: string, c: PgCredentials): void {
 
 /**
  * The database URL of `role` (its own login, packages/shared/src/db/roles.ts); the recovery
- * service, the admin and unnamed roles get the owner's.
+ * service and the admin get the owner's; an app of no role (the emulator) none with a password.
  */
 export function devStackDatabaseUrl(stack: DevStack, role: NatsRole | undefined): string {
-  if (!stack.pgCredentials) return stack.databaseUrl;
+  if (!stack.pgCredentials || role === undefined) return stack.databaseUrl;
   const c = PgCredentials.parse(JSON.parse(readFileSync(stack.pgCredentials, "utf8")));
   const login = role === "gateway" || role === "solver" || role === "rollout" ? c[role] : c.owner;
   return urlWithLogin(stack.databaseUrl, login);
