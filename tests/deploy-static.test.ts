@@ -388,7 +388,7 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
  * keys recorded instead of done, the user-data merged over the package's own cloud.cfg (whose
  * `users: [default]` would add the image's `debian` login).
  */
-function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string, string[]> } {
+function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string, string | string[]> } {
   const { cmd, env } = cloudInitCommand((m) => console.log(`[deploy-static] ${m}`));
   const python = env.PYTHONPATH ? cmd[0]! : "python3";
   const base = env.PYTHONPATH ? join(env.PYTHONPATH, "..", "..", "..", "..", "etc", "cloud", "cloud.cfg") : "/etc/cloud/cloud.cfg";
@@ -398,7 +398,7 @@ function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string,
     writeFileSync(file, USER_DATA[name]!);
     const r = run([python, join(ROOT, "tests", "support", "cloud-init-users.py"), base, file], { env });
     expect(r.status, r.out).toBe(0);
-    return JSON.parse(r.stdout) as { calls: string[][]; sudo: Record<string, string[]> };
+    return JSON.parse(r.stdout) as { calls: string[][]; sudo: Record<string, string | string[]> };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
