@@ -7,7 +7,7 @@ import { streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
 import type { LiveConfig } from "./adapters/live-config.ts";
 import type { MemoryGovernor } from "./adapters/memory.ts";
-import { createSolverMetrics, type SolverMetrics } from "./adapters/metrics.ts";
+import { addSolverGauges, createSolverMetrics } from "./adapters/metrics.ts";
 import { createEventSink } from "./adapters/nats.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import type { SolverConfig } from "./config.ts";
@@ -36,11 +36,6 @@ export interface SolverService {
 }
 
 /**
- * Wires config -> adapters -> worker and starts it, in dependency order. The metrics are bound
- * last (their gauges read the worker, the keys and the governor); until then the provider client
- * and the worker count into nothing.
- */
-/**
  * The solver's pool, and the checkpoints' own (adapters/pg.ts). Custom plans
  * (plan_cache_mode=force_custom_plan): a prepared statement is planned for each execution with
  * the table as it is now, not once as a generic plan cached while `tasks` was small (a fresh
@@ -55,8 +50,14 @@ function openPools(config: SolverConfig, workerId: string) {
   };
 }
 
+/**
+ * Wires config -> adapters -> worker and starts it, each part built once, after what it uses: the
+ * metrics first (the parts count into them), their gauges once the parts they read exist; the
+ * timing in use before the live config that applies revisions to it and the worker that reads it.
+ */
 export async function startSolver(config: SolverConfig, log: Logger): Promise<SolverService> {
   const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
+  const metrics = createSolverMetrics();
   const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
   const topology = await openTaskTopology(nc, config, workerId, log);
   const { jsm, js, consumers } = topology;
@@ -71,20 +72,19 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   });
   // Each event waits for its PubAck through one subscription (pub-acks.ts): three per task.
   const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
-  let metrics: SolverMetrics | undefined;
   const timing = timingOf(config);
   const makeBreaker = breakerFactory(config, (data) => void events.alert("breaker", { ...data, worker: workerId }), log);
-  const { keyRing, liveConfig } = await startKeys({ nc, config, timing, makeBreaker, onRejected: () => metrics?.event("configRejected"), log });
+  const { keyRing, liveConfig } = await startKeys({ nc, config, timing, makeBreaker, onRejected: () => metrics.event("configRejected"), log });
   const tally: Tally = { providerCalls: 0, providerErrors: 0 };
-  const provider = providerClientOf(config, () => metrics, tally);
+  const provider = providerClientOf(config, metrics, tally);
   // With several regions, new provider submissions only while this region holds its lease.
   const fence = config.regions.length > 1 ? watchFence(await bindBucket(nc, buckets.region(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }), config.REGION, log) : undefined;
   const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) => void topology.recreate(lane, what);
-  const worker = createSolverWorker({ config, workerId, nc, consumers, database, checkpoints, provider, slots, keyRing, events, fence, timing, metrics: () => metrics, onConsumerMissing, log });
+  const worker = createSolverWorker({ config, workerId, nc, consumers, database, checkpoints, provider, slots, keyRing, events, fence, timing, metrics, onConsumerMissing, log });
   const deliveries = createDeliveryStore(database.db);
-  const dispatcher: Dispatcher | undefined = config.WEBHOOK_SECRET ? createCallbackDispatcher({ config, deliveries, workerId, metrics: () => metrics!, log }) : undefined;
+  const dispatcher: Dispatcher | undefined = config.WEBHOOK_SECRET ? createCallbackDispatcher({ config, deliveries, workerId, metrics, log }) : undefined;
   const memory = memoryGovernorOf(config);
-  const m = (metrics = createSolverMetrics({
+  addSolverGauges(metrics, {
     keyRef: () => keyRing.current().ref,
     breakerState: () => keyRing.breaker(keyRing.current().ref).state(),
     inFlight: () => worker.inFlight(),
@@ -95,9 +95,9 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     consumers,
     jsm,
     dlqStream: streams.dlq(config.REGION),
-  }));
+  });
   let ready = false;
-  const metricsServer = serveMetrics(config, m, () => ready && !nc.isClosed());
+  const metricsServer = serveMetrics(config, metrics, () => ready && !nc.isClosed());
   slots.start();
   worker.start();
   const workersKv = await bindBucket(nc, buckets.workers(config.REGION), { waitMs: TOPOLOGY_WAIT_MS });

@@ -24,13 +24,40 @@ export interface SolverMetricSources {
   dlqStream: string;
 }
 
-/** The solver's Prometheus metrics; gauges that need I/O are read at scrape time. */
-export function createSolverMetrics(src: SolverMetricSources) {
+/**
+ * The solver's Prometheus counters and histograms, what its parts count into: built before them.
+ * The gauges, which read the parts at scrape time, are added once the parts exist (`addSolverGauges`).
+ */
+export function createSolverMetrics() {
   const registry = createRegistry("solver");
   const outcomes = new Counter({ name: "solver_outcomes_total", help: "Messages handled, by outcome (ack, nak, term)", labelNames: ["kind"], registers: [registry] });
   const events = new Counter({ name: "solver_worker_events_total", help: "Worker events: dedup acks, redeliveries, resumed polls, slot and breaker waits, dead letters...", labelNames: ["event"], registers: [registry] });
   const replies = new Counter({ name: "solver_provider_replies_total", help: "Provider replies by call, kind and code", labelNames: ["call", "kind", "code"], registers: [registry] });
   const solve = new Histogram({ name: "solver_solve_duration_seconds", help: "From acceptance to completed, by task type", labelNames: ["type"], buckets: SOLVE_BUCKETS, registers: [registry] });
+  const webhookAttempts = new Counter({ name: "solver_webhook_attempts_total", help: "Callback attempts by result: delivered, http_error (not 2xx), unreachable, dns_error", labelNames: ["result"], registers: [registry] });
+  const webhookOutcomes = new Counter({
+    name: "solver_webhook_deliveries_total",
+    help: "Callbacks ended, by outcome: delivered, failed (retry limit reached), refused (SSRF policy at send time), superseded (a redrive)",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
+  for (const outcome of ["delivered", "failed", "refused", "superseded"]) webhookOutcomes.inc({ outcome }, 0);
+  return {
+    registry,
+    webhookAttempt: (result: string) => webhookAttempts.inc({ result }),
+    webhookOutcome: (outcome: string) => webhookOutcomes.inc({ outcome }),
+    outcome: (kind: string) => outcomes.inc({ kind }),
+    event: (event: string) => events.inc({ event }),
+    reply: (call: string, r: ProviderReply) => replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),
+    solved: (type: string, seconds: number) => solve.observe({ type }, seconds),
+    response: () => metricsResponse(registry),
+  };
+}
+export type SolverMetrics = ReturnType<typeof createSolverMetrics>;
+
+/** The solver's gauges, on the metrics' registry: each read from its source at scrape time (those that need I/O too). */
+export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources): void {
+  const { registry } = metrics;
   new Gauge({ name: "solver_in_flight", help: "Tasks this process is handling", registers: [registry], collect() { this.set(src.inFlight()); } });
   // Counters mirrored from the governor at scrape time: incremented by what it did since the last scrape.
   const mirrored = (name: string, help: string, read: () => number) => {
@@ -94,14 +121,6 @@ export function createSolverMetrics(src: SolverMetricSources) {
       this.set(info?.state.messages ?? Number.NaN);
     },
   });
-  const webhookAttempts = new Counter({ name: "solver_webhook_attempts_total", help: "Callback attempts by result: delivered, http_error (not 2xx), unreachable, dns_error", labelNames: ["result"], registers: [registry] });
-  const webhookOutcomes = new Counter({
-    name: "solver_webhook_deliveries_total",
-    help: "Callbacks ended, by outcome: delivered, failed (retry limit reached), refused (SSRF policy at send time), superseded (a redrive)",
-    labelNames: ["outcome"],
-    registers: [registry],
-  });
-  for (const outcome of ["delivered", "failed", "refused", "superseded"]) webhookOutcomes.inc({ outcome }, 0);
   new Gauge({ name: "solver_webhook_in_flight", help: "Callback attempts this process has in flight", registers: [registry], collect() { this.set(src.webhookInFlight?.() ?? 0); } });
   const backlog = async () => (src.webhookBacklog ? await src.webhookBacklog().catch(() => ({ pending: Number.NaN, lagSeconds: Number.NaN })) : { pending: 0, lagSeconds: 0 });
   new Gauge({ name: "pipeline_webhook_deliveries_pending", help: "Callbacks not yet delivered nor given up, fleet-wide (webhook_deliveries)", registers: [registry], async collect() { this.set((await backlog()).pending); } });
@@ -113,15 +132,4 @@ export function createSolverMetrics(src: SolverMetricSources) {
       this.set((await backlog()).lagSeconds);
     },
   });
-  return {
-    registry,
-    webhookAttempt: (result: string) => webhookAttempts.inc({ result }),
-    webhookOutcome: (outcome: string) => webhookOutcomes.inc({ outcome }),
-    outcome: (kind: string) => outcomes.inc({ kind }),
-    event: (event: string) => events.inc({ event }),
-    reply: (call: string, r: ProviderReply) => replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),
-    solved: (type: string, seconds: number) => solve.observe({ type }, seconds),
-    response: () => metricsResponse(registry),
-  };
 }
-export type SolverMetrics = ReturnType<typeof createSolverMetrics>;

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { backoff, firstPollDelay, tokenExpiry } from "./timing.ts";
+import { backoff, firstPollDelay, timingInUse, tokenExpiry } from "./timing.ts";
 
 test("backoff doubles per attempt, stays within [ceiling/2, ceiling], and is capped", () => {
   const lo = () => 0;
@@ -24,4 +24,12 @@ test("tokens expire after their lifetime; image answers do not", () => {
   const t = new Date("2026-01-01T00:00:00Z");
   expect(tokenExpiry("turnstile", t, 120_000)!.toISOString()).toBe("2026-01-01T00:02:00.000Z");
   expect(tokenExpiry("image", t, 120_000)).toBeNull();
+});
+
+test("a timing applied is read from the next get(); one read before keeps its values", () => {
+  const timing = timingInUse({ leaseMs: 30_000, firstPollMs: undefined, pollIntervalMs: 5000, maxPolls: 60, maxResubmits: 2, maxAttempts: 5, tokenTtlMs: 120_000, retryBaseMs: 1000, retryMaxMs: 60_000, slotWaitMs: 2000, providerTimeoutMs: 15_000 });
+  const before = timing.get();
+  timing.apply({ pollIntervalMs: 700, maxPolls: 20, maxResubmits: 3 });
+  expect(timing.get()).toEqual({ ...before, pollIntervalMs: 700, maxPolls: 20, maxResubmits: 3 });
+  expect(before.pollIntervalMs).toBe(5000);
 });

@@ -17,7 +17,7 @@ export interface Callbacks {
   stop(): Promise<void>;
 }
 
-export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: ReturnType<typeof createDeliveryStore>; workerId: string; metrics: () => SolverMetrics; log: Logger }): Dispatcher {
+export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: ReturnType<typeof createDeliveryStore>; workerId: string; metrics: SolverMetrics; log: Logger }): Dispatcher {
   const { config } = d;
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
     d.log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callback SSRF policy loosened: for dev stacks and tests only");
@@ -39,7 +39,7 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
     pollMs: config.WEBHOOK_POLL_MS,
     workerId: d.workerId,
     log: d.log,
-    metrics: { attempt: (r) => d.metrics().webhookAttempt(r), outcome: (o) => d.metrics().webhookOutcome(o) },
+    metrics: { attempt: (r) => d.metrics.webhookAttempt(r), outcome: (o) => d.metrics.webhookOutcome(o) },
   });
 }
 

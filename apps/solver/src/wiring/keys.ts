@@ -1,6 +1,6 @@
 // The provider key and the live-tunable timing: from the region's config bucket (zod-checked; an
 // invalid revision is refused and the last good one stays), else from the environment. A new key
-// rotates the key ring; a new timing is copied into the holder the worker reads.
+// rotates the key ring; a new timing is applied to the timing in use, which the worker reads.
 import type { Logger } from "@pipeline/shared/log";
 import { TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
 import { bindBucket, buckets } from "@pipeline/shared/runtime";
@@ -8,12 +8,12 @@ import { keySource, startLiveConfig, type LiveConfig } from "../adapters/live-co
 import type { SolverConfig } from "../config.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "../domain/keyring.ts";
-import type { HandlerTiming } from "../worker/deps.ts";
+import type { TimingInUse } from "../domain/timing.ts";
 
 export async function startKeys(d: {
   nc: NatsConnection;
   config: SolverConfig;
-  timing: HandlerTiming;
+  timing: TimingInUse;
   makeBreaker: (key: ProviderKeyInUse) => Breaker;
   onRejected: () => void;
   log: Logger;
@@ -27,7 +27,7 @@ export async function startKeys(d: {
     defaultKeyName: config.PROVIDER_KEY_NAME,
     envTiming: { pollIntervalMs: config.POLL_INTERVAL_MS, maxPolls: config.MAX_POLLS, maxResubmits: config.MAX_RESUBMITS },
     async apply(key, live) {
-      Object.assign(d.timing, live);
+      d.timing.apply(live);
       if (!keys) keys = createKeyRing(key, d.makeBreaker);
       else if (keys.current().ref !== key.ref) {
         log.warn({ from: keys.current().ref, to: key.ref, keyName: key.name }, "provider key rotated: new calls use the new key");

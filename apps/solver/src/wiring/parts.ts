@@ -1,5 +1,5 @@
 // Small builders of the solver's parts, each from the configuration: the breaker per key, the
-// timing holder, the provider client with the heartbeat's tallies, the memory governor, the
+// timing in use, the provider client with the heartbeat's tallies, the memory governor, the
 // metrics and readiness listener.
 import type { Logger } from "@pipeline/shared/log";
 import type { SolverMetrics } from "../adapters/metrics.ts";
@@ -8,7 +8,7 @@ import { createProviderClient } from "../adapters/provider.ts";
 import type { SolverConfig } from "../config.ts";
 import { createBreaker } from "../domain/breaker.ts";
 import type { ProviderKeyInUse } from "../domain/keyring.ts";
-import type { HandlerTiming } from "../worker/deps.ts";
+import { timingInUse, type TimingInUse } from "../domain/timing.ts";
 
 /** The breaker of one provider key: state changes logged and published as `breaker` alerts. */
 export function breakerFactory(config: SolverConfig, alert: (data: Record<string, unknown>) => void, log: Logger) {
@@ -23,9 +23,9 @@ export function breakerFactory(config: SolverConfig, alert: (data: Record<string
     );
 }
 
-/** The timing the worker reads by reference; a live config revision is copied into it. */
-export function timingOf(config: SolverConfig): HandlerTiming {
-  return {
+/** The timing in use, the environment's to begin with: the worker reads it, the live config applies a revision to it. */
+export function timingOf(config: SolverConfig): TimingInUse {
+  return timingInUse({
     leaseMs: config.LEASE_MS,
     firstPollMs: config.FIRST_POLL_MS,
     pollIntervalMs: config.POLL_INTERVAL_MS,
@@ -37,7 +37,7 @@ export function timingOf(config: SolverConfig): HandlerTiming {
     tokenTtlMs: config.TOKEN_TTL_MS,
     retryBaseMs: config.RETRY_BASE_MS,
     retryMaxMs: config.RETRY_MAX_MS,
-  };
+  });
 }
 
 /** Provider replies counted for the heartbeat: the rollout's gate compares versions by these (apps/rollout). */
@@ -46,14 +46,14 @@ export interface Tally {
   providerErrors: number;
 }
 
-/** The provider client; every reply goes to the metrics (once they exist) and the tally. */
-export function providerClientOf(config: SolverConfig, metrics: () => SolverMetrics | undefined, tally: Tally) {
+/** The provider client; every reply goes to the metrics and the tally. */
+export function providerClientOf(config: SolverConfig, metrics: SolverMetrics, tally: Tally) {
   return createProviderClient({
     url: config.PROVIDER_URL,
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     maxConcurrent: config.PROVIDER_MAX_CONNECTIONS,
     onReply: (c, r) => {
-      metrics()?.reply(c, r);
+      metrics.reply(c, r);
       tally.providerCalls++;
       if (r.kind === "error" || r.kind === "transport") tally.providerErrors++;
     },

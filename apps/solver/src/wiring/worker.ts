@@ -14,7 +14,7 @@ import type { ProviderSlots } from "../adapters/slots.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { createPermits } from "../domain/permits.ts";
-import type { HandlerTiming } from "../worker/deps.ts";
+import type { TimingReader } from "../domain/timing.ts";
 import { createSleeper } from "../worker/sleeps.ts";
 import { createWorker } from "../worker/worker.ts";
 
@@ -30,8 +30,8 @@ export function createSolverWorker(d: {
   keyRing: KeyRing;
   events: ReturnType<typeof createEventSink>;
   fence: Fence | undefined;
-  timing: HandlerTiming;
-  metrics: () => SolverMetrics | undefined;
+  timing: TimingReader;
+  metrics: SolverMetrics;
   onConsumerMissing: (lane: Priority, what: string) => void;
   log: Logger;
 }) {
@@ -53,11 +53,7 @@ export function createSolverWorker(d: {
     profile: config.PROVIDER_PROFILE,
     counters: {},
     sleeper: createSleeper(),
-    metrics: {
-      event: (e) => d.metrics()?.event(e),
-      solved: (t, sec) => d.metrics()?.solved(t, sec),
-      outcome: (k) => d.metrics()?.outcome(k),
-    },
+    metrics: d.metrics,
     onConsumerMissing: d.onConsumerMissing,
     ackPublish: (subject, payload) => d.nc.publish(subject, payload),
     concurrency: config.SOLVER_CONCURRENCY,

@@ -4,7 +4,7 @@ import type { TaskRow } from "@pipeline/shared/db";
 import type { TaskType } from "@pipeline/shared/schemas";
 import type { Breaker } from "../domain/breaker.ts";
 import { afterClaim, atStart } from "../domain/lifecycle.ts";
-import { ack, nak } from "../domain/outcome.ts";
+import { nak } from "../domain/outcome.ts";
 import { counter, type Delivery, type HandlerDeps, type Progress } from "./deps.ts";
 import { done, type Solved, type TaskInHand, writeStep } from "./steps.ts";
 
@@ -20,7 +20,8 @@ export interface Claimed {
  * checkpointed) rather than submitting the same captcha again.
  */
 export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal, progress?: Progress): Promise<Claimed | Solved> {
-  const { store, timing: t, workerId: w } = deps;
+  const { store, workerId: w } = deps;
+  const t = deps.timing.get();
   const bump = counter(deps);
   const claimed = afterClaim(await store.claim(d.taskId, w, t.leaseMs));
   if ("outcome" in claimed) {
@@ -56,13 +57,4 @@ export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker
     }
   }
   return { task, row };
-}
-
-/** The row of a task handed back by the waiting room, if it is still this worker's to finish. */
-export async function resumedRow(deps: HandlerDeps, taskId: string): Promise<{ row: TaskRow } | Solved> {
-  const row = await deps.store.get(taskId);
-  if (!row) return done(ack("no row for this task any more"));
-  if (row.state === "completed" || row.state === "failed" || row.state === "cancelled") return done(ack(`already ${row.state}`));
-  if (row.state !== "solving" || row.leaseOwner !== deps.workerId) return done(nak(deps.timing.leaseMs, "no longer ours after waiting"));
-  return { row };
 }

@@ -1,4 +1,5 @@
 // What the task handler and the waiting room need, and the shapes they pass between them.
+import type { TaskRow } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
 import type { ProviderProfile } from "@pipeline/shared/provider";
 import type { Priority, TaskType } from "@pipeline/shared/schemas";
@@ -8,25 +9,10 @@ import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots, Unit } from "../adapters/slots.ts";
 import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
-import type { Step } from "../domain/lifecycle.ts";
 import type { Outcome } from "../domain/outcome.ts";
 import type { Permits } from "../domain/permits.ts";
+import type { TimingReader } from "../domain/timing.ts";
 import type { Sleeper } from "./sleeps.ts";
-
-export interface HandlerTiming {
-  leaseMs: number;
-  firstPollMs: number | undefined;
-  pollIntervalMs: number;
-  maxPolls: number;
-  maxResubmits: number;
-  maxAttempts: number;
-  tokenTtlMs: number;
-  retryBaseMs: number;
-  retryMaxMs: number;
-  slotWaitMs: number;
-  /** How long an in.php call may take; a taker-over waits this long for a started submit to land. */
-  providerTimeoutMs: number;
-}
 
 export interface HandlerDeps {
   workerId: string;
@@ -47,7 +33,8 @@ export interface HandlerDeps {
   fence?: { allows(): boolean };
   events: EventSink;
   log: Logger;
-  timing: HandlerTiming;
+  /** The timing in use: read (`get()`) where a value is used, so a config revision is seen from the next use. */
+  timing: TimingReader;
   profile: ProviderProfile;
   /** Counters the worker exposes (dedup acks, resumes...). */
   counters: Record<string, number>;
@@ -86,10 +73,15 @@ export interface Progress {
 /** What the handler decided: an outcome for the message, or a task parked in the waiting room. */
 export type Handled = Outcome | { kind: "parked"; parked: Parked };
 
-/** A task the waiting room hands back: the step it cannot take itself (resubmit, fail, key stopped, key rotated). */
+/**
+ * A task the waiting room hands back to be submitted anew: the one step it does not take itself.
+ * Its provider task was given up (the provider's, or one of a key no longer in use: its id is
+ * forgotten) or the row holds none; `row` is the row as the room read it at the end of the wait,
+ * still this worker's.
+ */
 export interface Resume {
   parked: Parked;
-  step: Step;
+  row: TaskRow;
 }
 
 /** Counts an event for the worker's counters and the metrics. */

@@ -1,5 +1,6 @@
-// The one place a task's final or waiting steps are written: the row (every write guarded by the
-// lease), the event, and the message's outcome. The decisions are the domain's (lifecycle.ts).
+// The one place a task's final or waiting steps are written, by the handler and the waiting room
+// alike: the row (every write guarded by the lease), the event, and the message's outcome. The
+// decisions are the domain's (lifecycle.ts).
 import type { ProviderReply } from "@pipeline/shared/provider";
 import type { TaskType } from "@pipeline/shared/schemas";
 import type { Breaker } from "../domain/breaker.ts";
@@ -32,7 +33,7 @@ type Final = Extract<Step, { kind: "retry" | "fail" | "deadLetter" | "keyStopped
 export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final, breaker: Breaker): Promise<Solved> {
   const { store, events, workerId: w } = deps;
   const { taskId, polls } = task;
-  const s = step.kind === "retry" ? retryOrDeadLetter(task.row, step, Date.now(), deps.timing) : step;
+  const s = step.kind === "retry" ? retryOrDeadLetter(task.row, step, Date.now(), deps.timing.get()) : step;
   switch (s.kind) {
     case "deadLetter": {
       const r = await store.fail(taskId, w, { code: s.code, message: `dead-lettered: ${s.reason}`, polls });
@@ -65,13 +66,21 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
   }
 }
 
+/** Gives the task's provider task up for a new one: its id cleared (lease-guarded); false when the row is no longer ours. */
+export async function forgetProviderTask(deps: HandlerDeps, taskId: string, why: string): Promise<boolean> {
+  if (!(await deps.store.clearProviderId(taskId, deps.workerId))) return false;
+  deps.log.info({ taskId }, why);
+  return true;
+}
+
 /**
  * The finish of a solved task: the completion (guarded by the lease; it also takes the task out
  * of the provider plan's count), the solve-time metric, the `completed` event. The waiting room
  * calls it when the answer is there.
  */
 export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
-  const { store, events, timing: t, workerId: w } = deps;
+  const { store, events, workerId: w } = deps;
+  const t = deps.timing.get();
   const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
   const expiresAt = tokenExpiry(type, new Date(), t.tokenTtlMs);
   const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });

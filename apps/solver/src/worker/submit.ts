@@ -50,7 +50,7 @@ export interface SubmitContext {
  */
 export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
   const { deps, task, key } = c;
-  const { store, provider, timing: t, workerId: w } = deps;
+  const { store, provider, workerId: w } = deps;
   const taskId = task.taskId;
   let marked = c.markedAtClaim === true;
   if (c.needsUnit) {
@@ -61,6 +61,7 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
     }
     unit.visible();
   }
+  const t = deps.timing.get();
   for (;;) {
     // A fenced region (cut off from the witness, or its lease taken over) pays for nothing new.
     if (deps.fence && !deps.fence.allows()) {
@@ -79,7 +80,7 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
     // A timed-out in.php may have created a provider task we will never hear of: the retry
     // then pays twice. Said at warn so an operator can count them.
     if (reply.kind === "transport") deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
-    const step = afterSubmit(reply, { attempts: task.attempts, resubmits: c.resubmits.n, profile: deps.profile, limits: t });
+    const step = afterSubmit(reply, { attempts: task.attempts, resubmits: c.resubmits.n, profile: deps.profile, limits: deps.timing.get() });
     if (step.kind === "resubmit") {
       c.resubmits.n++;
       continue;

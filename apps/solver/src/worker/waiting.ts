@@ -1,22 +1,34 @@
+// The waiting phase of a task: its provider task polled until the answer is there, and every end
+// of the wait decided and written here, in steps.ts like the handler's (completed, failed, key
+// stopped; nothing written once the row is no longer ours). Only a new submit goes back to the
+// handler.
+import type { TaskRow } from "@pipeline/shared/db";
 import type { ProviderReply } from "@pipeline/shared/provider";
-import { afterPoll, beforePoll, observeReply, type Step } from "../domain/lifecycle.ts";
-import type { Outcome } from "../domain/outcome.ts";
-import type { HandlerDeps, Parked, Resume } from "./deps.ts";
-import { completeSolved } from "./steps.ts";
+import { afterPoll, beforePoll, observeReply, resubmitOrFail, type Step } from "../domain/lifecycle.ts";
+import { ack, nak, type Outcome } from "../domain/outcome.ts";
+import { counter, type HandlerDeps, type Parked, type Resume } from "./deps.ts";
+import { completeSolved, forgetProviderTask, type TaskInHand, writeStep } from "./steps.ts";
 
-/** How a wait ended: the task is finished, or handed back to the handler with the step to take. */
+/**
+ * How a wait ended: the task finished here (its step written; the outcome is the message's), or
+ * handed back to the handler to be submitted anew (its provider task given up).
+ */
 export type WaitResult = { kind: "done"; outcome: Outcome } | { kind: "resume"; resume: Resume };
 
 export interface WaitingRoom {
   /**
-   * Polls a parked task until its answer is there (then finishes it: completion, event) or a step the handler takes comes up (the provider gave it up or failed it, the key
-   * stopped or rotated, the poll budget spent: handed back). Rejects on a hard stop or a failed
-   * finish.
+   * Polls a parked task until its answer is there (then completes it) or the wait ends otherwise
+   * (the provider gave it up or failed it, the key stopped or rotated, the poll budget spent):
+   * then writes the step (fail, key stopped) or gives the provider task up and hands the task
+   * back to be submitted anew. Rejects on a hard stop or a failed read or write.
    */
   wait(p: Parked): Promise<WaitResult>;
   /** Tasks waiting now. */
   size(): number;
 }
+
+/** A wait that ended without an answer: the step it left. */
+type Unanswered = Extract<Step, { kind: "rotated" | "resubmit" | "fail" | "keyStopped" }>;
 
 /**
  * The waiting phase of every task of a worker, and the only poll loop: records instead of
@@ -25,7 +37,6 @@ export interface WaitingRoom {
  * What to do with each reply is the domain's decision (`beforePoll`, `afterPoll`).
  */
 export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): WaitingRoom {
-  const t = deps.timing;
   let waiting = 0;
 
   class Wait {
@@ -50,6 +61,12 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       this.reject(err);
     }
 
+    /** The same delivery waits again, a new wait (its own poll budget) for the provider task it still has. */
+    again(p: Parked): void {
+      waiting--;
+      new Wait(p, this.resolve, this.reject).sleepThenPoll(p.firstDelayMs);
+    }
+
     sleepThenPoll(ms: number): void {
       deps.sleeper.sleep(ms, signal).then(
         () => this.poll(),
@@ -57,15 +74,10 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       );
     }
 
-    handBack(step: Step): void {
-      if (step.kind === "resubmit" && this.n >= t.maxPolls) deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
-      this.settle({ kind: "resume", resume: { parked: this.p, step } });
-    }
-
     poll(): void {
       const { p } = this;
-      const stop = beforePoll({ keyInUse: deps.keys.current().ref, keyOfTask: p.key.ref, polls: this.n, maxPolls: t.maxPolls });
-      if (stop) return this.handBack(stop);
+      const stop = beforePoll({ keyInUse: deps.keys.current().ref, keyOfTask: p.key.ref, polls: this.n, maxPolls: deps.timing.get().maxPolls });
+      if (stop) return void this.unanswered(stop);
       const reply = deps.poller ? deps.poller.poll(p.providerId, p.key.value, p.type, signal) : deps.provider.poll(p.providerId, p.key.value, signal);
       reply.then(
         (r) => this.onReply(r),
@@ -78,11 +90,11 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       this.p.polls++;
       observeReply(deps.keys.breaker(this.p.key.ref), deps.profile, reply);
       if (reply.kind !== "ok" && reply.kind !== "not_ready") this.transportErrors++;
-      const step = afterPoll(reply, { transportErrors: this.transportErrors, profile: deps.profile, limits: t });
+      const step = afterPoll(reply, { transportErrors: this.transportErrors, profile: deps.profile, limits: deps.timing.get() });
       if (step.kind === "pollAgain") return this.sleepThenPoll(step.delayMs);
-      if (step.kind === "complete" && reply.kind === "ok") return void this.finish(reply);
+      if (step.kind === "complete") return reply.kind === "ok" ? void this.finish(reply) : this.abandon(new Error("an answer without a value"));
       if (step.kind === "resubmit") deps.log.info({ taskId: this.p.taskId, code: reply.kind === "error" ? reply.code : undefined }, "provider gave the task up; submitting anew");
-      this.handBack(step);
+      void this.unanswered(step);
     }
 
     async finish(reply: Extract<ProviderReply, { kind: "ok" }>): Promise<void> {
@@ -102,7 +114,20 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       this.settle({ kind: "done", outcome });
     }
 
-    /** A hard stop or a failed write: the row keeps its provider id (and counts for the plan) until a later delivery finishes it. */
+    /** The wait ended without an answer: the step written here, the task parked again, or handed back for a new submit. */
+    async unanswered(step: Unanswered): Promise<void> {
+      if (step.kind === "resubmit" && this.n >= deps.timing.get().maxPolls) deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
+      let ended: WaitResult | { kind: "park"; parked: Parked };
+      try {
+        ended = await afterWait(deps, this.p, step);
+      } catch (err) {
+        return this.abandon(err);
+      }
+      if (ended.kind === "park") this.again(ended.parked);
+      else this.settle(ended);
+    }
+
+    /** A hard stop or a failed read or write: the row keeps its provider id (and counts for the plan) until a later delivery finishes it. */
     abandon(err: unknown): void {
       this.fail(err);
     }
@@ -116,4 +141,43 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
     },
     size: () => waiting,
   };
+}
+
+/**
+ * The end of a wait without an answer, in the order the row allows: nothing once the row is no
+ * longer this worker's; a provider task made with a key no longer in use is given up (never
+ * polled with that key again) and the task submitted anew with the current one; a rotation the
+ * row does not show parks the task again; a provider give-up becomes a new provider task while
+ * the delivery's budget of resubmits lasts (else the task fails); fail and key stopped are
+ * written (steps.ts). Every write is guarded by the lease.
+ */
+async function afterWait(deps: HandlerDeps, p: Parked, step: Unanswered): Promise<WaitResult | { kind: "park"; parked: Parked }> {
+  const key = deps.keys.current();
+  const r = await rowAfterWait(deps, p.taskId);
+  if ("outcome" in r) return { kind: "done", outcome: r.outcome };
+  const { row } = r;
+  const lost: WaitResult = { kind: "done", outcome: nak(deps.timing.get().leaseMs, "lease lost") };
+  const submitAnew = (resubmits: number): WaitResult => ({ kind: "resume", resume: { parked: { ...p, key, resubmits }, row } });
+  if (row.providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
+    if (!(await forgetProviderTask(deps, p.taskId, `provider key rotated (${row.providerKeyRef} -> ${key.ref}); submitting anew with the current key`))) return lost;
+    counter(deps)("keyRotationResubmits");
+    return submitAnew(p.resubmits);
+  }
+  if (step.kind === "rotated") return row.providerId ? { kind: "park", parked: { ...p, providerId: row.providerId, key, firstDelayMs: 0 } } : submitAnew(p.resubmits);
+  const next = step.kind === "resubmit" ? resubmitOrFail(p.resubmits, deps.timing.get()) : step;
+  if (next.kind === "resubmit") {
+    if (!(await forgetProviderTask(deps, p.taskId, "the provider gave the task up (or the poll budget ran out); submitting anew"))) return lost;
+    return submitAnew(p.resubmits + 1);
+  }
+  const task: TaskInHand = { taskId: p.taskId, type: p.type, row, polls: p.polls, providerId: row.providerId };
+  return { kind: "done", outcome: (await writeStep(deps, task, next, deps.keys.breaker(key.ref))).outcome };
+}
+
+/** The row of a task whose wait ended, if it is still this worker's to finish. */
+async function rowAfterWait(deps: HandlerDeps, taskId: string): Promise<{ row: TaskRow } | { outcome: Outcome }> {
+  const row = await deps.store.get(taskId);
+  if (!row) return { outcome: ack("no row for this task any more") };
+  if (row.state === "completed" || row.state === "failed" || row.state === "cancelled") return { outcome: ack(`already ${row.state}`) };
+  if (row.state !== "solving" || row.leaseOwner !== deps.workerId) return { outcome: nak(deps.timing.get().leaseMs, "no longer ours after waiting") };
+  return { row };
 }

@@ -6,7 +6,7 @@ import { ackHandle, applyOutcome, type Acknowledgeable } from "../adapters/nats.
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, term, type Outcome } from "../domain/outcome.ts";
-import { handleTask, type Handled, type HandlerDeps } from "./handle-task.ts";
+import { handleTask, submitAnew, type Handled, type HandlerDeps } from "./handle-task.ts";
 import { createWaitingRoom, type WaitResult } from "./waiting.ts";
 
 export interface WorkerDeps extends HandlerDeps {
@@ -115,7 +115,7 @@ export function createWorker(deps: WorkerDeps): Worker {
       if (handling.has(parsed.id)) {
         // A second copy of a message we are still handling (redelivered after AckWait ran out
         // while it waited in the pull buffer): never handle one task twice at once.
-        outcome = nak(deps.timing.leaseMs, "already handling this task");
+        outcome = nak(deps.timing.get().leaseMs, "already handling this task");
         applyOutcome(msg, outcome);
         deps.metrics?.event("duplicateDeliveries");
         return;
@@ -126,15 +126,15 @@ export function createWorker(deps: WorkerDeps): Worker {
         failed = true;
         if (hard.signal.aborted) return nak(0, "aborted by shutdown");
         deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
-        return nak(Math.min(deps.timing.retryMaxMs, 2000), "handler error");
+        return nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error");
       };
       const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries: r.deliveries };
       let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
-      // A parked task waits in the waiting room (which finishes it), or comes back to the
-      // handler with what the room could not decide; it may be parked again (a resubmit).
+      // A parked task waits in the waiting room, which finishes it (its step written there) or
+      // hands it back only to be submitted anew; then it is parked again, or ends in the submit.
       while (handled.kind === "parked") {
         const waited: WaitResult | Outcome = await room.wait(handled.parked).catch(onError);
-        if (waited.kind === "resume") handled = await handleTask(delivery, deps, hard.signal, waited.resume).catch(onError);
+        if (waited.kind === "resume") handled = await submitAnew(deps, waited.resume, hard.signal).catch(onError);
         else handled = waited.kind === "done" ? waited.outcome : waited;
       }
       outcome = handled;
@@ -222,8 +222,8 @@ export function createWorker(deps: WorkerDeps): Worker {
       for (const lane of LANES) loops.push(laneLoop(lane));
       leaseTimer.id = setInterval(() => {
         const ids = [...handling];
-        deps.store.renewLeases(deps.workerId, ids, deps.timing.leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
-      }, Math.max(500, Math.floor(deps.timing.leaseMs / 3)));
+        deps.store.renewLeases(deps.workerId, ids, deps.timing.get().leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
+      }, Math.max(500, Math.floor(deps.timing.get().leaseMs / 3)));
       let probing = false;
       probeTimer.id = setInterval(() => {
         const key = deps.keys.current();
