@@ -93,7 +93,7 @@ test("gateway, solver, recovery and emulator binaries solve 150 tasks, each subm
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: "bin", LOG_LEVEL: "info" };
   start("emulator", "emulator", { EMULATOR_HOST: "127.0.0.1", EMULATOR_PORT: String(emuPort), EMULATOR_KEYS: `${PROVIDER_KEY}:1000`, EMULATOR_LATENCY_MS: "20" });
   // The gateway and the solver on their own database roles (issue 34), granted by the binary's migrate above.
-  start("gateway", "gateway", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY });
+  start("gateway", "gateway", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY, API_KEY_PEPPER: "bin-pepper-0123456789abcdef0123456789" });
   start("solver", "solver", {
     ...common,
     DATABASE_URL: tdb.appUrls.solver,
