@@ -41,7 +41,7 @@ export interface ConsoleState {
   rollout?: RolloutView | null | { error: string };
 }
 
-/** What the console shows of a rollout record (apps/rollout/src/plan.ts), parsed for just that. */
+/** What the console shows of a rollout record (apps/rollout/src/domain/plan.ts), parsed for just that. */
 export const RolloutView = z
   .object({
     id: z.string(),

@@ -270,7 +270,7 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
   // The rollout bucket is opened, never created, here (the first solver creates it).
   let rolloutKv: KV | undefined;
   const rollout = async () => (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
-  // The rollout service's record, when it runs in this region (apps/rollout/src/store.ts: `rollout_control`).
+  // The rollout service's record, when it runs in this region (apps/rollout/src/adapters/store.ts: `rollout_control`).
   let controlKv: KV | undefined;
   const rolloutControl = async () => (controlKv ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined));
   const remotes = config.regions.filter((r) => r !== config.REGION);
