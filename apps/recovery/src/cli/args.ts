@@ -77,7 +77,7 @@ export type CommandOf<K extends Command["command"]> = Extract<Command, { command
 export const USAGE = `usage: bun run recovery <command> [options]
 
   assess [--json]                         queue, consumers, DLQ, tasks, stuck rows, snapshots, provider; exit 1 if a human is needed
-  migrate [--json]                        apply the schema migrations to DATABASE_URL (idempotent; one host at a time, advisory lock)
+  migrate [--json]                        apply the schema migrations and the app roles' grants to DATABASE_URL, as the owner (idempotent; advisory lock)
   recover-stale [--older-than MS] [--json]  re-publish stale tasks that have no message in TASKS
   rebuild-queue [--json]                  recreate TASKS if missing and re-publish every unfinished task
   snapshot [--json]                       pg_dump + EVENTS sequence into SNAPSHOT_DIR (keeps SNAPSHOT_KEEP)
