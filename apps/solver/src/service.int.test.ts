@@ -120,14 +120,14 @@ test("a task-level error fails the task with the provider's code", async () => {
   expect(failed.errorCode).toBe("ERROR_PAGEURL");
 });
 
-test("an error code on res.php while the task waits goes back to the handler: failed with the code, claimed once", async () => {
+test("an error code on res.php while the task waits fails it in the waiting room: failed with the code, claimed once", async () => {
   emu.configure({ faults: { forceCode: { resPhp: "ERROR_WRONG_CAPTCHA_ID" } } });
   solver = await startSolver(config(), log);
   const id = await enqueue(turnstile());
   const failed = await settled(id, "failed");
   expect(failed.errorCode).toBe("ERROR_WRONG_CAPTCHA_ID");
   expect(failed.providerSubmissions).toBe(1);
-  // Handed back by the waiting room without a second claim (no attempt spent on it).
+  // Written by the waiting room without a second claim (no attempt spent on it).
   expect(failed.attempts).toBe(1);
   expect(solver.worker.counters.redeliveries ?? 0).toBe(0);
 });
