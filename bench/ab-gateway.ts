@@ -30,7 +30,8 @@ type App = { fetch(req: Request): Response | Promise<Response> };
 /** One checkout's gateway app, wired as service.ts wires it, on a stack of its own. */
 async function gatewayOf(root: string, region: string): Promise<{ app: App; close(): Promise<void> }> {
   const mod = (path: string) => import(`${root}/${path}`);
-  const { startGatewayTestStack } = await mod("apps/gateway/src/http/test-stack.ts");
+  // The stack moved to testing/ (issue 35): a checkout from before has it in http/.
+  const { startGatewayTestStack } = await mod("apps/gateway/src/testing/stack.ts").catch(() => mod("apps/gateway/src/http/test-stack.ts"));
   const { createApp } = await mod("apps/gateway/src/http/app.ts");
   const { createTaskStore } = await mod("apps/gateway/src/adapters/pg.ts");
   const { createTaskQueue, createTaskWatcher } = await mod("apps/gateway/src/adapters/nats.ts");

@@ -12,7 +12,7 @@
 import { mkdtempSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { tmpdir } from "node:os";
-import { freePort, startPostgres } from "@pipeline/shared/localstack";
+import { freePort, startPostgres } from "@pipeline/devstack";
 import { envCount } from "./support/context.ts";
 import { cpuMeter, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";

@@ -1,6 +1,6 @@
 // 3. In-flight capacity: N tasks (10,000 by default) waiting on a slow provider (30 s) at once in
 // ONE solver process: its peak RSS, redeliveries while they wait, provider HTTP calls per task.
-import { PROVIDER_KEY, type Proc } from "@pipeline/shared/testing";
+import { PROVIDER_KEY, type Proc } from "@pipeline/devstack/testing";
 import { stateCounts, waitForCompleted } from "./support/completion.ts";
 import { envCount, type Benchmark } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";

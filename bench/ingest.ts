@@ -3,9 +3,9 @@
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
-import { freePort, waitForPort } from "@pipeline/shared/localstack";
-import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
-import { spawnApp } from "@pipeline/shared/testing";
+import { freePort, waitForPort } from "@pipeline/devstack";
+import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/devstack/testing";
+import { spawnApp } from "@pipeline/devstack/testing";
 import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
 import { checkpoint } from "./support/checkpoint.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";

@@ -2,7 +2,7 @@
 // GET /v1/tasks/:id?wait=30, minus the provider's own latency, at half the end-to-end maximum
 // rate. Baseline: a client calling the provider (the same emulator) directly at the same rate.
 import type postgres from "postgres";
-import { PROVIDER_KEY } from "@pipeline/shared/testing";
+import { PROVIDER_KEY } from "@pipeline/devstack/testing";
 import { clients, concurrency, e2eTasks, pipelineThroughput } from "./end-to-end.ts";
 import { envCount, type Benchmark } from "./support/context.ts";
 import { closedLoop, openLoop, quantile } from "./support/load.ts";

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { freePort, startPostgres } from "@pipeline/shared/localstack";
+import { freePort, startPostgres } from "@pipeline/devstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { waitForCompleted } from "./support/completion.ts";
 import { cpuMeter, postgresPids } from "./support/cpu.ts";

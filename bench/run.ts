@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { findNatsServer, freePort, redactPassword, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
+import { findNatsServer, freePort, redactPassword, startPostgres, type PostgresHandle } from "@pipeline/devstack";
 import { endToEnd } from "./end-to-end.ts";
 import { inFlight } from "./in-flight.ts";
 import { ingest } from "./ingest.ts";

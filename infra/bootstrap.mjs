@@ -46,7 +46,7 @@ function findBun() {
 function installKey() {
   const h = createHash("sha256");
   h.update(readFileSync(join(root, "bun.lock")));
-  for (const ws of [".", "apps/gateway", "apps/solver", "apps/recovery", "apps/rollout", "packages/shared", "packages/emulator", "infra", "tests"]) {
+  for (const ws of [".", "apps/gateway", "apps/solver", "apps/recovery", "apps/rollout", "packages/shared", "packages/devstack", "packages/emulator", "infra", "tests"]) {
     const f = join(root, ws, "package.json");
     if (existsSync(f)) h.update(readFileSync(f));
   }

@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createAppLogins, migrateDatabase, openDatabase, urlWithLogin } from "@pipeline/shared/db";
-import { natsEnv, portInUse, redactPassword, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
+import { natsEnv, portInUse, redactPassword, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/devstack";
 import { provisionRegionsAt } from "@pipeline/shared/runtime";
 
 const root = join(import.meta.dir, "..");

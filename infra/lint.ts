@@ -2,10 +2,12 @@
 // layering rules of biome.json (domain/ imports no adapter or I/O library; nothing outside tests/
 // imports tests/; no app imports another), then the function-length ratchet: no function in apps/
 // over 80 lines, except those listed in infra/lint/long-functions.allow (issue 12 shrinks it; limits carry a 15-line margin for work in flight; a new
-// one, or a listed one grown longer, fails).
+// one, or a listed one grown longer, fails); and the dev-tooling fence: no production file of apps/
+// or packages/ imports @pipeline/devstack (infra/lint/devstack-fence.ts).
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import { devToolingImports, productionSources } from "./lint/devstack-fence.ts";
 import { longFunctions, sources } from "./lint/long-functions.ts";
 
 const root = join(import.meta.dir, "..");
@@ -18,6 +20,15 @@ if (biome.status !== 0) {
   console.error("[lint] biome lint failed (biome.json)");
   failed = true;
 } else console.error(`[lint] biome: ${(biome.stdout + biome.stderr).trim().split("\n").at(-1)}`);
+
+// Production code never loads dev tooling (STYLE.md "As the house grows", issue 35).
+const prod = productionSources(root);
+const breaches = prod.flatMap((f) => devToolingImports(f, readFileSync(f, "utf8"), root));
+for (const b of breaches) {
+  console.error(`[lint] ${b.file}:${b.line} imports "${b.specifier}": production code never loads dev tooling (@pipeline/devstack, testing/ folders); only tests, infra and bench may. What a binary needs of the host is in @pipeline/shared/host-binaries and @pipeline/shared/dev-stack-file (issue 35)`);
+  failed = true;
+}
+console.error(`[lint] dev-tooling fence: ${prod.length} production files, ${breaches.length} importing @pipeline/devstack or a testing/ folder`);
 
 // `file name lines` per line: the known long functions and the length they may not exceed.
 const allowed = new Map(

@@ -6,7 +6,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { createAppLogins, migrateDatabase, openDatabase } from "@pipeline/shared/db";
-import { devStackFile, portInUse, redactPassword, removeDevStack, startNatsServer, startPostgres, writeDevStack, writePgCredentials } from "@pipeline/shared/localstack";
+import { devStackFile, portInUse, redactPassword, removeDevStack, startNatsServer, startPostgres, writeDevStack, writePgCredentials } from "@pipeline/devstack";
 import { provisionRegionsAt } from "@pipeline/shared/runtime";
 
 const root = join(import.meta.dir, "..");

@@ -5,7 +5,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { failureDigest } from "./failure-digest.ts";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { findChromium, findNatsServer, freePort, redactPassword, startPostgres } from "@pipeline/shared/localstack";
+import { findChromium, findNatsServer, freePort, redactPassword, startPostgres } from "@pipeline/devstack";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);

@@ -3,7 +3,7 @@
 // starts beside the apps), adds its settings under the environment's own, then runs the script
 // in this process. Roles: gateway, solver, recovery, rollout (NATS users), none (the emulator).
 import { resolve } from "node:path";
-import { devStackEnv, devStackFile, NATS_ROLES_FOR_DEV, waitForDevStack } from "@pipeline/shared/localstack";
+import { devStackEnv, devStackFile, NATS_ROLES_FOR_DEV, waitForDevStack } from "@pipeline/devstack";
 
 const [role, script] = process.argv.slice(2);
 if (!role || !script || !(NATS_ROLES_FOR_DEV as readonly string[]).includes(role)) {

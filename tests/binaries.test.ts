@@ -7,10 +7,10 @@ import { copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fingerprintOf } from "@pipeline/emulator";
-import { freePort, natsEnv, waitForPort } from "@pipeline/shared/localstack";
+import { freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { toProviderParams } from "@pipeline/shared/provider";
 import type { TaskSpec } from "@pipeline/shared/schemas";
-import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { type AppName, buildBinary, sha256File } from "../infra/build.ts";
 
 const VERSION = `t${Date.now().toString(36)}`;

@@ -6,7 +6,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { notifierHooksConsumerConfig, connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
 import { clientSecret, startStack, type Stack } from "./harness.ts";
 

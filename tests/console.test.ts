@@ -10,9 +10,9 @@ import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/shared/localstack";
+import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { withHomeRegion } from "@pipeline/shared/regions";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, PROVIDER_KEY, ROOT, spawnApp, startStack, type Proc, type Stack } from "./harness.ts";
 
 const region = "console";

@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findPostgres, freePort, onPath, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
+import { findPostgres, freePort, onPath, startPostgres, type PostgresHandle } from "@pipeline/devstack";
 import postgres from "postgres";
 
 const ROOT = join(import.meta.dir, "..");

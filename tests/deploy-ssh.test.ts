@@ -11,8 +11,8 @@ import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, readlin
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
-import { natsEnv } from "@pipeline/shared/localstack";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { natsEnv } from "@pipeline/devstack";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { binaryName, buildBinary, sha256File, signChecksum } from "../infra/build.ts";
 import { startRelay, type Relay } from "./support/relay.ts";
 import { startSshHosts, type SshHosts } from "./support/ssh-hosts.ts";

@@ -13,7 +13,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
-import { cloudInitCommand, findNatsServer, findShellcheck, findSudo, onPath } from "@pipeline/shared/localstack";
+import { cloudInitCommand, findNatsServer, findShellcheck, findSudo, onPath } from "@pipeline/devstack";
 import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
 import { allowedSignersLine } from "../infra/build.ts";
 import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";

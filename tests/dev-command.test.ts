@@ -4,8 +4,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { freePort, portInUse } from "@pipeline/shared/localstack";
-import { eventually } from "@pipeline/shared/testing";
+import { freePort, portInUse } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { ROOT } from "./harness.ts";
 

@@ -7,9 +7,9 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, portInUse } from "@pipeline/shared/localstack";
+import { freePort, portInUse } from "@pipeline/devstack";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { ROOT } from "./harness.ts";
 
 /** A free port whose `n - 1` next ports are free too (the stack takes consecutive ones). */

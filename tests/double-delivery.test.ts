@@ -6,7 +6,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, startStack, type Stack } from "./harness.ts";
 
 const region = "dupdeliv";

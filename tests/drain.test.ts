@@ -2,7 +2,7 @@
 // the rest to redelivery; nothing is lost and nothing is submitted twice.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, startStack, type Stack } from "./harness.ts";
 
 let s: Stack;

@@ -5,12 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, natsEnv, waitForPort } from "@pipeline/shared/localstack";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { freePort, natsEnv, waitForPort } from "@pipeline/devstack";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 
-// The process starter lives in @pipeline/shared/testing (the benchmarks use it too).
-export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
-import { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
+// The process starter lives in @pipeline/devstack/testing (the benchmarks use it too).
+export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/devstack/testing";
+import { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/devstack/testing";
 
 export interface StackOptions {
   region?: string;

@@ -4,7 +4,7 @@
 // (20 s, as a site wary of false alarms may set it) so that only a killed solver's closed Postgres
 // sessions can explain a quick takeover.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, PROVIDER_KEY, startStack, type Proc, type Stack } from "./harness.ts";
 
 const THREADS = 10;

@@ -4,9 +4,9 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { findPromtool } from "@pipeline/shared/localstack";
+import { findPromtool } from "@pipeline/devstack";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, PROVIDER_KEY, ROOT, startStack, type Stack } from "./harness.ts";
 
 let s: Stack;

@@ -10,7 +10,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import postgres from "postgres";
 import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";

@@ -11,7 +11,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { bodySubject, streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import postgres from "postgres";
 import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
 import { restoreSnapshot } from "../apps/recovery/src/snapshot/restore.ts";

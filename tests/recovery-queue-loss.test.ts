@@ -6,7 +6,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
 import { rebuildQueue } from "../apps/recovery/src/queue/rebuild-queue.ts";
 import { api, startStack, steadyLoad, type Stack } from "./harness.ts";

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { natsEnv } from "@pipeline/shared/localstack";
-import { eventually } from "@pipeline/shared/testing";
+import { natsEnv } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import { spawnApp, startStack, type Proc, type Stack } from "./harness.ts";
 
 const region = "rservice";

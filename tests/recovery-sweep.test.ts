@@ -5,7 +5,7 @@ import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
-import { eventually, natsEnv } from "@pipeline/shared/testing";
+import { eventually, natsEnv } from "@pipeline/devstack/testing";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
 import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
 import { api, startStack, type Stack } from "./harness.ts";

@@ -7,7 +7,7 @@
 // completed in both regions' databases with one token, and the provider is paid once per task.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { assessRegionAsync, startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";

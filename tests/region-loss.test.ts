@@ -7,7 +7,7 @@
 // hel1 with the same Idempotency-Keys. RPO: acknowledged tasks hel1 never heard of, at most what
 // fsn1 acknowledged within the replication lag before the loss.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { steadyLoad } from "./support/two-regions.ts";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";

@@ -12,11 +12,11 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import type { NatsServerHandle } from "@pipeline/shared/localstack";
+import type { NatsServerHandle } from "@pipeline/devstack";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { Lease } from "@pipeline/shared/regions";
 import { buckets } from "@pipeline/shared/runtime";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";

@@ -11,7 +11,7 @@ import { connectNats } from "@pipeline/shared/nats";
 import { homeRegionOf } from "@pipeline/shared/regions";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { completedEventsCarryToken } from "./support/event-format.ts";
 import { call, REGIONS, startTwoRegions, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
 

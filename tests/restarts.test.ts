@@ -4,7 +4,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, startPostgres, type PostgresHandle } from "@pipeline/shared/localstack";
+import { freePort, startPostgres, type PostgresHandle } from "@pipeline/devstack";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
 

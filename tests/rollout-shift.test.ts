@@ -4,11 +4,11 @@
 // paid for once at the provider, and both versions solved tasks.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { natsEnv } from "@pipeline/shared/localstack";
+import { natsEnv } from "@pipeline/devstack";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventSubject, laneConsumer, streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, ROOT, startStack, steadyLoad, type Stack } from "./harness.ts";
 
 const REGION = "ro";

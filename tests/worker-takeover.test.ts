@@ -3,7 +3,7 @@
 // and its provider slots freed within 10 s; a solver that is only paused (SIGSTOP) long enough
 // to be declared dead, then resumed, causes no second submission.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import { api, startStack, type Proc, type Stack } from "./harness.ts";
 
 let s: Stack;

@@ -1,5 +1,5 @@
-import { freePort, waitForPort } from "@pipeline/shared/localstack";
-import { type Proc, spawnApp } from "@pipeline/shared/testing";
+import { freePort, waitForPort } from "@pipeline/devstack";
+import { type Proc, spawnApp } from "@pipeline/devstack/testing";
 import { API_KEY } from "./pipeline.ts";
 import { stopProc } from "./processes.ts";
 import type { Scope } from "./scope.ts";

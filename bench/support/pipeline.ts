@@ -4,10 +4,10 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import type { EmulatorStats } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, waitForPort } from "@pipeline/shared/localstack";
+import { freePort, waitForPort } from "@pipeline/devstack";
 import type { NatsAuth } from "@pipeline/shared/nats";
-import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/shared/testing";
-import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/shared/testing";
+import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/devstack/testing";
+import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/devstack/testing";
 import { stopProc, waitForLog } from "./processes.ts";
 import type { Scope } from "./scope.ts";
 

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { Proc } from "@pipeline/shared/testing";
+import type { Proc } from "@pipeline/devstack/testing";
 
 /** SIGTERM, then SIGKILL if the process has not exited after `graceMs`. */
 export async function stopProc(p: Proc, graceMs = 10_000): Promise<void> {

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, waitForPort } from "@pipeline/shared/localstack";
+import { freePort, waitForPort } from "@pipeline/devstack";
 import type { Scope } from "./scope.ts";
 
 /**

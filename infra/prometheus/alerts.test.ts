@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { findPromtool } from "@pipeline/shared/localstack";
+import { findPromtool } from "@pipeline/devstack";
 
 test("promtool test rules: the alerts fire on the series they are meant for, and only on those", () => {
   const promtool = findPromtool((m) => console.error(`[alerts] ${m}`));

@@ -4,10 +4,10 @@
 // load through both gateways. `runRolloutDrill` starts a rollout with the CLI, waits for it to end,
 // waits for every acknowledged task, and returns the figures of the drill's line.
 import { jetstream } from "@nats-io/jetstream";
-import { freePort, natsEnv } from "@pipeline/shared/localstack";
+import { freePort, natsEnv } from "@pipeline/devstack";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/shared/testing";
+import { eventually } from "@pipeline/devstack/testing";
 import type { Rollout } from "../../apps/rollout/src/domain/plan.ts";
 import { createRolloutStore, openControlBucket } from "../../apps/rollout/src/adapters/store.ts";
 import { ROOT, spawnApp, type Proc } from "../harness.ts";

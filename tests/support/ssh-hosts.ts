@@ -15,8 +15,8 @@ import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync,
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findSshd, findSudo } from "@pipeline/shared/localstack";
-import { eventually } from "@pipeline/shared/testing";
+import { findSshd, findSudo } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import { allowedSignersLine } from "../../infra/build.ts";
 
 const DEPLOY = join(import.meta.dir, "..", "..", "infra", "deploy");

@@ -8,13 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
 import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/shared/localstack";
+import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/devstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { LeaseView, maySubmit } from "@pipeline/shared/regions";
 import { openRegionBucket, provisionRegionsAt } from "@pipeline/shared/runtime";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
 import { spawnApp, type Proc } from "../harness.ts";
 import { startRelay, type Relay } from "./relay.ts";
 

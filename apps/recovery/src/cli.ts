@@ -2,7 +2,7 @@
 // 1 the command failed or something needs a human, 2 a usage or configuration error.
 // Each command lives in cli/commands/<command>.ts; this file parses, configures and dispatches.
 import { ConfigError } from "@pipeline/shared/config";
-import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/localstack";
+import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/dev-stack-file";
 import { createLogger } from "@pipeline/shared/log";
 import { parseCommand, USAGE } from "./cli/args.ts";
 import { dispatch } from "./cli/commands/index.ts";

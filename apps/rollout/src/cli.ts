@@ -2,7 +2,7 @@
 // assignment underneath. Exit codes: 0 done, 1 failed, 2 usage or configuration error, 3 refused
 // (the record's state does not allow the command). Each command lives in cli/commands/<command>.ts;
 // this file parses, configures, connects and dispatches.
-import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/localstack";
+import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/dev-stack-file";
 import { parseArgs, USAGE, Version } from "./cli/args.ts";
 import { COMMANDS } from "./cli/commands/index.ts";
 import { withCliContext } from "./cli/context.ts";

@@ -7,7 +7,7 @@ import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { toProviderParams } from "@pipeline/shared/provider";
 import type { TaskSpec } from "@pipeline/shared/schemas";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { eq } from "drizzle-orm";
 import { loadConfig } from "./config.ts";
 import { startSolver, type SolverService } from "./service.ts";

@@ -9,7 +9,7 @@ import { openDatabase, tasks, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createBatchedWrites } from "./adapters/batched-writes.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import { loadConfig } from "./config.ts";

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject } from "@pipeline/shared/subjects";
-import { eventually, startTestNats, type TestNats } from "@pipeline/shared/testing";
+import { eventually, startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { createTaskWatcher } from "./nats.ts";
 
 const REGION = "gwwatch";

@@ -7,7 +7,7 @@ import { legacyClientId, pepperedClientId } from "@pipeline/shared/client-ids";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { clientWebhookSecret, signatureHeader, verifyWebhook } from "@pipeline/shared/webhooks";
 import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
 import { createTaskStore } from "../adapters/pg.ts";

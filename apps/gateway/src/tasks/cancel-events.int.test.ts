@@ -4,7 +4,7 @@
 // task without a callback).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventSubject, hookEventSubject, streams } from "@pipeline/shared/subjects";
-import { startGatewayTestStack, type GatewayTestStack } from "../http/test-stack.ts";
+import { startGatewayTestStack, type GatewayTestStack } from "../testing/stack.ts";
 
 const REGION = "gwcancel";
 let s: GatewayTestStack;

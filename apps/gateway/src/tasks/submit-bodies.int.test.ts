@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connectNats } from "@pipeline/shared/nats";
 import { bodySubject, eventSubject, streams } from "@pipeline/shared/subjects";
-import { startGatewayTestStack, type GatewayTestStack } from "../http/test-stack.ts";
+import { startGatewayTestStack, type GatewayTestStack } from "../testing/stack.ts";
 
 const REGION = "gwbody";
 let s: GatewayTestStack;

@@ -3,7 +3,7 @@
 // snapshot fail; the same figures are the service's gauges, which promtool accepts.
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { findPromtool } from "@pipeline/shared/localstack";
+import { findPromtool } from "@pipeline/devstack";
 import { createRecoveryMetrics } from "../retention/metrics.ts";
 import { eventsCheck, eventsSizing, type EventsFigures } from "./events-sizing.ts";
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { legacyClientId, ownerRewrites, pepperedClientId } from "@pipeline/shared/client-ids";
-import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { rewriteOwners } from "./rewrite-owners.ts";
 
 const PEPPER = "rewrite-pepper-0123456789abcdef0123456789";

@@ -2,7 +2,7 @@
 // in batches, and the metrics count it.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
-import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { createRecoveryMetrics } from "./metrics.ts";
 import { runRetention } from "./retention.ts";
 

@@ -4,7 +4,7 @@ import postgres from "postgres";
 import { openDatabase, schema, type Database } from "@pipeline/shared/db";
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { toTaskView } from "@pipeline/shared/tasks";
-import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { eq } from "drizzle-orm";
 import { applyEvent } from "./apply-event.ts";
 

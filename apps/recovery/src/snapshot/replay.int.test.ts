@@ -8,7 +8,7 @@ import { bodiesStreamConfig, connectNats, ensureStream, ensureStreams, type Nats
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { bodySubject, eventSubject } from "@pipeline/shared/subjects";
 import { splitBodies } from "@pipeline/shared/tasks";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { BodiesUnreadableError } from "./bodies.ts";
 import { replayEvents } from "./replay.ts";
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { Msg } from "@nats-io/transport-node";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { startTestNats, type TestNats } from "@pipeline/shared/testing";
+import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { term } from "../domain/outcome.ts";
 import { ackHandle, applyOutcome } from "./nats.ts";
 

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { openDatabase, tasks, type Database } from "@pipeline/shared/db";
-import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { createCheckpointWriter } from "./checkpoints.ts";
 
 let tdb: TestDatabase;

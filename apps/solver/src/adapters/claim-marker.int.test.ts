@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import { openDatabase, type Database } from "@pipeline/shared/db";
-import { createTestDatabase, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { createBatchedWrites } from "./batched-writes.ts";
 
 let tdb: TestDatabase;

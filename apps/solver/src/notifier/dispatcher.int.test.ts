@@ -11,7 +11,7 @@ import { Writable } from "node:stream";
 import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { callbackHostKey, type CallbackPolicy, type ResolvedAddress } from "@pipeline/shared/net";
-import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
 import { clientWebhookSecret, verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
 import { pinnedPost, type CallbackRequest, type PostCallback, type Resolve } from "../adapters/callback-http.ts";
 import { createDeliveryStore, type DeliveryStore } from "../adapters/deliveries.ts";

@@ -13,7 +13,7 @@ import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureNotifierConsumers, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, notifierConsumerNames, notifierHooksConsumerConfig, resumePoint } from "@pipeline/shared/nats";
 import { eventSubject, hookEventSubject, streams, subjectOfEvent } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createDeliveryStore } from "../adapters/deliveries.ts";
 import { createEventSink } from "../adapters/nats.ts";
 import { createNotifier } from "./notifier.ts";

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
 import postgres from "postgres";
-import { createTestDatabase, type TestDatabase } from "../testing/index.ts";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { migrateDatabase } from "./migrations.ts";
 import { APP_GRANTS, DB_ROLES, ensureGroupRole, SCHEMA_TABLES, urlWithLogin } from "./roles.ts";
 

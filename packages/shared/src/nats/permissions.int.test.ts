@@ -9,7 +9,7 @@ import { bindBucket, buckets, openConfigBucket } from "../runtime/kv.ts";
 import { provisionRegion } from "../runtime/provision.ts";
 import { ensureVersionConsumers, readAssignment } from "../runtime/shards.ts";
 import { bodySubject, eventSubject, hookEventSubject, laneConsumer, streams, taskSubject } from "../subjects.ts";
-import { startTestNats, type TestNats } from "../testing/index.ts";
+import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "./connection.ts";
 import { ensureLaneConsumers, notifierConsumerNames, notifierHooksConsumerConfig, requireStreams, TopologyMissingError } from "./topology.ts";
 

@@ -1,5 +1,5 @@
 // Who may do what on the NATS server: one user per app, with subject permissions derived from
-// the regions the server carries. Pure: the server config (localstack) and the docs read it.
+// the regions the server carries. Pure: the server config (@pipeline/devstack) and the docs read it.
 //
 // The apps administer nothing (issue 34): no stream and no KV bucket is created, changed, sealed,
 // purged or deleted by the gateway's or the solver's user, and no consumer outside the solver's

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { DiscardPolicy, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { startTestNats, type TestNats } from "../testing/index.ts";
+import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, isRetryablePublishError } from "./connection.ts";
 import { publishWithRetry } from "./publish.ts";
 import { createPubAckPublisher, PubAckError, PubAckTimeoutError } from "./pub-acks.ts";

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { connectNats, type NatsConnection } from "./index.ts";
-import { startTestNats, type TestNats } from "../testing/index.ts";
+import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 
 let n: TestNats;
 let nc: NatsConnection;

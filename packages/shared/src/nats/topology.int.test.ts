@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager, RetentionPolicy, type JetStreamManager } from "@nats-io/jetstream";
-import { startTestNats, type TestNats } from "../testing/index.ts";
+import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "./connection.ts";
-import { MIN_NATS_SERVER, versionAtLeast } from "../localstack/nats-binary.ts";
+import { MIN_NATS_SERVER, versionAtLeast } from "./version.ts";
 import { ensureConsumer, ensureLaneConsumers, ensureStream, ensureStreams, TopologyError } from "./topology.ts";
 
 let nats: TestNats;

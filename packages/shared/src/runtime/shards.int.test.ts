@@ -5,7 +5,7 @@ import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jet
 import type { KV } from "@nats-io/kv";
 import { connectNats, ensureStreams, type NatsConnection } from "../nats/index.ts";
 import { laneConsumer, streams, taskSubject } from "../subjects.ts";
-import { startTestNats, type TestNats } from "../testing/index.ts";
+import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { bindBucket, buckets } from "./kv.ts";
 import { ensureVersionConsumers, moveShards, openRolloutBucket, readAssignment, reconcileConsumers, writeAssignment } from "./shards.ts";
 

@@ -6,7 +6,7 @@ import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/share
 import { provisionRegion } from "@pipeline/shared/runtime";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/shared/testing";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createTaskQueue, createTaskWatcher } from "../../adapters/nats.ts";
 import { createTaskStore } from "../../adapters/pg.ts";
 import { createApiKeys } from "../../domain/api-keys.ts";

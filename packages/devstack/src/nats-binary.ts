@@ -1,32 +1,16 @@
 // Finds a nats-server of at least MIN_NATS_SERVER, or fetches Debian's newest package into the
-// project's own folder (nothing on the system changes). See docs/nats.md for why 2.14.
+// project's own folder (nothing on the system changes). See docs/nats.md for why 2.14; the version
+// rules (MIN_NATS_SERVER, versionAtLeast) live in @pipeline/shared/nats, which `recovery assess` reads too.
 import { createHash } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { MIN_NATS_SERVER, parseServerVersion, versionAtLeast } from "@pipeline/shared/nats";
 import { MissingBinaryError, onPath } from "./binaries.ts";
-
-/** The oldest server the project runs on (reliable WorkQueue sourcing, +TERM reasons, consumer reset). */
-export const MIN_NATS_SERVER = "2.14.0";
 
 /** The repository's `.data/bin`: where a fetched server is kept (NATS_BIN_DIR overrides). */
 export function natsBinDir(): string {
-  return process.env.NATS_BIN_DIR ?? resolve(import.meta.dir, "..", "..", "..", "..", ".data", "bin");
-}
-
-/** `[major, minor, patch]` of a `nats-server --version` line or a Debian version (`2.15.1-1`). */
-export function parseServerVersion(text: string): [number, number, number] | undefined {
-  const m = /(\d+)\.(\d+)\.(\d+)/.exec(text);
-  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : undefined;
-}
-
-/** True when version `a` is at least `b`. */
-export function versionAtLeast(a: string, b: string): boolean {
-  const x = parseServerVersion(a);
-  const y = parseServerVersion(b);
-  if (!x || !y) return false;
-  for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return x[i]! > y[i]!;
-  return true;
+  return process.env.NATS_BIN_DIR ?? resolve(import.meta.dir, "..", "..", "..", ".data", "bin");
 }
 
 /** The version a nats-server binary reports (`2.15.1`), or undefined when it does not run. */

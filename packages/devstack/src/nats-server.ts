@@ -2,10 +2,13 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { NatsAuth } from "../nats/connection.ts";
-import { NATS_ROLES, rolePermissions, type NatsRole } from "../nats/permissions.ts";
+import type { CredentialsFile, NatsCredentials } from "@pipeline/shared/dev-stack-file";
+import { NATS_ROLES, rolePermissions, type NatsAuth, type NatsRole } from "@pipeline/shared/nats";
 import { waitForPort } from "./free-port.ts";
 import { findNatsServer } from "./nats-binary.ts";
+
+// The credentials file's format is @pipeline/shared/dev-stack-file's (the apps' CLIs read it).
+export { type CredentialsFile, type NatsCredentials, readNatsCredentials } from "@pipeline/shared/dev-stack-file";
 
 export interface NatsServerOptions {
   port: number;
@@ -46,11 +49,6 @@ export interface NatsServerOptions {
   log?: (m: string) => void;
 }
 
-export interface NatsCredentials {
-  user: string;
-  password: string;
-}
-
 export interface NatsServerHandle {
   /** `nats://127.0.0.1:<port>`: never carries credentials. */
   url: string;
@@ -72,8 +70,6 @@ export interface NatsServerHandle {
   start(): Promise<void>;
 }
 
-export type CredentialsFile = Record<NatsRole | "system" | "leaf", NatsCredentials>;
-
 /** The passwords of a store: read when present (a second start reuses them), else generated. */
 function loadOrCreateCredentials(file: string): CredentialsFile {
   if (existsSync(file)) {
@@ -84,14 +80,6 @@ function loadOrCreateCredentials(file: string): CredentialsFile {
   writeFileSync(file, `${JSON.stringify(creds, null, 2)}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return creds;
-}
-
-/** Reads one role's user and password from a credentials file written by `startNatsServer`. */
-export function readNatsCredentials(file: string, role: NatsRole): NatsCredentials {
-  const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
-  const c = parsed[role];
-  if (!c || typeof c.user !== "string" || typeof c.password !== "string") throw new Error(`${file}: no credentials for role "${role}"`);
-  return c;
 }
 
 /**

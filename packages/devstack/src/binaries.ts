@@ -1,21 +1,11 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { MissingBinaryError, onPath, postgresBinDir } from "@pipeline/shared/host-binaries";
 
-/** Raised when a binary is missing and cannot be installed here; says what to do. */
-export class MissingBinaryError extends Error {
-  override name = "MissingBinaryError";
-}
-
-/** The first `name` on PATH (and the sbin folders, which root's PATH may lack). */
-export function onPath(name: string): string | undefined {
-  const dirs = (process.env.PATH ?? "").split(":").concat(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"]);
-  for (const d of dirs) {
-    const p = join(d, name);
-    if (d && existsSync(p)) return p;
-  }
-  return undefined;
-}
+// Finding on the host is @pipeline/shared/host-binaries' (production code uses it too); the dev
+// tooling adds installing through apt when something is missing and we are root.
+export { MissingBinaryError, onPath };
 
 const isRoot = () => typeof process.getuid === "function" && process.getuid() === 0;
 
@@ -44,23 +34,10 @@ export interface PostgresBinaries {
   version: number;
 }
 
-function pgBinDir(): string | undefined {
-  if (process.env.PG_BIN_DIR) return process.env.PG_BIN_DIR;
-  const root = "/usr/lib/postgresql";
-  if (existsSync(root)) {
-    const versions = readdirSync(root)
-      .filter((v) => /^\d+$/.test(v) && existsSync(join(root, v, "bin", "initdb")))
-      .sort((a, b) => Number(b) - Number(a));
-    if (versions[0]) return join(root, versions[0], "bin");
-  }
-  const initdb = onPath("initdb");
-  return initdb ? join(initdb, "..") : undefined;
-}
-
 /** Postgres server binaries: PG_BIN_DIR, /usr/lib/postgresql/<newest>/bin, PATH, or apt's `postgresql`. */
 export function findPostgres(log: (m: string) => void = () => {}): PostgresBinaries {
-  let dir = pgBinDir();
-  if (!dir && aptInstall(["postgresql"], log)) dir = pgBinDir();
+  let dir = postgresBinDir("initdb");
+  if (!dir && aptInstall(["postgresql"], log)) dir = postgresBinDir("initdb");
   if (!dir) throw new MissingBinaryError("PostgreSQL server binaries not found; apt-get install postgresql, or set PG_BIN_DIR");
   const bin = (n: string) => join(dir!, n);
   const out = execFileSync(bin("initdb"), ["--version"], { encoding: "utf8" });

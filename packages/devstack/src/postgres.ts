@@ -100,7 +100,7 @@ export const ADMIN_PASSWORD_FILE = "pipeline-admin.password";
  */
 function hbaLines(host: string): string {
   return [
-    "# Written by packages/shared/src/localstack/postgres.ts at every start: a password for every connection.",
+    "# Written by packages/devstack/src/postgres.ts at every start: a password for every connection.",
     "# TYPE  DATABASE  USER  ADDRESS       METHOD",
     "local   all       all                 scram-sha-256",
     "host    all       all   127.0.0.1/32  scram-sha-256",

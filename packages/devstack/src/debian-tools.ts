@@ -10,7 +10,7 @@ import { debianMirror, withLock } from "./nats-binary.ts";
 
 /** `.data/tools/debian` (DEBIAN_TOOLS_DIR overrides). */
 export function debianToolsDir(): string {
-  return process.env.DEBIAN_TOOLS_DIR ?? resolve(import.meta.dir, "..", "..", "..", "..", ".data", "tools", "debian");
+  return process.env.DEBIAN_TOOLS_DIR ?? resolve(import.meta.dir, "..", "..", "..", ".data", "tools", "debian");
 }
 
 /** This machine's Debian suite (`bookworm`), from /etc/os-release. */

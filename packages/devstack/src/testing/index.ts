@@ -3,12 +3,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { createAppLogins, dropAppLogins, migrateDatabase, urlWithLogin, type AppRole } from "../db/index.ts";
-import { findPostgres } from "../localstack/binaries.ts";
-import { freePort } from "../localstack/free-port.ts";
-import { startNatsServer, type NatsServerHandle } from "../localstack/nats-server.ts";
-import { startPostgres } from "../localstack/postgres.ts";
-import { provisionRegionsAt } from "../runtime/provision.ts";
+import { createAppLogins, dropAppLogins, migrateDatabase, urlWithLogin, type AppRole } from "@pipeline/shared/db";
+import { provisionRegionsAt } from "@pipeline/shared/runtime";
+import { findPostgres } from "../binaries.ts";
+import { freePort } from "../free-port.ts";
+import { startNatsServer, type NatsServerHandle } from "../nats-server.ts";
+import { startPostgres } from "../postgres.ts";
 
 export interface TestNats extends NatsServerHandle {
   /** Stops the server and removes its store. */
@@ -116,5 +116,5 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
     await Bun.sleep(everyMs);
   }
 }
-export { natsEnv } from "../localstack/nats-server.ts";
+export { natsEnv } from "../nats-server.ts";
 export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "./processes.ts";

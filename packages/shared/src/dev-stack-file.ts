@@ -1,13 +1,13 @@
-// The running dev stack's connection settings, written by `infra/stack.ts` (the `dev` task of
-// the @pipeline/infra workspace) and read by the apps' dev scripts and the recovery CLI when the
-// environment does not say otherwise. The file holds no password: it points at the 0600
-// credentials files of the stack's nats-server and of its Postgres logins (one per app).
-import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+// Reading a running dev stack's connection settings, for the apps' CLIs (`recovery`, `rollout`),
+// which use a dev stack when the environment names none. The file is written by `infra/stack.ts`
+// through @pipeline/devstack, which also starts the stack; nothing here starts, fetches or writes.
+// The file holds no password: it points at the 0600 credentials files of the stack's nats-server
+// and of its Postgres logins (one per app).
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { urlWithLogin } from "../db/roles.ts";
-import { NATS_ROLES, type NatsRole } from "../nats/permissions.ts";
-import { readNatsCredentials } from "./nats-server.ts";
+import { urlWithLogin } from "./db/roles.ts";
+import { NATS_ROLES, type NatsRole } from "./nats/permissions.ts";
 
 export const DevStack = z.object({
   pid: z.number().int().positive(),
@@ -25,23 +25,32 @@ export const DevStack = z.object({
 });
 export type DevStack = z.infer<typeof DevStack>;
 
+const PgLogin = z.object({ user: z.string().min(1), password: z.string().min(1) });
+/** The dev stack's Postgres logins: the owner's part (the admin: migrations, recovery) and one per app role. */
+export const PgCredentials = z.object({ owner: PgLogin, gateway: PgLogin, solver: PgLogin, rollout: PgLogin });
+export type PgCredentials = z.infer<typeof PgCredentials>;
+
+export interface NatsCredentials {
+  user: string;
+  password: string;
+}
+
+/** A nats-server's credentials file (written by @pipeline/devstack's `startNatsServer`): one user per role. */
+export type CredentialsFile = Record<NatsRole | "system" | "leaf", NatsCredentials>;
+
+/** Reads one role's user and password from a credentials file written by `startNatsServer`. */
+export function readNatsCredentials(file: string, role: NatsRole): NatsCredentials {
+  const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
+  const c = parsed[role];
+  if (!c || typeof c.user !== "string" || typeof c.password !== "string") throw new Error(`${file}: no credentials for role "${role}"`);
+  return c;
+}
+
 /** `.data/dev-stack.json` of the repository (DEV_STACK_FILE, or DATA_DIR's, overrides). */
 export function devStackFile(env: Record<string, string | undefined> = process.env): string {
   if (env.DEV_STACK_FILE) return resolve(env.DEV_STACK_FILE);
-  const dataDir = env.DATA_DIR ?? resolve(import.meta.dir, "..", "..", "..", "..", ".data");
+  const dataDir = env.DATA_DIR ?? resolve(import.meta.dir, "..", "..", "..", ".data");
   return join(dataDir, "dev-stack.json");
-}
-
-export function writeDevStack(file: string, stack: DevStack): void {
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(stack, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, file);
-}
-
-export function removeDevStack(file: string, pid = process.pid): void {
-  const s = readDevStack(file);
-  if (!s || s.pid === pid) rmSync(file, { force: true });
 }
 
 function alive(pid: number): boolean {
@@ -62,31 +71,6 @@ export function readDevStack(file: string): DevStack | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Waits for a running dev stack (the infra task starts alongside the apps under turbo). */
-export async function waitForDevStack(file: string, timeoutMs: number, onWait?: () => void): Promise<DevStack> {
-  const until = Date.now() + timeoutMs;
-  let said = false;
-  for (;;) {
-    const s = readDevStack(file);
-    if (s) return s;
-    if (Date.now() > until) throw new Error(`no dev stack in ${file} after ${Math.round(timeoutMs / 1000)} s: is the @pipeline/infra dev task running (turbo run dev)?`);
-    if (!said) onWait?.();
-    said = true;
-    await Bun.sleep(200);
-  }
-}
-
-const PgLogin = z.object({ user: z.string().min(1), password: z.string().min(1) });
-/** The dev stack's Postgres logins: the owner's part (the admin: migrations, recovery) and one per app role. */
-export const PgCredentials = z.object({ owner: PgLogin, gateway: PgLogin, solver: PgLogin, rollout: PgLogin });
-export type PgCredentials = z.infer<typeof PgCredentials>;
-
-/** Writes the logins file (0600: it holds passwords). */
-export function writePgCredentials(file: string, c: PgCredentials): void {
-  writeFileSync(file, `${JSON.stringify(c, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
 }
 
 /**
@@ -115,6 +99,3 @@ export function devStackEnv(stack: DevStack, role: NatsRole | undefined, env: Re
   for (const k of Object.keys(out)) if (env[k] !== undefined && env[k] !== "") delete out[k];
   return out;
 }
-
-/** The roles `infra/with-stack.ts` accepts: the NATS users, and `none` for an app without NATS. */
-export const NATS_ROLES_FOR_DEV = [...NATS_ROLES.filter((r) => r !== "admin"), "none"] as const;
