@@ -1,6 +1,7 @@
 // `npm run lint` (and the first step of `npm test`, after the type check): Biome's lint with the
 // layering rules of biome.json (domain/ imports no adapter or I/O library; nothing outside tests/
-// imports tests/; no app imports another), then the function-length ratchet: no function in apps/
+// imports tests/; no app imports another), then no import running back up inside an app (two
+// folders of one apps/<app>/src that import each other: infra/lint/folder-cycles.ts), then the function-length ratchet: no function in apps/
 // over 80 lines, except those listed in infra/lint/long-functions.allow (issue 12 shrinks it; limits carry a 15-line margin for work in flight; a new
 // one, or a listed one grown longer, fails); and the dev-tooling fence: no production file of apps/
 // or packages/ imports @pipeline/devstack (infra/lint/devstack-fence.ts).
@@ -8,6 +9,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { devToolingImports, productionSources } from "./lint/devstack-fence.ts";
+import { folderCycles } from "./lint/folder-cycles.ts";
 import { longFunctions, sources } from "./lint/long-functions.ts";
 
 const root = join(import.meta.dir, "..");
@@ -29,6 +31,13 @@ for (const b of breaches) {
   failed = true;
 }
 console.error(`[lint] dev-tooling fence: ${prod.length} production files, ${breaches.length} importing @pipeline/devstack or a testing/ folder`);
+
+const cycles = folderCycles(join(root, "apps"));
+for (const c of cycles) {
+  console.error(`[lint] apps/${c.app}/src: ${c.a}/ and ${c.b}/ import each other (${c.ab}; ${c.ba}): move the shared piece so that imports run one way`);
+  failed = true;
+}
+if (!cycles.length) console.error("[lint] no import runs back up inside an app (folders of apps/*/src import one way)");
 
 // `file name lines` per line: the known long functions and the length they may not exceed.
 const allowed = new Map(

@@ -15,8 +15,8 @@ import { eventually } from "@pipeline/devstack/testing";
 import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../apps/recovery/src/context.ts";
 import { renderDrillReport, runDrill, type DrillOptions } from "../apps/recovery/src/drill/run-drill.ts";
 import type { Scenario } from "../apps/recovery/src/drill/scenarios.ts";
-import { recentAudit } from "../apps/recovery/src/runtime/audit.ts";
-import { rollbackConfig, setConfig } from "../apps/recovery/src/runtime/config-ops.ts";
+import { recentAudit } from "../apps/recovery/src/fleet/audit.ts";
+import { rollbackConfig, setConfig } from "../apps/recovery/src/fleet/config-ops.ts";
 import { PROVIDER_KEY, startStack, type Stack } from "./harness.ts";
 
 const SPARE_KEY = "e2e-provider-key-spare-0002";

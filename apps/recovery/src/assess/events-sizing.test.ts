@@ -1,10 +1,7 @@
 // EVENTS sized against the snapshots (docs/runbook.md, "Sizing EVENTS"): the window each limit
 // holds at the measured rate, against what a restore may need; gone events after the newest
-// snapshot fail; the same figures are the service's gauges, which promtool accepts.
+// snapshot fail. The same figures as the service's gauges: metrics/events-gauges.test.ts.
 import { expect, test } from "bun:test";
-import { spawnSync } from "node:child_process";
-import { findPromtool } from "@pipeline/devstack";
-import { createRecoveryMetrics } from "../retention/metrics.ts";
 import { eventsCheck, eventsSizing, type EventsFigures } from "./events-sizing.ts";
 
 const now = Date.parse("2026-12-04T10:00:00Z");
@@ -46,18 +43,3 @@ test("events after the newest snapshot already gone: fail (a restore from it wou
   // Exactly the next event held: nothing lost.
   expect(eventsSizing({ ...snapshots, events: events({ firstSeq: 4001 }), snapshot: { lastSeq: 4000, at: now } }).lostAfterSnapshot).toBe(false);
 });
-
-test("the service's /metrics carries the EVENTS figures, and promtool accepts them", async () => {
-  const s = eventsSizing({ ...snapshots, events: events(), snapshot: { lastSeq: 99_000, at: now - 60_000 } });
-  const text = await (await createRecoveryMetrics({ events: async () => s }).response()).text();
-  expect(text).toContain('recovery_events_bytes{stream="EVENTS_T",app="recovery"} 100000000');
-  expect(text).toContain(`recovery_events_max_bytes{stream="EVENTS_T",app="recovery"} ${1024 ** 3}`);
-  expect(text).toContain('recovery_events_needed_seconds{stream="EVENTS_T",app="recovery"} 900');
-  expect(text).toContain('recovery_snapshot_events_seq{stream="EVENTS_T",app="recovery"} 99000');
-  expect(text).toContain('recovery_events_oldest_age_seconds{stream="EVENTS_T",app="recovery"} 3600');
-  // No max_msgs set: no such series (the alert's ratio then has nothing to divide).
-  expect(text).not.toContain("recovery_events_max_messages{");
-  const r = spawnSync(findPromtool(), ["check", "metrics"], { input: text, encoding: "utf8" });
-  expect(`${r.stdout}${r.stderr}`).not.toMatch(/error/i);
-  expect(r.status).toBe(0);
-}, 60_000);

@@ -3,7 +3,7 @@
 import type { KV } from "@nats-io/kv";
 import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/runtime";
 import { openContext, type RecoveryContext } from "../context.ts";
-import type { ConfigDeps } from "../runtime/config-ops.ts";
+import type { ConfigDeps } from "../fleet/config-ops.ts";
 import { actorOf, type CliEnv } from "./env.ts";
 
 export interface Fleet {

@@ -10,7 +10,7 @@ import { publishWithRetry } from "@pipeline/shared/nats";
 import { eventSubject, shardOf, taskSubject } from "@pipeline/shared/subjects";
 import type { Priority, TaskEvent, TaskType } from "@pipeline/shared/schemas";
 import type { Db } from "@pipeline/shared/db";
-import { recordAudit } from "../runtime/audit.ts";
+import { recordAudit } from "../fleet/audit.ts";
 
 export type RedriveResult =
   | { ok: true; id: string; redrives: number; deadlineAt: string | null }

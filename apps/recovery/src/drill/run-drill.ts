@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
-import { recordAudit } from "../runtime/audit.ts";
+import { recordAudit } from "../fleet/audit.ts";
 import { DrillError, faultFor, type FaultDeps } from "./faults/index.ts";
 import { startDrillLoad, type DrillLoad, type Tracked } from "./load.ts";
 import { ratePerSec, recoveryMs, rpoOf, type RpoFigures } from "./measure.ts";

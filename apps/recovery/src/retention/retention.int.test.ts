@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
-import { createRecoveryMetrics } from "./metrics.ts";
+import { createRecoveryMetrics } from "../metrics/registry.ts";
 import { runRetention } from "./retention.ts";
 
 let tdb: TestDatabase;

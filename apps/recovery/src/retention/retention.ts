@@ -15,7 +15,7 @@
 // up after WEBHOOK_MAX_AGE_MS, 24 h). Every row of the local database is covered, replicas of
 // other regions' tasks included: retention is the database's, not a transition of the task.
 import type postgres from "postgres";
-import type { RetentionMetrics } from "./metrics.ts";
+import type { RetentionMetrics } from "../metrics/registry.ts";
 
 export interface RetentionPolicy {
   /** A completed task's token is erased this long after it expired. */

@@ -1,5 +1,5 @@
 // `recovery audit`: who changed what (config, keys, drills), newest first.
-import { recentAudit } from "../../runtime/audit.ts";
+import { recentAudit } from "../../fleet/audit.ts";
 import type { CommandOf } from "../args.ts";
 import { print, type CliEnv } from "../env.ts";
 import { withFleet } from "../fleet.ts";

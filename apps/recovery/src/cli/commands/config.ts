@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { configHistory, liveWorkers } from "@pipeline/shared/runtime";
 import { UsageError } from "../../context.ts";
-import { rollbackConfig, setConfig } from "../../runtime/config-ops.ts";
+import { rollbackConfig, setConfig } from "../../fleet/config-ops.ts";
 import type { CommandOf } from "../args.ts";
 import { print, type CliEnv } from "../env.ts";
 import { withFleet, type Fleet } from "../fleet.ts";

@@ -1,5 +1,5 @@
 // `recovery rotate-key`: switch every solver to another key of their key file; waits until all applied it.
-import { rotateKey } from "../../runtime/config-ops.ts";
+import { rotateKey } from "../../fleet/config-ops.ts";
 import type { CommandOf } from "../args.ts";
 import { print, type CliEnv } from "../env.ts";
 import { withFleet } from "../fleet.ts";

@@ -1,7 +1,7 @@
 // What every drill fault shares: its dependencies, its shape, and the error a drill refuses with.
 import type { KV } from "@nats-io/kv";
 import type { RecoveryContext } from "../../context.ts";
-import type { ConfigDeps } from "../../runtime/config-ops.ts";
+import type { ConfigDeps } from "../../fleet/config-ops.ts";
 
 export class DrillError extends Error {
   override name = "DrillError";

@@ -1,5 +1,5 @@
 // key-compromise: rotate every solver to the spare key (--to) and wait until all applied it.
-import { rotateKey } from "../../runtime/config-ops.ts";
+import { rotateKey } from "../../fleet/config-ops.ts";
 import { configDeps, DrillError, type Fault, type FaultDeps } from "./fault.ts";
 
 /** Refuses without --to; fails when a solver refuses the new key or stays silent. */

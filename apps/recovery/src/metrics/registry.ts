@@ -1,5 +1,5 @@
 import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
-import type { RegionGauge } from "../regions/gauges.ts";
+import type { RegionGauge } from "./region-gauges.ts";
 import type { EventsSizing } from "../assess/events-sizing.ts";
 
 /** What the recovery service counts (served on RECOVERY_METRICS_PORT when set). */
@@ -21,7 +21,7 @@ export interface OffHostMetrics {
 
 /**
  * `regions`: read at scrape time (several regions only): the lease and mirror figures as gauges
- * (regions/gauges.ts), from the same probe as `assess`.
+ * (region-gauges.ts), from the same probe as `assess`.
  */
 export function createRecoveryMetrics(o: { regions?: () => Promise<RegionGauge[]>; events?: () => Promise<EventsSizing> } = {}): RecoveryMetrics {
   const registry = createRegistry("recovery");

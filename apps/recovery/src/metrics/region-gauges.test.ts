@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { createRecoveryMetrics } from "../retention/metrics.ts";
-import { regionGauges } from "./gauges.ts";
+import { createRecoveryMetrics } from "./registry.ts";
+import { regionGauges } from "./region-gauges.ts";
 
 const now = 1_800_000_000_000;
 

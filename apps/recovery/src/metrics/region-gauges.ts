@@ -1,6 +1,6 @@
 // The region figures as Prometheus gauges, from the same probe `assess` reads (assess/regions.ts):
 // whether this region may submit (its lease), how long the lease is valid, its epoch, and for each
-// other region the mirror's lag, its last activity and the replicator's backlog. Pure (gauges.test.ts).
+// other region the mirror's lag, its last activity and the replicator's backlog. Pure (region-gauges.test.ts).
 import { maySubmit } from "@pipeline/shared/regions";
 import type { RegionsProbe } from "../assess/regions.ts";
 
