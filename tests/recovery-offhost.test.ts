@@ -227,7 +227,8 @@ test("the host is lost (its NATS and snapshot folder): restore --from hel1 --eve
   extra.push(target);
   const fetched = mkdtempSync(join(tmpdir(), "offhost-fetched-"));
   const env = { NATS_URL: hel1.url, ...natsEnv(hel1, "recovery"), REGION: "fsn1", SNAPSHOT_DIR: fetched };
-  const r = await cli(["restore", "latest", "--from", "hel1", "--events-from", "hel1", "--into", target.url, "--json"], env);
+  // The target's URL carries its password (the test cluster asks for one): through RESTORE_INTO_URL, not --into (visible in the process list).
+  const r = await cli(["restore", "latest", "--from", "hel1", "--events-from", "hel1", "--json"], { ...env, RESTORE_INTO_URL: target.url });
   expect(r.code, r.out).toBe(0);
   const report = JSON.parse(r.out) as { snapshot: string; replay: { events: number; counts: Record<string, number> } };
   expect(report.snapshot).toBe(snap.manifest.name);
@@ -253,7 +254,7 @@ test("the host is lost (its NATS and snapshot folder): restore --from hel1 --eve
   await store.putBlob({ name: snap.manifest.dumpFile }, new TextEncoder().encode("not the dump"));
   const target2 = await createTestDatabase("offhost_tampered", undefined, { migrate: false });
   extra.push(target2);
-  const bad = await cli(["restore", snap.manifest.name, "--from", "hel1", "--no-replay", "--into", target2.url], { ...env, SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "offhost-fetched2-")) });
+  const bad = await cli(["restore", snap.manifest.name, "--from", "hel1", "--no-replay"], { ...env, RESTORE_INTO_URL: target2.url, SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "offhost-fetched2-")) });
   expect(bad.code).toBe(1);
   expect(bad.out).toContain("fails its checksum");
   const t2 = postgres(target2.url, { max: 1, onnotice: () => {} });
