@@ -1,3 +1,4 @@
+import { TERMINAL_STATES } from "./schemas/task.ts";
 import type { Priority } from "./schemas/task-types.ts";
 import { sha256 } from "./sha256.ts";
 
@@ -54,8 +55,8 @@ export function eventSubject(region: string, kind: string): string {
   return `events.${region}.${kind}`;
 }
 
-/** The final-state event kinds (a task's `completed`, `failed`, `cancelled`): what callbacks are sent for. */
-export const FINAL_EVENT_KINDS = ["completed", "failed", "cancelled"] as const;
+/** The final-state event kinds, named for the terminal states (`completed`, `failed`, `cancelled`): what callbacks are sent for. */
+export const FINAL_EVENT_KINDS: readonly string[] = TERMINAL_STATES;
 const FINAL_KINDS: ReadonlySet<string> = new Set(FINAL_EVENT_KINDS);
 
 /** Whether an event of this kind ends its task (one of FINAL_EVENT_KINDS). */

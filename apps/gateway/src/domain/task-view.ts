@@ -1,7 +1,6 @@
 // The view is a shared contract (the notifier sends it too); it lives in @pipeline/shared/tasks.
 import { classifyError, isTemporaryBlock } from "@pipeline/shared/provider";
 import { toTaskView as sharedTaskView } from "@pipeline/shared/tasks";
-export { WAITABLE_DONE } from "@pipeline/shared/tasks";
 
 /**
  * Whether a failure code is the provider's word about our account (ERROR_ZERO_BALANCE, IP_BANNED,

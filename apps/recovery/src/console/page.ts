@@ -1,6 +1,7 @@
 // The console's HTML, rendered on the server: the page shell, the live panels (re-fetched every
 // 2 s by app.js and swapped in), a task's timeline and the login form. Every figure carries a
 // `data-figure` name so a test can read what a person sees; every control has a label.
+import { FINAL_STATUSES, VisibleState } from "@pipeline/shared/schemas";
 import { esc, fmtMs, latencyChart, throughputChart } from "./charts.ts";
 import type { ConsoleState, Timeline } from "./data.ts";
 import type { Principal } from "./tokens.ts";
@@ -15,7 +16,7 @@ function table(caption: string, head: string[], rows: string[][], empty: string,
 }
 
 function tasksPanel(s: ConsoleState): string {
-  const states = ["queued", "solving", "retrying", "completed", "failed", "cancelled", "expired"];
+  const states: readonly string[] = VisibleState.options;
   const present = [...new Set([...states.filter((x) => s.tasks.some((t) => t.state === x)), ...s.tasks.map((t) => t.state)])];
   const groups = new Map<string, Map<string, number>>();
   for (const t of s.tasks) {
@@ -231,7 +232,7 @@ export const JS = `
     out.innerHTML = await r.text();
     shownTask = r.ok ? id : "";
     const st = out.querySelector('[data-figure="timeline.state"]');
-    shownFinal = !!st && ["completed", "failed", "cancelled", "expired"].includes(st.textContent);
+    shownFinal = !!st && ${JSON.stringify(FINAL_STATUSES)}.includes(st.textContent);
     if (focus) out.scrollIntoView({ block: "start" });
   }
   document.getElementById("timeline-form").addEventListener("submit", (e) => {

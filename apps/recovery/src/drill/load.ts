@@ -1,8 +1,9 @@
+import { FINAL_STATUSES } from "@pipeline/shared/schemas";
 import { z } from "zod";
 
 const Accepted = z.object({ id: z.string().min(1) });
 const View = z.object({ id: z.string(), status: z.string(), error: z.object({ code: z.string() }).nullish() });
-const TERMINAL = new Set(["completed", "failed", "cancelled", "expired"]);
+const TERMINAL = new Set<string>(FINAL_STATUSES);
 
 export interface DrillLoadOptions {
   gatewayUrl: string;

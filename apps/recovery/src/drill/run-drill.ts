@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
+import { FINAL_STATUSES } from "@pipeline/shared/schemas";
 import { recordAudit } from "../fleet/audit.ts";
 import { DrillError, faultFor, type FaultDeps } from "./faults/index.ts";
 import { startDrillLoad, type DrillLoad, type Tracked } from "./load.ts";
@@ -89,7 +90,7 @@ function rpoFigures(all: Tracked[], refused: number): RpoFigures {
     lost: all.filter((t) => t.status === "missing").length,
     failed: all.filter((t) => ["failed", "cancelled", "expired"].includes(t.status) && !tokenLost(t)).length,
     tokensLost: all.filter(tokenLost).length,
-    unfinished: all.filter((t) => !["completed", "failed", "cancelled", "expired", "missing"].includes(t.status)).length,
+    unfinished: all.filter((t) => t.status !== "missing" && !(FINAL_STATUSES as readonly string[]).includes(t.status)).length,
     refused,
   };
 }

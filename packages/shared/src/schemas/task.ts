@@ -11,6 +11,9 @@ export type VisibleState = z.infer<typeof VisibleState>;
 /** The row states no transition leaves (but a redrive of `failed`): the one list the apps use. */
 export const TERMINAL_STATES: readonly TaskState[] = ["completed", "failed", "cancelled"];
 
+/** The statuses a client sees that do not change any more: the terminal states, and `expired`. */
+export const FINAL_STATUSES: readonly VisibleState[] = [...TERMINAL_STATES, "expired"];
+
 /** What `GET /v1/tasks/:id` answers. */
 export const TaskView = z.object({
   id: z.uuid(),

@@ -1,5 +1,5 @@
 import type { TaskRow } from "../db/schema/tasks.ts";
-import type { TaskState, TaskView } from "../schemas/task.ts";
+import type { TaskView } from "../schemas/task.ts";
 
 /**
  * What a client sees of a row at `now`: a completed task whose token has expired is `expired`
@@ -32,5 +32,3 @@ export function toTaskView(row: TaskRow, now: Date): TaskView {
   if (state === "failed" && row.errorCode) view.error = { code: row.errorCode, ...(row.errorMessage ? { message: row.errorMessage } : {}) };
   return view;
 }
-
-export const WAITABLE_DONE: readonly TaskState[] = ["completed", "failed", "cancelled"];

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import type { TaskState } from "@pipeline/shared/schemas";
+import { TERMINAL_STATES, type TaskState } from "@pipeline/shared/schemas";
 import type { GatewayDeps } from "../../deps.ts";
-import { toTaskView, WAITABLE_DONE } from "../../domain/task-view.ts";
+import { toTaskView } from "../../domain/task-view.ts";
 import type { GatewayEnvVars } from "../env.ts";
 import { ownTask } from "./own-task.ts";
 import type { Waiting } from "./waiting.ts";
@@ -29,7 +29,7 @@ export function eventsRoute(deps: GatewayDeps, waiting: Waiting) {
             last = key;
             lastWrite = Date.now();
           }
-          if (WAITABLE_DONE.includes(row.state as TaskState)) break;
+          if (TERMINAL_STATES.includes(row.state as TaskState)) break;
           const left = until - Date.now();
           // A stream lives at most SSE_MAX_SECONDS: EventSource reconnects (Last-Event-ID) to a fresh one.
           if (left <= 0) break;

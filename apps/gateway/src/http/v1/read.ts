@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import { fieldErrors, type TaskState } from "@pipeline/shared/schemas";
+import { fieldErrors, TERMINAL_STATES, type TaskState } from "@pipeline/shared/schemas";
 import type { GatewayDeps } from "../../deps.ts";
-import { toTaskView, WAITABLE_DONE } from "../../domain/task-view.ts";
+import { toTaskView } from "../../domain/task-view.ts";
 import type { GatewayEnvVars } from "../env.ts";
 import { ProblemError } from "../problem.ts";
 import { ownTask } from "./own-task.ts";
@@ -16,7 +16,7 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
     const wait = WaitQuery.safeParse(c.req.query("wait") ?? undefined);
     if (!wait.success) throw new ProblemError(400, "Invalid Query", undefined, fieldErrors(wait.error, "query.wait"));
     const first = await ownTask(deps, clientId, c.req.param("id"));
-    if (wait.data === 0 || WAITABLE_DONE.includes(first.state as TaskState)) return c.json(toTaskView(first, deps.now()));
+    if (wait.data === 0 || TERMINAL_STATES.includes(first.state as TaskState)) return c.json(toTaskView(first, deps.now()));
     const release = waiting.slot(clientId, "query.wait");
     // Only a final event can end the wait: the others do not wake it (each would be a re-read).
     const watch = deps.watcher.watch(first.id, { finalOnly: true });
@@ -24,7 +24,7 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
       const until = Date.now() + wait.data * 1000;
       for (let row = first; ; row = await ownTask(deps, clientId, first.id)) {
         const left = until - Date.now();
-        if (WAITABLE_DONE.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, deps.now()));
+        if (TERMINAL_STATES.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, deps.now()));
         // The client gone: stop reading the task for nobody.
         if ((await watch.wait(Math.min(left, waiting.recheckMs(row.region)), c.req.raw.signal)) === "aborted") return c.body(null, 499 as never);
       }
