@@ -2,15 +2,16 @@
 // workers` and the rollout's gate read), and the dead-peer reaper: a solver killed -9 has its leases
 // and provider slots released within DEAD_AFTER_MS plus one round, instead of its LEASE_MS/
 // ACK_WAIT_MS; sooner (one missed beat plus one round) when its Postgres sessions are gone too
-// (runtime/reaper.ts).
+// (adapters/reaper.ts).
 import { hostname } from "node:os";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Database } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { HEARTBEAT_EVERY_MS, reapDeadWorkers, type Heartbeat } from "@pipeline/shared/runtime";
+import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/runtime";
 import { startHeartbeat } from "../adapters/heartbeat.ts";
 import type { LiveConfig } from "../adapters/live-config.ts";
+import { reapDeadWorkers } from "../adapters/reaper.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import type { Tally } from "./parts.ts";

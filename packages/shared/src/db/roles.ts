@@ -36,7 +36,7 @@ export const SCHEMA_TABLES = ["tasks", "webhook_deliveries", "provider_slots", "
 
 /**
  * What each app role may do, table by table (anything not here is refused). Read from the apps'
- * queries: apps/gateway/src/adapters, apps/solver/src/adapters (+ runtime/reaper.ts),
+ * queries: apps/gateway/src/adapters, apps/solver/src/adapters (the dead-worker reaper among them),
  * apps/rollout/src/adapters/regions.ts. A query that needs more fails in the int and e2e tests, which run
  * the apps with these roles.
  */

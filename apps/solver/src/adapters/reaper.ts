@@ -20,10 +20,10 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
-import { publishWithRetry } from "../nats/publish.ts";
-import type { Priority } from "../schemas/task-types.ts";
-import { shardOf, taskSubject } from "../subjects.ts";
-import { liveWorkers } from "./kv.ts";
+import { publishWithRetry } from "@pipeline/shared/nats";
+import { liveWorkers } from "@pipeline/shared/runtime";
+import type { Priority } from "@pipeline/shared/schemas";
+import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 
 export interface ReaperDeps {
   sql: postgres.Sql;
