@@ -12,7 +12,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createAppLogins, migrateDatabase, openDatabase, urlWithLogin } from "@pipeline/shared/db";
 import { natsEnv, portInUse, redactPassword, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/devstack";
-import { provisionRegionsAt } from "@pipeline/shared/runtime";
+import { provisionRegionsAt } from "@pipeline/shared/provision";
 
 const root = join(import.meta.dir, "..");
 const env = process.env;

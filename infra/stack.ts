@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { createAppLogins, migrateDatabase, openDatabase } from "@pipeline/shared/db";
 import { devStackFile, portInUse, redactPassword, removeDevStack, startNatsServer, startPostgres, writeDevStack, writePgCredentials } from "@pipeline/devstack";
-import { provisionRegionsAt } from "@pipeline/shared/runtime";
+import { provisionRegionsAt } from "@pipeline/shared/provision";
 
 const root = join(import.meta.dir, "..");
 const env = process.env;

@@ -10,7 +10,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { configHistory, liveWorkers, openConfigBucket, openWorkersBucket, SOLVER_CONFIG_KEY } from "@pipeline/shared/runtime";
+import { configHistory, liveWorkers, openConfigBucket, openWorkersBucket, SOLVER_CONFIG_KEY } from "@pipeline/shared/kv";
 import { eventually } from "@pipeline/devstack/testing";
 import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../apps/recovery/src/context.ts";
 import { renderDrillReport, runDrill, type DrillOptions } from "../apps/recovery/src/drill/run-drill.ts";

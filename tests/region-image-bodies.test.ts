@@ -16,7 +16,7 @@ import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/share
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { splitBodies } from "@pipeline/shared/tasks";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
-import { provisionRegion } from "@pipeline/shared/runtime";
+import { provisionRegion } from "@pipeline/shared/provision";
 import postgres from "postgres";
 import { createTaskQueue, createTaskWatcher } from "../apps/gateway/src/adapters/nats.ts";
 import { createTaskStore } from "../apps/gateway/src/adapters/pg.ts";

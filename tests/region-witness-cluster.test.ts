@@ -15,7 +15,7 @@ import { Kvm } from "@nats-io/kv";
 import type { NatsServerHandle } from "@pipeline/devstack";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { Lease } from "@pipeline/shared/regions";
-import { buckets } from "@pipeline/shared/runtime";
+import { buckets } from "@pipeline/shared/subjects";
 import { eventually } from "@pipeline/devstack/testing";
 import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";

@@ -11,8 +11,9 @@ import { createQuotas } from "./domain/quotas.ts";
 import { createUsageSource } from "./adapters/usage.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
 import { createReadiness } from "./http/readiness.ts";
-import { bindBucket, buckets, watchFence } from "@pipeline/shared/runtime";
-import { streams } from "@pipeline/shared/subjects";
+import { bindBucket } from "@pipeline/shared/kv";
+import { watchFence } from "@pipeline/shared/regions";
+import { buckets, streams } from "@pipeline/shared/subjects";
 
 export interface GatewayService {
   url: string;

@@ -1,5 +1,5 @@
 // The rollout service (issue 15): `bun apps/rollout/src/main.ts`, or `npm run rollout -- serve`.
-import { runService } from "@pipeline/shared/runtime";
+import { runService } from "@pipeline/shared/service";
 import { loadConfig } from "./config.ts";
 import { startRollout } from "./service.ts";
 

@@ -1,6 +1,6 @@
 import { commonEnv, envBool, envInt, envJson, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
 import { WebhookGenerations } from "@pipeline/shared/webhooks";
-import { KEY_NAME } from "@pipeline/shared/runtime";
+import { KEY_NAME } from "@pipeline/shared/kv";
 import { z } from "zod";
 
 export const SolverEnv = z

@@ -1,4 +1,4 @@
-import { runService } from "@pipeline/shared/runtime";
+import { runService } from "@pipeline/shared/service";
 import { loadConfig } from "./config.ts";
 import { startSolver } from "./service.ts";
 

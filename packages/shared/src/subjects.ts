@@ -24,6 +24,18 @@ export function assertRegion(region: string): string {
   return region;
 }
 
+/** KV bucket names, per region (the leases bucket is the witness's own). */
+export const buckets = {
+  config: (region: string) => `config_${assertRegion(region).replace(/-/g, "_")}`,
+  workers: (region: string) => `workers_${assertRegion(region).replace(/-/g, "_")}`,
+  /** The region's lease view (written by its keeper, read by its solvers) and adoption records. */
+  region: (region: string) => `region_${assertRegion(region).replace(/-/g, "_")}`,
+  /** The witness's bucket of region leases (on the witness's own server). */
+  leases: () => "leases",
+  /** The region's shard assignment (which solver version pulls which shard: @pipeline/shared/shards). */
+  rollout: (region: string) => `rollout_${assertRegion(region).replace(/-/g, "_")}`,
+};
+
 /** Stable shard of a task id: the first 4 bytes of its sha256 (big-endian), modulo the shard count. Never changes (the rollout's shard owners; subjects.test.ts). */
 export function shardOf(taskId: string, shards = DEFAULT_SHARDS): number {
   const d = sha256(taskId);

@@ -4,7 +4,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type postgres from "postgres";
 import type { NatsConnection } from "@pipeline/shared/nats";
-import type { Heartbeat } from "@pipeline/shared/runtime";
+import type { Heartbeat } from "@pipeline/shared/kv";
 import type { RecoveryConfig } from "../config.ts";
 import { redactUrl } from "../redact-url.ts";
 import { natsChecks, newestSnapshot, offHostCheck, overallLevel, postgresChecks, providerCheck, regionsUnreadable, snapshotCheck, workersChecks } from "./checks.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { Heartbeat } from "@pipeline/shared/runtime";
+import type { Heartbeat } from "@pipeline/shared/kv";
 import type { Snapshot } from "../snapshot/manifest.ts";
 import {
   breakerCheck,

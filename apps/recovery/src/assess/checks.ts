@@ -1,6 +1,6 @@
 // The verdicts of `assess`: pure functions from what the probes read (probes.ts) to check lines.
 // `fail` means a human is needed; `warn`, look when you can.
-import type { Heartbeat } from "@pipeline/shared/runtime";
+import type { Heartbeat } from "@pipeline/shared/kv";
 import { MIN_NATS_SERVER, versionAtLeast } from "@pipeline/shared/nats";
 import type { Assessment, Check, Level } from "./model.ts";
 import type { JetStreamProbe, PostgresProbe, SnapshotsProbe } from "./probes.ts";

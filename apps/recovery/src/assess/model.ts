@@ -1,5 +1,5 @@
 // What `assess` reports: verdicts (checks) and the figures they were drawn from.
-import type { Heartbeat } from "@pipeline/shared/runtime";
+import type { Heartbeat } from "@pipeline/shared/kv";
 
 export type Level = "ok" | "warn" | "fail";
 

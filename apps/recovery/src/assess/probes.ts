@@ -7,7 +7,7 @@ import type postgres from "postgres";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { parseProviderReply } from "@pipeline/shared/provider";
-import { liveWorkers, openRegionBucket, openWorkersBucket, type Heartbeat } from "@pipeline/shared/runtime";
+import { liveWorkers, openRegionBucket, openWorkersBucket, type Heartbeat } from "@pipeline/shared/kv";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import type { RecoveryConfig } from "../config.ts";
 import { redactUrl } from "../redact-url.ts";

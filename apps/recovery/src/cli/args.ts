@@ -1,4 +1,4 @@
-import { KEY_NAME } from "@pipeline/shared/runtime";
+import { KEY_NAME } from "@pipeline/shared/kv";
 import { z } from "zod";
 import { DatabaseUrl } from "../config.ts";
 import { SCENARIOS, unconfirmedDrill } from "../drill/scenarios.ts";

@@ -1,7 +1,7 @@
 // The fleet commands (workers, config, rotate-key, audit, drill) work on one context and the
 // region's config and workers buckets.
 import type { KV } from "@nats-io/kv";
-import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/runtime";
+import { openConfigBucket, openWorkersBucket } from "@pipeline/shared/kv";
 import { openContext, type RecoveryContext } from "../context.ts";
 import type { ConfigDeps } from "../fleet/config-ops.ts";
 import { actorOf, type CliEnv } from "./env.ts";

@@ -1,6 +1,6 @@
 import type { KV } from "@nats-io/kv";
 import type { Db } from "@pipeline/shared/db";
-import { configHistory, describeIssues, liveWorkers, putSolverConfig, SolverRuntimeConfig, type ConfigRevision, type Heartbeat } from "@pipeline/shared/runtime";
+import { configHistory, describeIssues, liveWorkers, putSolverConfig, SolverRuntimeConfig, type ConfigRevision, type Heartbeat } from "@pipeline/shared/kv";
 import { recordAudit } from "./audit.ts";
 
 export interface ConfigDeps {

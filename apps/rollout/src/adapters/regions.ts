@@ -6,7 +6,8 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { KV } from "@nats-io/kv";
 import { auditLog, openDatabase, type Database } from "@pipeline/shared/db";
 import { connectNats, publishWithRetry, type NatsConnection } from "@pipeline/shared/nats";
-import { Heartbeat, openRolloutBucket, openWorkersBucket, readAssignment, type ShardAssignment } from "@pipeline/shared/runtime";
+import { Heartbeat, openWorkersBucket } from "@pipeline/shared/kv";
+import { openRolloutBucket, readAssignment, type ShardAssignment } from "@pipeline/shared/shards";
 import { eventSubject } from "@pipeline/shared/subjects";
 import type { RegionEndpoint } from "../config.ts";
 import type { Beat, WindowRow } from "../domain/figures.ts";

@@ -2,7 +2,7 @@
 // the consumers (shrink before grow). Used by the CLI (`shift`, `reconcile`) and the controller.
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { consumerVersions, moveShards, readAssignment, reconcileConsumers, shardsToReach, shareOf, writeAssignment, type ShardAssignment } from "@pipeline/shared/runtime";
+import { consumerVersions, moveShards, readAssignment, reconcileConsumers, shardsToReach, shareOf, writeAssignment, type ShardAssignment } from "@pipeline/shared/shards";
 import { versionsOf } from "../domain/shares.ts";
 
 export interface ShiftResult {

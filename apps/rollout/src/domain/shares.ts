@@ -1,7 +1,7 @@
 // A region's shards as numbers, pure (shares.test.ts): what a share means in shards, which
 // versions' consumers a reconcile looks at, and the assignment described for people. The moves
 // themselves (KV and consumers) are adapters/shift.ts.
-import { ownedShards, shareOf, type ShardAssignment } from "@pipeline/shared/runtime";
+import { ownedShards, shareOf, type ShardAssignment } from "@pipeline/shared/shards";
 
 /** The shards `percent` % of `total` means: rounded up, at least 1 for a share above 0. */
 export function shardsForPercent(percent: number, total: number): number {

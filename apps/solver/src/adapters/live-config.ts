@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "@pipeline/shared/log";
-import { latestValidConfig, parseProviderKeys, parseSolverConfig, SOLVER_CONFIG_KEY, type Parsed, type ProviderKeys } from "@pipeline/shared/runtime";
+import { latestValidConfig, parseProviderKeys, parseSolverConfig, SOLVER_CONFIG_KEY, type Parsed, type ProviderKeys } from "@pipeline/shared/kv";
 import { keyInUse, type ProviderKeyInUse } from "../domain/keyring.ts";
 import { resolveRuntimeConfig, type LiveTiming } from "../domain/runtime-config.ts";
 

@@ -21,7 +21,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
 import { publishWithRetry } from "@pipeline/shared/nats";
-import { liveWorkers } from "@pipeline/shared/runtime";
+import { liveWorkers } from "@pipeline/shared/kv";
 import type { Priority } from "@pipeline/shared/schemas";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 

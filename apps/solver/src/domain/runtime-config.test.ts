@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { parseSolverConfig } from "@pipeline/shared/runtime";
+import { parseSolverConfig } from "@pipeline/shared/kv";
 import { keyRefOf } from "./key-ref.ts";
 import { resolveRuntimeConfig } from "./runtime-config.ts";
 

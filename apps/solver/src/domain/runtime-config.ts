@@ -1,4 +1,4 @@
-import type { ProviderKeys, SolverRuntimeConfig } from "@pipeline/shared/runtime";
+import type { ProviderKeys, SolverRuntimeConfig } from "@pipeline/shared/kv";
 import { keyInUse, type ProviderKeyInUse } from "./keyring.ts";
 
 /** The live-tunable part of the handler's timing. */

@@ -45,7 +45,7 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
 
 /**
  * Starts the dispatcher and the notifier on EVENTS: one per notifier consumer this version reads
- * (notifierConsumerNames: made by the administering side, runtime/provision.ts; the solver's user
+ * (notifierConsumerNames: made by the administering side, @pipeline/shared/provision; the solver's user
  * may read them, not create them).
  */
 export async function startCallbacks(d: { config: SolverConfig; jsm: JetStreamManager; js: JetStreamClient; dispatcher: Dispatcher; deliveries: ReturnType<typeof createDeliveryStore>; log: Logger }): Promise<Callbacks> {

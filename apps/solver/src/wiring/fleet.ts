@@ -8,7 +8,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Database } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/runtime";
+import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/kv";
 import { startHeartbeat } from "../adapters/heartbeat.ts";
 import type { LiveConfig } from "../adapters/live-config.ts";
 import { reapDeadWorkers } from "../adapters/reaper.ts";

@@ -3,7 +3,8 @@
 // rotates the key ring; a new timing is applied to the timing in use, which the worker reads.
 import type { Logger } from "@pipeline/shared/log";
 import { TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
-import { bindBucket, buckets } from "@pipeline/shared/runtime";
+import { bindBucket } from "@pipeline/shared/kv";
+import { buckets } from "@pipeline/shared/subjects";
 import { keySource, startLiveConfig, type LiveConfig } from "../adapters/live-config.ts";
 import type { SolverConfig } from "../config.ts";
 import type { Breaker } from "../domain/breaker.ts";

@@ -1,15 +1,16 @@
 // The solver's task consumers: the region's streams (verified, never created: they are the
-// administering side's, runtime/provision.ts), this version's lane consumers on the shards the
-// region's assignment gives it (runtime/shards.ts: all of them for the first version of a region;
+// administering side's, @pipeline/shared/provision), this version's lane consumers on the shards the
+// region's assignment gives it (@pipeline/shared/shards: all of them for the first version of a region;
 // none, an idle filter, for a new version until the rollout moves shards to it), and their
 // recreation when a consumer vanished or TASKS was recreated (queue loss: `recovery
 // rebuild-queue` recreates TASKS; the solver waits for it, then makes its consumers again).
 import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { requireStreams, TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
-import { bindBucket, buckets, ensureVersionConsumers } from "@pipeline/shared/runtime";
+import { bindBucket } from "@pipeline/shared/kv";
+import { ensureVersionConsumers } from "@pipeline/shared/shards";
 import type { Priority } from "@pipeline/shared/schemas";
-import { laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
+import { buckets, laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
 import type { SolverConfig } from "../config.ts";
 
 export interface TaskTopology {

@@ -4,7 +4,7 @@ import type { Database } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import type { Priority } from "@pipeline/shared/schemas";
-import type { Fence } from "@pipeline/shared/runtime";
+import type { Fence } from "@pipeline/shared/regions";
 import { createBulkPoller } from "../adapters/bulk-poller.ts";
 import type { SolverMetrics } from "../adapters/metrics.ts";
 import type { createEventSink } from "../adapters/nats.ts";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { createAppLogins, dropAppLogins, migrateDatabase, urlWithLogin, type AppRole } from "@pipeline/shared/db";
-import { provisionRegionsAt } from "@pipeline/shared/runtime";
+import { provisionRegionsAt } from "@pipeline/shared/provision";
 import { findPostgres } from "../binaries.ts";
 import { freePort } from "../free-port.ts";
 import { startNatsServer, type NatsServerHandle } from "../nats-server.ts";
@@ -19,7 +19,7 @@ export interface TestNats extends NatsServerHandle {
  * A real nats-server with JetStream and authentication on a free port and a fresh store, for one
  * test file; its users' permissions cover `regions` (default ["local"]). Connect with
  * `connectNats(nats.url, name, nats.auth("admin"))`. With `provision`, each region's topology is
- * created as the admin (runtime/provision.ts), as the recovery service does before the apps start:
+ * created as the admin (@pipeline/shared/provision), as the recovery service does before the apps start:
  * the gateway and the solver may not create it themselves.
  */
 export async function startTestNats(o: { regions?: string[]; provision?: boolean } = {}): Promise<TestNats> {

@@ -4,10 +4,9 @@
 // The apps administer nothing (issue 34): no stream and no KV bucket is created, changed, sealed,
 // purged or deleted by the gateway's or the solver's user, and no consumer outside the solver's
 // lane consumers on TASKS. Streams, buckets and the notifier consumers are the administering
-// side's (recovery, rollout, admin: runtime/provision.ts, before the apps start); an app only
+// side's (recovery, rollout, admin: provision.ts, before the apps start); an app only
 // reads their info (STREAM.INFO) and waits for them at start (topology.ts, requireStreams).
-import { buckets } from "../runtime/kv.ts";
-import { bodySubjects, dlqSubjects, eventSubject, eventSubjects, hookEventSubject, isFinalEventKind, streams, taskSubjects } from "../subjects.ts";
+import { bodySubjects, buckets, dlqSubjects, eventSubject, eventSubjects, hookEventSubject, isFinalEventKind, streams, taskSubjects } from "../subjects.ts";
 import { inboxPrefixOf } from "./connection.ts";
 import { notifierConsumerConfig, notifierHooksConsumerConfig } from "./topology.ts";
 
@@ -125,7 +124,7 @@ function gateway(regions: string[]): Permissions {
 
 /**
  * The solver pulls TASKS through its version's lane consumers, which it creates and changes
- * itself (CONSUMER.CREATE on TASKS, RESET to rewind one that gained shards: runtime/shards.ts),
+ * itself (CONSUMER.CREATE on TASKS, RESET to rewind one that gained shards: shards/assignment.ts),
  * and reads EVENTS only through the notifier consumers the administering side made. It never
  * sees image bodies: nothing of BODIES is in its lists.
  */
@@ -140,7 +139,7 @@ function solver(regions: string[]): Permissions {
     for (const s of [tasks, events, streams.dlq(r)]) pub.push(`$JS.API.STREAM.INFO.${s}`);
     // (A consumer with several filters is created through DURABLE.CREATE by the client.)
     pub.push(`$JS.API.CONSUMER.CREATE.${tasks}.>`, `$JS.API.CONSUMER.DURABLE.CREATE.${tasks}.>`, `$JS.API.CONSUMER.INFO.${tasks}.>`, `$JS.API.CONSUMER.MSG.NEXT.${tasks}.>`, `$JS.ACK.${tasks}.>`);
-    // A lane consumer that gains shards is rewound to the oldest message left (shards.ts).
+    // A lane consumer that gains shards is rewound to the oldest message left (shards/assignment.ts).
     pub.push(`$JS.API.CONSUMER.RESET.${tasks}.>`);
     for (const c of [notifierHooksConsumerConfig(r).durable_name, notifierConsumerConfig(r).durable_name]) pub.push(...pullFrom(events, c));
     pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));

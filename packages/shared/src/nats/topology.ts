@@ -263,7 +263,7 @@ export class TopologyMissingError extends Error {
   /** `missing`: what is not there, each with its kind ("stream TASKS_EU", "consumer EVENTS_EU/notifier_hooks_eu"). */
   constructor(readonly missing: string[]) {
     super(
-      `${missing.join(", ")} ${missing.length > 1 ? "do" : "does"} not exist: the apps create no stream, bucket or consumer (their NATS users may not); the recovery service creates them at start (runtime/provision.ts, provisionRegion), as do the dev stack and the test harness. Start it first (docs/security.md, "NATS: who administers")`,
+      `${missing.join(", ")} ${missing.length > 1 ? "do" : "does"} not exist: the apps create no stream, bucket or consumer (their NATS users may not); the recovery service creates them at start (@pipeline/shared/provision, provisionRegion), as do the dev stack and the test harness. Start it first (docs/security.md, "NATS: who administers")`,
     );
   }
 }

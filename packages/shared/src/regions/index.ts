@@ -1,2 +1,3 @@
 export * from "./home.ts";
 export * from "./lease.ts";
+export * from "./fence.ts";

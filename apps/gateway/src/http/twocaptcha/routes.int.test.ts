@@ -3,7 +3,7 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { provisionRegion } from "@pipeline/shared/runtime";
+import { provisionRegion } from "@pipeline/shared/provision";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";

@@ -1,6 +1,6 @@
 // `recovery config show|history|set|rollback`: the solvers' runtime config in KV.
 import { readFileSync } from "node:fs";
-import { configHistory, liveWorkers } from "@pipeline/shared/runtime";
+import { configHistory, liveWorkers } from "@pipeline/shared/kv";
 import { UsageError } from "../../context.ts";
 import { rollbackConfig, setConfig } from "../../fleet/config-ops.ts";
 import type { CommandOf } from "../args.ts";

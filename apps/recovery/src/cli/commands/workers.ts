@@ -1,5 +1,5 @@
 // `recovery workers`: the live solvers from their heartbeats.
-import { liveWorkers, type Heartbeat } from "@pipeline/shared/runtime";
+import { liveWorkers, type Heartbeat } from "@pipeline/shared/kv";
 import type { CommandOf } from "../args.ts";
 import { print, type CliEnv } from "../env.ts";
 import { withFleet } from "../fleet.ts";

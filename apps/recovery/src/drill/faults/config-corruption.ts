@@ -1,6 +1,6 @@
 // config-corruption: a non-JSON revision written straight into the bucket; solvers must refuse it,
 // then the runbook rolls back to the last good revision (or purges when there is none).
-import { latestValidConfig, SOLVER_CONFIG_KEY } from "@pipeline/shared/runtime";
+import { latestValidConfig, SOLVER_CONFIG_KEY } from "@pipeline/shared/kv";
 import { awaitConvergence, rollbackConfig } from "../../fleet/config-ops.ts";
 import { configDeps, DrillError, type Fault, type FaultDeps } from "./fault.ts";
 

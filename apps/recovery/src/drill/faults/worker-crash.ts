@@ -1,6 +1,6 @@
 // worker-crash: kill -9 the busiest local solver; the fleet's own leases and redelivery recover.
 import { hostname } from "node:os";
-import { liveWorkers } from "@pipeline/shared/runtime";
+import { liveWorkers } from "@pipeline/shared/kv";
 import { checkVictim, readProc } from "../victim.ts";
 import { DrillError, type Fault, type FaultDeps } from "./fault.ts";
 

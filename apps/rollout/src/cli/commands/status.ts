@@ -1,6 +1,6 @@
 // `rollout status [--json]`: the rollout, and per region which version pulls which shard and runs
 // how many processes (a region out of reach is shown as such).
-import { shareOf } from "@pipeline/shared/runtime";
+import { shareOf } from "@pipeline/shared/shards";
 import type { RegionLink } from "../../adapters/regions.ts";
 import type { Rollout } from "../../domain/plan.ts";
 import { describeAssignment } from "../../domain/shares.ts";

@@ -2,13 +2,14 @@
 // create or change a stream, a bucket or the notifier's consumers, so whoever administers the
 // region creates them before the apps start (the recovery service at start; the dev stack, the
 // test harness and the bench before they spawn the apps). The apps verify and wait
-// (nats/topology.ts requireStreams, kv.ts bindBucket).
+// (nats/topology.ts requireStreams, kv/buckets.ts bindBucket).
 import { jetstreamManager } from "@nats-io/jetstream";
-import { connectNats, type NatsAuth, type NatsConnection } from "../nats/connection.ts";
-import { bodiesStreamConfig, ensureNotifierConsumers, ensureStream, ensureStreamPresent, ensureStreams, type TopologyOptions } from "../nats/topology.ts";
-import { streams } from "../subjects.ts";
-import { buckets, openConfigBucket, openRegionBucket, openWorkersBucket } from "./kv.ts";
-import { openRolloutBucket } from "./shards.ts";
+import { openConfigBucket, openRegionBucket } from "./kv/buckets.ts";
+import { openWorkersBucket } from "./kv/heartbeats.ts";
+import { connectNats, type NatsAuth, type NatsConnection } from "./nats/connection.ts";
+import { bodiesStreamConfig, ensureNotifierConsumers, ensureStream, ensureStreamPresent, ensureStreams, type TopologyOptions } from "./nats/topology.ts";
+import { openRolloutBucket } from "./shards/assignment.ts";
+import { buckets, streams } from "./subjects.ts";
 
 export interface ProvisionOptions extends TopologyOptions {
   /**

@@ -9,8 +9,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { isNotFound, laneConsumerConfig } from "../nats/topology.ts";
 import type { Priority } from "../schemas/task-types.ts";
-import { DEFAULT_SHARDS, LANES, laneConsumer, streams, taskSubject } from "../subjects.ts";
-import { buckets } from "./kv.ts";
+import { buckets, DEFAULT_SHARDS, LANES, laneConsumer, streams, taskSubject } from "../subjects.ts";
 
 export const SHARDS_KEY = "shards";
 const Version = z.string().regex(/^[a-z0-9_]{1,32}$/, "lower-case letters, digits and '_'");

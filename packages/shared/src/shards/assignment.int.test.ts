@@ -4,10 +4,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { connectNats, ensureStreams, type NatsConnection } from "../nats/index.ts";
-import { laneConsumer, streams, taskSubject } from "../subjects.ts";
+import { buckets, laneConsumer, streams, taskSubject } from "../subjects.ts";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
-import { bindBucket, buckets } from "./kv.ts";
-import { ensureVersionConsumers, moveShards, openRolloutBucket, readAssignment, reconcileConsumers, writeAssignment } from "./shards.ts";
+import { bindBucket } from "../kv/buckets.ts";
+import { ensureVersionConsumers, moveShards, openRolloutBucket, readAssignment, reconcileConsumers, writeAssignment } from "./assignment.ts";
 
 const REGION = "sh";
 let n: TestNats;
@@ -81,6 +81,6 @@ test("moving everything back leaves the other version idle, not filtering every 
 });
 
 test("the versions with lane consumers are listed from the stream (what a reconcile must look at)", async () => {
-  const { consumerVersions } = await import("./shards.ts");
+  const { consumerVersions } = await import("./assignment.ts");
   expect((await consumerVersions(jsm, REGION)).sort()).toEqual(["v1", "v2"]);
 });

@@ -5,7 +5,7 @@
 // the witness, or dead) means fenced. Polls of provider ids already held go on: they cost nothing.
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "../log.ts";
-import { LeaseView, maySubmit } from "../regions/lease.ts";
+import { LeaseView, maySubmit } from "./lease.ts";
 
 export interface Fence {
   allows(): boolean;

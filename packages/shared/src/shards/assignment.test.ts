@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { idleSubject, initialAssignment, laneFilters, moveShards, ownedShards, shardsToReach, shareOf, ShardAssignment } from "./shards.ts";
+import { idleSubject, initialAssignment, laneFilters, moveShards, ownedShards, shardsToReach, shareOf, ShardAssignment } from "./assignment.ts";
 
 const now = new Date("2026-12-04T00:00:00Z");
 

@@ -1,0 +1,2 @@
+export * from "./peer-errors.ts";
+export * from "./run-service.ts";
