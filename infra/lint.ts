@@ -4,11 +4,13 @@
 // folders of one apps/<app>/src that import each other: infra/lint/folder-cycles.ts), then the function-length ratchet: no function in apps/
 // over 80 lines, except those listed in infra/lint/long-functions.allow (issue 12 shrinks it; limits carry a 15-line margin for work in flight; a new
 // one, or a listed one grown longer, fails); and the dev-tooling fence: no production file of apps/
-// or packages/ imports @pipeline/devstack (infra/lint/devstack-fence.ts).
+// or packages/ imports @pipeline/devstack (infra/lint/devstack-fence.ts); and the docs name what exists (every
+// repository path and relative link of the Markdown files: infra/lint/doc-paths.ts).
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { devToolingImports, productionSources } from "./lint/devstack-fence.ts";
+import { docPathsOfTree } from "./lint/doc-paths.ts";
 import { folderCycles } from "./lint/folder-cycles.ts";
 import { longFunctions, sources } from "./lint/long-functions.ts";
 
@@ -38,6 +40,14 @@ for (const c of cycles) {
   failed = true;
 }
 if (!cycles.length) console.error("[lint] no import runs back up inside an app (folders of apps/*/src import one way)");
+
+// The docs name what exists: repository paths and relative links of the Markdown files (infra/lint/doc-paths.ts).
+const docBreaches = docPathsOfTree(root);
+for (const d of docBreaches) {
+  console.error(`[lint] ${d.file}:${d.line} ${d.what}: point the doc at where it is now`);
+  failed = true;
+}
+if (!docBreaches.length) console.error("[lint] docs: every repository path and relative link of the Markdown files exists");
 
 // `file name lines` per line: the known long functions and the length they may not exceed.
 const allowed = new Map(
