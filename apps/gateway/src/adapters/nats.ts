@@ -1,8 +1,8 @@
 import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
-import { createPubAckPublisher, publishWithRetry } from "@pipeline/shared/nats";
+import { createPubAckPublisher, publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import type { BodyMessage } from "@pipeline/shared/tasks";
-import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, shardOf, subjectOfEvent, taskSubject } from "@pipeline/shared/subjects";
+import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, subjectOfEvent } from "@pipeline/shared/subjects";
 
 export interface TaskQueue {
   /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
@@ -22,7 +22,7 @@ export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: 
   const js = createPubAckPublisher(nc);
   return {
     async publishTask(msg, msgID = msg.id) {
-      const ack = await publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msgID, deadlineMs);
+      const ack = await publishTaskMessage(js, region, msg, msgID, deadlineMs);
       return { duplicate: ack.duplicate };
     },
     async publishEvent(ev) {

@@ -1,7 +1,7 @@
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager, type MsgRequest } from "@nats-io/jetstream";
-import { publishWithRetry } from "@pipeline/shared/nats";
+import { publishTaskMessage } from "@pipeline/shared/nats";
 import type { Priority, TaskType } from "@pipeline/shared/schemas";
-import { shardOf, streams, taskSubject, taskSubjects } from "@pipeline/shared/subjects";
+import { streams, taskSubjects } from "@pipeline/shared/subjects";
 
 export interface StreamScan {
   /** Task ids that have at least one message in TASKS (waiting or delivered and not yet acked). */
@@ -70,7 +70,7 @@ export interface RepublishRow {
  * Returns true when JetStream stored a new message.
  */
 export async function republishTask(js: JetStreamClient, region: string, row: RepublishRow, reason: "sweep" | "rebuild" | "adopt", deadlineMs: number): Promise<boolean> {
-  const body = JSON.stringify({ id: row.id, type: row.type as TaskType, priority: row.priority as Priority });
-  const ack = await publishWithRetry(js, taskSubject(region, row.priority as Priority, shardOf(row.id)), body, `${row.id}:${reason}:${row.version}`, deadlineMs);
+  const msg = { id: row.id, type: row.type as TaskType, priority: row.priority as Priority };
+  const ack = await publishTaskMessage(js, region, msg, `${row.id}:${reason}:${row.version}`, deadlineMs);
   return !ack.duplicate;
 }

@@ -6,8 +6,8 @@
 // after that.
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type postgres from "postgres";
-import { publishWithRetry } from "@pipeline/shared/nats";
-import { eventSubject, shardOf, taskSubject } from "@pipeline/shared/subjects";
+import { publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
+import { eventSubject } from "@pipeline/shared/subjects";
 import type { Priority, TaskEvent, TaskType } from "@pipeline/shared/schemas";
 import type { Db } from "@pipeline/shared/db";
 import { recordAudit } from "../fleet/audit.ts";
@@ -39,7 +39,7 @@ export async function redriveTask(d: RedriveDeps, id: string, actor: string): Pr
   if (!row) return { ok: false, status: 409, reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven` };
   try {
     const msg = { id, type: row.type as TaskType, priority: row.priority as Priority };
-    await publishWithRetry(d.js, taskSubject(d.region, msg.priority, shardOf(id)), JSON.stringify(msg), `${id}:redrive:${row.redrives}`, d.publishDeadlineMs);
+    await publishTaskMessage(d.js, d.region, msg, `${id}:redrive:${row.redrives}`, d.publishDeadlineMs);
   } catch {
     await d.sql`update tasks set state = 'failed', version = version + 1, completed_at = now(), updated_at = now() where id = ${id} and state = 'queued' and version = ${row.version}`;
     return { ok: false, status: 503, reason: "the queue did not take the task; it stays failed, try again" };

@@ -20,10 +20,9 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type postgres from "postgres";
-import { publishWithRetry } from "@pipeline/shared/nats";
 import { liveWorkers } from "@pipeline/shared/kv";
-import type { Priority } from "@pipeline/shared/schemas";
-import { shardOf, taskSubject } from "@pipeline/shared/subjects";
+import { publishTaskMessage } from "@pipeline/shared/nats";
+import type { Priority, TaskType } from "@pipeline/shared/schemas";
 
 export interface ReaperDeps {
   sql: postgres.Sql;
@@ -97,8 +96,8 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
     delete from provider_slot_blocks
     where owner = any(${dead}::text[]) and (updated_at < now() - ${quiet}::interval or owner = any(${goneNow}::text[]))`;
   for (const t of tasks) {
-    const body = JSON.stringify({ id: t.id, type: t.type, priority: t.priority });
-    await publishWithRetry(d.js, taskSubject(d.region, t.priority as Priority, shardOf(t.id)), body, `${t.id}:reap:${t.version}`, d.publishDeadlineMs ?? 5000);
+    const msg = { id: t.id, type: t.type as TaskType, priority: t.priority as Priority };
+    await publishTaskMessage(d.js, d.region, msg, `${t.id}:reap:${t.version}`, d.publishDeadlineMs ?? 5000);
   }
   return { dead, tasks: tasks.length, slots: slots.count };
 }

@@ -1,4 +1,6 @@
 import type { PubAck } from "@nats-io/jetstream";
+import type { TaskMessage } from "../schemas/task.ts";
+import { shardOf, taskSubject } from "../subjects.ts";
 import { isRetryablePublishError } from "./connection.ts";
 import type { Publisher } from "./pub-acks.ts";
 
@@ -25,4 +27,15 @@ export async function publishWithRetry(
       wait = Math.min(wait * 2, 1000);
     }
   }
+}
+
+/**
+ * Publishes a task message on its subject, `tasks.<region>.<lane>.<shard>` (the lane its
+ * priority, the shard its id's), as publishWithRetry does: Nats-Msg-Id = `msgID`, retried until
+ * `deadlineMs`, resolved on the PubAck (`duplicate` when JetStream had the id already). The one
+ * way a task is queued: the gateway's submit and redrive, the console's redrive, recovery's
+ * sweep, rebuild and adoption, the solver's reaper.
+ */
+export async function publishTaskMessage(js: Publisher, region: string, msg: TaskMessage, msgID: string, deadlineMs?: number): Promise<PubAck> {
+  return publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msgID, deadlineMs);
 }
