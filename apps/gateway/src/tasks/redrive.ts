@@ -1,5 +1,5 @@
 import type { TaskRow } from "@pipeline/shared/db";
-import type { Priority, TaskType } from "@pipeline/shared/schemas";
+import { redriveFailedTask } from "@pipeline/shared/tasks";
 import type { GatewayDeps } from "../deps.ts";
 import { isRefusal, type QuotaRefusal, type Quotas } from "../domain/quotas.ts";
 
@@ -36,21 +36,22 @@ export async function redriveTask(deps: RedriveDeps, clientId: string, row: Task
   if (row.state !== "failed") throw new RedriveError("not_failed", row.state);
   const admitted = deps.quotas ? await deps.quotas.admitRedrive(clientId, { type: row.type, redrives: row.redrives }) : undefined;
   if (admitted && isRefusal(admitted)) throw new RedriveError("quota", row.state, admitted);
-  const redriven = await deps.store.redrive(row.id, deps.apiKeys.ownersOf(clientId), deps.config.TASK_DEADLINE_MS);
-  if (!redriven) {
-    admitted?.release();
-    throw new RedriveError("not_failed", row.state);
+  // The shared core (@pipeline/shared/tasks): requeue, publish under a new message id, undo on failure, event.
+  const r = await redriveFailedTask(
+    {
+      requeue: () => deps.store.redrive(row.id, deps.apiKeys.ownersOf(clientId), deps.config.TASK_DEADLINE_MS),
+      publishTask: (msg, msgID) => deps.queue.publishTask(msg, msgID),
+      undo: async (redriven) => {
+        admitted?.release();
+        await deps.store.undoRedrive(redriven);
+      },
+      publishEvent: (ev) => deps.queue.publishEvent(ev).catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "redriven event not published")),
+    },
+    deps.config.REGION,
+  );
+  if (!r.ok) {
+    if (r.code === "not_failed") admitted?.release();
+    throw new RedriveError(r.code, row.state);
   }
-  try {
-    // A new message id: the first one may still be inside the duplicate window.
-    await deps.queue.publishTask({ id: row.id, type: row.type as TaskType, priority: row.priority as Priority }, `${row.id}:redrive:${redriven.redrives}`);
-  } catch {
-    admitted?.release();
-    await deps.store.undoRedrive(redriven);
-    throw new RedriveError("queue_unavailable", row.state);
-  }
-  await deps.queue
-    .publishEvent({ taskId: row.id, kind: "redriven", state: "queued", version: redriven.version, region: deps.config.REGION, at: new Date().toISOString(), data: { redrives: redriven.redrives, deadlineAt: redriven.deadlineAt?.toISOString() ?? null } })
-    .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "redriven event not published"));
   return { id: row.id, status: "queued" };
 }

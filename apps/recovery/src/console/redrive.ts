@@ -1,5 +1,6 @@
 // The console's redrive: what the gateway's `POST /v1/tasks/:id/retry` does (apps/gateway
-// src/tasks/redrive.ts and adapters/pg.ts), for any owner's task, by an operator, and audited.
+// src/tasks/redrive.ts and adapters/pg.ts; the core shared, @pipeline/shared/tasks
+// redriveFailedTask), for any owner's task, by an operator, and audited.
 // failed -> queued with a fresh deadline and attempt count, in one guarded UPDATE; then a message
 // with a fresh id (`<id>:redrive:<n>`: the first may still be in the duplicate window); when the
 // publish fails the row goes back to failed. The solver's guarded claim stays the only writer
@@ -8,7 +9,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type postgres from "postgres";
 import { publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
 import { eventSubject } from "@pipeline/shared/subjects";
-import type { Priority, TaskEvent, TaskType } from "@pipeline/shared/schemas";
+import { redriveFailedTask } from "@pipeline/shared/tasks";
 import type { Db } from "@pipeline/shared/db";
 import { recordAudit } from "../fleet/audit.ts";
 
@@ -31,22 +32,32 @@ export async function redriveTask(d: RedriveDeps, id: string, actor: string): Pr
   // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): there is nothing left to solve.
   if (cur.purged) return { ok: false, status: 409, reason: "the task's params were erased by retention (TASK_RETENTION_DAYS); the client must submit it again" };
   if (cur.region !== d.region) return { ok: false, status: 409, reason: `the task lives in region ${cur.region}; redrive it from that region's console` };
-  const [row] = await d.sql<{ id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]>`
-    update tasks set state = 'queued', version = version + 1, attempts = 0, redrives = redrives + 1, provider_id = null,
-      deadline_at = now() + ${`${d.deadlineMs} milliseconds`}::interval, completed_at = null, updated_at = now()
-    where id = ${id} and state = 'failed' and params <> '{}'::jsonb
-    returning id, type, priority, version, redrives, deadline_at`;
-  if (!row) return { ok: false, status: 409, reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven` };
-  try {
-    const msg = { id, type: row.type as TaskType, priority: row.priority as Priority };
-    await publishTaskMessage(d.js, d.region, msg, `${id}:redrive:${row.redrives}`, d.publishDeadlineMs);
-  } catch {
-    await d.sql`update tasks set state = 'failed', version = version + 1, completed_at = now(), updated_at = now() where id = ${id} and state = 'queued' and version = ${row.version}`;
-    return { ok: false, status: 503, reason: "the queue did not take the task; it stays failed, try again" };
-  }
-  const deadlineAt = row.deadline_at ? new Date(row.deadline_at).toISOString() : null;
-  const ev: TaskEvent = { taskId: id, kind: "redriven", state: "queued", version: row.version, region: d.region, at: new Date().toISOString(), data: { redrives: row.redrives, deadlineAt, by: actor } };
-  await publishWithRetry(d.js, eventSubject(d.region, ev.kind), JSON.stringify(ev), `${id}:${ev.version}:${ev.kind}`, d.publishDeadlineMs).catch(() => {});
-  await recordAudit(d.db, { actor, action: "task.redrive", detail: { taskId: id, redrives: row.redrives, via: "console" } });
-  return { ok: true, id, redrives: row.redrives, deadlineAt };
+  // The shared core (@pipeline/shared/tasks): requeue, publish under a new message id, undo on failure, event.
+  const r = await redriveFailedTask(
+    {
+      requeue: async () => {
+        const [row] = await d.sql<{ id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]>`
+          update tasks set state = 'queued', version = version + 1, attempts = 0, redrives = redrives + 1, provider_id = null,
+            deadline_at = now() + ${`${d.deadlineMs} milliseconds`}::interval, completed_at = null, updated_at = now()
+          where id = ${id} and state = 'failed' and params <> '{}'::jsonb
+          returning id, type, priority, version, redrives, deadline_at`;
+        return row && { id: row.id, type: row.type, priority: row.priority, version: row.version, redrives: row.redrives, deadlineAt: row.deadline_at };
+      },
+      publishTask: (msg, msgID) => publishTaskMessage(d.js, d.region, msg, msgID, d.publishDeadlineMs),
+      undo: async (row) => {
+        await d.sql`update tasks set state = 'failed', version = version + 1, completed_at = now(), updated_at = now() where id = ${id} and state = 'queued' and version = ${row.version}`;
+      },
+      publishEvent: (ev) =>
+        publishWithRetry(d.js, eventSubject(d.region, ev.kind), JSON.stringify(ev), `${id}:${ev.version}:${ev.kind}`, d.publishDeadlineMs).then(
+          () => {},
+          () => {},
+        ),
+    },
+    d.region,
+    { by: actor },
+  );
+  if (!r.ok && r.code === "not_failed") return { ok: false, status: 409, reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven` };
+  if (!r.ok) return { ok: false, status: 503, reason: "the queue did not take the task; it stays failed, try again" };
+  await recordAudit(d.db, { actor, action: "task.redrive", detail: { taskId: id, redrives: r.row.redrives, via: "console" } });
+  return { ok: true, id, redrives: r.row.redrives, deadlineAt: r.deadlineAt };
 }

@@ -1,2 +1,3 @@
 export * from "./view.ts";
 export * from "./bodies.ts";
+export * from "./redrive.ts";
