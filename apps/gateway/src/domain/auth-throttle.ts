@@ -1,3 +1,5 @@
+import { windowedCounts } from "@pipeline/shared/windowed-counts";
+
 /**
  * Throttles failed authentication. Failures are counted twice within a window:
  *
@@ -33,51 +35,6 @@ export function keyFingerprint(key: string): string {
   return Bun.hash.xxHash64(key).toString(36);
 }
 
-interface Window {
-  start: number;
-  failures: number;
-}
-
-/** Failure counts per name within a window, bounded in size. */
-function windowedCounts(windowMs: number, maxEntries: number, now: () => number) {
-  const byName = new Map<string, Window>();
-  const live = (name: string) => {
-    const e = byName.get(name);
-    if (e && now() - e.start >= windowMs) {
-      byName.delete(name);
-      return undefined;
-    }
-    return e;
-  };
-  const makeRoom = () => {
-    if (byName.size < maxEntries) return;
-    const t = now();
-    for (const [k, e] of byName) if (t - e.start >= windowMs) byName.delete(k);
-    // Still full: the oldest entries go (a Map iterates in insertion order).
-    for (const k of byName.keys()) {
-      if (byName.size < maxEntries) break;
-      byName.delete(k);
-    }
-  };
-  return {
-    live,
-    count(name: string): Window {
-      let e = live(name);
-      if (!e) {
-        makeRoom();
-        e = { start: now(), failures: 0 };
-        byName.set(name, e);
-      }
-      e.failures++;
-      return e;
-    },
-    get size() {
-      return byName.size;
-    },
-    clear: () => byName.clear(),
-  };
-}
-
 export function createAuthThrottle(o: { maxFailures: number; maxPerSource?: number; windowMs: number; maxSources?: number; now?: () => number }): AuthThrottle {
   const now = o.now ?? Date.now;
   const maxSources = o.maxSources ?? 100_000;
@@ -85,7 +42,7 @@ export function createAuthThrottle(o: { maxFailures: number; maxPerSource?: numb
   const perKey = windowedCounts(o.windowMs, maxSources, now);
   const perSource = windowedCounts(o.windowMs, maxSources, now);
   let lastFailure = -Infinity;
-  const wait = (e: Window) => Math.max(1, Math.ceil((e.start + o.windowMs - now()) / 1000));
+  const wait = perSource.secondsLeft;
   const pair = (source: string, key: string) => `${source} ${keyFingerprint(key)}`;
   return {
     blocked(source, key) {
