@@ -31,7 +31,9 @@ type App = { fetch(req: Request): Response | Promise<Response> };
 async function gatewayOf(root: string, region: string): Promise<{ app: App; close(): Promise<void> }> {
   const mod = (path: string) => import(`${root}/${path}`);
   // The stack moved to testing/ (issue 35): a checkout from before has it in http/.
-  const { startGatewayTestStack } = await mod("apps/gateway/src/testing/stack.ts").catch(() => mod("apps/gateway/src/http/test-stack.ts"));
+  const { startGatewayTestStack } = await mod("apps/gateway/src/testing/stack.ts").catch(() =>
+    mod("apps/gateway/src/http/test-stack.ts"),
+  );
   const { createApp } = await mod("apps/gateway/src/http/app.ts");
   const { createTaskStore } = await mod("apps/gateway/src/adapters/pg.ts");
   const { createTaskQueue, createTaskWatcher } = await mod("apps/gateway/src/adapters/nats.ts");
@@ -43,7 +45,13 @@ async function gatewayOf(root: string, region: string): Promise<{ app: App; clos
   const stack = await startGatewayTestStack(region);
   const apiKeys = createApiKeys(["client-a-key"]);
   const app = createApp({
-    config: { REGION: region, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+    config: {
+      REGION: region,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+    },
     store: createTaskStore(stack.database.db),
     queue: createTaskQueue(stack.gw, region, 2000),
     watcher: createTaskWatcher(stack.gw, region),
@@ -59,17 +67,27 @@ const sides = [await gatewayOf(roots[0]!, "ab_a"), await gatewayOf(roots[1]!, "a
 const run = `ab-${Date.now()}`;
 let next = 0;
 async function submit(app: App, i: number): Promise<void> {
-  const body = JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://bench.example.com/${run}/${i}` } });
-  const headers = { authorization: "Bearer client-a-key", "content-type": "application/json", "idempotency-key": `${run}-${i}`, "content-length": String(body.length) };
+  const body = JSON.stringify({
+    type: "turnstile",
+    params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://bench.example.com/${run}/${i}` },
+  });
+  const headers = {
+    authorization: "Bearer client-a-key",
+    "content-type": "application/json",
+    "idempotency-key": `${run}-${i}`,
+    "content-length": String(body.length),
+  };
   const res = await app.fetch(new Request("http://gateway/v1/tasks", { method: "POST", headers, body }));
   if (res.status !== 202) throw new Error(`POST /v1/tasks answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
   await res.json();
 }
 async function burst(app: App, n: number): Promise<void> {
   const end = next + n;
-  await Promise.all(Array.from({ length: 32 }, async () => {
-    while (next < end) await submit(app, next++);
-  }));
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (next < end) await submit(app, next++);
+    }),
+  );
 }
 
 try {
@@ -85,8 +103,13 @@ try {
     }
   }
   const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
-  for (const side of [0, 1]) console.log(`${"AB"[side]} ${roots[side]}: median ${median(cpu[side]!).toFixed(1)} µs of CPU per submission (${rounds} rounds of ${perRound})`);
-  console.log(`paired difference B - A: median ${median(cpu[1]!.map((b, i) => b - cpu[0]![i]!)).toFixed(1)} µs per submission`);
+  for (const side of [0, 1])
+    console.log(
+      `${"AB"[side]} ${roots[side]}: median ${median(cpu[side]!).toFixed(1)} µs of CPU per submission (${rounds} rounds of ${perRound})`,
+    );
+  console.log(
+    `paired difference B - A: median ${median(cpu[1]!.map((b, i) => b - cpu[0]![i]!)).toFixed(1)} µs per submission`,
+  );
 } finally {
   for (const s of sides) await s.close();
 }

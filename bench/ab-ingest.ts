@@ -10,13 +10,13 @@
 //
 // Settings: AB_ROUNDS (8), AB_TASKS per round (3000), AB_WARMUP per side (10000).
 import { mkdtempSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { freePort, startPostgres } from "@pipeline/devstack";
 import { envCount } from "./support/context.ts";
 import { cpuMeter, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
-import { startPipeline, submitTask, type Pipeline } from "./support/pipeline.ts";
+import { type Pipeline, startPipeline, submitTask } from "./support/pipeline.ts";
 import { Scope } from "./support/scope.ts";
 
 const roots = process.argv.slice(2).map((p) => resolve(p));
@@ -32,7 +32,13 @@ const scope = new Scope(log);
 try {
   const sides: Pipeline[] = [];
   for (const root of roots)
-    sides.push(await startPipeline(scope, { pgAdminUrl: pg.adminUrl, logDir: mkdtempSync(join(tmpdir(), "pipeline-ab-logs-")) }, { solvers: 0, emulator: { latencyMs: 0, threads: 10 }, gatewayScript: join(root, "apps/gateway/src/main.ts") }));
+    sides.push(
+      await startPipeline(
+        scope,
+        { pgAdminUrl: pg.adminUrl, logDir: mkdtempSync(join(tmpdir(), "pipeline-ab-logs-")) },
+        { solvers: 0, emulator: { latencyMs: 0, threads: 10 }, gatewayScript: join(root, "apps/gateway/src/main.ts") },
+      ),
+    );
   const run = `ab-${Date.now()}`;
   let offset = 0;
   for (const p of sides) {
@@ -52,14 +58,19 @@ try {
       if (res.errors) throw new Error(`${res.errors} submissions failed: ${res.firstError}`);
       const f = figures[side]!;
       f.rate += (perRound * 1000) / (res.endedAt - res.startedAt) / rounds;
-      for (const [group, s] of Object.entries(seconds)) f.cpu[group] = (f.cpu[group] ?? 0) + (s * 1000) / perRound / rounds;
+      for (const [group, s] of Object.entries(seconds))
+        f.cpu[group] = (f.cpu[group] ?? 0) + (s * 1000) / perRound / rounds;
     }
   }
   for (const side of [0, 1]) {
     const f = figures[side]!;
     const total = Object.values(f.cpu).reduce((a, b) => a + b, 0);
-    const groups = Object.entries(f.cpu).map(([g, ms]) => `${g} ${ms.toFixed(3)}`).join(", ");
-    console.log(`${"AB"[side]} ${roots[side]}: ${f.rate.toFixed(0)}/s, CPU ms per submission ${total.toFixed(3)} (${groups}) over ${rounds} rounds of ${perRound}`);
+    const groups = Object.entries(f.cpu)
+      .map(([g, ms]) => `${g} ${ms.toFixed(3)}`)
+      .join(", ");
+    console.log(
+      `${"AB"[side]} ${roots[side]}: ${f.rate.toFixed(0)}/s, CPU ms per submission ${total.toFixed(3)} (${groups}) over ${rounds} rounds of ${perRound}`,
+    );
   }
 } finally {
   await scope.close();

@@ -6,21 +6,20 @@
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { jetstream } from "@nats-io/jetstream";
-import { Queue } from "bullmq";
-import postgres from "postgres";
 import { waitForPort } from "@pipeline/devstack";
+import { createTestDatabase, natsEnv, PROVIDER_KEY, spawnApp, startTestNats } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/devstack/testing";
-import { PROVIDER_KEY, spawnApp } from "@pipeline/devstack/testing";
+import { Queue } from "bullmq";
+import postgres from "postgres";
 import type { BaselineTask } from "./baselines/task-row.ts";
-import { waitForCompleted } from "./support/completion.ts";
-import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { checkpoint } from "./support/checkpoint.ts";
-import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
+import { waitForCompleted } from "./support/completion.ts";
+import { type BenchContext, type Benchmark, envCount } from "./support/context.ts";
+import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
-import { spawnEmulator, startPipeline, submitTask } from "./support/pipeline.ts";
 import { startPeerGateway } from "./support/peer.ts";
+import { spawnEmulator, startPipeline, submitTask } from "./support/pipeline.ts";
 import { stopProc, waitForLog } from "./support/processes.ts";
 import { startRedis } from "./support/redis-server.ts";
 
@@ -76,7 +75,9 @@ async function rowWrites(sql: postgres.Sql): Promise<{ writes: number; commits: 
 async function othersGone(sql: postgres.Sql, timeoutMs = 15_000): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const [r] = await sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and application_name <> 'bench'`;
+    const [r] = await sql<
+      { n: number }[]
+    >`select count(*)::int as n from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and application_name <> 'bench'`;
     if (r?.n === 0 || Date.now() > until) return;
     await Bun.sleep(100);
   }
@@ -86,7 +87,15 @@ async function othersGone(sql: postgres.Sql, timeoutMs = 15_000): Promise<void> 
  * Times `count` tasks from the first submit to the last completion (the same `tasks` table
  * query for every system), after a warm-up of WARMUP tasks run to completion the same way.
  */
-async function measure(ctx: BenchContext, sql: postgres.Sql, count: number, submit: (i: number) => Promise<unknown>, processes: Record<string, () => number[]>, stopWriters: () => Promise<void>, afterWarmup: () => Promise<void> = async () => {}): Promise<Throughput> {
+async function measure(
+  ctx: BenchContext,
+  sql: postgres.Sql,
+  count: number,
+  submit: (i: number) => Promise<unknown>,
+  processes: Record<string, () => number[]>,
+  stopWriters: () => Promise<void>,
+  afterWarmup: () => Promise<void> = async () => {},
+): Promise<Throughput> {
   await othersGone(sql, 2000);
   const writesBefore = await rowWrites(sql);
   const warm = await closedLoop(WARMUP, clients(), submit);
@@ -109,7 +118,14 @@ async function measure(ctx: BenchContext, sql: postgres.Sql, count: number, subm
   await othersGone(sql);
   const after = await rowWrites(sql);
   const per = (n: number) => Math.round((n * 100) / (WARMUP + count)) / 100;
-  return { perSecond: (count * 1000) / (end - sent.startedAt), cpuMsPerTask, elapsedMs: end - sent.startedAt, acceptMs: sent.endedAt - sent.startedAt, rowWritesPerTask: per(after.writes - writesBefore.writes), commitsPerTask: per(after.commits - writesBefore.commits) };
+  return {
+    perSecond: (count * 1000) / (end - sent.startedAt),
+    cpuMsPerTask,
+    elapsedMs: end - sent.startedAt,
+    acceptMs: sent.endedAt - sent.startedAt,
+    rowWritesPerTask: per(after.writes - writesBefore.writes),
+    commitsPerTask: per(after.commits - writesBefore.commits),
+  };
 }
 
 export interface PipelineThroughput extends Throughput {
@@ -120,7 +136,10 @@ export interface PipelineThroughput extends Throughput {
 }
 
 /** Our pipeline with `solvers` solver processes: gateway, solver(s), emulator at zero latency. */
-export async function pipelineThroughput(ctx: BenchContext, o: { tasks: number; solvers: number; run: string }): Promise<PipelineThroughput> {
+export async function pipelineThroughput(
+  ctx: BenchContext,
+  o: { tasks: number; solvers: number; run: string },
+): Promise<PipelineThroughput> {
   const scope = ctx.scope.child();
   try {
     const p = await startPipeline(scope, ctx, {
@@ -129,11 +148,26 @@ export async function pipelineThroughput(ctx: BenchContext, o: { tasks: number; 
       solverEnv: { FIRST_POLL_MS: "0", POLL_INTERVAL_MS: "10", SOLVER_CONCURRENCY: String(concurrency()) },
     });
     const stopWriters = async () => void (await Promise.all([p.gateway, ...p.solvers].map((proc) => stopProc(proc))));
-    const t = await measure(ctx, p.db.sql, o.tasks, (i) => submitTask(p.gatewayUrl, i, o.run), p.pids, stopWriters, () => p.resetEmulatorStats());
+    const t = await measure(
+      ctx,
+      p.db.sql,
+      o.tasks,
+      (i) => submitTask(p.gatewayUrl, i, o.run),
+      p.pids,
+      stopWriters,
+      () => p.resetEmulatorStats(),
+    );
     const stats = await p.emulatorStats();
-    const [row] = await p.db.sql<{ extra: number }[]>`select (sum(attempts) - count(*))::int as extra from tasks where state = 'completed'`;
-    if (stats.submissions !== o.tasks) ctx.log(`${o.run}: the emulator saw ${stats.submissions} submissions for ${o.tasks} tasks`);
-    return { ...t, providerCallsPerTask: (stats.submissions + stats.rejectedSubmissions + stats.resCalls) / o.tasks, redeliveries: row?.extra ?? 0 };
+    const [row] = await p.db.sql<
+      { extra: number }[]
+    >`select (sum(attempts) - count(*))::int as extra from tasks where state = 'completed'`;
+    if (stats.submissions !== o.tasks)
+      ctx.log(`${o.run}: the emulator saw ${stats.submissions} submissions for ${o.tasks} tasks`);
+    return {
+      ...t,
+      providerCallsPerTask: (stats.submissions + stats.rejectedSubmissions + stats.resCalls) / o.tasks,
+      redeliveries: row?.extra ?? 0,
+    };
   } finally {
     await scope.close();
   }
@@ -154,7 +188,18 @@ async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Th
     scope.defer("nats-server", () => nats.dispose());
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
-    const worker = spawnApp("jetstream-worker", "bench/baselines/jetstream-worker.ts", { NATS_URL: nats.url, ...natsEnv(nats, "admin"), DATABASE_URL: tdb.url, REGION: region, CONCURRENCY: String(concurrency()) }, mkdtempSync(join(ctx.logDir, "baseline-")));
+    const worker = spawnApp(
+      "jetstream-worker",
+      "bench/baselines/jetstream-worker.ts",
+      {
+        NATS_URL: nats.url,
+        ...natsEnv(nats, "admin"),
+        DATABASE_URL: tdb.url,
+        REGION: region,
+        CONCURRENCY: String(concurrency()),
+      },
+      mkdtempSync(join(ctx.logDir, "baseline-")),
+    );
     scope.defer("jetstream worker", () => stopProc(worker));
     await waitForLog(worker, "worker started");
     const nc = await connectNats(nats.url, "bench-publisher", nats.auth("admin"));
@@ -162,11 +207,21 @@ async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Th
     const js = jetstream(nc);
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {}, connection: { application_name: "bench" } });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
-    const pids = { worker: () => [worker.pid], nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined) };
-    return await measure(ctx, sql, tasks, async (i) => {
-      const t = baselineTask(i, "jetstream");
-      await js.publish(taskSubject(region, "normal", shardOf(t.id)), JSON.stringify(t), { msgID: t.id });
-    }, pids, () => stopProc(worker));
+    const pids = {
+      worker: () => [worker.pid],
+      nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined),
+    };
+    return await measure(
+      ctx,
+      sql,
+      tasks,
+      async (i) => {
+        const t = baselineTask(i, "jetstream");
+        await js.publish(taskSubject(region, "normal", shardOf(t.id)), JSON.stringify(t), { msgID: t.id });
+      },
+      pids,
+      () => stopProc(worker),
+    );
   } finally {
     await scope.close();
   }
@@ -189,7 +244,18 @@ export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
     const emulator = await spawnEmulator(scope, logDir, { latencyMs: 0, threads: 1000 });
     const common = { REDIS_PORT: String(redis.port), DATABASE_URL: tdb.url, QUEUE: "peer" };
-    const worker = spawnApp("peer-worker", "bench/baselines/peer-worker.ts", { ...common, PROVIDER_URL: emulator.url, PROVIDER_KEY, POLL_INTERVAL_MS: "10", CONCURRENCY: String(concurrency()) }, logDir);
+    const worker = spawnApp(
+      "peer-worker",
+      "bench/baselines/peer-worker.ts",
+      {
+        ...common,
+        PROVIDER_URL: emulator.url,
+        PROVIDER_KEY,
+        POLL_INTERVAL_MS: "10",
+        CONCURRENCY: String(concurrency()),
+      },
+      logDir,
+    );
     scope.defer("peer worker", () => stopProc(worker));
     const [{ proc: gateway, url }] = await Promise.all([
       startPeerGateway(scope, logDir, { redisPort: redis.port, databaseUrl: tdb.url, queue: "peer" }),
@@ -199,7 +265,19 @@ export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {}, connection: { application_name: "bench" } });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
     const stopWriters = async () => void (await Promise.all([stopProc(gateway), stopProc(worker)]));
-    return await measure(ctx, sql, tasks, (i) => submitTask(url, i, "peer"), { gateway: () => [gateway.pid], worker: () => [worker.pid], redis: () => [redis.pid], emulator: () => [emulator.proc.pid] }, stopWriters);
+    return await measure(
+      ctx,
+      sql,
+      tasks,
+      (i) => submitTask(url, i, "peer"),
+      {
+        gateway: () => [gateway.pid],
+        worker: () => [worker.pid],
+        redis: () => [redis.pid],
+        emulator: () => [emulator.proc.pid],
+      },
+      stopWriters,
+    );
   } finally {
     await scope.close();
   }
@@ -212,17 +290,29 @@ async function bullmqThroughput(ctx: BenchContext, tasks: number): Promise<Throu
     const redis = await startRedis(scope);
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
-    const worker = spawnApp("bullmq-worker", "bench/baselines/bullmq-worker.ts", { REDIS_PORT: String(redis.port), DATABASE_URL: tdb.url, QUEUE: "tasks", CONCURRENCY: String(concurrency()) }, mkdtempSync(join(ctx.logDir, "baseline-")));
+    const worker = spawnApp(
+      "bullmq-worker",
+      "bench/baselines/bullmq-worker.ts",
+      { REDIS_PORT: String(redis.port), DATABASE_URL: tdb.url, QUEUE: "tasks", CONCURRENCY: String(concurrency()) },
+      mkdtempSync(join(ctx.logDir, "baseline-")),
+    );
     scope.defer("bullmq worker", () => stopProc(worker));
     await waitForLog(worker, "worker started");
     const queue = new Queue<BaselineTask>("tasks", { connection: { host: "127.0.0.1", port: redis.port } });
     scope.defer("bullmq queue", () => queue.close());
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {}, connection: { application_name: "bench" } });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
-    return await measure(ctx, sql, tasks, async (i) => {
-      const t = baselineTask(i, "bullmq");
-      await queue.add("solve", t, { jobId: t.id });
-    }, { worker: () => [worker.pid], redis: () => [redis.pid] }, () => stopProc(worker));
+    return await measure(
+      ctx,
+      sql,
+      tasks,
+      async (i) => {
+        const t = baselineTask(i, "bullmq");
+        await queue.add("solve", t, { jobId: t.id });
+      },
+      { worker: () => [worker.pid], redis: () => [redis.pid] },
+      () => stopProc(worker),
+    );
   } finally {
     await scope.close();
   }
@@ -230,7 +320,8 @@ async function bullmqThroughput(ctx: BenchContext, tasks: number): Promise<Throu
 
 export const endToEnd: Benchmark = {
   name: "end-to-end",
-  title: "tasks/s from first submit to last completion vs the fair peer (Hono + BullMQ + worker); a minimal JetStream worker and BullMQ as context",
+  title:
+    "tasks/s from first submit to last completion vs the fair peer (Hono + BullMQ + worker); a minimal JetStream worker and BullMQ as context",
   async run(ctx) {
     const tasks = e2eTasks();
     // Ours and the fair peer in alternating rounds, each side's best (highest throughput) round
@@ -242,12 +333,16 @@ export const endToEnd: Benchmark = {
     // measurements are the likeliest to meet a start-up or a neighbour's burst.
     const oursRound = async (r: number) => {
       const o = await pipelineThroughput(ctx, { tasks, solvers: 1, run: `e2e${r}` });
-      ctx.log(`end-to-end round ${r + 1}: pipeline ${o.perSecond.toFixed(0)}/s, ${o.cpuMsPerTask.total} ms CPU/task (accepted in ${(o.acceptMs / 1000).toFixed(1)} s, done in ${(o.elapsedMs / 1000).toFixed(1)} s)`);
+      ctx.log(
+        `end-to-end round ${r + 1}: pipeline ${o.perSecond.toFixed(0)}/s, ${o.cpuMsPerTask.total} ms CPU/task (accepted in ${(o.acceptMs / 1000).toFixed(1)} s, done in ${(o.elapsedMs / 1000).toFixed(1)} s)`,
+      );
       oursRounds.push(o);
     };
     const peerRound = async (r: number) => {
       const q = await peerThroughput(ctx, tasks);
-      ctx.log(`end-to-end round ${r + 1}: fair peer ${q.perSecond.toFixed(0)}/s, ${q.cpuMsPerTask.total} ms CPU/task (accepted in ${(q.acceptMs / 1000).toFixed(1)} s, done in ${(q.elapsedMs / 1000).toFixed(1)} s)`);
+      ctx.log(
+        `end-to-end round ${r + 1}: fair peer ${q.perSecond.toFixed(0)}/s, ${q.cpuMsPerTask.total} ms CPU/task (accepted in ${(q.acceptMs / 1000).toFixed(1)} s, done in ${(q.elapsedMs / 1000).toFixed(1)} s)`,
+      );
       peerRounds.push(q);
     };
     for (let r = 0; r < e2eRounds(); r++) {
@@ -262,7 +357,17 @@ export const endToEnd: Benchmark = {
     ctx.log(`end-to-end: minimal JetStream worker ${js.perSecond.toFixed(0)}/s`);
     const bull = await bullmqThroughput(ctx, tasks);
     ctx.log(`end-to-end: BullMQ ${bull.perSecond.toFixed(0)}/s`);
-    ctx.detail.endToEnd = { tasks, clients: clients(), concurrency: concurrency(), warmup: WARMUP, pipeline: ours, fairPeer: peer, rounds: { pipeline: oursRounds, fairPeer: peerRounds }, jetstreamWorker: js, bullmq: bull };
+    ctx.detail.endToEnd = {
+      tasks,
+      clients: clients(),
+      concurrency: concurrency(),
+      warmup: WARMUP,
+      pipeline: ours,
+      fairPeer: peer,
+      rounds: { pipeline: oursRounds, fairPeer: peerRounds },
+      jetstreamWorker: js,
+      bullmq: bull,
+    };
     const how = `${tasks} tasks after ${WARMUP} warm-up, ${clients()} submitting clients, ${concurrency()} in flight per worker; emulator latency 0, FIRST_POLL_MS=0, POLL_INTERVAL_MS=10; ${roundsText}`;
     const cpuRatio = ours.cpuMsPerTask.total! / peer.cpuMsPerTask.total!;
     return [

@@ -2,9 +2,9 @@
 // ONE solver process: its peak RSS, redeliveries while they wait, provider HTTP calls per task.
 import { PROVIDER_KEY, type Proc } from "@pipeline/devstack/testing";
 import { stateCounts, waitForCompleted } from "./support/completion.ts";
-import { envCount, type Benchmark } from "./support/context.ts";
+import { type Benchmark, envCount } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
-import { startPipeline, submitTask, type BenchTaskType } from "./support/pipeline.ts";
+import { type BenchTaskType, startPipeline, submitTask } from "./support/pipeline.ts";
 import { memoryOf, stopProc } from "./support/processes.ts";
 
 const LATENCY_MS = 30_000;
@@ -22,7 +22,8 @@ const DEFAULT_TASKS = TARGET;
  */
 function taskType(): BenchTaskType {
   const t = process.env.BENCH_INFLIGHT_TYPE ?? "recaptcha_v2";
-  if (t !== "recaptcha_v2" && t !== "turnstile") throw new Error(`BENCH_INFLIGHT_TYPE: expected recaptcha_v2 or turnstile, got ${JSON.stringify(t)}`);
+  if (t !== "recaptcha_v2" && t !== "turnstile")
+    throw new Error(`BENCH_INFLIGHT_TYPE: expected recaptcha_v2 or turnstile, got ${JSON.stringify(t)}`);
   return t;
 }
 
@@ -37,7 +38,8 @@ async function workerEvents(solver: Proc): Promise<Record<string, number> | unde
   try {
     const text = await (await fetch(url, { signal: AbortSignal.timeout(10_000) })).text();
     const events: Record<string, number> = {};
-    for (const m of text.matchAll(/^solver_worker_events_total\{[^}]*event="([^"]+)"[^}]*\} (\S+)$/gm)) events[m[1]!] = Number(m[2]);
+    for (const m of text.matchAll(/^solver_worker_events_total\{[^}]*event="([^"]+)"[^}]*\} (\S+)$/gm))
+      events[m[1]!] = Number(m[2]);
     return events;
   } catch {
     return undefined;
@@ -70,7 +72,9 @@ export const inFlight: Benchmark = {
     // with it for the CPU and it can take tasks as fast as it is able to.
     const sent = await closedLoop(n, clients, (i) => submitTask(p.gatewayUrl, i, "inflight", type));
     if (sent.errors) throw new Error(`${sent.errors} of ${n} submissions failed: ${sent.firstError}`);
-    ctx.log(`in-flight: ${n} tasks queued in ${((sent.endedAt - sent.startedAt) / 1000).toFixed(1)} s; starting the solver`);
+    ctx.log(
+      `in-flight: ${n} tasks queued in ${((sent.endedAt - sent.startedAt) / 1000).toFixed(1)} s; starting the solver`,
+    );
     const t0 = performance.now();
     const solver = await p.startSolver();
     let end: number;
@@ -103,7 +107,14 @@ export const inFlight: Benchmark = {
       idleRssMb: idle.rssMb,
       peakRssMb: mem.peakMb,
       kbPerInFlightTask: perTaskKb,
-      provider: { submissions: stats.submissions, rejected: stats.rejectedSubmissions, resCalls: stats.resCalls, polls: stats.polls, duplicateFingerprints: stats.duplicateFingerprints, maxInFlight: peak },
+      provider: {
+        submissions: stats.submissions,
+        rejected: stats.rejectedSubmissions,
+        resCalls: stats.resCalls,
+        polls: stats.polls,
+        duplicateFingerprints: stats.duplicateFingerprints,
+        maxInFlight: peak,
+      },
       states,
       redeliveries: row?.extra,
       solverCounters: counters ? JSON.parse(counters) : null,

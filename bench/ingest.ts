@@ -2,12 +2,11 @@
 // row in Postgres plus a JetStream PubAck), no solver running, against a publish-only ceiling.
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
-import postgres from "postgres";
 import { freePort, waitForPort } from "@pipeline/devstack";
-import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/devstack/testing";
-import { spawnApp } from "@pipeline/devstack/testing";
-import { envCount, type Benchmark, type BenchContext } from "./support/context.ts";
+import { createTestDatabase, natsEnv, spawnApp, startTestNats } from "@pipeline/devstack/testing";
+import postgres from "postgres";
 import { checkpoint } from "./support/checkpoint.ts";
+import { type BenchContext, type Benchmark, envCount } from "./support/context.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
 import { startPeerGateway } from "./support/peer.ts";
@@ -25,7 +24,14 @@ interface Rate {
 }
 
 /** Submissions per second of `count` POSTs through `clients` concurrent clients, after a warm-up. */
-async function submitRate(ctx: BenchContext, url: string, count: number, clients: number, run: string, processes: Record<string, () => number[]>): Promise<Rate> {
+async function submitRate(
+  ctx: BenchContext,
+  url: string,
+  count: number,
+  clients: number,
+  run: string,
+  processes: Record<string, () => number[]>,
+): Promise<Rate> {
   const warm = await closedLoop(WARMUP, clients, (i) => submitTask(url, i, run));
   if (warm.errors) throw new Error(`${run}: ${warm.errors} warm-up submissions failed: ${warm.firstError}`);
   await checkpoint(ctx.pgAdminUrl);
@@ -44,10 +50,18 @@ async function ceilingRate(ctx: BenchContext, count: number, clients: number): P
     const nats = await startTestNats();
     scope.defer("nats-server", () => nats.dispose());
     const port = await freePort();
-    const server = spawnApp("publish-only", "bench/baselines/publish-only-server.ts", { NATS_URL: nats.url, ...natsEnv(nats, "admin"), PORT: String(port), REGION: "ceiling" }, mkdtempSync(join(ctx.logDir, "baseline-")));
+    const server = spawnApp(
+      "publish-only",
+      "bench/baselines/publish-only-server.ts",
+      { NATS_URL: nats.url, ...natsEnv(nats, "admin"), PORT: String(port), REGION: "ceiling" },
+      mkdtempSync(join(ctx.logDir, "baseline-")),
+    );
     scope.defer("publish-only server", () => stopProc(server));
     await waitForPort(port, 20_000);
-    return await submitRate(ctx, `http://127.0.0.1:${port}`, count, clients, "ceiling", { server: () => [server.pid], nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined) });
+    return await submitRate(ctx, `http://127.0.0.1:${port}`, count, clients, "ceiling", {
+      server: () => [server.pid],
+      nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined),
+    });
   } finally {
     await scope.close();
   }
@@ -59,9 +73,14 @@ async function gatewayRate(ctx: BenchContext, count: number, clients: number): P
   try {
     const p = await startPipeline(scope, ctx, { solvers: 0, emulator: { latencyMs: 0, threads: 10 } });
     const { gateway, nats } = p.pids;
-    const rate = await submitRate(ctx, p.gatewayUrl, count, clients, "ingest", { gateway, nats, postgres: () => postgresPids(ctx.pgDataDir) });
+    const rate = await submitRate(ctx, p.gatewayUrl, count, clients, "ingest", {
+      gateway,
+      nats,
+      postgres: () => postgresPids(ctx.pgDataDir),
+    });
     const [row] = await p.db.sql<{ n: number }[]>`select count(*)::int as n from tasks`;
-    if (row?.n !== WARMUP + count) throw new Error(`the gateway answered 202 ${WARMUP + count} times but ${row?.n} rows exist`);
+    if (row?.n !== WARMUP + count)
+      throw new Error(`the gateway answered 202 ${WARMUP + count} times but ${row?.n} rows exist`);
     return rate;
   } finally {
     await scope.close();
@@ -80,12 +99,21 @@ async function peerGatewayRate(ctx: BenchContext, count: number, clients: number
     const redis = await startRedis(scope);
     const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
     scope.defer(`database ${tdb.name}`, () => tdb.drop());
-    const gateway = await startPeerGateway(scope, mkdtempSync(join(ctx.logDir, "peer-")), { redisPort: redis.port, databaseUrl: tdb.url, queue: "peer" });
-    const rate = await submitRate(ctx, gateway.url, count, clients, "peer", { gateway: () => [gateway.proc.pid], redis: () => [redis.pid], postgres: () => postgresPids(ctx.pgDataDir) });
+    const gateway = await startPeerGateway(scope, mkdtempSync(join(ctx.logDir, "peer-")), {
+      redisPort: redis.port,
+      databaseUrl: tdb.url,
+      queue: "peer",
+    });
+    const rate = await submitRate(ctx, gateway.url, count, clients, "peer", {
+      gateway: () => [gateway.proc.pid],
+      redis: () => [redis.pid],
+      postgres: () => postgresPids(ctx.pgDataDir),
+    });
     const sql = postgres(tdb.url, { max: 1, onnotice: () => {} });
     try {
       const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tasks`;
-      if (row?.n !== WARMUP + count) throw new Error(`the peer's gateway answered 202 ${WARMUP + count} times but ${row?.n} rows exist`);
+      if (row?.n !== WARMUP + count)
+        throw new Error(`the peer's gateway answered 202 ${WARMUP + count} times but ${row?.n} rows exist`);
     } finally {
       await sql.end({ timeout: 5 });
     }
@@ -113,10 +141,18 @@ export const ingest: Benchmark = {
       ceiling.push(await ceilingRate(ctx, count, clients));
       ours.push(await gatewayRate(ctx, count, clients));
       peer.push(await peerGatewayRate(ctx, count, clients));
-      ctx.log(`ingest round ${r + 1}: gateway ${ours.at(-1)!.perSecond.toFixed(0)}/s, publish-only ${ceiling.at(-1)!.perSecond.toFixed(0)}/s, fair peer's gateway ${peer.at(-1)!.perSecond.toFixed(0)}/s`);
+      ctx.log(
+        `ingest round ${r + 1}: gateway ${ours.at(-1)!.perSecond.toFixed(0)}/s, publish-only ${ceiling.at(-1)!.perSecond.toFixed(0)}/s, fair peer's gateway ${peer.at(-1)!.perSecond.toFixed(0)}/s`,
+      );
     }
-    ctx.detail.ingest = { count, clients, warmup: WARMUP, rounds: { gateway: ours, publishOnly: ceiling, peerGateway: peer } };
-    const medianRound = (ratios: number[]) => ratios.map((ratio, r) => ({ ratio, r })).sort((a, b) => a.ratio - b.ratio)[Math.floor((rounds - 1) / 2)]!.r;
+    ctx.detail.ingest = {
+      count,
+      clients,
+      warmup: WARMUP,
+      rounds: { gateway: ours, publishOnly: ceiling, peerGateway: peer },
+    };
+    const medianRound = (ratios: number[]) =>
+      ratios.map((ratio, r) => ({ ratio, r })).sort((a, b) => a.ratio - b.ratio)[Math.floor((rounds - 1) / 2)]!.r;
     const ratios = ours.map((g, r) => g.perSecond / ceiling[r]!.perSecond);
     const median = medianRound(ratios);
     const g = ours[median]!;

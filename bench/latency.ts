@@ -1,12 +1,13 @@
 // 4. Latency overhead: what a client waits from POST /v1/tasks to seeing `completed` through
 // GET /v1/tasks/:id?wait=30, minus the provider's own latency, at half the end-to-end maximum
 // rate. Baseline: a client calling the provider (the same emulator) directly at the same rate.
-import type postgres from "postgres";
+
 import { PROVIDER_KEY } from "@pipeline/devstack/testing";
+import type postgres from "postgres";
 import { clients, concurrency, e2eTasks, pipelineThroughput } from "./end-to-end.ts";
-import { envCount, type Benchmark } from "./support/context.ts";
-import { closedLoop, openLoop, quantile } from "./support/load.ts";
 import { waitForCompleted } from "./support/completion.ts";
+import { type Benchmark, envCount } from "./support/context.ts";
+import { closedLoop, openLoop, quantile } from "./support/load.ts";
 import { API_KEY, startPipeline, submitTask } from "./support/pipeline.ts";
 
 const PROVIDER_LATENCY_MS = 200;
@@ -17,21 +18,31 @@ async function throughGateway(gatewayUrl: string, i: number, run: string): Promi
   const t0 = performance.now();
   const id = await submitTask(gatewayUrl, i, run);
   for (;;) {
-    const res = await fetch(`${gatewayUrl}/v1/tasks/${id}?wait=30`, { headers: { authorization: `Bearer ${API_KEY}` } });
+    const res = await fetch(`${gatewayUrl}/v1/tasks/${id}?wait=30`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
     const view = (await res.json()) as { status?: string };
     if (view.status === "completed") return { id, ms: performance.now() - t0 };
-    if (view.status === "failed" || view.status === "cancelled" || res.status !== 200) throw new Error(`task ${id}: ${res.status} ${JSON.stringify(view).slice(0, 200)}`);
+    if (view.status === "failed" || view.status === "cancelled" || res.status !== 200)
+      throw new Error(`task ${id}: ${res.status} ${JSON.stringify(view).slice(0, 200)}`);
   }
 }
 
 /** The same task sent straight to the provider: in.php, first poll after its latency, then every POLL_INTERVAL_MS. */
 async function direct(emulatorUrl: string, i: number): Promise<number> {
   const call = async (path: string, fields: Record<string, string>) => {
-    const res = await fetch(`${emulatorUrl}/${path}`, { method: "POST", body: new URLSearchParams({ ...fields, key: PROVIDER_KEY, json: "1" }) });
+    const res = await fetch(`${emulatorUrl}/${path}`, {
+      method: "POST",
+      body: new URLSearchParams({ ...fields, key: PROVIDER_KEY, json: "1" }),
+    });
     return (await res.json()) as { status: number; request: string };
   };
   const t0 = performance.now();
-  const sub = await call("in.php", { method: "turnstile", sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://bench.example.com/direct/${i}` });
+  const sub = await call("in.php", {
+    method: "turnstile",
+    sitekey: "0x4AAAAAAAC3DHQFLr1GavRN",
+    pageurl: `https://bench.example.com/direct/${i}`,
+  });
   if (sub.status !== 1) throw new Error(`in.php: ${sub.request}`);
   await Bun.sleep(PROVIDER_LATENCY_MS);
   for (;;) {
@@ -44,7 +55,8 @@ async function direct(emulatorUrl: string, i: number): Promise<number> {
 
 function settledValues<T>(settled: PromiseSettledResult<T>[], what: string): T[] {
   const failed = settled.filter((s) => s.status === "rejected");
-  if (failed.length) throw new Error(`${failed.length} ${what} requests failed: ${String((failed[0] as PromiseRejectedResult).reason)}`);
+  if (failed.length)
+    throw new Error(`${failed.length} ${what} requests failed: ${String((failed[0] as PromiseRejectedResult).reason)}`);
   return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
 }
 
@@ -58,7 +70,10 @@ async function breakdown(sql: postgres.Sql, done: { id: string; ms: number }[]):
     from tasks where id = any(${done.map((d) => d.id)}::uuid[])`;
   const byId = new Map(rows.map((r) => [r.id, r]));
   const col = (f: (r: { queued: number; solving: number; stored: number }, ms: number) => number) =>
-    quantile(done.flatMap((d) => (byId.has(d.id) ? [f(byId.get(d.id)!, d.ms)] : [])), 0.5);
+    quantile(
+      done.flatMap((d) => (byId.has(d.id) ? [f(byId.get(d.id)!, d.ms)] : [])),
+      0.5,
+    );
   return {
     acceptedToClaimedMs: col((r) => Number(r.queued)),
     claimedToCompletedMs: col((r) => Number(r.solving)),
@@ -92,7 +107,11 @@ export const latency: Benchmark = {
     const p = await startPipeline(ctx.scope, ctx, {
       solvers: 1,
       emulator: { latencyMs: PROVIDER_LATENCY_MS, threads: Math.max(1000, solverConcurrency) },
-      solverEnv: { FIRST_POLL_MS: String(PROVIDER_LATENCY_MS), POLL_INTERVAL_MS: String(POLL_INTERVAL_MS), SOLVER_CONCURRENCY: String(solverConcurrency) },
+      solverEnv: {
+        FIRST_POLL_MS: String(PROVIDER_LATENCY_MS),
+        POLL_INTERVAL_MS: String(POLL_INTERVAL_MS),
+        SOLVER_CONCURRENCY: String(solverConcurrency),
+      },
     });
     ctx.log(`latency: ${count} tasks at ${rate.toFixed(0)}/s (half of ${maxRate.toFixed(0)}/s from ${source})`);
     // The rate is half of a warm maximum (end-to-end's 15,000-task warm-up): the processes are
@@ -104,7 +123,10 @@ export const latency: Benchmark = {
     await waitForCompleted(p.db.sql, jitWarm, 60_000 + jitWarm * 20);
     const warm = await closedLoop(100, clients(), (i) => throughGateway(p.gatewayUrl, i, "latency-warmup"));
     if (warm.errors) throw new Error(`warm-up: ${warm.firstError}`);
-    const done = settledValues(await openLoop(count, rate, (i) => throughGateway(p.gatewayUrl, i, "latency")), "pipeline");
+    const done = settledValues(
+      await openLoop(count, rate, (i) => throughGateway(p.gatewayUrl, i, "latency")),
+      "pipeline",
+    );
     const ours = done.map((d) => d.ms);
     const base = settledValues(await openLoop(count, rate, (i) => direct(p.emulatorUrl, i)), "direct");
     const parts = await breakdown(p.db.sql, done);
@@ -115,7 +137,26 @@ export const latency: Benchmark = {
     };
     const p50 = row(0.5, "p50");
     const p99 = row(0.99, "p99");
-    ctx.detail.latency = { rate, maxRate, source, count, providerLatencyMs: PROVIDER_LATENCY_MS, pipelineMs: { p50: quantile(ours, 0.5), p90: quantile(ours, 0.9), p99: quantile(ours, 0.99), max: quantile(ours, 1) }, directMs: { p50: quantile(base, 0.5), p90: quantile(base, 0.9), p99: quantile(base, 0.99), max: quantile(base, 1) }, pipelineMedians: parts };
+    ctx.detail.latency = {
+      rate,
+      maxRate,
+      source,
+      count,
+      providerLatencyMs: PROVIDER_LATENCY_MS,
+      pipelineMs: {
+        p50: quantile(ours, 0.5),
+        p90: quantile(ours, 0.9),
+        p99: quantile(ours, 0.99),
+        max: quantile(ours, 1),
+      },
+      directMs: {
+        p50: quantile(base, 0.5),
+        p90: quantile(base, 0.9),
+        p99: quantile(base, 0.99),
+        max: quantile(base, 1),
+      },
+      pipelineMedians: parts,
+    };
     return [p50, p99].map((r, k) => ({
       bench: "latency",
       figure: `${r.label} overhead over the provider`,

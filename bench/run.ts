@@ -5,14 +5,14 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { findNatsServer, freePort, redactPassword, startPostgres, type PostgresHandle } from "@pipeline/devstack";
+import { findNatsServer, freePort, type PostgresHandle, redactPassword, startPostgres } from "@pipeline/devstack";
 import { endToEnd } from "./end-to-end.ts";
 import { inFlight } from "./in-flight.ts";
 import { ingest } from "./ingest.ts";
 import { latency } from "./latency.ts";
 import { scaling } from "./scaling.ts";
 import type { Benchmark } from "./support/context.ts";
-import { renderTable, writeResults, type BenchError, type Figure } from "./support/report.ts";
+import { type BenchError, type Figure, renderTable, writeResults } from "./support/report.ts";
 import { Scope } from "./support/scope.ts";
 
 const ALL: Benchmark[] = [ingest, endToEnd, inFlight, latency, scaling];
@@ -21,7 +21,9 @@ const log = (m: string) => console.error(`[bench] ${m}`);
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const unknown = names.filter((n) => !ALL.some((b) => b.name === n));
 if (unknown.length) {
-  console.error(`unknown benchmark ${unknown.join(", ")}; one or more of: ${ALL.map((b) => `${b.name} (${b.title})`).join("; ")}`);
+  console.error(
+    `unknown benchmark ${unknown.join(", ")}; one or more of: ${ALL.map((b) => `${b.name} (${b.title})`).join("; ")}`,
+  );
   process.exit(2);
 }
 const selected = names.length ? ALL.filter((b) => names.includes(b.name)) : ALL;
@@ -71,7 +73,9 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
 
 try {
   pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: false, log });
-  log(`Postgres ${pg.bins.version} on ${redactPassword(pg.adminUrl)} (fsync on), benchmarks: ${selected.map((b) => b.name).join(", ")}`);
+  log(
+    `Postgres ${pg.bins.version} on ${redactPassword(pg.adminUrl)} (fsync on), benchmarks: ${selected.map((b) => b.name).join(", ")}`,
+  );
   for (const b of selected) {
     if (interrupted) break;
     const scope = (current = new Scope(log));
@@ -79,7 +83,15 @@ try {
     loads[b.name] = { before: loadAverage() };
     log(`${b.name}: ${b.title} (load average ${loads[b.name]!.before} on ${cpus().length} CPUs)`);
     try {
-      const got = await b.run({ pgAdminUrl: pg.adminUrl, pgDataDir: pg.dataDir, logDir, scope, log, earlier: figures, detail });
+      const got = await b.run({
+        pgAdminUrl: pg.adminUrl,
+        pgDataDir: pg.dataDir,
+        logDir,
+        scope,
+        log,
+        earlier: figures,
+        detail,
+      });
       figures.push(...got);
       console.log(`${renderTable(got)}\n`);
     } catch (err) {
@@ -103,7 +115,10 @@ console.log(`\n${renderTable(figures)}`);
 // Only the load before the first benchmark tells of other work: during the run the 1-minute
 // load average counts the bench's own processes (10,000 tasks in flight alone lift it to ~10).
 const atStart = Object.values(loads)[0]?.before ?? 0;
-if (atStart >= cpus().length) console.log(`note: the 1-minute load average was ${atStart} on ${cpus().length} CPUs when the run began; other work competed for the machine, so absolute figures are low (the same-run ratios are less affected).`);
+if (atStart >= cpus().length)
+  console.log(
+    `note: the 1-minute load average was ${atStart} on ${cpus().length} CPUs when the run began; other work competed for the machine, so absolute figures are low (the same-run ratios are less affected).`,
+  );
 for (const e of errors) console.log(`FAILED ${e.bench}: ${e.message.split("\n")[0]}`);
 const file = writeResults(join(import.meta.dir, "results"), {
   startedAt: new Date(Date.now() - wallS * 1000).toISOString(),
@@ -123,5 +138,7 @@ const file = writeResults(join(import.meta.dir, "results"), {
   errors,
   detail,
 });
-console.log(`\nwall time ${wallS} s; nats-server ${findNatsServer().version}, Bun ${Bun.version}, PostgreSQL ${pg?.bins.version ?? "?"}; results in ${file}`);
+console.log(
+  `\nwall time ${wallS} s; nats-server ${findNatsServer().version}, Bun ${Bun.version}, PostgreSQL ${pg?.bins.version ?? "?"}; results in ${file}`,
+);
 process.exit(errors.length ? 1 : 0);

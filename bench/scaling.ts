@@ -1,9 +1,9 @@
 // 5. Scaling: end-to-end throughput (the setup of end-to-end.ts) with 1, 2 and 4 solver
 // processes, each as a ratio to the 1-process figure of this benchmark.
 import { cpus } from "node:os";
-import { concurrency, e2eTasks, pipelineThroughput, type PipelineThroughput } from "./end-to-end.ts";
-import { cpuText } from "./support/cpu.ts";
+import { concurrency, e2eTasks, type PipelineThroughput, pipelineThroughput } from "./end-to-end.ts";
 import type { Benchmark } from "./support/context.ts";
+import { cpuText } from "./support/cpu.ts";
 
 const SOLVERS = [1, 2, 4];
 
@@ -32,7 +32,9 @@ export const scaling: Benchmark = {
       baseline: { label: "1 solver process", value: one },
       ratio: runs[n]!.perSecond / one,
       ...(n === 1
-        ? { note: `scaling: ${tasks} tasks per run as in end-to-end${reused ? " (the 1-process run is end-to-end's own)" : ""}, SOLVER_CONCURRENCY=${concurrency()} per process, one gateway; all processes share this machine's ${cpus().length} CPUs with nats-server, Postgres and the client. CPU ms per task: ${SOLVERS.map((k) => `${k} process${k > 1 ? "es" : ""} ${cpuText(runs[k]!.cpuMsPerTask)}`).join("; ")}.` }
+        ? {
+            note: `scaling: ${tasks} tasks per run as in end-to-end${reused ? " (the 1-process run is end-to-end's own)" : ""}, SOLVER_CONCURRENCY=${concurrency()} per process, one gateway; all processes share this machine's ${cpus().length} CPUs with nats-server, Postgres and the client. CPU ms per task: ${SOLVERS.map((k) => `${k} process${k > 1 ? "es" : ""} ${cpuText(runs[k]!.cpuMsPerTask)}`).join("; ")}.`,
+          }
         : {}),
     }));
   },

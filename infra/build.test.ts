@@ -53,10 +53,14 @@ describe("release signatures", () => {
   });
 
   test("npm run build will not make an unsigned release unless told to (--unsigned); RELEASE_SIGNING_KEY is the default key", () => {
-    const noKey = spawnSync(process.execPath, [join(import.meta.dir, "build.ts"), "--apps", "emulator", "--arch", "x64", "--out", join(dir, "dist")], {
-      env: { ...process.env, RELEASE_SIGNING_KEY: "" },
-      encoding: "utf8",
-    });
+    const noKey = spawnSync(
+      process.execPath,
+      [join(import.meta.dir, "build.ts"), "--apps", "emulator", "--arch", "x64", "--out", join(dir, "dist")],
+      {
+        env: { ...process.env, RELEASE_SIGNING_KEY: "" },
+        encoding: "utf8",
+      },
+    );
     expect(noKey.status).toBe(2);
     expect(noKey.stderr).toContain("--signing-key: a release signing key is required");
     expect(() => parseBuildArgs(["--signing-key", join(dir, "absent")], {})).toThrow("--signing-key: no such file");

@@ -26,7 +26,9 @@ export const ARCHES = ["x64", "arm64"] as const;
 export type Arch = (typeof ARCHES)[number];
 
 /** Versions name systemd instances (`solver@v2`) and SOLVER_VERSION, hence the solver's alphabet. */
-export const Version = z.string().regex(/^[a-z0-9_]{1,32}$/, "lower-case letters, digits and '_' (it names solver@<version> and SOLVER_VERSION)");
+export const Version = z
+  .string()
+  .regex(/^[a-z0-9_]{1,32}$/, "lower-case letters, digits and '_' (it names solver@<version> and SOLVER_VERSION)");
 
 export interface BuiltBinary {
   app: AppName;
@@ -61,17 +63,38 @@ export function allowedSignersLine(publicKey: string): string {
 export function signChecksum(checksumFile: string, key: string): string {
   const sig = `${checksumFile}.sig`;
   rmSync(sig, { force: true });
-  const r = spawnSync("ssh-keygen", ["-q", "-Y", "sign", "-f", key, "-n", SIGNATURE_NAMESPACE, checksumFile], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-  if (r.status !== 0 || !existsSync(sig)) throw new Error(`ssh-keygen -Y sign ${checksumFile} with ${key} failed: ${(r.stderr || r.stdout || `exit ${r.status}`).trim()}`);
+  const r = spawnSync("ssh-keygen", ["-q", "-Y", "sign", "-f", key, "-n", SIGNATURE_NAMESPACE, checksumFile], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  if (r.status !== 0 || !existsSync(sig))
+    throw new Error(
+      `ssh-keygen -Y sign ${checksumFile} with ${key} failed: ${(r.stderr || r.stdout || `exit ${r.status}`).trim()}`,
+    );
   return sig;
 }
 
 /** Whether `<checksumFile>.sig` is a good signature of it by a key of `allowedSigners`: the hosts' check (ssh-keygen -Y verify). */
 export function verifyChecksum(checksumFile: string, allowedSigners: string): { ok: boolean; message: string } {
-  const r = spawnSync("ssh-keygen", ["-Y", "verify", "-f", allowedSigners, "-I", SIGNER_PRINCIPAL, "-n", SIGNATURE_NAMESPACE, "-s", `${checksumFile}.sig`], {
-    input: readFileSync(checksumFile),
-    encoding: "utf8",
-  });
+  const r = spawnSync(
+    "ssh-keygen",
+    [
+      "-Y",
+      "verify",
+      "-f",
+      allowedSigners,
+      "-I",
+      SIGNER_PRINCIPAL,
+      "-n",
+      SIGNATURE_NAMESPACE,
+      "-s",
+      `${checksumFile}.sig`,
+    ],
+    {
+      input: readFileSync(checksumFile),
+      encoding: "utf8",
+    },
+  );
   return { ok: r.status === 0, message: `${r.stdout}${r.stderr}`.trim() };
 }
 
@@ -85,7 +108,10 @@ export async function sha256File(path: string): Promise<string> {
 export function gitVersion(): string {
   const sha = spawnSync("git", ["rev-parse", "--short=7", "HEAD"], { cwd: root, encoding: "utf8" }).stdout?.trim();
   if (!sha) return "dev";
-  const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: root, encoding: "utf8" }).stdout?.trim();
+  const dirty = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], {
+    cwd: root,
+    encoding: "utf8",
+  }).stdout?.trim();
   return `g${sha}${dirty ? "_dirty" : ""}`;
 }
 
@@ -93,13 +119,32 @@ export function gitVersion(): string {
  * Builds one binary and its `.sha256` (and `.sha256.sig` when given a signing key); the binary
  * appears only once complete (built under a temporary name).
  */
-export async function buildBinary(o: { app: AppName; arch: Arch; version: string; outDir: string; bun?: string; signingKey?: string }): Promise<BuiltBinary> {
+export async function buildBinary(o: {
+  app: AppName;
+  arch: Arch;
+  version: string;
+  outDir: string;
+  bun?: string;
+  signingKey?: string;
+}): Promise<BuiltBinary> {
   Version.parse(o.version);
   mkdirSync(o.outDir, { recursive: true });
   const path = join(o.outDir, binaryName(o.app, o.version, o.arch));
   const tmp = `${path}.partial`;
   const bun = o.bun ?? process.execPath;
-  const r = spawnSync(bun, ["build", "--compile", "--minify", `--target=bun-linux-${o.arch}`, "--outfile", tmp, join(root, APP_ENTRIES[o.app])], { cwd: root, encoding: "utf8" });
+  const r = spawnSync(
+    bun,
+    [
+      "build",
+      "--compile",
+      "--minify",
+      `--target=bun-linux-${o.arch}`,
+      "--outfile",
+      tmp,
+      join(root, APP_ENTRIES[o.app]),
+    ],
+    { cwd: root, encoding: "utf8" },
+  );
   if (r.status !== 0) {
     rmSync(tmp, { force: true });
     throw new Error(`bun build --compile ${o.app} (${o.arch}) failed:\n${r.stderr || r.stdout}`);
@@ -109,7 +154,15 @@ export async function buildBinary(o: { app: AppName; arch: Arch; version: string
   writeFileSync(`${path}.sha256`, `${sha256}  ${basename(path)}\n`);
   rmSync(`${path}.sha256.sig`, { force: true });
   const signature = o.signingKey ? signChecksum(`${path}.sha256`, o.signingKey) : undefined;
-  return { app: o.app, arch: o.arch, version: o.version, path, sha256, bytes: Bun.file(path).size, ...(signature ? { signature } : {}) };
+  return {
+    app: o.app,
+    arch: o.arch,
+    version: o.version,
+    path,
+    sha256,
+    bytes: Bun.file(path).size,
+    ...(signature ? { signature } : {}),
+  };
 }
 
 const Args = z
@@ -128,12 +181,16 @@ const Args = z
   .strict()
   .refine((a) => a["signing-key"] || a.unsigned, {
     path: ["signing-key"],
-    message: "a release signing key is required (--signing-key FILE or RELEASE_SIGNING_KEY; docs/deploy.md): the deploy refuses unsigned releases. --unsigned builds them anyway",
+    message:
+      "a release signing key is required (--signing-key FILE or RELEASE_SIGNING_KEY; docs/deploy.md): the deploy refuses unsigned releases. --unsigned builds them anyway",
   })
   .refine((a) => !a["signing-key"] || existsSync(a["signing-key"]), { path: ["signing-key"], message: "no such file" });
 
 /** The command line, with RELEASE_SIGNING_KEY as the default of --signing-key. */
-export function parseBuildArgs(argv: string[], env: Record<string, string | undefined> = process.env): z.infer<typeof Args> {
+export function parseBuildArgs(
+  argv: string[],
+  env: Record<string, string | undefined> = process.env,
+): z.infer<typeof Args> {
   const o: Record<string, unknown> = {};
   if (env.RELEASE_SIGNING_KEY) o["signing-key"] = env.RELEASE_SIGNING_KEY;
   for (let i = 0; i < argv.length; i++) {
@@ -152,7 +209,9 @@ if (import.meta.main) {
   try {
     args = parseBuildArgs(Bun.argv.slice(2));
   } catch (err) {
-    console.error(`build: ${(err as Error).message}\nusage: npm run build -- [--version v2] [--arch x64|arm64|all] [--apps gateway,solver,recovery,rollout,emulator] [--out dist] (--signing-key FILE | --unsigned)`);
+    console.error(
+      `build: ${(err as Error).message}\nusage: npm run build -- [--version v2] [--arch x64|arm64|all] [--apps gateway,solver,recovery,rollout,emulator] [--out dist] (--signing-key FILE | --unsigned)`,
+    );
     process.exit(2);
   }
   const version = args.version ?? gitVersion();
@@ -161,8 +220,18 @@ if (import.meta.main) {
   const t0 = Date.now();
   for (const arch of arches)
     for (const app of apps) {
-      const b = await buildBinary({ app, arch, version, outDir: resolve(args.out), ...(args["signing-key"] ? { signingKey: args["signing-key"] } : {}) });
-      console.log(`${b.path}  ${(b.bytes / 1e6).toFixed(1)} MB  sha256 ${b.sha256.slice(0, 16)}…${b.signature ? "  signed" : "  UNSIGNED"}`);
+      const b = await buildBinary({
+        app,
+        arch,
+        version,
+        outDir: resolve(args.out),
+        ...(args["signing-key"] ? { signingKey: args["signing-key"] } : {}),
+      });
+      console.log(
+        `${b.path}  ${(b.bytes / 1e6).toFixed(1)} MB  sha256 ${b.sha256.slice(0, 16)}…${b.signature ? "  signed" : "  UNSIGNED"}`,
+      );
     }
-  console.log(`built ${apps.length * arches.length} binaries of version ${version} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(
+    `built ${apps.length * arches.length} binaries of version ${version} in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
 }

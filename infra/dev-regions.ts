@@ -7,11 +7,19 @@
 // Ports: GATEWAY_PORT (8080) and the next one for the second region, NATS_PORT (14222) and the
 // next two for the second region and the witness, LEAF_PORT (17422), PG_PORT (15432),
 // EMULATOR_PORT (18090), METRICS_PORT (9464, the solvers': this one and the next).
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import {
+  type NatsServerHandle,
+  natsEnv,
+  portInUse,
+  redactPassword,
+  startNatsServer,
+  startPostgres,
+  waitForPort,
+} from "@pipeline/devstack";
 import { createAppLogins, migrateDatabase, openDatabase, urlWithLogin } from "@pipeline/shared/db";
-import { natsEnv, portInUse, redactPassword, startNatsServer, startPostgres, waitForPort, type NatsServerHandle } from "@pipeline/devstack";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 
 const root = join(import.meta.dir, "..");
@@ -65,7 +73,11 @@ process.on("SIGTERM", () => void shutdown(0));
 
 /** Runs `bun <script>` with its output prefixed by `[<name>]`. */
 function run(name: string, script: string, vars: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [join(root, script)], { cwd: root, env: { ...env, ...vars }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [join(root, script)], {
+    cwd: root,
+    env: { ...env, ...vars },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   for (const s of [child.stdout!, child.stderr!]) {
     let rest = "";
     s.on("data", (b: Buffer) => {
@@ -87,16 +99,34 @@ function run(name: string, script: string, vars: Record<string, string>): ChildP
 }
 
 try {
-  if (regions.length !== 2 || new Set(regions).size !== 2 || !regions.every((r) => /^[a-z][a-z0-9]{1,15}$/.test(r))) throw new Error(`REGIONS must name two regions (got "${env.REGIONS}")`);
+  if (regions.length !== 2 || new Set(regions).size !== 2 || !regions.every((r) => /^[a-z][a-z0-9]{1,15}$/.test(r)))
+    throw new Error(`REGIONS must name two regions (got "${env.REGIONS}")`);
   const natsPorts = [ports.nats, ports.nats + 1, ports.nats + 2];
   const gatewayPorts = [ports.gateway, ports.gateway + 1];
-  for (const p of [...natsPorts, ...gatewayPorts, ports.leaf, ports.pg, ports.emulator]) if (await portInUse(p)) throw new Error(`port ${p} is taken; is another dev stack running? (GATEWAY_PORT, NATS_PORT, LEAF_PORT, PG_PORT, EMULATOR_PORT)`);
+  for (const p of [...natsPorts, ...gatewayPorts, ports.leaf, ports.pg, ports.emulator])
+    if (await portInUse(p))
+      throw new Error(
+        `port ${p} is taken; is another dev stack running? (GATEWAY_PORT, NATS_PORT, LEAF_PORT, PG_PORT, EMULATOR_PORT)`,
+      );
   mkdirSync(dataDir, { recursive: true });
 
-  const witness = await startNatsServer({ port: natsPorts[2]!, storeDir: join(dataDir, "witness"), name: "witness", log });
+  const witness = await startNatsServer({
+    port: natsPorts[2]!,
+    storeDir: join(dataDir, "witness"),
+    name: "witness",
+    log,
+  });
   stops.push(() => witness.stop());
   const [ra, rb] = regions as [string, string];
-  const a = await startNatsServer({ port: natsPorts[0]!, storeDir: join(dataDir, ra, "nats"), name: `${ra}-1`, regions: [ra], domain: ra, leafnodes: { listenPort: ports.leaf }, log });
+  const a = await startNatsServer({
+    port: natsPorts[0]!,
+    storeDir: join(dataDir, ra, "nats"),
+    name: `${ra}-1`,
+    regions: [ra],
+    domain: ra,
+    leafnodes: { listenPort: ports.leaf },
+    log,
+  });
   stops.push(() => a.stop());
   const b = await startNatsServer({
     port: natsPorts[1]!,
@@ -108,7 +138,9 @@ try {
     log,
   });
   stops.push(() => b.stop());
-  log(`NATS ${a.version}: ${ra} on ${a.url}, ${rb} on ${b.url} (leafnode ${rb} -> ${ra} on port ${ports.leaf}), witness on ${witness.url}`);
+  log(
+    `NATS ${a.version}: ${ra} on ${a.url}, ${rb} on ${b.url} (leafnode ${rb} -> ${ra} on port ${ports.leaf}), witness on ${witness.url}`,
+  );
 
   const pg = await startPostgres({ dataDir: join(dataDir, "pg"), port: ports.pg, log });
   stops.push(() => pg.stop());
@@ -122,9 +154,15 @@ try {
   // at every start; the recovery services are the owner (the admin).
   const admin = openDatabase(pg.adminUrl, { max: 1, appName: "dev-stack" });
   const logins = await createAppLogins(admin.sql, "dev").finally(() => admin.close());
-  log(`Postgres on port ${ports.pg}: databases ${regions.map((r) => `pipeline_${r}`).join(", ")}; migrations applied; a login per app (dev_gateway_login, dev_solver_login)`);
+  log(
+    `Postgres on port ${ports.pg}: databases ${regions.map((r) => `pipeline_${r}`).join(", ")}; migrations applied; a login per app (dev_gateway_login, dev_solver_login)`,
+  );
 
-  run("emulator", "packages/emulator/src/main.ts", { EMULATOR_PORT: String(ports.emulator), EMULATOR_KEYS: `${providerKey}:100`, EMULATOR_LATENCY_MS: env.EMULATOR_LATENCY_MS ?? "2000" });
+  run("emulator", "packages/emulator/src/main.ts", {
+    EMULATOR_PORT: String(ports.emulator),
+    EMULATOR_KEYS: `${providerKey}:100`,
+    EMULATOR_LATENCY_MS: env.EMULATOR_LATENCY_MS ?? "2000",
+  });
   await waitForPort(ports.emulator, 20_000);
 
   const servers: Record<string, NatsServerHandle> = { [ra]: a, [rb]: b };
@@ -147,7 +185,14 @@ try {
       WEBHOOK_ALLOW_HTTP: "1",
       WEBHOOK_ALLOW_PRIVATE: "1",
     };
-    run(`${r} gateway`, "apps/gateway/src/main.ts", { ...common, DATABASE_URL: urlWithLogin(databases[r]!, logins.gateway), ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPorts[i]), API_KEYS: apiKeys, ...(env.API_KEYS ? {} : { API_KEYS_ALLOW_SHORT: "1" }) });
+    run(`${r} gateway`, "apps/gateway/src/main.ts", {
+      ...common,
+      DATABASE_URL: urlWithLogin(databases[r]!, logins.gateway),
+      ...natsEnv(nats, "gateway"),
+      GATEWAY_PORT: String(gatewayPorts[i]),
+      API_KEYS: apiKeys,
+      ...(env.API_KEYS ? {} : { API_KEYS_ALLOW_SHORT: "1" }),
+    });
     run(`${r} solver`, "apps/solver/src/main.ts", {
       ...common,
       DATABASE_URL: urlWithLogin(databases[r]!, logins.solver),

@@ -19,11 +19,15 @@ if (at >= 0) {
   if (n === "2") await new Promise(() => {});
   argv.splice(at, argv[at]!.includes("=") ? 1 : 2);
 }
-const turbo = spawn(join(root, "node_modules", ".bin", "turbo"), ["run", "dev", "--ui=stream", "--log-prefix=task", ...argv], {
-  cwd: root,
-  env: { ...process.env, TURBO_TELEMETRY_DISABLED: "1", DO_NOT_TRACK: "1" },
-  stdio: "inherit",
-});
+const turbo = spawn(
+  join(root, "node_modules", ".bin", "turbo"),
+  ["run", "dev", "--ui=stream", "--log-prefix=task", ...argv],
+  {
+    cwd: root,
+    env: { ...process.env, TURBO_TELEMETRY_DISABLED: "1", DO_NOT_TRACK: "1" },
+    stdio: "inherit",
+  },
+);
 // Turbo gets the terminal's Ctrl-C itself (same process group); a SIGTERM sent to this process alone is passed on.
 process.on("SIGINT", () => {});
 process.on("SIGTERM", () => turbo.kill("SIGTERM"));

@@ -18,8 +18,14 @@ const drills: Record<string, { file: string; env: Record<string, string> }> = {
 const name = process.argv[2] ?? "";
 const drill = drills[name];
 if (!drill) {
-  console.error(`usage: npm run drill -- <${Object.keys(drills).join("|")}>\n(the single-region drills: npm run recovery -- drill <scenario>)`);
+  console.error(
+    `usage: npm run drill -- <${Object.keys(drills).join("|")}>\n(the single-region drills: npm run recovery -- drill <scenario>)`,
+  );
   process.exit(2);
 }
-const r = spawnSync(process.execPath, [join(root, "infra", "test.ts"), "--no-typecheck", drill.file], { cwd: root, stdio: "inherit", env: { ...process.env, ...drill.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" } });
+const r = spawnSync(process.execPath, [join(root, "infra", "test.ts"), "--no-typecheck", drill.file], {
+  cwd: root,
+  stdio: "inherit",
+  env: { ...process.env, ...drill.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+});
 process.exit(r.status ?? 1);

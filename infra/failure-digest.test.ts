@@ -56,6 +56,8 @@ test("no failure, no digest; a long why keeps its last lines, or from the error 
   ]);
 
   const e = failureDigest({ perFailure: 3 });
-  e.push(["x.test.ts:", "log", "1 | frame", "    ^", "error: boom", "- a", "+ b", "+ c", "(fail) t [1ms]", ""].join("\n"));
+  e.push(
+    ["x.test.ts:", "log", "1 | frame", "    ^", "error: boom", "- a", "+ b", "+ c", "(fail) t [1ms]", ""].join("\n"),
+  );
   expect(e.report().slice(2)).toEqual(["[test]    error: boom", "[test]    - a", "[test]    + b"]);
 });

@@ -47,7 +47,15 @@ export function failureDigest(o: { perFailure?: number; maxFailures?: number } =
       // bun repeats every failed test's line in its closing list: the first sighting holds the why.
       if (!seen.has(name) && since.some((s) => s.trim())) {
         seen.add(name);
-        if (failures.length < maxFailures) failures.push({ file, name, lines: why(since.filter((s) => s.trim()), perFailure) });
+        if (failures.length < maxFailures)
+          failures.push({
+            file,
+            name,
+            lines: why(
+              since.filter((s) => s.trim()),
+              perFailure,
+            ),
+          });
         else more++;
       }
     }
@@ -66,8 +74,11 @@ export function failureDigest(o: { perFailure?: number; maxFailures?: number } =
         partial = "";
       }
       if (!failures.length) return [];
-      const out = [`[test] why ${failures.length + more === 1 ? "the failed test" : "the failed tests"} failed (again here, for CI's tail):`];
-      for (const f of failures) out.push(`[test] ── ${f.file ? `${f.file}: ` : ""}${f.name}`, ...f.lines.map((l) => `[test]    ${l}`));
+      const out = [
+        `[test] why ${failures.length + more === 1 ? "the failed test" : "the failed tests"} failed (again here, for CI's tail):`,
+      ];
+      for (const f of failures)
+        out.push(`[test] ── ${f.file ? `${f.file}: ` : ""}${f.name}`, ...f.lines.map((l) => `[test]    ${l}`));
       if (more) out.push(`[test] ... and ${more} more failed tests (see above)`);
       return out;
     },

@@ -2,11 +2,21 @@
 // and Postgres of the project's own under .data/, migrations, and `.data/dev-stack.json` that the
 // apps' dev tasks wait for (infra/with-stack.ts). `turbo run dev` runs it beside the apps;
 // Ctrl-C stops the servers and removes the file; a second start reuses the data.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+
 import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import {
+  devStackFile,
+  portInUse,
+  redactPassword,
+  removeDevStack,
+  startNatsServer,
+  startPostgres,
+  writeDevStack,
+  writePgCredentials,
+} from "@pipeline/devstack";
 import { createAppLogins, migrateDatabase, openDatabase } from "@pipeline/shared/db";
-import { devStackFile, portInUse, redactPassword, removeDevStack, startNatsServer, startPostgres, writeDevStack, writePgCredentials } from "@pipeline/devstack";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 
 const root = join(import.meta.dir, "..");
@@ -45,16 +55,29 @@ process.on("SIGTERM", () => void shutdown(0));
 
 try {
   // NATS_URL set: the apps use that server with the NATS_USER/NATS_PASSWORD or NATS_CREDS you give them.
-  let nats: { url: string; version: string; credentialsFile: string | undefined } = { url: env.NATS_URL ?? "", version: "(yours)", credentialsFile: undefined };
+  let nats: { url: string; version: string; credentialsFile: string | undefined } = {
+    url: env.NATS_URL ?? "",
+    version: "(yours)",
+    credentialsFile: undefined,
+  };
   if (!env.NATS_URL) {
-    if (await portInUse(natsPort)) throw new Error(`port ${natsPort} is taken; is another dev stack running? Set NATS_PORT`);
-    const own = await startNatsServer({ port: natsPort, storeDir: join(dataDir, "nats"), name: "dev", regions: [region], log });
+    if (await portInUse(natsPort))
+      throw new Error(`port ${natsPort} is taken; is another dev stack running? Set NATS_PORT`);
+    const own = await startNatsServer({
+      port: natsPort,
+      storeDir: join(dataDir, "nats"),
+      name: "dev",
+      regions: [region],
+      log,
+    });
     stops.push(() => own.stop());
     nats = own;
     // The region's streams, buckets and notifier consumers, as the recovery service makes them at
     // start: the gateway's and the solver's NATS users may not create them (issue 34).
     await provisionRegionsAt(own.url, own.auth("admin"), [region]);
-    log(`NATS ${own.version} (JetStream, authentication on) on ${own.url}; credentials in ${own.credentialsFile} (0600)`);
+    log(
+      `NATS ${own.version} (JetStream, authentication on) on ${own.url}; credentials in ${own.credentialsFile} (0600)`,
+    );
   }
 
   let databaseUrl = env.DATABASE_URL;
@@ -75,24 +98,38 @@ try {
     const logins = await createAppLogins(admin.sql, "dev").finally(() => admin.close());
     pgCredentials = join(dataDir, "pg-credentials.json");
     const u = new URL(databaseUrl);
-    writePgCredentials(pgCredentials, { owner: { user: decodeURIComponent(u.username), password: decodeURIComponent(u.password) }, ...logins });
+    writePgCredentials(pgCredentials, {
+      owner: { user: decodeURIComponent(u.username), password: decodeURIComponent(u.password) },
+      ...logins,
+    });
     u.password = "";
     databaseUrl = u.toString();
-    log(`Postgres logins: one per app (dev_gateway_login, dev_solver_login, dev_rollout_login), passwords in ${pgCredentials} (0600)`);
+    log(
+      `Postgres logins: one per app (dev_gateway_login, dev_solver_login, dev_rollout_login), passwords in ${pgCredentials} (0600)`,
+    );
   }
 
   const emulatorKey = "emulator-key";
   const spareKey = "emulator-key-spare";
   // The solvers' key file: `recovery rotate-key --to spare` switches the fleet to the second key.
   const keysFile = join(dataDir, "provider-keys.json");
-  if (!env.PROVIDER_KEYS_FILE) writeFileSync(keysFile, JSON.stringify({ default: env.PROVIDER_KEY ?? emulatorKey, spare: spareKey }, null, 2), { mode: 0o600 });
+  if (!env.PROVIDER_KEYS_FILE)
+    writeFileSync(keysFile, JSON.stringify({ default: env.PROVIDER_KEY ?? emulatorKey, spare: spareKey }, null, 2), {
+      mode: 0o600,
+    });
   // The operator console's sign-in (recovery, CONSOLE_PORT): one generated operator token, kept
   // across starts in a 0600 file like the NATS credentials; never in dev-stack.json.
   const consoleTokensFile = join(dataDir, "console-tokens");
-  let operatorToken = existsSync(consoleTokensFile) ? /^dev-operator:operator:(\S+)$/m.exec(readFileSync(consoleTokensFile, "utf8"))?.[1] : undefined;
+  let operatorToken = existsSync(consoleTokensFile)
+    ? /^dev-operator:operator:(\S+)$/m.exec(readFileSync(consoleTokensFile, "utf8"))?.[1]
+    : undefined;
   if (!operatorToken && !env.CONSOLE_TOKENS_FILE) {
     operatorToken = randomBytes(24).toString("base64url");
-    writeFileSync(consoleTokensFile, `# name:role:token, one a line (roles viewer, operator); read by the recovery service's console\ndev-operator:operator:${operatorToken}\n`, { mode: 0o600 });
+    writeFileSync(
+      consoleTokensFile,
+      `# name:role:token, one a line (roles viewer, operator); read by the recovery service's console\ndev-operator:operator:${operatorToken}\n`,
+      { mode: 0o600 },
+    );
   }
   // Dev defaults of what the user did not set: the apps merge them under their own environment.
   const defaults: Record<string, string> = {

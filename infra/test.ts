@@ -2,24 +2,30 @@
 // then creates its own database; each starts its own nats-server), runs `bun test` over the whole
 // repo, and ends with the line CI reads: `tests: N passed, N failed`.
 import { spawn, spawnSync } from "node:child_process";
-import { failureDigest } from "./failure-digest.ts";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { findChromium, findNatsServer, freePort, redactPassword, startPostgres } from "@pipeline/devstack";
+import { failureDigest } from "./failure-digest.ts";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);
 const summary = (passed: number, failed: number) => console.log(`tests: ${passed} passed, ${failed} failed`);
 
 if (!args.includes("--no-typecheck")) {
-  const tc = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "typecheck.ts")], { stdio: "inherit", cwd: root });
+  const tc = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "typecheck.ts")], {
+    stdio: "inherit",
+    cwd: root,
+  });
   if (tc.status !== 0) {
     console.error("[test] type errors: no test was run");
     summary(0, 1);
     process.exit(1);
   }
   // The layering rules and the function-length ratchet (infra/lint.ts).
-  const lint = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "lint.ts")], { stdio: "inherit", cwd: root });
+  const lint = spawnSync(join(root, "node_modules", ".bin", "bun"), [join(root, "infra", "lint.ts")], {
+    stdio: "inherit",
+    cwd: root,
+  });
   if (lint.status !== 0) {
     console.error("[test] lint failed: no test was run");
     summary(0, 1);
@@ -36,7 +42,9 @@ try {
   summary(0, 1);
   process.exit(1);
 }
-console.error(`[test] nats-server ${nats.version} (${nats.source}: ${nats.bin}); every test server runs with authentication on`);
+console.error(
+  `[test] nats-server ${nats.version} (${nats.source}: ${nats.bin}); every test server runs with authentication on`,
+);
 
 // The browser test's chromium (Debian's, driven by playwright-core): installed through apt when
 // missing and we are root; without it only tests/console.test.ts fails, saying why.
@@ -52,18 +60,34 @@ if (pathsAsked.length === 0 || pathsAsked.some((p) => p.includes("console"))) {
 // One folder per run, so two runs at once (a helper and CI, say) do not remove each other's cluster.
 const pgDir = join(root, ".data", `test-pg-${process.pid}`);
 rmSync(pgDir, { recursive: true, force: true });
-const pg = await startPostgres({ dataDir: pgDir, port: await freePort(), fast: true, log: (m) => console.error(`[test] ${m}`) });
+const pg = await startPostgres({
+  dataDir: pgDir,
+  port: await freePort(),
+  fast: true,
+  log: (m) => console.error(`[test] ${m}`),
+});
 console.error(`[test] Postgres for tests on ${redactPassword(pg.adminUrl)}`);
 
 const paths = args.filter((a) => !a.startsWith("--"));
-const child = spawn(join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])], {
-  cwd: root,
-  // API_KEYS_ALLOW_SHORT: the gateways tests start are dev stacks (their keys are short); a test
-  // of the production rule sets its own environment.
-  env: { ...process.env, NATS_SERVER_BIN: nats.bin, TEST_PG_ADMIN_URL: pg.adminUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1", PIPELINE_ENV: process.env.PIPELINE_ENV ?? "dev" },
-  stdio: ["ignore", "inherit", "pipe"],
-  detached: true,
-});
+const child = spawn(
+  join(root, "node_modules", ".bin", "bun"),
+  ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])],
+  {
+    cwd: root,
+    // API_KEYS_ALLOW_SHORT: the gateways tests start are dev stacks (their keys are short); a test
+    // of the production rule sets its own environment.
+    env: {
+      ...process.env,
+      NATS_SERVER_BIN: nats.bin,
+      TEST_PG_ADMIN_URL: pg.adminUrl,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
+      API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1",
+      PIPELINE_ENV: process.env.PIPELINE_ENV ?? "dev",
+    },
+    stdio: ["ignore", "inherit", "pipe"],
+    detached: true,
+  },
+);
 let tail = "";
 const why = failureDigest();
 child.stderr!.on("data", (b: Buffer) => {

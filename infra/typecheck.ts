@@ -3,10 +3,23 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 
 const root = join(import.meta.dir, "..");
-const projects = ["packages/shared", "packages/devstack", "packages/emulator", "apps/gateway", "apps/solver", "apps/recovery", "apps/rollout", "tests", "infra", "bench"];
+const projects = [
+  "packages/shared",
+  "packages/devstack",
+  "packages/emulator",
+  "apps/gateway",
+  "apps/solver",
+  "apps/recovery",
+  "apps/rollout",
+  "tests",
+  "infra",
+  "bench",
+];
 let failed = 0;
 for (const p of projects) {
-  const r = spawnSync(join(root, "node_modules", ".bin", "tsc"), ["-p", join(root, p, "tsconfig.json")], { stdio: "inherit" });
+  const r = spawnSync(join(root, "node_modules", ".bin", "tsc"), ["-p", join(root, p, "tsconfig.json")], {
+    stdio: "inherit",
+  });
   if (r.status !== 0) {
     failed++;
     console.error(`[typecheck] ${p}: failed`);

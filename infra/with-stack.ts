@@ -11,7 +11,9 @@ if (!role || !script || !(NATS_ROLES_FOR_DEV as readonly string[]).includes(role
   process.exit(2);
 }
 const file = devStackFile();
-const stack = await waitForDevStack(file, 180_000, () => console.error(`[${role}] waiting for the dev stack (${file})`)).catch((e: Error) => {
+const stack = await waitForDevStack(file, 180_000, () =>
+  console.error(`[${role}] waiting for the dev stack (${file})`),
+).catch((e: Error) => {
   console.error(`[${role}] ${e.message}`);
   process.exit(1);
 });

@@ -3,12 +3,12 @@
 // leaves the delivery to the next solver, under the same delivery id, delivered once.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { notifierHooksConsumerConfig, connectNats } from "@pipeline/shared/nats";
+import { eventually } from "@pipeline/devstack/testing";
+import { connectNats, notifierHooksConsumerConfig } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
 import { verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
-import { clientSecret, startStack, type Stack } from "./harness.ts";
+import { clientSecret, type Stack, startStack } from "./harness.ts";
 
 const REGION = "cb";
 const TENANT_B_KEY = "e2e-tenant-b-key-0001";
@@ -21,7 +21,12 @@ beforeAll(async () => {
     gatewayEnv: { API_KEYS: `e2e-client-key-0001,${TENANT_B_KEY}` },
     // 8 attempts in flight per solver, at most 5 per tenant: without the tenant cap, A's
     // held callbacks would take all 8 and B's would wait for one of them to end.
-    solverEnv: { WEBHOOK_CONCURRENCY: "8", WEBHOOK_TENANT_MAX_IN_FLIGHT: "5", WEBHOOK_TIMEOUT_MS: String(HOLD_MS + 1000), WEBHOOK_POLL_MS: "200" },
+    solverEnv: {
+      WEBHOOK_CONCURRENCY: "8",
+      WEBHOOK_TENANT_MAX_IN_FLIGHT: "5",
+      WEBHOOK_TIMEOUT_MS: String(HOLD_MS + 1000),
+      WEBHOOK_POLL_MS: "200",
+    },
   });
 });
 afterAll(() => s.stop());
@@ -31,7 +36,11 @@ async function submit(key: string, callbackUrl: string): Promise<string> {
   const res = await fetch(`${s.gatewayUrl}/v1/tasks`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/cb/${++n}` }, callbackUrl }),
+    body: JSON.stringify({
+      type: "turnstile",
+      params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/cb/${++n}` },
+      callbackUrl,
+    }),
   });
   expect(res.status).toBe(202);
   return ((await res.json()) as { id: string }).id;
@@ -69,7 +78,10 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
     port: 0,
     async fetch(req) {
       const body = await req.text();
-      const sig = { timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp), signature: req.headers.get(WEBHOOK_HEADERS.signature) };
+      const sig = {
+        timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp),
+        signature: req.headers.get(WEBHOOK_HEADERS.signature),
+      };
       const ok = verifyWebhook(secretB, sig, body);
       verifiesWithA ||= verifyWebhook(secretA, sig, body);
       atB.push({ at: Date.now(), delivery: req.headers.get(WEBHOOK_HEADERS.delivery), ok });
@@ -77,14 +89,18 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
     },
   });
   try {
-    const aIds = await Promise.all(Array.from({ length: 20 }, () => submit(s.apiKey, `http://127.0.0.1:${receiverA.port}/hook`)));
+    const aIds = await Promise.all(
+      Array.from({ length: 20 }, () => submit(s.apiKey, `http://127.0.0.1:${receiverA.port}/hook`)),
+    );
     await eventually(() => aInFlight === 5, 20_000);
 
     const b = await submit(TENANT_B_KEY, `http://127.0.0.1:${receiverB.port}/hook`);
     const bDone = await completedAt(TENANT_B_KEY, b);
     await eventually(() => atB.length > 0, 10_000);
     const delay = atB[0]!.at - bDone;
-    console.log(`[callbacks] tenant B's callback ${delay} ms after its task completed, while tenant A held ${aInFlight} callbacks (max ${aMax}) at a receiver answering 500 after ${HOLD_MS} ms`);
+    console.log(
+      `[callbacks] tenant B's callback ${delay} ms after its task completed, while tenant A held ${aInFlight} callbacks (max ${aMax}) at a receiver answering 500 after ${HOLD_MS} ms`,
+    );
     expect(delay).toBeLessThan(2000);
     expect(atB[0]).toMatchObject({ delivery: `${b}:completed:0`, ok: true });
     expect(secretA).not.toBe(secretB);
@@ -96,7 +112,12 @@ test("tenant A's refusing receiver holds at most 5 callbacks in flight; tenant B
     const nc = await connectNats(s.nats.url, "callbacks-check", s.nats.auth("admin"));
     try {
       const jsm = await jetstreamManager(nc);
-      await eventually(async () => (await jsm.consumers.info(streams.events(REGION), notifierHooksConsumerConfig(REGION).durable_name)).num_ack_pending === 0, 10_000);
+      await eventually(
+        async () =>
+          (await jsm.consumers.info(streams.events(REGION), notifierHooksConsumerConfig(REGION).durable_name))
+            .num_ack_pending === 0,
+        10_000,
+      );
     } finally {
       await nc.close();
     }
@@ -139,11 +160,23 @@ test("a solver killed mid-delivery: the next solver sends it again from the tabl
     await doomed.kill("SIGKILL");
     const killedAt = Date.now();
     hang = false;
-    const lease = await s.db.sql<Array<{ status: string; lease_owner: string | null }>>`select status, lease_owner from webhook_deliveries where task_id = ${id}`;
-    expect(lease[0]).toMatchObject({ status: "pending", lease_owner: expect.stringContaining(`solver-${s.solvers.length}`) });
+    const lease = await s.db.sql<
+      Array<{ status: string; lease_owner: string | null }>
+    >`select status, lease_owner from webhook_deliveries where task_id = ${id}`;
+    expect(lease[0]).toMatchObject({
+      status: "pending",
+      lease_owner: expect.stringContaining(`solver-${s.solvers.length}`),
+    });
     s.spawnSolver({ WEBHOOK_TIMEOUT_MS: "1000" });
-    await eventually(async () => (await s.db.sql<Array<{ status: string }>>`select status from webhook_deliveries where task_id = ${id}`)[0]?.status === "delivered", 30_000);
-    console.log(`[callbacks] a delivery whose solver was killed mid-request was sent again ${seen[1] ? seen[1].at - killedAt : "?"} ms after the kill`);
+    await eventually(
+      async () =>
+        (await s.db.sql<Array<{ status: string }>>`select status from webhook_deliveries where task_id = ${id}`)[0]
+          ?.status === "delivered",
+      30_000,
+    );
+    console.log(
+      `[callbacks] a delivery whose solver was killed mid-request was sent again ${seen[1] ? seen[1].at - killedAt : "?"} ms after the kill`,
+    );
     expect(seen.map((x) => x.delivery)).toEqual([`${id}:completed:0`, `${id}:completed:0`]);
     await Bun.sleep(500);
     expect(seen.length).toBe(2);

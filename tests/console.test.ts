@@ -9,11 +9,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
-import { withHomeRegion } from "@pipeline/shared/regions";
 import { eventually } from "@pipeline/devstack/testing";
-import { api, PROVIDER_KEY, ROOT, spawnApp, startStack, type Proc, type Stack } from "./harness.ts";
+import { withHomeRegion } from "@pipeline/shared/regions";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { api, PROVIDER_KEY, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
 
 const region = "console";
 const OPERATOR = `op-${crypto.randomUUID()}`;
@@ -25,7 +25,15 @@ let base: string;
 let browser: Browser;
 const shots: string[] = [];
 
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
+const FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+];
 
 beforeAll(async () => {
   const executablePath = findChromium((m) => console.error(`[console] ${m}`));
@@ -61,7 +69,10 @@ afterAll(async () => {
   await s?.stop();
 });
 
-async function signIn(token: string, viewport = { width: 1280, height: 800 }): Promise<{ ctx: BrowserContext; page: Page }> {
+async function signIn(
+  token: string,
+  viewport = { width: 1280, height: 800 },
+): Promise<{ ctx: BrowserContext; page: Page }> {
   const ctx = await browser.newContext({ viewport });
   const page = await ctx.newPage();
   await page.goto(`${base}/console`);
@@ -85,7 +96,13 @@ async function shot(page: Page, name: string) {
 async function solved(n: number, prefix: string): Promise<string[]> {
   const ids = await Promise.all(
     Array.from({ length: n }, async (_, i) => {
-      const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: i % 2 ? "turnstile" : "recaptcha_v2", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } } });
+      const r = await api<{ id: string }>(s, "/v1/tasks", {
+        method: "POST",
+        body: {
+          type: i % 2 ? "turnstile" : "recaptcha_v2",
+          params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` },
+        },
+      });
       expect(r.status).toBe(202);
       return r.body.id;
     }),
@@ -107,7 +124,10 @@ test("a client API key is refused, by the page and by the JSON API; a viewer can
   await page.goto(`${base}/console`);
   expect(page.url()).toEndWith("/console/login");
   await page.getByLabel("Operator token").fill(s.apiKey);
-  const res = await Promise.all([page.waitForResponse((r) => r.url().endsWith("/console/login") && r.request().method() === "POST"), page.getByRole("button", { name: "Sign in" }).click()]);
+  const res = await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith("/console/login") && r.request().method() === "POST"),
+    page.getByRole("button", { name: "Sign in" }).click(),
+  ]);
   expect(res[0].status()).toBe(401);
   await expect(await page.getByRole("alert").textContent()).toContain("not a console token");
   await shot(page, "refused-client-key");
@@ -117,7 +137,10 @@ test("a client API key is refused, by the page and by the JSON API; a viewer can
   expect(await figure(viewer.page, "who")).toBe("watcher");
   expect(await viewer.page.locator("button[data-redrive]").count()).toBe(0);
   await viewer.ctx.close();
-  const r = await fetch(`${base}/console/api/tasks/${crypto.randomUUID()}/redrive`, { method: "POST", headers: { authorization: `Bearer ${VIEWER}`, "x-console-action": "redrive" } });
+  const r = await fetch(`${base}/console/api/tasks/${crypto.randomUUID()}/redrive`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${VIEWER}`, "x-console-action": "redrive" },
+  });
   expect(r.status).toBe(403);
 }, 60_000);
 
@@ -135,11 +158,22 @@ test("the figures on the page equal the API's, and the page updates by itself", 
     fleet: { workers: Array<{ workerId: string; inFlight: number }> };
     keys: Array<{ keyRef: string; threads: number; inUse: number }>;
   };
-  const readState = async () => (await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).json()) as State;
-  await eventually(async () => {
-    const st = await readState();
-    return st.fleet.workers.length === 1 && st.fleet.workers.every((w) => w.inFlight === 0) && st.keys.every((k) => k.inUse === 0);
-  }, 15_000, 200);
+  const readState = async () =>
+    (await (
+      await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })
+    ).json()) as State;
+  await eventually(
+    async () => {
+      const st = await readState();
+      return (
+        st.fleet.workers.length === 1 &&
+        st.fleet.workers.every((w) => w.inFlight === 0) &&
+        st.keys.every((k) => k.inUse === 0)
+      );
+    },
+    15_000,
+    200,
+  );
   await page.reload();
   const state = await readState();
   const completed = state.tasks.filter((t) => t.state === "completed").reduce((a, t) => a + t.n, 0);
@@ -217,12 +251,17 @@ test("a dead-lettered task is redriven with a click, confirmed and audited, and 
   const kinds = await page.locator("#timeline-events tbody tr td:nth-child(3)").allTextContents();
   expect(kinds).toEqual(expect.arrayContaining(["redriven", "submitted", "completed"]));
   expect(await page.locator("#timeline").textContent()).toContain("console:ops");
-  const audit = await s.db.sql<{ actor: string; action: string; detail: { taskId: string } }[]>`select actor, action, detail from audit_log where action = 'task.redrive'`;
+  const audit = await s.db.sql<
+    { actor: string; action: string; detail: { taskId: string } }[]
+  >`select actor, action, detail from audit_log where action = 'task.redrive'`;
   expect(audit.map((a) => [a.actor, a.detail.taskId])).toEqual([["console:ops", id]]);
   await eventually(async () => (await page.locator("button[data-redrive]").count()) === 0, 10_000, 200);
   await shot(page, "redriven");
   // Redriving it again is refused: only failed tasks can be.
-  const again = await fetch(`${base}/console/api/tasks/${id}/redrive`, { method: "POST", headers: { authorization: `Bearer ${OPERATOR}`, "x-console-action": "redrive" } });
+  const again = await fetch(`${base}/console/api/tasks/${id}/redrive`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${OPERATOR}`, "x-console-action": "redrive" },
+  });
   expect(again.status).toBe(409);
   await ctx.close();
 }, 90_000);
@@ -241,7 +280,13 @@ test("sign-out in the browser revokes the session: a copy of its cookie stops wo
 }, 60_000);
 
 test("no token, key or password in any page; every control labelled; reads at 1280x800 and on a phone", async () => {
-  const secrets = [PROVIDER_KEY, s.apiKey, OPERATOR, VIEWER, ...(await s.db.sql<{ token: string }[]>`select token from tasks where token is not null`).map((r) => r.token)];
+  const secrets = [
+    PROVIDER_KEY,
+    s.apiKey,
+    OPERATOR,
+    VIEWER,
+    ...(await s.db.sql<{ token: string }[]>`select token from tasks where token is not null`).map((r) => r.token),
+  ];
   const creds = JSON.parse(readFileSync(s.nats.credentialsFile!, "utf8")) as Record<string, { password: string }>;
   secrets.push(...Object.values(creds).map((c) => c.password));
   expect(secrets.length).toBeGreaterThan(10);
@@ -254,7 +299,13 @@ test("no token, key or password in any page; every control labelled; reads at 12
     await page.getByLabel("Task id").fill(done!.id);
     await page.getByRole("button", { name: "Show timeline" }).click();
     await page.locator('[data-figure="timeline.state"]').waitFor();
-    const texts = [await page.content(), await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).text(), await (await fetch(`${base}/console/api/tasks/${done!.id}`, { headers: { authorization: `Bearer ${OPERATOR}` } })).text()];
+    const texts = [
+      await page.content(),
+      await (await fetch(`${base}/console/api/state`, { headers: { authorization: `Bearer ${OPERATOR}` } })).text(),
+      await (
+        await fetch(`${base}/console/api/tasks/${done!.id}`, { headers: { authorization: `Bearer ${OPERATOR}` } })
+      ).text(),
+    ];
     for (const t of texts) for (const secret of secrets) expect(t.includes(secret)).toBe(false);
     // Every control has an accessible name (a label, aria-label or its text).
     // (Evaluated in the page; a string, since the tests are not type-checked against the DOM.)

@@ -2,21 +2,28 @@
 // through real gateway and solver processes.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { eventually } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
 import { verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
-import { api, clientSecret, startStack, type Stack } from "./harness.ts";
+import { api, clientSecret, type Stack, startStack } from "./harness.ts";
 
 let s: Stack;
 beforeAll(async () => {
-  s = await startStack({ region: "dl", emulator: { latencyMs: 300 }, solverEnv: { TOKEN_TTL_MS: "4000", MAX_ATTEMPTS: "2", RETRY_BASE_MS: "50", RETRY_MAX_MS: "100" } });
+  s = await startStack({
+    region: "dl",
+    emulator: { latencyMs: 300 },
+    solverEnv: { TOKEN_TTL_MS: "4000", MAX_ATTEMPTS: "2", RETRY_BASE_MS: "50", RETRY_MAX_MS: "100" },
+  });
 });
 afterAll(() => s.stop());
 
 let n = 0;
-const turnstile = () => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/delivery/${++n}` } });
+const turnstile = () => ({
+  type: "turnstile",
+  params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/delivery/${++n}` },
+});
 const submit = async (body: Record<string, unknown> = turnstile()) => {
   const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body });
   expect(r.status).toBe(202);
@@ -84,7 +91,9 @@ test("a task past its max attempts is failed with its last error, dead-lettered,
 
 test("GET /v1/tasks/:id/events streams every state change and ends at the final one", async () => {
   const id = await submit();
-  const res = await fetch(`${s.gatewayUrl}/v1/tasks/${id}/events`, { headers: { authorization: `Bearer ${s.apiKey}` } });
+  const res = await fetch(`${s.gatewayUrl}/v1/tasks/${id}/events`, {
+    headers: { authorization: `Bearer ${s.apiKey}` },
+  });
   expect(res.headers.get("content-type")).toContain("text/event-stream");
   const text = await res.text();
   const states = [...text.matchAll(/^data: (.*)$/gm)].map((m) => (JSON.parse(m[1]!) as TaskView).status);
@@ -102,7 +111,14 @@ test("a callbackUrl gets one signed POST per final state, retried until the rece
     port: 0,
     async fetch(req) {
       const body = await req.text();
-      const ok = verifyWebhook(secret, { timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp), signature: req.headers.get(WEBHOOK_HEADERS.signature) }, body);
+      const ok = verifyWebhook(
+        secret,
+        {
+          timestamp: req.headers.get(WEBHOOK_HEADERS.timestamp),
+          signature: req.headers.get(WEBHOOK_HEADERS.signature),
+        },
+        body,
+      );
       received.push({ delivery: req.headers.get(WEBHOOK_HEADERS.delivery)!, ok, body: JSON.parse(body) });
       if (refuse-- > 0) return new Response("busy", { status: 503 });
       return new Response("ok");

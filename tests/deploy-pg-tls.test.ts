@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findPostgres, freePort, onPath, startPostgres, type PostgresHandle } from "@pipeline/devstack";
+import { findPostgres, freePort, onPath, type PostgresHandle, startPostgres } from "@pipeline/devstack";
 import postgres from "postgres";
 
 const ROOT = join(import.meta.dir, "..");
@@ -33,21 +33,84 @@ function makeCertificates(): void {
     const r = sh(["openssl", ...args]);
     if (r.status !== 0) throw new Error(`openssl ${args[0]}: ${r.out}`);
   };
-  ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "ca.key"), "-out", join(dir, "ca.pem"), "-days", "1", "-subj", "/CN=internal-ca");
-  for (const [name, san] of [["server", "IP:127.0.0.1"], ["other", "IP:10.9.9.9"]] as const) {
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, `${name}-key.pem`), "-out", join(dir, `${name}.csr`), "-subj", `/CN=${name}`);
+  ossl(
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    join(dir, "ca.key"),
+    "-out",
+    join(dir, "ca.pem"),
+    "-days",
+    "1",
+    "-subj",
+    "/CN=internal-ca",
+  );
+  for (const [name, san] of [
+    ["server", "IP:127.0.0.1"],
+    ["other", "IP:10.9.9.9"],
+  ] as const) {
+    ossl(
+      "req",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      join(dir, `${name}-key.pem`),
+      "-out",
+      join(dir, `${name}.csr`),
+      "-subj",
+      `/CN=${name}`,
+    );
     writeFileSync(join(dir, `${name}.ext`), `subjectAltName=${san}\n`);
-    ossl("x509", "-req", "-in", join(dir, `${name}.csr`), "-CA", join(dir, "ca.pem"), "-CAkey", join(dir, "ca.key"), "-CAcreateserial", "-out", join(dir, `${name}.pem`), "-days", "1", "-extfile", join(dir, `${name}.ext`));
+    ossl(
+      "x509",
+      "-req",
+      "-in",
+      join(dir, `${name}.csr`),
+      "-CA",
+      join(dir, "ca.pem"),
+      "-CAkey",
+      join(dir, "ca.key"),
+      "-CAcreateserial",
+      "-out",
+      join(dir, `${name}.pem`),
+      "-days",
+      "1",
+      "-extfile",
+      join(dir, `${name}.ext`),
+    );
   }
   // An unrelated CA: a server the apps must not trust.
-  ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "stranger.key"), "-out", join(dir, "stranger.pem"), "-days", "1", "-subj", "/CN=stranger");
+  ossl(
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    join(dir, "stranger.key"),
+    "-out",
+    join(dir, "stranger.pem"),
+    "-days",
+    "1",
+    "-subj",
+    "/CN=stranger",
+  );
 }
 
 /** The TLS settings of the conf.d template, with the certificate paths pointed at this test's live files. */
 function tlsSettings(): string[] {
   const conf = readFileSync(join(PG_DIR, "captcha-pipeline.conf.tftpl"), "utf8");
   const lines = conf.split("\n").filter((l) => /^ssl\w* = /.test(l));
-  expect(lines.map((l) => l.split(" = ")[0])).toEqual(["ssl", "ssl_cert_file", "ssl_key_file", "ssl_min_protocol_version"]);
+  expect(lines.map((l) => l.split(" = ")[0])).toEqual([
+    "ssl",
+    "ssl_cert_file",
+    "ssl_key_file",
+    "ssl_min_protocol_version",
+  ]);
   return lines.map((l) =>
     l
       .replace("'/etc/postgresql/tls/server.pem'", join(dir, "live.pem"))
@@ -59,8 +122,17 @@ function tlsSettings(): string[] {
 
 /** Installs a certificate and its key where the server reads them: postgres's, the key 0600. */
 function installCertificate(server: string): void {
-  const owner = process.getuid?.() === 0 ? { uid: Number(sh(["id", "-u", "postgres"]).stdout.trim()), gid: Number(sh(["id", "-g", "postgres"]).stdout.trim()) } : undefined;
-  for (const [from, to, mode] of [[`${server}.pem`, "live.pem", 0o644], [`${server}-key.pem`, "live-key.pem", 0o600]] as const) {
+  const owner =
+    process.getuid?.() === 0
+      ? {
+          uid: Number(sh(["id", "-u", "postgres"]).stdout.trim()),
+          gid: Number(sh(["id", "-g", "postgres"]).stdout.trim()),
+        }
+      : undefined;
+  for (const [from, to, mode] of [
+    [`${server}.pem`, "live.pem", 0o644],
+    [`${server}-key.pem`, "live-key.pem", 0o600],
+  ] as const) {
     writeFileSync(join(dir, to), readFileSync(join(dir, from)));
     if (owner) chownSync(join(dir, to), owner.uid, owner.gid);
     chmodSync(join(dir, to), mode);
@@ -70,7 +142,10 @@ function installCertificate(server: string): void {
 /** Replaces the server's certificate and reloads (SIGHUP re-reads the files, as `systemctl reload postgresql`). */
 function useCertificate(server: string): void {
   installCertificate(server);
-  const r = sh(["psql", `postgres://postgres@127.0.0.1:${port}/postgres?sslmode=require`, "-tAc", "select pg_reload_conf()"], { PGPASSWORD: PASSWORD });
+  const r = sh(
+    ["psql", `postgres://postgres@127.0.0.1:${port}/postgres?sslmode=require`, "-tAc", "select pg_reload_conf()"],
+    { PGPASSWORD: PASSWORD },
+  );
   expect(r.out).toBe("t");
 }
 
@@ -104,7 +179,10 @@ afterAll(async () => {
 const url = (role: string, query: string) => `postgres://${role}:${PASSWORD}@127.0.0.1:${port}/postgres${query}`;
 
 /** Connects with the apps' driver in a Bun process of its own (NODE_EXTRA_CA_CERTS is read at start): what the connection is, or the error. */
-function appConnect(databaseUrl: string, extraCa: string | undefined): { ok: boolean; ssl?: boolean; version?: string; error?: string } {
+function appConnect(
+  databaseUrl: string,
+  extraCa: string | undefined,
+): { ok: boolean; ssl?: boolean; version?: string; error?: string } {
   const script = join(dir, "connect.ts");
   writeFileSync(
     script,
@@ -132,7 +210,10 @@ try {
 /** `pg_dump` (libpq) as recovery runs it for a snapshot, with PGSSLROOTCERT from common.env. */
 function pgDump(databaseUrl: string, rootCert: string | undefined): { status: number | null; out: string } {
   const env: Record<string, string> = { HOME: dir, PGSSLROOTCERT: rootCert ?? join(dir, "none.pem") };
-  return sh([findPostgres().pgDump, "--schema-only", `--file=${join(dir, "dump.sql")}`, `--dbname=${databaseUrl}`], env);
+  return sh(
+    [findPostgres().pgDump, "--schema-only", `--file=${join(dir, "dump.sql")}`, `--dbname=${databaseUrl}`],
+    env,
+  );
 }
 
 test("each app role connects with sslmode=verify-full and the internal CA in NODE_EXTRA_CA_CERTS: TLS 1.3", () => {
@@ -168,7 +249,10 @@ test("pg_hba refuses a connection without TLS (hostssl only), whatever the passw
   expect(r.error).toMatch(/no pg_hba\.conf entry/);
   expect(r.error).toMatch(/no encryption/);
   // An unknown role over TLS: no line either.
-  const stranger = appConnect(`postgres://someone:${PASSWORD}@127.0.0.1:${port}/postgres?sslmode=verify-full`, join(dir, "ca.pem"));
+  const stranger = appConnect(
+    `postgres://someone:${PASSWORD}@127.0.0.1:${port}/postgres?sslmode=verify-full`,
+    join(dir, "ca.pem"),
+  );
   expect(stranger.ok).toBe(false);
 });
 
@@ -181,7 +265,10 @@ test("recovery's pg_dump (libpq) connects with the same URL and PGSSLROOTCERT; w
 });
 
 test("why the URLs carry no sslrootcert=: postgres.js sends it to the server as a setting, which refuses it", () => {
-  const r = appConnect(url("pipeline_gateway", `?sslmode=verify-full&sslrootcert=${encodeURIComponent(join(dir, "ca.pem"))}`), join(dir, "ca.pem"));
+  const r = appConnect(
+    url("pipeline_gateway", `?sslmode=verify-full&sslrootcert=${encodeURIComponent(join(dir, "ca.pem"))}`),
+    join(dir, "ca.pem"),
+  );
   expect(r.ok).toBe(false);
   expect(r.error).toContain('unrecognized configuration parameter "sslrootcert"');
 });

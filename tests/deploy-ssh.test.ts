@@ -7,15 +7,24 @@
 // and the hosts install only releases whose checksum is signed by a key of their allowed_signers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { natsEnv } from "@pipeline/devstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { binaryName, buildBinary, sha256File, signChecksum } from "../infra/build.ts";
-import { startRelay, type Relay } from "./support/relay.ts";
-import { startSshHosts, type SshHosts } from "./support/ssh-hosts.ts";
+import { type Relay, startRelay } from "./support/relay.ts";
+import { type SshHosts, startSshHosts } from "./support/ssh-hosts.ts";
 
 const REGION = "dep";
 const API_KEY = "deploy-client-key-0001-0123456789abcdef"; // 32+ characters: a production gateway
@@ -67,7 +76,10 @@ beforeAll(async () => {
   await writeSha(broken);
   // v6: a binary that no longer matches its checksum file.
   copyFileSync(v1.path, join(dist, binaryName("gateway", "v6", "x64")));
-  writeFileSync(join(dist, `${binaryName("gateway", "v6", "x64")}.sha256`), `${"0".repeat(64)}  ${binaryName("gateway", "v6", "x64")}\n`);
+  writeFileSync(
+    join(dist, `${binaryName("gateway", "v6", "x64")}.sha256`),
+    `${"0".repeat(64)}  ${binaryName("gateway", "v6", "x64")}\n`,
+  );
   // v7: not signed; v8: signed by a key the hosts do not trust; v9: a binary other than the signed
   // one, with its .sha256 rewritten to match it (the signature is v9's real checksum line's).
   copyFileSync(v1.path, gw("v7"));
@@ -79,7 +91,11 @@ beforeAll(async () => {
   copyFileSync(broken, gw("v9"));
   writeFileSync(`${gw("v9")}.sha256`, `${await sha256File(gw("v9"))}  ${binaryName("gateway", "v9", "x64")}\n`);
 
-  [hosts, nats, tdb] = await Promise.all([startSshHosts(["dep-app-1", "dep-app-2"], REGION, { releaseSigners: [readFileSync(`${releaseKey}.pub`, "utf8")] }), startTestNats({ regions: [REGION], provision: true }), createTestDatabase("deploy")]);
+  [hosts, nats, tdb] = await Promise.all([
+    startSshHosts(["dep-app-1", "dep-app-2"], REGION, { releaseSigners: [readFileSync(`${releaseKey}.pub`, "utf8")] }),
+    startTestNats({ regions: [REGION], provision: true }),
+    createTestDatabase("deploy"),
+  ]);
   const pg = new URL(tdb.url);
   for (const h of hosts.hosts) {
     // The host reaches this machine's NATS and Postgres through relays on its end of the link.
@@ -90,13 +106,25 @@ beforeAll(async () => {
     ]);
     relays.push(n, p, e);
     const solverAuth = natsEnv(nats, "solver");
-    writeFileSync(join(h.dir, "etc", "solver.env"), `PROVIDER_URL=http://${h.peerIp}:${e.port}\nPROVIDER_KEY=${PROVIDER_KEY}\nFIRST_POLL_MS=50\nPOLL_INTERVAL_MS=100\nNATS_USER=${solverAuth.NATS_USER}\nNATS_PASSWORD=${solverAuth.NATS_PASSWORD}\n`, { mode: 0o600 });
+    writeFileSync(
+      join(h.dir, "etc", "solver.env"),
+      `PROVIDER_URL=http://${h.peerIp}:${e.port}\nPROVIDER_KEY=${PROVIDER_KEY}\nFIRST_POLL_MS=50\nPOLL_INTERVAL_MS=100\nNATS_USER=${solverAuth.NATS_USER}\nNATS_PASSWORD=${solverAuth.NATS_PASSWORD}\n`,
+      { mode: 0o600 },
+    );
     const auth = natsEnv(nats, "gateway");
     const dbUrl = new URL(tdb.url);
     dbUrl.hostname = h.peerIp;
     dbUrl.port = String(p.port);
-    writeFileSync(join(h.dir, "etc", "common.env"), `NATS_URL=nats://${h.peerIp}:${n.port}\nDATABASE_URL=${dbUrl}\nREGION=${REGION}\nLOG_LEVEL=info\n`, { mode: 0o600 });
-    writeFileSync(join(h.dir, "etc", "gateway.env"), `GATEWAY_PORT=8080\nAPI_KEYS=${API_KEY}\nAPI_KEY_PEPPER=${API_KEY_PEPPER}\nNATS_USER=${auth.NATS_USER}\nNATS_PASSWORD=${auth.NATS_PASSWORD}\n`, { mode: 0o600 });
+    writeFileSync(
+      join(h.dir, "etc", "common.env"),
+      `NATS_URL=nats://${h.peerIp}:${n.port}\nDATABASE_URL=${dbUrl}\nREGION=${REGION}\nLOG_LEVEL=info\n`,
+      { mode: 0o600 },
+    );
+    writeFileSync(
+      join(h.dir, "etc", "gateway.env"),
+      `GATEWAY_PORT=8080\nAPI_KEYS=${API_KEY}\nAPI_KEY_PEPPER=${API_KEY_PEPPER}\nNATS_USER=${auth.NATS_USER}\nNATS_PASSWORD=${auth.NATS_PASSWORD}\n`,
+      { mode: 0o600 },
+    );
   }
 }, 120_000);
 
@@ -111,11 +139,42 @@ afterAll(async () => {
 async function deploy(app: string, version: string, ...extra: string[]) {
   const inventory = extra.includes("--hosts") ? [] : ["--hosts", hosts.inventory];
   const p = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), app, version, ...inventory, "--dist", dist, "--ssh-key", hosts.key, "--health-timeout", "15000", "--json", ...extra],
+    [
+      process.execPath,
+      join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"),
+      app,
+      version,
+      ...inventory,
+      "--dist",
+      dist,
+      "--ssh-key",
+      hosts.key,
+      "--health-timeout",
+      "15000",
+      "--json",
+      ...extra,
+    ],
     { env: { ...process.env, RELEASE_SIGNING_KEY: "" }, stdout: "pipe", stderr: "pipe" },
   );
-  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  let report: { ok: boolean; hosts: { host: string; status: string; previous?: string; pruned?: string[]; rollbackHealthy?: boolean; reason?: string }[]; skipped: string[] } | undefined;
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+    p.exited,
+  ]);
+  let report:
+    | {
+        ok: boolean;
+        hosts: {
+          host: string;
+          status: string;
+          previous?: string;
+          pruned?: string[];
+          rollbackHealthy?: boolean;
+          reason?: string;
+        }[];
+        skipped: string[];
+      }
+    | undefined;
   try {
     report = JSON.parse(stdout);
   } catch {}
@@ -151,7 +210,9 @@ describe("npm run deploy over SSH", () => {
     // The v1 deploy above went through with the right pins: dep-app-1's key, dep-app-2's fingerprint.
     const inv = JSON.parse(readFileSync(hosts.inventory, "utf8")) as { hosts: { hostKeys?: string[] }[] };
     const wrongKey = readFileSync(`${otherKey}.pub`, "utf8").trim().split(" ").slice(0, 2).join(" ");
-    const wrongPrint = spawnSync("ssh-keygen", ["-l", "-E", "sha256", "-f", `${otherKey}.pub`], { encoding: "utf8" }).stdout.split(" ")[1]!;
+    const wrongPrint = spawnSync("ssh-keygen", ["-l", "-E", "sha256", "-f", `${otherKey}.pub`], {
+      encoding: "utf8",
+    }).stdout.split(" ")[1]!;
     inv.hosts[0]!.hostKeys = [wrongKey];
     inv.hosts[1]!.hostKeys = [wrongPrint];
     const wrong = join(dist, "inventory-wrong-keys.json");
@@ -184,7 +245,24 @@ describe("npm run deploy over SSH", () => {
     expect((await as("id -un")).out).toBe("deploy\n");
     expect((await as("id -u")).out.trim()).not.toBe("0");
     // Root cannot log in (PermitRootLogin no, as on the app hosts), even with the deploy's key.
-    const root = spawnSync("ssh", ["-F", "none", "-o", "BatchMode=yes", "-o", `UserKnownHostsFile=${hosts.knownHosts}`, "-o", "StrictHostKeyChecking=yes", "-i", hosts.key, `root@${h.ip}`, "true"], { encoding: "utf8" });
+    const root = spawnSync(
+      "ssh",
+      [
+        "-F",
+        "none",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        `UserKnownHostsFile=${hosts.knownHosts}`,
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-i",
+        hosts.key,
+        `root@${h.ip}`,
+        "true",
+      ],
+      { encoding: "utf8" },
+    );
     expect(root.status).toBe(255);
     expect(root.stderr).toContain("Permission denied");
     // Allowed: the app units' verbs, and the install script (whose `ports` shows ports, no secret).
@@ -204,7 +282,12 @@ describe("npm run deploy over SSH", () => {
     ]) {
       const r = await as(cmd);
       expect({ cmd, code: r.code, out: r.out }).toEqual({ cmd, code: 1, out: "" });
-      expect({ cmd, err: r.err }).toEqual({ cmd, err: expect.stringMatching(/^sudo: (a password is required|sorry, you are not allowed to preserve the environment)/) });
+      expect({ cmd, err: r.err }).toEqual({
+        cmd,
+        err: expect.stringMatching(
+          /^sudo: (a password is required|sorry, you are not allowed to preserve the environment)/,
+        ),
+      });
     }
     // Without sudo the deploy user reads the releases but writes nothing of root's, and reads no env file.
     expect((await as(`cat ${h.dir}/etc/gateway.env`)).err).toContain("Permission denied");
@@ -226,7 +309,12 @@ describe("npm run deploy over SSH", () => {
     expect(r.code).toBe(1);
     expect(r.report!.ok).toBe(false);
     expect(r.report!.hosts).toHaveLength(1);
-    expect(r.report!.hosts[0]).toMatchObject({ host: "dep-app-1", status: "rolled-back", previous: "v1", rollbackHealthy: true });
+    expect(r.report!.hosts[0]).toMatchObject({
+      host: "dep-app-1",
+      status: "rolled-back",
+      previous: "v1",
+      rollbackHealthy: true,
+    });
     expect(r.report!.skipped).toEqual(["dep-app-2"]);
     expect(r.stderr).toContain("rolling back");
     expect(current(0)).toBe("releases/v1");
@@ -241,7 +329,12 @@ describe("npm run deploy over SSH", () => {
     for (const v of ["v3", "v4", "v5"]) expect((await deploy("gateway", v, "--batch", "2")).code).toBe(0);
     for (const i of [0, 1]) {
       expect(current(i)).toBe("releases/v5");
-      const left = (await hosts.exec(hosts.hosts[i]!, `ls '${join(hosts.hosts[i]!.dir, "opt", "gateway", "releases")}'`)).out.trim().split("\n").sort();
+      const left = (
+        await hosts.exec(hosts.hosts[i]!, `ls '${join(hosts.hosts[i]!.dir, "opt", "gateway", "releases")}'`)
+      ).out
+        .trim()
+        .split("\n")
+        .sort();
       expect(left).toEqual(["v3", "v4", "v5"]);
       expect((await ready(i)).code).toBe(0);
     }
@@ -258,7 +351,9 @@ describe("npm run deploy over SSH", () => {
   test("only signed releases are installed: unsigned, signed by another key, a tampered checksum or binary: nothing is installed", async () => {
     const unsigned = await deploy("gateway", "v7");
     expect(unsigned.code).toBe(1);
-    expect(unsigned.report!.hosts[0]!.reason).toContain("gateway-v7-linux-x64.sha256.sig is missing: an unsigned release is refused");
+    expect(unsigned.report!.hosts[0]!.reason).toContain(
+      "gateway-v7-linux-x64.sha256.sig is missing: an unsigned release is refused",
+    );
     for (const v of ["v8", "v9"]) {
       // v8: signed by a key the host does not trust; v9: its .sha256 no longer the line that was signed.
       const r = await deploy("gateway", v, "--batch", "1");
@@ -275,12 +370,22 @@ describe("npm run deploy over SSH", () => {
     const sig = readFileSync(`${gw("v10")}.sha256.sig`).toString("base64");
     const tampered = await hosts.sshAsDeploy(h, `sudo -n ${h.install} release gateway v10 x64 ${sha} ${sig}`, gw("v2"));
     expect(tampered.code).toBe(3);
-    expect(tampered.err).toContain(`checksum mismatch, nothing installed: the binary received has sha256 ${await sha256File(gw("v2"))}`);
-    for (const host of hosts.hosts) for (const v of ["v7", "v8", "v9", "v10"]) expect({ host: host.name, v, installed: existsSync(join(host.dir, "opt", "gateway", "releases", v)) }).toEqual({ host: host.name, v, installed: false });
+    expect(tampered.err).toContain(
+      `checksum mismatch, nothing installed: the binary received has sha256 ${await sha256File(gw("v2"))}`,
+    );
+    for (const host of hosts.hosts)
+      for (const v of ["v7", "v8", "v9", "v10"])
+        expect({ host: host.name, v, installed: existsSync(join(host.dir, "opt", "gateway", "releases", v)) }).toEqual({
+          host: host.name,
+          v,
+          installed: false,
+        });
     // The same call with the binary that was signed installs it, its checksum and signature beside it.
     const good = await hosts.sshAsDeploy(h, `sudo -n ${h.install} release gateway v10 x64 ${sha} ${sig}`, gw("v10"));
     expect(good).toMatchObject({ code: 0, out: `installed gateway-v10-linux-x64: signature good, sha256 ${sha}\n` });
-    expect(readFileSync(join(h.dir, "opt", "gateway", "releases", "v10", "gateway.sha256.sig"))).toEqual(readFileSync(`${gw("v10")}.sha256.sig`));
+    expect(readFileSync(join(h.dir, "opt", "gateway", "releases", "v10", "gateway.sha256.sig"))).toEqual(
+      readFileSync(`${gw("v10")}.sha256.sig`),
+    );
     expect(await as0(`sudo -n ${h.install} prune gateway v10`)).toMatchObject({ code: 0 });
     expect(current(0)).toBe("releases/v5");
     expect((await ready(0)).code).toBe(0);
@@ -296,7 +401,10 @@ describe("npm run deploy over SSH", () => {
       `curl -fsS -X POST -H 'authorization: Bearer ${API_KEY}' -H 'content-type: application/json' -d '{"type":"turnstile","params":{"sitekey":"0x4AAAAAAAC3DHQFLr1GavRN","pageurl":"https://example.com/deploy/solved"}}' http://127.0.0.1:8080/v1/tasks`,
     );
     const id = (JSON.parse(sub.out) as { id: string }).id;
-    const got = await hosts.exec(h, `curl -fsS -H 'authorization: Bearer ${API_KEY}' 'http://127.0.0.1:8080/v1/tasks/${id}?wait=30'`);
+    const got = await hosts.exec(
+      h,
+      `curl -fsS -H 'authorization: Bearer ${API_KEY}' 'http://127.0.0.1:8080/v1/tasks/${id}?wait=30'`,
+    );
     expect((JSON.parse(got.out) as { status: string }).status).toBe("completed");
 
     // A second version installs beside the first with its own metrics port and comes up idle:
@@ -308,8 +416,17 @@ describe("npm run deploy over SSH", () => {
     expect(second.report!.hosts.map((o) => o.status)).toEqual(["deployed", "deployed"]);
     for (const host of hosts.hosts) {
       const ctl = join(host.dir, "bin", "systemctl");
-      expect((await hosts.exec(host, `${ctl} is-active solver@v1.service; ${ctl} is-active solver@v3.service`)).out).toBe("active\nactive\n");
-      expect((await hosts.exec(host, "curl -fsS -m 2 http://127.0.0.1:9464/readyz && curl -fsS -m 2 http://127.0.0.1:9465/readyz")).out).toBe("ok\nok\n");
+      expect(
+        (await hosts.exec(host, `${ctl} is-active solver@v1.service; ${ctl} is-active solver@v3.service`)).out,
+      ).toBe("active\nactive\n");
+      expect(
+        (
+          await hosts.exec(
+            host,
+            "curl -fsS -m 2 http://127.0.0.1:9464/readyz && curl -fsS -m 2 http://127.0.0.1:9465/readyz",
+          )
+        ).out,
+      ).toBe("ok\nok\n");
       expect(readFileSync(join(host.dir, "etc", "solver@v3.env"), "utf8")).toBe("METRICS_PORT=9465\n");
     }
     const again = await hosts.exec(
@@ -317,23 +434,59 @@ describe("npm run deploy over SSH", () => {
       `curl -fsS -X POST -H 'authorization: Bearer ${API_KEY}' -H 'content-type: application/json' -d '{"type":"turnstile","params":{"sitekey":"0x4AAAAAAAC3DHQFLr1GavRN","pageurl":"https://example.com/deploy/after-v3"}}' http://127.0.0.1:8080/v1/tasks`,
     );
     const id2 = (JSON.parse(again.out) as { id: string }).id;
-    const got2 = await hosts.exec(h, `curl -fsS -H 'authorization: Bearer ${API_KEY}' 'http://127.0.0.1:8080/v1/tasks/${id2}?wait=30'`);
+    const got2 = await hosts.exec(
+      h,
+      `curl -fsS -H 'authorization: Bearer ${API_KEY}' 'http://127.0.0.1:8080/v1/tasks/${id2}?wait=30'`,
+    );
     expect((JSON.parse(got2.out) as { status: string }).status).toBe("completed");
   }, 120_000);
 
   test("bad arguments and a bad inventory are refused with the field named", () => {
-    const noHosts = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "v1"]);
+    const noHosts = Bun.spawnSync([
+      process.execPath,
+      join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"),
+      "gateway",
+      "v1",
+    ]);
     expect(noHosts.exitCode).toBe(2);
     expect(noHosts.stderr.toString()).toContain("--hosts");
-    const badVersion = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "V1.0", "--hosts", hosts.inventory]);
+    const badVersion = Bun.spawnSync([
+      process.execPath,
+      join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"),
+      "gateway",
+      "V1.0",
+      "--hosts",
+      hosts.inventory,
+    ]);
     expect(badVersion.exitCode).toBe(2);
     expect(badVersion.stderr.toString()).toContain("version");
     const inv = join(dist, "bad-inventory.json");
-    writeFileSync(inv, JSON.stringify({ hosts: [{ name: "x", region: REGION, roles: ["app"], ssh: { host: "10.0.0.1", port: 99999 } }] }));
-    const bad = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "v1", "--hosts", inv]);
+    writeFileSync(
+      inv,
+      JSON.stringify({
+        hosts: [{ name: "x", region: REGION, roles: ["app"], ssh: { host: "10.0.0.1", port: 99999 } }],
+      }),
+    );
+    const bad = Bun.spawnSync([
+      process.execPath,
+      join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"),
+      "gateway",
+      "v1",
+      "--hosts",
+      inv,
+    ]);
     expect(bad.exitCode).toBe(1);
     expect(bad.stderr.toString()).toContain("hosts.0.ssh.port");
-    const known = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"), "gateway", "v1", "--hosts", hosts.inventory, "--known-hosts", hosts.knownHosts]);
+    const known = Bun.spawnSync([
+      process.execPath,
+      join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"),
+      "gateway",
+      "v1",
+      "--hosts",
+      hosts.inventory,
+      "--known-hosts",
+      hosts.knownHosts,
+    ]);
     expect(known.exitCode).toBe(2);
     expect(known.stderr.toString()).toContain('Unrecognized key: "known-hosts"');
   });

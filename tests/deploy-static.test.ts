@@ -9,22 +9,35 @@
 // .gitignore of the Terraform state.
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { cloudInitCommand, findNatsServer, findShellcheck, findSudo, onPath } from "@pipeline/devstack";
 import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
-import { allowedSignersLine } from "../infra/build.ts";
-import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
 import { loadConfig as loadGatewayConfig } from "../apps/gateway/src/config.ts";
 import { QuotasConfig } from "../apps/gateway/src/domain/quotas.ts";
 import { loadConfig as loadRecoveryConfig } from "../apps/recovery/src/config.ts";
 import { loadConfig as loadRolloutConfig, regionEndpoints } from "../apps/rollout/src/config.ts";
 import { loadConfig as loadSolverConfig } from "../apps/solver/src/config.ts";
+import { allowedSignersLine } from "../infra/build.ts";
+import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
 
 // Loaded untyped: its declarations pull in `lib: dom`, whose FormData breaks the emulator's types.
-const { parse: parseHcl } = require("@cdktf/hcl2json") as { parse: (file: string, text: string) => Promise<Record<string, unknown>> };
+const { parse: parseHcl } = require("@cdktf/hcl2json") as {
+  parse: (file: string, text: string) => Promise<Record<string, unknown>>;
+};
 
 const ROOT = join(import.meta.dir, "..");
 const DEPLOY = join(ROOT, "infra", "deploy");
@@ -33,12 +46,24 @@ const TERRAFORM = join(DEPLOY, "terraform");
 const read = (...p: string[]) => readFileSync(join(...p), "utf8");
 
 /** Exposure scores (systemd-analyze security, 0 = locked down, 10 = exposed) the units must stay under. Measured: 1.1 (gateway, recovery, rollout: IPAddressDeny=any), 1.2 (solver, nats-server). */
-const MAX_EXPOSURE: Record<string, number> = { "gateway.service": 1.5, "solver@v1.service": 1.5, "recovery.service": 1.5, "rollout.service": 1.5, "nats-server.service": 1.5 };
+const MAX_EXPOSURE: Record<string, number> = {
+  "gateway.service": 1.5,
+  "solver@v1.service": 1.5,
+  "recovery.service": 1.5,
+  "rollout.service": 1.5,
+  "nats-server.service": 1.5,
+};
 /** Hetzner's limit on user-data. */
 const MAX_USER_DATA = 32 * 1024;
 
 function run(cmd: string[], opts: { cwd?: string; env?: Record<string, string>; input?: string } = {}) {
-  const r = spawnSync(cmd[0]!, cmd.slice(1), { cwd: opts.cwd, env: { ...process.env, ...opts.env }, input: opts.input, encoding: "utf8", timeout: 120_000 });
+  const r = spawnSync(cmd[0]!, cmd.slice(1), {
+    cwd: opts.cwd,
+    env: { ...process.env, ...opts.env },
+    input: opts.input,
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   return { status: r.status, out: `${r.stdout ?? ""}${r.stderr ?? ""}`.trim(), stdout: r.stdout ?? "" };
 }
 
@@ -57,7 +82,11 @@ const UNITS = UNIT_FILES.map((f) => f.replace(/@\.service$/, "@v1.service"));
 function systemdRoot(): string {
   const root = mkdtempSync(join(tmpdir(), "deploy-systemd-"));
   mkdirSync(join(root, "usr", "lib", "systemd"), { recursive: true });
-  if (existsSync("/usr/lib/systemd/system")) cpSync("/usr/lib/systemd/system", join(root, "usr", "lib", "systemd", "system"), { recursive: true, verbatimSymlinks: true });
+  if (existsSync("/usr/lib/systemd/system"))
+    cpSync("/usr/lib/systemd/system", join(root, "usr", "lib", "systemd", "system"), {
+      recursive: true,
+      verbatimSymlinks: true,
+    });
   mkdirSync(join(root, "etc", "systemd", "system"), { recursive: true });
   // The drop-ins the app host's user-data writes next to the units (the private network of IPAddressAllow=).
   for (const w of parsed("fsn1-app-1").write_files ?? []) {
@@ -113,7 +142,12 @@ test("systemd-analyze security: each service's exposure stays under its threshol
 });
 
 /** Each app unit and the system user (and group of the same name) it runs as: one per app, so that one app's files are not another's. */
-const APP_USERS: Record<string, string> = { "gateway.service": "pipeline-gateway", "solver@.service": "pipeline-solver", "recovery.service": "pipeline-recovery", "rollout.service": "pipeline-rollout" };
+const APP_USERS: Record<string, string> = {
+  "gateway.service": "pipeline-gateway",
+  "solver@.service": "pipeline-solver",
+  "recovery.service": "pipeline-recovery",
+  "rollout.service": "pipeline-rollout",
+};
 
 test("the app units keep the contract: user, env files, paths, stop timeout, hardening", () => {
   const unit = (f: string) => read(SYSTEMD, f);
@@ -185,17 +219,24 @@ const SAMPLE = {
   private_cidr: "10.0.0.0/16",
   nats_server_version: "2.15.1",
   nats_server_sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-  admin_ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOps ops@example", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherOpsOtherOpsOtherOpsOtherOpsOtherOpsOther alice"],
+  admin_ssh_keys: [
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOps ops@example",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherOpsOtherOpsOtherOpsOtherOpsOtherOpsOther alice",
+  ],
   deploy_ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDeployDeployDeployDeployDeployDeployDeployDe deploy@ci"],
   release_signing_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReleaseReleaseReleaseReleaseReleaseReleaseRel release"],
   hosts: [
     ...["fsn1", "hel1"].flatMap((r, k): Host[] => [
       { name: `${r}-app-1`, region: r, role: "app", private_ip: `10.0.${k + 1}.10` },
       { name: `${r}-app-2`, region: r, role: "app", private_ip: `10.0.${k + 1}.11` },
-      ...[0, 1, 2].map((i): Host => ({ name: `${r}-nats-${i + 1}`, region: r, role: "nats", private_ip: `10.0.${k + 1}.${20 + i}` })),
+      ...[0, 1, 2].map(
+        (i): Host => ({ name: `${r}-nats-${i + 1}`, region: r, role: "nats", private_ip: `10.0.${k + 1}.${20 + i}` }),
+      ),
       { name: `${r}-pg-1`, region: r, role: "postgres", private_ip: `10.0.${k + 1}.30` },
     ]),
-    ...["nbg1", "fsn1", "hel1"].map((l, i): Host => ({ name: `${l}-witness-1`, region: l, role: "witness", private_ip: `10.0.100.${10 + i}` })),
+    ...["nbg1", "fsn1", "hel1"].map(
+      (l, i): Host => ({ name: `${l}-witness-1`, region: l, role: "witness", private_ip: `10.0.100.${10 + i}` }),
+    ),
   ],
 };
 
@@ -223,7 +264,8 @@ function renderTemplate(file: string, vars: Record<string, string>): string {
 }
 
 const q = (s: string) => `"${s}"`;
-const TLS_BLOCK = '  tls {\n    cert_file: "/etc/nats/tls/server.pem"\n    key_file: "/etc/nats/tls/server-key.pem"\n    ca_file: "/etc/nats/tls/ca.pem"\n    timeout: 2\n  }';
+const TLS_BLOCK =
+  '  tls {\n    cert_file: "/etc/nats/tls/server.pem"\n    key_file: "/etc/nats/tls/server-key.pem"\n    ca_file: "/etc/nats/tls/ca.pem"\n    timeout: 2\n  }';
 
 function permissionsText(role: string, region: string): string {
   const t = permissionsTemplate()[role]!;
@@ -245,7 +287,9 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
       ? `  listen: "${h.private_ip}:7422"\n  advertise: "${h.private_ip}:7422"\n${TLS_BLOCK}`
       : `  remotes: [\n    {\n      urls: [${natsOf(s.leaf_hub_region)
           .map((p) => q(`nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${p.private_ip}:7422`))
-          .join(", ")}]\n      account: "PIPELINE"\n      tls {\n        ca_file: "/etc/nats/tls/ca.pem"\n      }\n    }\n  ]\n  reconnect: "2s"`;
+          .join(
+            ", ",
+          )}]\n      account: "PIPELINE"\n      tls {\n        ca_file: "/etc/nats/tls/ca.pem"\n      }\n    }\n  ]\n  reconnect: "2s"`;
   const witnessCluster = (h: Host) =>
     witnesses.length < 2
       ? ""
@@ -266,7 +310,10 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
   };
   // Logins on every host; the deploy user's side of an app host (modules/userdata: logins, deploy_files).
   const yamlKeys = (keys: string[]) => keys.map((k) => `- ${JSON.stringify(k.trim())}`).join("\n");
-  const logins = { sshd_config: read(DEPLOY, "ssh", "10-captcha-pipeline.conf"), admin_ssh_keys: yamlKeys(s.admin_ssh_keys) };
+  const logins = {
+    sshd_config: read(DEPLOY, "ssh", "10-captcha-pipeline.conf"),
+    admin_ssh_keys: yamlKeys(s.admin_ssh_keys),
+  };
   const deployFiles = {
     deploy_ssh_keys: yamlKeys(s.deploy_ssh_keys),
     deploy_sudoers: read(DEPLOY, "sudoers", "captcha-pipeline-deploy"),
@@ -276,7 +323,8 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
   const out: Record<string, string> = {};
   for (const h of s.hosts) {
     const base = { hostname: h.name, private_cidr: s.private_cidr, ...logins };
-    if (h.role === "app") out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "app.yaml"), { ...units, ...deployFiles, ...base });
+    if (h.role === "app")
+      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "app.yaml"), { ...units, ...deployFiles, ...base });
     else if (h.role === "nats") {
       const conf = renderTemplate(join(DEPLOY, "nats", "region.conf.tftpl"), {
         server_name: h.name,
@@ -292,13 +340,21 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
         server_name: h.name,
         private_ip: h.private_ip,
         cluster: witnessCluster(h),
-        lease_users: s.regions.map((r) => `      { user: "recovery_${r}", password: "@@BCRYPT:recovery_${r}@@" }`).join("\n"),
+        lease_users: s.regions
+          .map((r) => `      { user: "recovery_${r}", password: "@@BCRYPT:recovery_${r}@@" }`)
+          .join("\n"),
       });
-      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "witness.yaml"), { ...natsFiles, ...base, nats_conf: conf });
+      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "witness.yaml"), {
+        ...natsFiles,
+        ...base,
+        nats_conf: conf,
+      });
     } else {
       out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "postgres.yaml"), {
         ...base,
-        postgres_conf: renderTemplate(join(DEPLOY, "postgres", "captcha-pipeline.conf.tftpl"), { private_ip: h.private_ip }),
+        postgres_conf: renderTemplate(join(DEPLOY, "postgres", "captcha-pipeline.conf.tftpl"), {
+          private_ip: h.private_ip,
+        }),
         pg_hba: renderTemplate(join(DEPLOY, "postgres", "pg_hba.conf.tftpl"), { private_cidr: s.private_cidr }),
       });
     }
@@ -349,8 +405,11 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
   expect(fileIn("fsn1-app-1", "/etc/systemd/system/gateway.service")).toBe(read(SYSTEMD, "gateway.service"));
   expect(fileIn("fsn1-app-1", "/etc/systemd/system/solver@.service")).toBe(read(SYSTEMD, "solver@.service"));
   expect(fileIn("fsn1-app-1", "/etc/systemd/system/recovery.service")).toBe(read(SYSTEMD, "recovery.service"));
-  expect(fileIn("fsn1-app-1", "/etc/systemd/system/captcha-pipeline.target")).toBe(read(SYSTEMD, "captcha-pipeline.target"));
-  for (const user of Object.values(APP_USERS)) expect(app.users?.some((u) => typeof u === "object" && u.name === user)).toBe(true);
+  expect(fileIn("fsn1-app-1", "/etc/systemd/system/captcha-pipeline.target")).toBe(
+    read(SYSTEMD, "captcha-pipeline.target"),
+  );
+  for (const user of Object.values(APP_USERS))
+    expect(app.users?.some((u) => typeof u === "object" && u.name === user)).toBe(true);
   const appRun = JSON.stringify(app.runcmd);
   expect(appRun).toContain('"0700","-o","root","-g","root","/etc/captcha-pipeline"');
   expect(appRun).toContain("/opt/captcha-pipeline");
@@ -358,24 +417,40 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
   for (const name of ["fsn1-nats-1", "nbg1-witness-1"]) {
     const c = parsed(name);
     expect(fileIn(name, "/etc/systemd/system/nats-server.service")).toBe(read(SYSTEMD, "nats-server.service"));
-    expect(fileIn(name, "/usr/local/lib/captcha-pipeline/nats-render-config")).toBe(read(DEPLOY, "scripts", "nats-render-config.sh"));
-    expect(fileIn(name, "/usr/local/lib/captcha-pipeline/install-nats-server")).toBe(read(DEPLOY, "scripts", "install-nats-server.sh"));
+    expect(fileIn(name, "/usr/local/lib/captcha-pipeline/nats-render-config")).toBe(
+      read(DEPLOY, "scripts", "nats-render-config.sh"),
+    );
+    expect(fileIn(name, "/usr/local/lib/captcha-pipeline/install-nats-server")).toBe(
+      read(DEPLOY, "scripts", "install-nats-server.sh"),
+    );
     expect(c.users?.some((u) => typeof u === "object" && u.name === "nats")).toBe(true);
-    expect(JSON.stringify(c.runcmd)).toContain(`["/usr/local/lib/captcha-pipeline/install-nats-server","${SAMPLE.nats_server_version}","${SAMPLE.nats_server_sha256}"]`);
+    expect(JSON.stringify(c.runcmd)).toContain(
+      `["/usr/local/lib/captcha-pipeline/install-nats-server","${SAMPLE.nats_server_version}","${SAMPLE.nats_server_sha256}"]`,
+    );
   }
   expect(parsed("fsn1-pg-1").packages).toContain("postgresql");
-  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/conf.d/captcha-pipeline.conf")).toContain("listen_addresses = 'localhost,10.0.1.30'");
-  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).toMatch(/^hostssl\s+all\s+pipeline_owner,pipeline_gateway,pipeline_solver,pipeline_rollout\s+10\.0\.0\.0\/16\s+scram-sha-256$/m);
+  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/conf.d/captcha-pipeline.conf")).toContain(
+    "listen_addresses = 'localhost,10.0.1.30'",
+  );
+  expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).toMatch(
+    /^hostssl\s+all\s+pipeline_owner,pipeline_gateway,pipeline_solver,pipeline_rollout\s+10\.0\.0\.0\/16\s+scram-sha-256$/m,
+  );
   expect(fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")).not.toMatch(/\s(trust|md5|password)\s*$/m);
   // The firewall of each role: default drop, and each private port only from the private network.
-  const ports: Record<string, string> = { "fsn1-app-1": "8080", "fsn1-nats-1": "{ 4222, 6222, 7422 }", "fsn1-pg-1": "5432", "nbg1-witness-1": "{ 4222, 6222 }" };
+  const ports: Record<string, string> = {
+    "fsn1-app-1": "8080",
+    "fsn1-nats-1": "{ 4222, 6222, 7422 }",
+    "fsn1-pg-1": "5432",
+    "nbg1-witness-1": "{ 4222, 6222 }",
+  };
   for (const [name, port] of Object.entries(ports)) {
     const nft = fileIn(name, "/etc/nftables.conf")!;
     expect(nft).toContain("policy drop;");
     expect(nft).toContain("define PRIVATE = 10.0.0.0/16");
     expect(nft).toContain(`ip saddr $PRIVATE tcp dport ${port} accept`);
     // Every accepted port other than SSH names the private network.
-    for (const line of nft.split("\n").filter((l) => /dport/.test(l) && !/dport 22 accept/.test(l))) expect(line).toContain("ip saddr $PRIVATE");
+    for (const line of nft.split("\n").filter((l) => /dport/.test(l) && !/dport 22 accept/.test(l)))
+      expect(line).toContain("ip saddr $PRIVATE");
   }
 });
 
@@ -391,7 +466,9 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
 function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string, string | string[]> } {
   const { cmd, env } = cloudInitCommand((m) => console.log(`[deploy-static] ${m}`));
   const python = env.PYTHONPATH ? cmd[0]! : "python3";
-  const base = env.PYTHONPATH ? join(env.PYTHONPATH, "..", "..", "..", "..", "etc", "cloud", "cloud.cfg") : "/etc/cloud/cloud.cfg";
+  const base = env.PYTHONPATH
+    ? join(env.PYTHONPATH, "..", "..", "..", "..", "etc", "cloud", "cloud.cfg")
+    : "/etc/cloud/cloud.cfg";
   const dir = mkdtempSync(join(tmpdir(), "deploy-users-"));
   try {
     const file = join(dir, `${name}.yaml`);
@@ -405,14 +482,24 @@ function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string,
 }
 
 test("cloud-init: each app runs as its own system user in its own system group; no role gets the image's default login", () => {
-  const systemUsers: Record<string, string[]> = { "fsn1-app-1": Object.values(APP_USERS), "fsn1-nats-1": ["nats"], "fsn1-pg-1": [], "nbg1-witness-1": ["nats"] };
+  const systemUsers: Record<string, string[]> = {
+    "fsn1-app-1": Object.values(APP_USERS),
+    "fsn1-nats-1": ["nats"],
+    "fsn1-pg-1": [],
+    "nbg1-witness-1": ["nats"],
+  };
   for (const [host, expected] of Object.entries(systemUsers)) {
     const { calls, sudo } = cloudInitUsers(host);
     const useradd = calls.filter((c) => c[0] === "useradd");
     // The image's default user (Debian: `debian`, passwordless sudo for anything, the same SSH keys) is not created.
     expect({ host, users: useradd.map((c) => c[1]) }).toEqual({ host, users: expect.not.arrayContaining(["debian"]) });
     // The one login with root's rights: the operators' `ops` (root cannot log in over SSH; see "logins" below).
-    expect({ host, unrestricted: Object.entries(sudo).filter(([, rules]) => [rules].flat().some((r) => /NOPASSWD:\s*ALL\s*$/.test(r))).map(([u]) => u) }).toEqual({ host, unrestricted: ["ops"] });
+    expect({
+      host,
+      unrestricted: Object.entries(sudo)
+        .filter(([, rules]) => [rules].flat().some((r) => /NOPASSWD:\s*ALL\s*$/.test(r)))
+        .map(([u]) => u),
+    }).toEqual({ host, unrestricted: ["ops"] });
     const system = useradd.filter((c) => c.includes("--system"));
     expect({ host, system: system.map((c) => c[1]).sort() }).toEqual({ host, system: [...expected].sort() });
     for (const c of system) {
@@ -420,9 +507,30 @@ test("cloud-init: each app runs as its own system user in its own system group; 
       // No --gid and no --no-user-group: useradd --system makes the user's own group, and makes it a
       // system group (USERGROUPS_ENAB in Debian's login.defs). A group named first (`groups:`,
       // primary_group) is made by a plain groupadd: a regular group, as on today's hosts.
-      expect({ host, user, gid: c.includes("--gid"), noUserGroup: c.includes("--no-user-group") }).toEqual({ host, user, gid: false, noUserGroup: false });
-      expect({ host, user, groupadd: calls.filter((g) => g[0] === "groupadd" && g.at(-1) === user && !g.includes("--system")) }).toEqual({ host, user, groupadd: [] });
-      expect({ host, user, shell: c[c.indexOf("--shell") + 1], home: c[c.indexOf("--home") + 1], noHome: c.includes("-M") }).toEqual({ host, user, shell: "/usr/sbin/nologin", home: user === "nats" ? "/var/lib/nats" : "/nonexistent", noHome: true });
+      expect({ host, user, gid: c.includes("--gid"), noUserGroup: c.includes("--no-user-group") }).toEqual({
+        host,
+        user,
+        gid: false,
+        noUserGroup: false,
+      });
+      expect({
+        host,
+        user,
+        groupadd: calls.filter((g) => g[0] === "groupadd" && g.at(-1) === user && !g.includes("--system")),
+      }).toEqual({ host, user, groupadd: [] });
+      expect({
+        host,
+        user,
+        shell: c[c.indexOf("--shell") + 1],
+        home: c[c.indexOf("--home") + 1],
+        noHome: c.includes("-M"),
+      }).toEqual({
+        host,
+        user,
+        shell: "/usr/sbin/nologin",
+        home: user === "nats" ? "/var/lib/nats" : "/nonexistent",
+        noHome: true,
+      });
       expect(calls).toContainEqual(["passwd", "-l", user]);
     }
   }
@@ -433,25 +541,57 @@ test("cloud-init: each app runs as its own system user in its own system group; 
 
 const SUDOERS = read(DEPLOY, "sudoers", "captcha-pipeline-deploy");
 /** The sudoers drop-in's commands: the app units' verbs (a regular expression over the whole argument list) and the install script. */
-const DEPLOY_COMMANDS = ["/usr/bin/systemctl ^(start|stop|restart|enable|disable|is-active --quiet) (gateway|recovery|rollout|solver@[a-z0-9_]{1,32})\\.service$", "/usr/local/sbin/captcha-pipeline-install"];
+const DEPLOY_COMMANDS = [
+  "/usr/bin/systemctl ^(start|stop|restart|enable|disable|is-active --quiet) (gateway|recovery|rollout|solver@[a-z0-9_]{1,32})\\.service$",
+  "/usr/local/sbin/captcha-pipeline-install",
+];
 
 test("logins: root cannot log in over SSH on any role (disable_root, PermitRootLogin no); operators log in as `ops`, the deploy as `deploy` on app hosts", () => {
-  const roles = { "fsn1-app-1": "app", "fsn1-nats-1": "nats", "fsn1-pg-1": "postgres", "nbg1-witness-1": "witness" } as const;
+  const roles = {
+    "fsn1-app-1": "app",
+    "fsn1-nats-1": "nats",
+    "fsn1-pg-1": "postgres",
+    "nbg1-witness-1": "witness",
+  } as const;
   const sshd = read(DEPLOY, "ssh", "10-captcha-pipeline.conf");
-  for (const line of ["PermitRootLogin no", "PasswordAuthentication no", "KbdInteractiveAuthentication no"]) expect(sshd.split("\n")).toContain(line);
+  for (const line of ["PermitRootLogin no", "PasswordAuthentication no", "KbdInteractiveAuthentication no"])
+    expect(sshd.split("\n")).toContain(line);
   for (const [name, role] of Object.entries(roles)) {
     const c = parsed(name) as CloudConfig & { disable_root?: boolean; ssh_pwauth?: boolean };
-    expect({ name, disable_root: c.disable_root, ssh_pwauth: c.ssh_pwauth }).toEqual({ name, disable_root: true, ssh_pwauth: false });
+    expect({ name, disable_root: c.disable_root, ssh_pwauth: c.ssh_pwauth }).toEqual({
+      name,
+      disable_root: true,
+      ssh_pwauth: false,
+    });
     const drop = c.write_files?.find((f) => f.path === "/etc/ssh/sshd_config.d/10-captcha-pipeline.conf");
-    expect({ name, content: drop?.content, owner: drop?.owner, permissions: drop?.permissions }).toEqual({ name, content: sshd, owner: "root:root", permissions: "0644" });
+    expect({ name, content: drop?.content, owner: drop?.owner, permissions: drop?.permissions }).toEqual({
+      name,
+      content: sshd,
+      owner: "root:root",
+      permissions: "0644",
+    });
     expect(c.packages).toContain("sudo");
-    const users = (c.users ?? []).filter((u) => typeof u === "object") as Array<{ name: string; sudo?: string; ssh_authorized_keys?: string[]; lock_passwd?: boolean }>;
+    const users = (c.users ?? []).filter((u) => typeof u === "object") as Array<{
+      name: string;
+      sudo?: string;
+      ssh_authorized_keys?: string[];
+      lock_passwd?: boolean;
+    }>;
     const ops = users.find((u) => u.name === "ops");
-    expect({ name, keys: ops?.ssh_authorized_keys, locked: ops?.lock_passwd }).toEqual({ name, keys: SAMPLE.admin_ssh_keys, locked: true });
+    expect({ name, keys: ops?.ssh_authorized_keys, locked: ops?.lock_passwd }).toEqual({
+      name,
+      keys: SAMPLE.admin_ssh_keys,
+      locked: true,
+    });
     const deploy = users.find((u) => u.name === "deploy");
     if (role === "app") {
       // Its keys are Terraform's deploy_ssh_keys; no sudo of cloud-init's: the drop-in is its one rule.
-      expect({ name, keys: deploy?.ssh_authorized_keys, locked: deploy?.lock_passwd, sudo: deploy?.sudo }).toEqual({ name, keys: SAMPLE.deploy_ssh_keys, locked: true, sudo: undefined });
+      expect({ name, keys: deploy?.ssh_authorized_keys, locked: deploy?.lock_passwd, sudo: deploy?.sudo }).toEqual({
+        name,
+        keys: SAMPLE.deploy_ssh_keys,
+        locked: true,
+        sudo: undefined,
+      });
       expect(cloudInitUsers(name).sudo).toEqual({ ops: "ALL=(ALL) NOPASSWD:ALL" });
     } else expect({ name, deploy }).toEqual({ name, deploy: undefined });
   }
@@ -460,14 +600,22 @@ test("logins: root cannot log in over SSH on any role (disable_root, PermitRootL
 test("the deploy user's sudoers drop-in lists only the app units' systemctl verbs and the install script; visudo accepts it", () => {
   const files = parsed("fsn1-app-1").write_files ?? [];
   const drop = files.find((f) => f.path === "/etc/sudoers.d/captcha-pipeline-deploy");
-  expect({ content: drop?.content, owner: drop?.owner, permissions: drop?.permissions }).toEqual({ content: SUDOERS, owner: "root:root", permissions: "0440" });
-  for (const name of ["fsn1-nats-1", "fsn1-pg-1", "nbg1-witness-1"]) expect(parsed(name).write_files?.some((f) => f.path.startsWith("/etc/sudoers.d/"))).toBe(false);
+  expect({ content: drop?.content, owner: drop?.owner, permissions: drop?.permissions }).toEqual({
+    content: SUDOERS,
+    owner: "root:root",
+    permissions: "0440",
+  });
+  for (const name of ["fsn1-nats-1", "fsn1-pg-1", "nbg1-witness-1"])
+    expect(parsed(name).write_files?.some((f) => f.path.startsWith("/etc/sudoers.d/"))).toBe(false);
   const { visudo } = findSudo((m) => console.log(`[deploy-static] ${m}`));
   const dir = mkdtempSync(join(tmpdir(), "deploy-sudoers-"));
   try {
     writeFileSync(join(dir, "captcha-pipeline-deploy"), SUDOERS, { mode: 0o440 });
     const r = run([visudo, "-c", "-f", join(dir, "captcha-pipeline-deploy")]);
-    expect({ status: r.status, out: r.out }).toEqual({ status: 0, out: `${join(dir, "captcha-pipeline-deploy")}: parsed OK` });
+    expect({ status: r.status, out: r.out }).toEqual({
+      status: 0,
+      out: `${join(dir, "captcha-pipeline-deploy")}: parsed OK`,
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -480,19 +628,42 @@ test("the deploy user's sudoers drop-in lists only the app units' systemctl verb
   expect(m![1]).not.toMatch(/\bALL\b|SETENV|\*/);
   // The systemctl rule, read as sudo reads it (a regular expression over the arguments joined by spaces).
   const args = new RegExp(DEPLOY_COMMANDS[0]!.replace(/^\S+ /, ""));
-  const allowed = ["gateway.service", "recovery.service", "rollout.service", "solver@v2.service", "solver@g3259101_dirty.service"].flatMap((u) => ["start", "stop", "restart", "enable", "disable", "is-active --quiet"].map((v) => `${v} ${u}`));
+  const allowed = [
+    "gateway.service",
+    "recovery.service",
+    "rollout.service",
+    "solver@v2.service",
+    "solver@g3259101_dirty.service",
+  ].flatMap((u) => ["start", "stop", "restart", "enable", "disable", "is-active --quiet"].map((v) => `${v} ${u}`));
   for (const a of allowed) expect({ a, allowed: args.test(a) }).toEqual({ a, allowed: true });
-  for (const a of ["restart ssh.service", "stop gateway.service ssh.service", "start solver@v1.service nftables.service", "daemon-reload", "restart solver@../../x.service", "edit gateway.service", "enable --now gateway.service", "restart gateway.service.d", "mask gateway.service", "restart gatewayxservice"])
+  for (const a of [
+    "restart ssh.service",
+    "stop gateway.service ssh.service",
+    "start solver@v1.service nftables.service",
+    "daemon-reload",
+    "restart solver@../../x.service",
+    "edit gateway.service",
+    "enable --now gateway.service",
+    "restart gateway.service.d",
+    "mask gateway.service",
+    "restart gatewayxservice",
+  ])
     expect({ a, allowed: args.test(a) }).toEqual({ a, allowed: false });
 });
 
 test("signed releases: app hosts get the install script (0755 root) and an allowed_signers of Terraform's release_signing_keys, for releases only", () => {
   const files = parsed("fsn1-app-1").write_files ?? [];
   const script = files.find((f) => f.path === "/usr/local/sbin/captcha-pipeline-install");
-  expect({ content: script?.content, owner: script?.owner, permissions: script?.permissions }).toEqual({ content: read(DEPLOY, "scripts", "captcha-pipeline-install.sh"), owner: "root:root", permissions: "0755" });
+  expect({ content: script?.content, owner: script?.owner, permissions: script?.permissions }).toEqual({
+    content: read(DEPLOY, "scripts", "captcha-pipeline-install.sh"),
+    owner: "root:root",
+    permissions: "0755",
+  });
   const signers = files.find((f) => f.path === "/etc/captcha-pipeline-release/allowed_signers");
   expect({ content: signers?.content, owner: signers?.owner, permissions: signers?.permissions }).toEqual({
-    content: SAMPLE.release_signing_keys.map((k) => `captcha-pipeline-release namespaces="captcha-pipeline-release" ${k}\n`).join(""),
+    content: SAMPLE.release_signing_keys
+      .map((k) => `captcha-pipeline-release namespaces="captcha-pipeline-release" ${k}\n`)
+      .join(""),
     owner: "root:root",
     permissions: "0644",
   });
@@ -506,20 +677,43 @@ test("signed releases: app hosts get the install script (0755 root) and an allow
 
 test("files: env files are root's alone (systemd reads them); each app has its own folder for the files it reads; the snapshots are recovery's", () => {
   const appRun = parsed("fsn1-app-1").runcmd?.map((c) => JSON.stringify(c)) ?? [];
-  expect(appRun).toContain(JSON.stringify(["install", "-d", "-m", "0700", "-o", "root", "-g", "root", "/etc/captcha-pipeline"]));
-  for (const user of Object.values(APP_USERS)) expect(appRun).toContain(JSON.stringify(["install", "-d", "-m", "0750", "-o", "root", "-g", user, `/etc/${user.replace(/^pipeline-/, "captcha-pipeline-")}`]));
+  expect(appRun).toContain(
+    JSON.stringify(["install", "-d", "-m", "0700", "-o", "root", "-g", "root", "/etc/captcha-pipeline"]),
+  );
+  for (const user of Object.values(APP_USERS))
+    expect(appRun).toContain(
+      JSON.stringify([
+        "install",
+        "-d",
+        "-m",
+        "0750",
+        "-o",
+        "root",
+        "-g",
+        user,
+        `/etc/${user.replace(/^pipeline-/, "captcha-pipeline-")}`,
+      ]),
+    );
   // No unit gets write access anywhere but recovery's state directory.
   for (const f of Object.keys(APP_USERS)) {
     const u = read(SYSTEMD, f);
-    expect({ f, writes: u.match(/^(ReadWritePaths|StateDirectory|CacheDirectory|LogsDirectory|RuntimeDirectory)=.*$/gm) ?? [] }).toEqual({ f, writes: f === "recovery.service" ? ["StateDirectory=captcha-pipeline"] : [] });
+    expect({
+      f,
+      writes: u.match(/^(ReadWritePaths|StateDirectory|CacheDirectory|LogsDirectory|RuntimeDirectory)=.*$/gm) ?? [],
+    }).toEqual({ f, writes: f === "recovery.service" ? ["StateDirectory=captcha-pipeline"] : [] });
   }
   // The solver's provider keys: a file in the solver's folder, 0640 root:pipeline-solver (docs/deploy.md tells how to install it).
   expect(envExample("solver").PROVIDER_KEYS_FILE).toStartWith("/etc/captcha-pipeline-solver/");
   expect(envExample("solver").PROVIDER_KEY).toBeUndefined();
   expect(envExample("recovery").PROVIDER_KEY).toBeUndefined();
-  expect(read(ROOT, "docs", "deploy.md")).toContain("install -m 0640 -o root -g pipeline-solver provider-keys.json /etc/captcha-pipeline-solver/");
+  expect(read(ROOT, "docs", "deploy.md")).toContain(
+    "install -m 0640 -o root -g pipeline-solver provider-keys.json /etc/captcha-pipeline-solver/",
+  );
   // The deploy command (or the host's install script it calls) writes a solver version's env file root-only too.
-  const writers = [join(DEPLOY, "cli", "deploy-host.ts"), join(DEPLOY, "scripts", "captcha-pipeline-install.sh")].filter((f) => existsSync(f) && readFileSync(f, "utf8").includes("METRICS_PORT=%s"));
+  const writers = [
+    join(DEPLOY, "cli", "deploy-host.ts"),
+    join(DEPLOY, "scripts", "captcha-pipeline-install.sh"),
+  ].filter((f) => existsSync(f) && readFileSync(f, "utf8").includes("METRICS_PORT=%s"));
   expect(writers.length).toBeGreaterThan(0);
   for (const f of writers) expect(readFileSync(f, "utf8")).toMatch(/umask 077(?:\\n|\n)\s*printf 'METRICS_PORT=%s/);
 });
@@ -534,7 +728,12 @@ function ipBits(ip: string): { v6: boolean; n: bigint } {
   return { v6: true, n: groups.reduce((a, g) => (a << 16n) | BigInt(parseInt(g, 16)), 0n) };
 }
 
-const IP_KEYWORDS: Record<string, string[]> = { any: ["0.0.0.0/0", "::/0"], localhost: ["127.0.0.0/8", "::1/128"], "link-local": ["169.254.0.0/16", "fe80::/64"], multicast: ["224.0.0.0/4", "ff00::/8"] };
+const IP_KEYWORDS: Record<string, string[]> = {
+  any: ["0.0.0.0/0", "::/0"],
+  localhost: ["127.0.0.0/8", "::1/128"],
+  "link-local": ["169.254.0.0/16", "fe80::/64"],
+  multicast: ["224.0.0.0/4", "ff00::/8"],
+};
 
 function inCidr(ip: string, cidr: string): boolean {
   const [net, len] = cidr.split("/") as [string, string | undefined];
@@ -564,25 +763,47 @@ function ipPolicy(texts: string[]): { allow: string[]; deny: string[]; reaches: 
 }
 
 /** A unit's text and the drop-ins the app host's user-data writes for it. */
-const unitWithDropIns = (f: string) => [read(SYSTEMD, f), ...(parsed("fsn1-app-1").write_files ?? []).filter((w) => w.path.startsWith(`/etc/systemd/system/${f}.d/`)).map((w) => w.content ?? "")];
+const unitWithDropIns = (f: string) => [
+  read(SYSTEMD, f),
+  ...(parsed("fsn1-app-1").write_files ?? [])
+    .filter((w) => w.path.startsWith(`/etc/systemd/system/${f}.d/`))
+    .map((w) => w.content ?? ""),
+];
 
 test("network: no app unit reaches the metadata service; gateway, recovery and rollout reach only localhost and the private network", () => {
   const metadata = ["169.254.169.254", "169.254.0.1", "fe80::1", "fe80::a9fe:a9fe"];
   const privateNet = ["10.0.1.5", "10.0.1.20", "10.0.1.30", "10.0.2.20", "10.0.2.30", "10.0.100.10", "10.0.255.254"];
-  const internet = ["1.1.1.1", "185.12.64.1", "8.8.8.8", "2a01:4ff:ff00::add:1", "2606:4700:4700::1111", "192.168.1.1", "172.16.0.1", "10.1.0.1"];
+  const internet = [
+    "1.1.1.1",
+    "185.12.64.1",
+    "8.8.8.8",
+    "2a01:4ff:ff00::add:1",
+    "2606:4700:4700::1111",
+    "192.168.1.1",
+    "172.16.0.1",
+    "10.1.0.1",
+  ];
   expect(SAMPLE.private_cidr).toBe("10.0.0.0/16");
   for (const f of Object.keys(APP_USERS)) {
     const texts = unitWithDropIns(f);
-    expect({ f, line: texts[0]!.split("\n").includes("IPAddressDeny=169.254.0.0/16 fe80::/10") }).toEqual({ f, line: true });
+    expect({ f, line: texts[0]!.split("\n").includes("IPAddressDeny=169.254.0.0/16 fe80::/10") }).toEqual({
+      f,
+      line: true,
+    });
     const p = ipPolicy(texts);
     for (const ip of metadata) expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: false });
-    for (const ip of ["127.0.0.1", "::1", ...privateNet]) expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: true });
+    for (const ip of ["127.0.0.1", "::1", ...privateNet])
+      expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: true });
     // The solver calls the provider and the clients' callbacks: the internet stays open to it.
-    for (const ip of internet) expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: f === "solver@.service" });
+    for (const ip of internet)
+      expect({ f, ip, reached: p.reaches(ip) }).toEqual({ f, ip, reached: f === "solver@.service" });
     if (f !== "solver@.service") {
       expect({ f, allow: p.allow }).toEqual({ f, allow: ["127.0.0.0/8", "::1/128", SAMPLE.private_cidr] });
       // The private range comes from Terraform's private_cidr, in a drop-in (the unit itself is the same file on every deployment).
-      expect({ f, dropIn: texts.slice(1).join("") }).toEqual({ f, dropIn: expect.stringContaining(`IPAddressAllow=${SAMPLE.private_cidr}\n`) });
+      expect({ f, dropIn: texts.slice(1).join("") }).toEqual({
+        f,
+        dropIn: expect.stringContaining(`IPAddressAllow=${SAMPLE.private_cidr}\n`),
+      });
     } else expect(p.allow).toEqual([]);
   }
 });
@@ -592,20 +813,37 @@ test("network: no app unit reaches the metadata service; gateway, recovery and r
 
 test("Postgres requires TLS: hostssl only, ssl on with the server's own certificate (the server waits for it), every DATABASE_URL verify-full", () => {
   const hba = fileIn("fsn1-pg-1", "/etc/postgresql/15/main/pg_hba.conf")!;
-  const rules = hba.split("\n").filter((l) => l.trim() && !l.trimStart().startsWith("#")).map((l) => l.trim().split(/\s+/));
+  const rules = hba
+    .split("\n")
+    .filter((l) => l.trim() && !l.trimStart().startsWith("#"))
+    .map((l) => l.trim().split(/\s+/));
   expect(rules.length).toBeGreaterThan(0);
   // Over TCP only hostssl: a client without TLS matches no line and is refused.
-  for (const r of rules) expect({ rule: r.join(" "), type: r[0] }).toEqual({ rule: r.join(" "), type: r[0] === "local" ? "local" : "hostssl" });
+  for (const r of rules)
+    expect({ rule: r.join(" "), type: r[0] }).toEqual({
+      rule: r.join(" "),
+      type: r[0] === "local" ? "local" : "hostssl",
+    });
   const conf = fileIn("fsn1-pg-1", "/etc/postgresql/15/main/conf.d/captcha-pipeline.conf")!;
-  for (const line of ["ssl = on", "ssl_cert_file = '/etc/postgresql/tls/server.pem'", "ssl_key_file = '/etc/postgresql/tls/server-key.pem'", "ssl_min_protocol_version = 'TLSv1.3'"]) expect(conf.split("\n")).toContain(line);
+  for (const line of [
+    "ssl = on",
+    "ssl_cert_file = '/etc/postgresql/tls/server.pem'",
+    "ssl_key_file = '/etc/postgresql/tls/server-key.pem'",
+    "ssl_min_protocol_version = 'TLSv1.3'",
+  ])
+    expect(conf.split("\n")).toContain(line);
   // Without its certificate Postgres would not start at all: it waits for the operator's files, as nats-server does.
   const dropIn = fileIn("fsn1-pg-1", "/etc/systemd/system/postgresql@15-main.service.d/tls.conf")!;
   expect(dropIn).toContain("ConditionPathExists=/etc/postgresql/tls/server.pem\n");
   expect(dropIn).toContain("ConditionPathExists=/etc/postgresql/tls/server-key.pem\n");
   const pgRun = parsed("fsn1-pg-1").runcmd?.map((c) => JSON.stringify(c)) ?? [];
-  expect(pgRun).toContain(JSON.stringify(["install", "-d", "-m", "0750", "-o", "root", "-g", "postgres", "/etc/postgresql/tls"]));
+  expect(pgRun).toContain(
+    JSON.stringify(["install", "-d", "-m", "0750", "-o", "root", "-g", "postgres", "/etc/postgresql/tls"]),
+  );
   expect(pgRun.indexOf(JSON.stringify(["systemctl", "daemon-reload"]))).toBeGreaterThanOrEqual(0);
-  expect(pgRun.indexOf(JSON.stringify(["systemctl", "daemon-reload"]))).toBeLessThan(pgRun.indexOf(JSON.stringify(["systemctl", "restart", "postgresql.service"])));
+  expect(pgRun.indexOf(JSON.stringify(["systemctl", "daemon-reload"]))).toBeLessThan(
+    pgRun.indexOf(JSON.stringify(["systemctl", "restart", "postgresql.service"])),
+  );
   // Every Postgres URL the operator is told to use: the docs and the env templates.
   const texts: Record<string, string> = { "docs/deploy.md": read(ROOT, "docs", "deploy.md") };
   for (const f of readdirSync(ENV_DIR)) texts[`infra/deploy/env/${f}`] = read(ENV_DIR, f);
@@ -617,7 +855,12 @@ test("Postgres requires TLS: hostssl only, ssl on with the server's own certific
       // No sslrootcert= in the URL: postgres.js sends a parameter it does not know to the server as a
       // setting, which refuses it (unrecognized configuration parameter "sslrootcert"). The CA comes
       // from NODE_EXTRA_CA_CERTS (Bun) and PGSSLROOTCERT (libpq: pg_dump, psql), both in common.env.
-      expect({ file, url: m[0], sslmode: u.searchParams.get("sslmode"), sslrootcert: u.searchParams.get("sslrootcert") }).toEqual({ file, url: m[0], sslmode: "verify-full", sslrootcert: null });
+      expect({
+        file,
+        url: m[0],
+        sslmode: u.searchParams.get("sslmode"),
+        sslrootcert: u.searchParams.get("sslrootcert"),
+      }).toEqual({ file, url: m[0], sslmode: "verify-full", sslrootcert: null });
     }
   expect(urls).toBeGreaterThanOrEqual(6);
   const common = envExample("common");
@@ -652,18 +895,33 @@ const envExample = (name: string) => parseEnvFile(read(ENV_DIR, `${name}.env.exa
 
 /** Fills each `<...>` with a secret-like value of 64 hex characters (distinct per placeholder text). */
 const filled = (env: Record<string, string>) =>
-  Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replace(/<([^>]*)>/g, (_, what: string) => createHash("sha256").update(`${k}:${what}`).digest("hex"))]));
+  Object.fromEntries(
+    Object.entries(env).map(([k, v]) => [
+      k,
+      v.replace(/<([^>]*)>/g, (_, what: string) => createHash("sha256").update(`${k}:${what}`).digest("hex")),
+    ]),
+  );
 
 test("env templates: each app's production env (common.env + its own, PIPELINE_ENV unset) loads with the app's own config; its own database login", () => {
-  expect(readdirSync(ENV_DIR).sort()).toEqual(["common.env.example", ...ENV_APPS.map((a) => `${a}.env.example`)].sort());
+  expect(readdirSync(ENV_DIR).sort()).toEqual(
+    ["common.env.example", ...ENV_APPS.map((a) => `${a}.env.example`)].sort(),
+  );
   const common = envExample("common");
   // One login per app: no DATABASE_URL shared by all in common.env.
   expect(Object.keys(common).filter((k) => k.startsWith("DATABASE_URL"))).toEqual([]);
-  const logins: Record<string, string> = { gateway: "pipeline_gateway", solver: "pipeline_solver", recovery: "pipeline_owner", rollout: "pipeline_rollout" };
+  const logins: Record<string, string> = {
+    gateway: "pipeline_gateway",
+    solver: "pipeline_solver",
+    recovery: "pipeline_owner",
+    rollout: "pipeline_rollout",
+  };
   for (const app of ENV_APPS) {
     const env = envExample(app);
     expect({ app, PIPELINE_ENV: common.PIPELINE_ENV ?? env.PIPELINE_ENV }).toEqual({ app, PIPELINE_ENV: undefined });
-    expect({ app, login: decodeURIComponent(new URL(env.DATABASE_URL!.replace(/<[^>]*>/g, "x")).username) }).toEqual({ app, login: logins[app]! });
+    expect({ app, login: decodeURIComponent(new URL(env.DATABASE_URL!.replace(/<[^>]*>/g, "x")).username) }).toEqual({
+      app,
+      login: logins[app]!,
+    });
     expect({ app, natsUser: env.NATS_USER }).toEqual({ app, natsUser: app });
   }
   const full = (app: string) => filled({ ...envExample("common"), ...envExample(app) });
@@ -698,13 +956,22 @@ test("env templates: the gateway's API_KEY_PEPPER (generated), QUOTAS (the docum
   expect(documented).toBe(gw.QUOTAS!);
   const quotas = QuotasConfig.parse(JSON.parse(documented!));
   expect(quotas.default).toEqual({ submitsPerSecond: 50, burst: 100, maxInFlight: 1000, maxRedrives: 3 });
-  for (const key of ["API_KEY_PEPPER", "QUOTAS", "GATEWAY_BEHIND_PROXY=1", "GATEWAY_TRUSTED_PROXIES", "PIPELINE_ENV=dev"]) expect(docs).toContain(key);
+  for (const key of [
+    "API_KEY_PEPPER",
+    "QUOTAS",
+    "GATEWAY_BEHIND_PROXY=1",
+    "GATEWAY_TRUSTED_PROXIES",
+    "PIPELINE_ENV=dev",
+  ])
+    expect(docs).toContain(key);
   expect(docs).not.toContain("GATEWAY_TRUST_PROXY=");
   // The load balancer's private address: Terraform's, shown by `terraform output load_balancers` (private_ip) and in the template (fsn1).
   const tf = merged(await terraformFiles());
   const lbIp = String(tf.resource.hcloud_load_balancer_network.gateway[0].ip);
   expect(lbIp).toBe("${cidrhost(cidrsubnet(var.private_cidr, 8, local.region_index[each.key]), 5)}");
-  expect(String(tf.output.load_balancers[0].value)).toContain("private_ip = hcloud_load_balancer_network.gateway[r].ip");
+  expect(String(tf.output.load_balancers[0].value)).toContain(
+    "private_ip = hcloud_load_balancer_network.gateway[r].ip",
+  );
   expect(gw.GATEWAY_TRUSTED_PROXIES).toBe("10.0.1.5"); // cidrhost(cidrsubnet("10.0.0.0/16", 8, 1), 5): fsn1 is region 1
   expect(envExample("common").REGION).toBe("fsn1");
 });
@@ -725,7 +992,13 @@ test(".gitignore: Terraform state, plans, variables and the inventory stay out o
     "inventory.json",
     "ops/inventory.prod.json",
   ];
-  const kept = [`${tfDir}/main.tf`, `${tfDir}/terraform.tfvars.example`, `${tfDir}/.terraform.lock.hcl`, "infra/deploy/cli/inventory.ts", "infra/deploy/env/gateway.env.example"];
+  const kept = [
+    `${tfDir}/main.tf`,
+    `${tfDir}/terraform.tfvars.example`,
+    `${tfDir}/.terraform.lock.hcl`,
+    "infra/deploy/cli/inventory.ts",
+    "infra/deploy/env/gateway.env.example",
+  ];
   for (const path of [...ignored, ...kept]) {
     const r = run(["git", "check-ignore", "--no-index", "-q", path], { cwd: ROOT });
     expect({ path, ignored: r.status === 0 }).toEqual({ path, ignored: ignored.includes(path) });
@@ -736,7 +1009,8 @@ test("terraform.tfvars.example names only declared variables, and every variable
   const example = (await parseHcl("terraform.tfvars", read(TERRAFORM, "terraform.tfvars.example"))) as Hcl;
   const tf = merged(await terraformFiles());
   for (const k of Object.keys(example)) expect({ k, declared: k in tf.variable }).toEqual({ k, declared: true });
-  for (const [k, v] of Object.entries(tf.variable as Hcl)) if ((v as Hcl[])[0]!.default === undefined) expect({ k, inExample: k in example }).toEqual({ k, inExample: true });
+  for (const [k, v] of Object.entries(tf.variable as Hcl))
+    if ((v as Hcl[])[0]!.default === undefined) expect({ k, inExample: k in example }).toEqual({ k, inExample: true });
 });
 
 /** The rendered NATS config of a host, as written to /etc/nats/nats.conf.tmpl. */
@@ -749,7 +1023,10 @@ test("NATS configs: domain = region, the cluster, the leafnode link, and each us
     expect(conf).toContain(`name: "${region}"`);
     expect(conf).toContain(`"nats-route://${hostOf(`${region}-nats-2`).private_ip}:6222"`);
     for (const role of NATS_ROLES) {
-      const m = new RegExp(`\\{ user: "${role}", password: "@@BCRYPT:${role}@@", permissions: (\\{.*\\}) \\}$`, "m").exec(conf);
+      const m = new RegExp(
+        `\\{ user: "${role}", password: "@@BCRYPT:${role}@@", permissions: (\\{.*\\}) \\}$`,
+        "m",
+      ).exec(conf);
       expect(m, `${region} ${role}`).not.toBeNull();
       const p = rolePermissions(role, [region]);
       expect(JSON.parse(m![1]!)).toEqual({
@@ -761,7 +1038,8 @@ test("NATS configs: domain = region, the cluster, the leafnode link, and each us
   // fsn1 is the hub: it listens and advertises its own private address; hel1 connects to every fsn1 server.
   expect(natsConf("fsn1-nats-2")).toContain('advertise: "10.0.1.21:7422"');
   const spoke = natsConf("hel1-nats-1");
-  for (const ip of ["10.0.1.20", "10.0.1.21", "10.0.1.22"]) expect(spoke).toContain(`nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${ip}:7422`);
+  for (const ip of ["10.0.1.20", "10.0.1.21", "10.0.1.22"])
+    expect(spoke).toContain(`nats-leaf://leaf:@@PASSWORD:leaf_remote@@@${ip}:7422`);
   expect(spoke).not.toContain("advertise:");
   expect(natsConf("fsn1-nats-1")).not.toContain("remotes:");
   const witness = natsConf("nbg1-witness-1");
@@ -785,7 +1063,22 @@ test("nats-server -t accepts every rendered NATS config (hashes and TLS files fi
   try {
     const key = join(dir, "server-key.pem");
     const cert = join(dir, "server.pem");
-    const ssl = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=nats-test"]);
+    const ssl = run([
+      "openssl",
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=nats-test",
+    ]);
     expect(ssl.status).toBe(0);
     const hash = Bun.password.hashSync("x".repeat(24), { algorithm: "bcrypt", cost: 4 });
     for (const name of SAMPLE.hosts.filter((h) => h.role === "nats" || h.role === "witness").map((h) => h.name)) {
@@ -817,20 +1110,28 @@ const tfEnv = () => {
   return { TF_CLI_CONFIG_FILE: cfg, TF_IN_AUTOMATION: "1", CHECKPOINT_DISABLE: "1" };
 };
 
-test.skipIf(!hasTerraform)("modules/userdata (terraform console, offline) renders exactly what the test renders", () => {
-  const dir = mkdtempSync(join(tmpdir(), "deploy-tf-"));
-  try {
-    const vars = join(dir, "sample.tfvars.json");
-    writeFileSync(vars, JSON.stringify(SAMPLE));
-    const r = run(["terraform", "console", `-var-file=${vars}`], { cwd: join(TERRAFORM, "modules", "userdata"), env: tfEnv(), input: "jsonencode(local.user_data)\n" });
-    expect(r.status, r.out).toBe(0);
-    const fromTerraform = JSON.parse(JSON.parse(r.stdout.trim())) as Record<string, string>;
-    expect(Object.keys(fromTerraform).sort()).toEqual(Object.keys(USER_DATA).sort());
-    for (const name of Object.keys(USER_DATA)) expect({ name, text: fromTerraform[name] }).toEqual({ name, text: USER_DATA[name] });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+test.skipIf(!hasTerraform)(
+  "modules/userdata (terraform console, offline) renders exactly what the test renders",
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), "deploy-tf-"));
+    try {
+      const vars = join(dir, "sample.tfvars.json");
+      writeFileSync(vars, JSON.stringify(SAMPLE));
+      const r = run(["terraform", "console", `-var-file=${vars}`], {
+        cwd: join(TERRAFORM, "modules", "userdata"),
+        env: tfEnv(),
+        input: "jsonencode(local.user_data)\n",
+      });
+      expect(r.status, r.out).toBe(0);
+      const fromTerraform = JSON.parse(JSON.parse(r.stdout.trim())) as Record<string, string>;
+      expect(Object.keys(fromTerraform).sort()).toEqual(Object.keys(USER_DATA).sort());
+      for (const name of Object.keys(USER_DATA))
+        expect({ name, text: fromTerraform[name] }).toEqual({ name, text: USER_DATA[name] });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
 
 test.skipIf(!hasTerraform)("terraform fmt -check -recursive: the Terraform is formatted", () => {
   const r = run(["terraform", "fmt", "-check", "-recursive", "-no-color", TERRAFORM], { env: tfEnv() });
@@ -848,7 +1149,8 @@ async function terraformFiles(): Promise<Hcl[]> {
 function merged(parts: Hcl[]): Hcl {
   const out: Hcl = { resource: {}, variable: {}, output: {}, locals: {}, module: {}, data: {} };
   for (const p of parts) {
-    for (const [type, byName] of Object.entries((p.resource ?? {}) as Hcl)) out.resource[type] = { ...out.resource[type], ...byName };
+    for (const [type, byName] of Object.entries((p.resource ?? {}) as Hcl))
+      out.resource[type] = { ...out.resource[type], ...byName };
     for (const kind of ["variable", "output", "module"]) Object.assign(out[kind], p[kind] ?? {});
     for (const l of (p.locals ?? []) as Hcl[]) Object.assign(out.locals, l);
   }
@@ -866,10 +1168,11 @@ function firewallRules(tf: Hcl): Array<{ firewall: string; protocol: string; por
     return v.default;
   };
   const resolve = (v: unknown, scope: Record<string, unknown>): unknown => {
-    if (Array.isArray(v)) return v.flatMap((x) => {
-      const r = resolve(x, scope);
-      return Array.isArray(r) && typeof x === "string" && /^\$\{[^}]+\}$/.test(x) ? r : [r];
-    });
+    if (Array.isArray(v))
+      return v.flatMap((x) => {
+        const r = resolve(x, scope);
+        return Array.isArray(r) && typeof x === "string" && /^\$\{[^}]+\}$/.test(x) ? r : [r];
+      });
     if (typeof v !== "string") return v;
     const whole = /^\$\{([^}]+)\}$/.exec(v);
     if (!whole) {
@@ -889,18 +1192,27 @@ function firewallRules(tf: Hcl): Array<{ firewall: string; protocol: string; por
   for (const [name, blocks] of Object.entries((tf.resource.hcloud_firewall ?? {}) as Hcl)) {
     const block = (blocks as Hcl[])[0]!;
     const instances: Array<Record<string, unknown>> = block.for_each
-      ? Object.entries(resolve(block.for_each, {}) as Record<string, unknown>).map(([k, v]) => ({ "each.key": k, "each.value": v }))
+      ? Object.entries(resolve(block.for_each, {}) as Record<string, unknown>).map(([k, v]) => ({
+          "each.key": k,
+          "each.value": v,
+        }))
       : [{}];
     for (const scope of instances) {
       const push = (r: Hcl, s: Record<string, unknown>) => {
         if (r.direction !== "in") return;
         const sources = resolve(r.source_ips, s);
-        rules.push({ firewall: name, protocol: String(r.protocol), port: r.port === undefined ? undefined : String(resolve(r.port, s)), sources: (Array.isArray(sources) ? sources : [sources]).map(String) });
+        rules.push({
+          firewall: name,
+          protocol: String(r.protocol),
+          port: r.port === undefined ? undefined : String(resolve(r.port, s)),
+          sources: (Array.isArray(sources) ? sources : [sources]).map(String),
+        });
       };
       for (const r of (block.rule ?? []) as Hcl[]) push(r, scope);
-      for (const d of ((block.dynamic?.rule ?? []) as Hcl[])) {
+      for (const d of (block.dynamic?.rule ?? []) as Hcl[]) {
         const items = resolve(d.for_each, scope);
-        for (const item of Array.isArray(items) ? items : Object.values(items as object)) for (const c of d.content as Hcl[]) push(c, { ...scope, "rule.value": item });
+        for (const item of Array.isArray(items) ? items : Object.values(items as object))
+          for (const c of d.content as Hcl[]) push(c, { ...scope, "rule.value": item });
       }
     }
   }
@@ -923,7 +1235,8 @@ test("Terraform policy: no NATS or Postgres port open to the internet; only SSH 
     const touchesPrivatePort = r.protocol !== "icmp" && PRIVATE_PORTS.some((p) => p >= lo && p <= hi);
     if (touchesPrivatePort) expect({ rule: r, sources: r.sources }).toEqual({ rule: r, sources: [privateCidr] });
     // Open to the whole internet: ICMP only (the gateways are public through their load balancer).
-    if (r.sources.some((s) => OPEN.includes(s))) expect({ rule: r, protocol: r.protocol }).toEqual({ rule: r, protocol: "icmp" });
+    if (r.sources.some((s) => OPEN.includes(s)))
+      expect({ rule: r, protocol: r.protocol }).toEqual({ rule: r, protocol: "icmp" });
   }
   const ssh = rules.filter((r) => r.port === "22");
   expect(ssh.map((r) => r.sources)).toEqual([["var.admin_cidrs"]]);
@@ -941,11 +1254,15 @@ test("Terraform policy: every server on the private network; both regions and th
   const tf = merged(await terraformFiles());
   const servers = Object.entries(tf.resource.hcloud_server as Hcl);
   expect(servers.length).toBeGreaterThan(0);
-  const attachments = Object.values((tf.resource.hcloud_server_network ?? {}) as Hcl).map((b) => String((b as Hcl[])[0]!.server_id));
+  const attachments = Object.values((tf.resource.hcloud_server_network ?? {}) as Hcl).map((b) =>
+    String((b as Hcl[])[0]!.server_id),
+  );
   for (const [name, blocks] of servers) {
     const s = (blocks as Hcl[])[0]!;
     const inline = (s.network ?? []) as Hcl[];
-    const attached = inline.some((n) => String(n.network_id).startsWith("${hcloud_network.")) || attachments.some((a) => a.includes(`hcloud_server.${name}.`));
+    const attached =
+      inline.some((n) => String(n.network_id).startsWith("${hcloud_network.")) ||
+      attachments.some((a) => a.includes(`hcloud_server.${name}.`));
     expect({ server: name, attached }).toEqual({ server: name, attached: true });
   }
   expect(tf.variable.regions[0].default).toEqual(["fsn1", "hel1"]);
@@ -953,12 +1270,27 @@ test("Terraform policy: every server on the private network; both regions and th
   expect(Object.keys(tf.resource.hcloud_network_subnet ?? {}).sort()).toEqual(["region", "witness"]);
   expect(String(tf.resource.hcloud_network_subnet.region[0].for_each)).toContain("region_index");
   expect(String(tf.locals.witness_hosts)).toMatch(/role\s+=\s+"witness"/);
-  expect(String(tf.locals.region_hosts)).toMatch(/role\s+=\s+"app"[\s\S]*role\s+=\s+"nats"[\s\S]*role\s+=\s+"postgres"/);
+  expect(String(tf.locals.region_hosts)).toMatch(
+    /role\s+=\s+"app"[\s\S]*role\s+=\s+"nats"[\s\S]*role\s+=\s+"postgres"/,
+  );
   expect(Object.keys(tf.resource.hcloud_load_balancer)).toEqual(["gateway"]);
   expect(String(tf.resource.hcloud_load_balancer.gateway[0].for_each)).toContain("var.regions");
   const inventory = String(tf.output.inventory?.[0]?.value ?? "");
   expect(inventory).toStartWith("${jsonencode(");
-  for (const key of ["hosts =", "name ", "region ", "roles ", "ssh ", "host = hcloud_server.host[name].ipv4_address", 'user = local.hosts[name].role == "app" ? "deploy" : "ops"', "port = 22", "hostKeys ", "lookup(var.host_keys, name, [])", "privateIp "]) expect(inventory).toContain(key);
+  for (const key of [
+    "hosts =",
+    "name ",
+    "region ",
+    "roles ",
+    "ssh ",
+    "host = hcloud_server.host[name].ipv4_address",
+    'user = local.hosts[name].role == "app" ? "deploy" : "ops"',
+    "port = 22",
+    "hostKeys ",
+    "lookup(var.host_keys, name, [])",
+    "privateIp ",
+  ])
+    expect(inventory).toContain(key);
   expect(inventory).not.toContain('"root"');
   // The deploy user's and the release signing keys are the operator's to give (no default), checked as public keys.
   for (const v of ["deploy_ssh_keys", "release_signing_keys"]) {
@@ -989,9 +1321,18 @@ function shellScripts(dir: string): string[] {
 test("shellcheck: every shell script under infra/", () => {
   const shellcheck = findShellcheck((m) => console.log(`[deploy-static] ${m}`));
   const scripts = shellScripts(join(ROOT, "infra"));
-  expect(scripts.map((s) => relative(ROOT, s))).toEqual(expect.arrayContaining(["infra/deploy/scripts/install-nats-server.sh", "infra/deploy/scripts/nats-render-config.sh"]));
+  expect(scripts.map((s) => relative(ROOT, s))).toEqual(
+    expect.arrayContaining([
+      "infra/deploy/scripts/install-nats-server.sh",
+      "infra/deploy/scripts/nats-render-config.sh",
+    ]),
+  );
   for (const s of scripts) {
     const r = run([shellcheck, "--norc", "--severity=style", s]);
-    expect({ script: relative(ROOT, s), status: r.status, out: r.out }).toEqual({ script: relative(ROOT, s), status: 0, out: "" });
+    expect({ script: relative(ROOT, s), status: r.status, out: r.out }).toEqual({
+      script: relative(ROOT, s),
+      status: 0,
+      out: "",
+    });
   }
 });

@@ -3,10 +3,10 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import postgres from "postgres";
 import { freePort, portInUse } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import type { TaskView } from "@pipeline/shared/schemas";
+import postgres from "postgres";
 import { ROOT } from "./harness.ts";
 
 /**
@@ -35,7 +35,9 @@ async function runDev(how: "turbo" | "npm", dataDir: string, ports: Record<strin
   const child = spawn(cmd[0]!, cmd.slice(1), { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   child.stdout!.on("data", (b) => (out += b));
   child.stderr!.on("data", (b) => (out += b));
-  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+    child.on("exit", (code, signal) => r({ code, signal })),
+  );
   const ready = await eventually(
     async () => {
       const res = await fetch(`http://127.0.0.1:${ports.gateway}/readyz`).catch(() => undefined);
@@ -80,7 +82,12 @@ function leftovers(dataDir: string, pgid: number): string[] {
 function assessAgainstDev(dataDir: string): { code: number | null; out: string } {
   const env: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir };
   for (const k of ["DATABASE_URL", "NATS_URL", "NATS_USER", "NATS_PASSWORD", "TEST_PG_ADMIN_URL"]) delete env[k];
-  const r = spawnSync("npm", ["run", "-s", "recovery", "--", "assess"], { cwd: ROOT, env, encoding: "utf8", timeout: 60_000 });
+  const r = spawnSync("npm", ["run", "-s", "recovery", "--", "assess"], {
+    cwd: ROOT,
+    env,
+    encoding: "utf8",
+    timeout: 60_000,
+  });
   return { code: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -88,17 +95,30 @@ const auth = { authorization: "Bearer dev-key", "content-type": "application/jso
 
 test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves nothing, and npm run dev keeps the data", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "pipeline-dev-"));
-  const ports = { nats: await freePort(), pg: await freePort(), gateway: await freePort(), emulator: await freePort(), metrics: await freePort(), gatewayMetrics: await freePort(), console: await freePort() };
+  const ports = {
+    nats: await freePort(),
+    pg: await freePort(),
+    gateway: await freePort(),
+    emulator: await freePort(),
+    metrics: await freePort(),
+    gatewayMetrics: await freePort(),
+    console: await freePort(),
+  };
   try {
     const dev = await runDev("turbo", dataDir, ports);
     const sub = await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks`, {
       method: "POST",
       headers: auth,
-      body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAA", pageurl: "https://example.com/login" } }),
+      body: JSON.stringify({
+        type: "turnstile",
+        params: { sitekey: "0x4AAAAAAA", pageurl: "https://example.com/login" },
+      }),
     });
     expect(sub.status).toBe(202);
     const { id } = (await sub.json()) as { id: string };
-    const view = (await (await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks/${id}?wait=30`, { headers: auth })).json()) as TaskView;
+    const view = (await (
+      await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks/${id}?wait=30`, { headers: auth })
+    ).json()) as TaskView;
     expect(view.status).toBe("completed");
     expect(view.result!.token.length).toBeGreaterThan(10);
     expect(dev.output()).toContain("API key: dev-key");
@@ -107,7 +127,10 @@ test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves n
     expect((await fetch(`http://127.0.0.1:${ports.gateway}/metrics`)).status).toBe(404);
     expect(dev.output()).toMatch(/NATS 2\.(1[4-9]|[2-9]\d)\.\d+ \(JetStream, authentication on\)/);
     // No password in what the dev stack prints or leaves in its settings file.
-    const creds = JSON.parse(readFileSync(join(dataDir, "nats", "credentials.json"), "utf8")) as Record<string, { password: string }>;
+    const creds = JSON.parse(readFileSync(join(dataDir, "nats", "credentials.json"), "utf8")) as Record<
+      string,
+      { password: string }
+    >;
     for (const c of Object.values(creds)) {
       expect(dev.output()).not.toContain(c.password);
       expect(readFileSync(join(dataDir, "dev-stack.json"), "utf8")).not.toContain(c.password);
@@ -115,29 +138,73 @@ test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves n
     // The operator console: its URL and a generated operator token printed, the token in a 0600 file.
     const tokenLine = /^dev-operator:operator:(\S+)$/m.exec(readFileSync(join(dataDir, "console-tokens"), "utf8"));
     expect(statSync(join(dataDir, "console-tokens")).mode & 0o777).toBe(0o600);
-    expect(dev.output()).toContain(`console   http://127.0.0.1:${ports.console}/console   (operator token: ${tokenLine![1]}`);
-    const consoleState = await eventually(async () => {
-      const r = await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, { headers: { authorization: `Bearer ${tokenLine![1]}` } }).catch(() => undefined);
-      return r?.status === 200 ? ((await r.json()) as { tasks: Array<{ state: string; n: number }> }) : undefined;
-    }, 30_000, 250);
+    expect(dev.output()).toContain(
+      `console   http://127.0.0.1:${ports.console}/console   (operator token: ${tokenLine![1]}`,
+    );
+    const consoleState = await eventually(
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, {
+          headers: { authorization: `Bearer ${tokenLine![1]}` },
+        }).catch(() => undefined);
+        return r?.status === 200 ? ((await r.json()) as { tasks: Array<{ state: string; n: number }> }) : undefined;
+      },
+      30_000,
+      250,
+    );
     expect(consoleState.tasks.find((t) => t.state === "completed")?.n).toBe(1);
-    expect((await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, { headers: { authorization: "Bearer dev-key" } })).status).toBe(401);
+    expect(
+      (
+        await fetch(`http://127.0.0.1:${ports.console}/console/api/state`, {
+          headers: { authorization: "Bearer dev-key" },
+        })
+      ).status,
+    ).toBe(401);
     // Postgres (issue 34): each app on its own login; the passwords only in the 0600 file; no
     // connection without a password.
     const pgFile = join(dataDir, "pg-credentials.json");
     expect(statSync(pgFile).mode & 0o777).toBe(0o600);
-    const pgCreds = JSON.parse(readFileSync(pgFile, "utf8")) as Record<"owner" | "gateway" | "solver" | "rollout", { user: string; password: string }>;
+    const pgCreds = JSON.parse(readFileSync(pgFile, "utf8")) as Record<
+      "owner" | "gateway" | "solver" | "rollout",
+      { user: string; password: string }
+    >;
     for (const c of Object.values(pgCreds)) {
       expect(dev.output()).not.toContain(c.password);
       expect(readFileSync(join(dataDir, "dev-stack.json"), "utf8")).not.toContain(c.password);
     }
-    const pgAdmin = postgres({ host: "127.0.0.1", port: ports.pg, database: "pipeline", user: pgCreds.owner.user, password: pgCreds.owner.password, max: 1, onnotice: () => {} });
-    const sessions = await pgAdmin<{ usename: string; app: string }[]>`select usename, application_name as app from pg_stat_activity where datname = 'pipeline' and (application_name = 'gateway' or application_name like 'solver-%')`;
+    const pgAdmin = postgres({
+      host: "127.0.0.1",
+      port: ports.pg,
+      database: "pipeline",
+      user: pgCreds.owner.user,
+      password: pgCreds.owner.password,
+      max: 1,
+      onnotice: () => {},
+    });
+    const sessions = await pgAdmin<
+      { usename: string; app: string }[]
+    >`select usename, application_name as app from pg_stat_activity where datname = 'pipeline' and (application_name = 'gateway' or application_name like 'solver-%')`;
     await pgAdmin.end({ timeout: 5 });
-    expect(new Set(sessions.filter((x) => x.app === "gateway").map((x) => x.usename))).toEqual(new Set([pgCreds.gateway.user]));
-    expect(new Set(sessions.filter((x) => x.app.startsWith("solver-")).map((x) => x.usename))).toEqual(new Set([pgCreds.solver.user]));
-    const anonymous = postgres({ host: "127.0.0.1", port: ports.pg, database: "pipeline", user: "postgres", max: 1, onnotice: () => {}, connect_timeout: 10 });
-    expect(await anonymous`select 1`.then(() => "connected", () => "refused")).toBe("refused");
+    expect(new Set(sessions.filter((x) => x.app === "gateway").map((x) => x.usename))).toEqual(
+      new Set([pgCreds.gateway.user]),
+    );
+    expect(new Set(sessions.filter((x) => x.app.startsWith("solver-")).map((x) => x.usename))).toEqual(
+      new Set([pgCreds.solver.user]),
+    );
+    const anonymous = postgres({
+      host: "127.0.0.1",
+      port: ports.pg,
+      database: "pipeline",
+      user: "postgres",
+      max: 1,
+      onnotice: () => {},
+      connect_timeout: 10,
+    });
+    expect(
+      await anonymous`select 1`.then(
+        () => "connected",
+        () => "refused",
+      ),
+    ).toBe("refused");
     await anonymous.end({ timeout: 1 }).catch(() => {});
     const a = assessAgainstDev(dataDir);
     expect(a.out).toMatch(/ok\s+nats\s+nats-server 2\.\d+\.\d+ at nats:\/\/127\.0\.0\.1:/);
@@ -146,7 +213,9 @@ test("turbo run dev serves a task end to end, recovery finds it, Ctrl-C leaves n
     await dev.stop();
 
     const again = await runDev("npm", dataDir, ports);
-    const reread = (await (await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks/${id}`, { headers: auth })).json()) as TaskView;
+    const reread = (await (
+      await fetch(`http://127.0.0.1:${ports.gateway}/v1/tasks/${id}`, { headers: auth })
+    ).json()) as TaskView;
     expect(reread.status).toBe("completed");
     expect(reread.result!.token).toBe(view.result!.token);
     await again.stop();

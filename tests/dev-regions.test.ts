@@ -8,8 +8,8 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, portInUse } from "@pipeline/devstack";
-import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/devstack/testing";
+import type { TaskView } from "@pipeline/shared/schemas";
 import { ROOT } from "./harness.ts";
 
 /** A free port whose `n - 1` next ports are free too (the stack takes consecutive ones). */
@@ -37,8 +37,26 @@ const auth = { authorization: "Bearer dev-key", "content-type": "application/jso
 
 test("npm run dev -- --regions 2: both gateways printed, a task through each completes and replicates, Ctrl-C leaves nothing", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "pipeline-dev-regions-"));
-  const ports = { gateway: await freeRun(2), nats: await freeRun(3), leaf: await freePort(), pg: await freePort(), emulator: await freePort(), metrics: await freeRun(2) };
-  const all = [ports.gateway, ports.gateway + 1, ports.nats, ports.nats + 1, ports.nats + 2, ports.leaf, ports.pg, ports.emulator, ports.metrics, ports.metrics + 1];
+  const ports = {
+    gateway: await freeRun(2),
+    nats: await freeRun(3),
+    leaf: await freePort(),
+    pg: await freePort(),
+    emulator: await freePort(),
+    metrics: await freeRun(2),
+  };
+  const all = [
+    ports.gateway,
+    ports.gateway + 1,
+    ports.nats,
+    ports.nats + 1,
+    ports.nats + 2,
+    ports.leaf,
+    ports.pg,
+    ports.emulator,
+    ports.metrics,
+    ports.metrics + 1,
+  ];
   const env: Record<string, string | undefined> = {
     ...process.env,
     DATA_DIR: dataDir,
@@ -52,10 +70,17 @@ test("npm run dev -- --regions 2: both gateways printed, a task through each com
   };
   for (const k of ["DATABASE_URL", "NATS_URL", "TEST_PG_ADMIN_URL", "REGION", "REGIONS", "API_KEYS"]) delete env[k];
   let out = "";
-  const child = spawn("npm", ["run", "dev", "--", "--regions", "2"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const child = spawn("npm", ["run", "dev", "--", "--regions", "2"], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   child.stdout!.on("data", (b) => (out += b));
   child.stderr!.on("data", (b) => (out += b));
-  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+    child.on("exit", (code, signal) => r({ code, signal })),
+  );
   const gateways = { fsn1: `http://127.0.0.1:${ports.gateway}`, hel1: `http://127.0.0.1:${ports.gateway + 1}` };
   try {
     await eventually(() => out.includes(`hel1 gateway  ${gateways.hel1}`), 120_000, 250).catch((e) => {
@@ -69,7 +94,14 @@ test("npm run dev -- --regions 2: both gateways printed, a task through each com
     for (const [region, url] of Object.entries(gateways)) {
       ids[region] = await eventually(
         async () => {
-          const res = await fetch(`${url}/v1/tasks`, { method: "POST", headers: auth, body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAA", pageurl: `https://example.com/${region}` } }) });
+          const res = await fetch(`${url}/v1/tasks`, {
+            method: "POST",
+            headers: auth,
+            body: JSON.stringify({
+              type: "turnstile",
+              params: { sitekey: "0x4AAAAAAA", pageurl: `https://example.com/${region}` },
+            }),
+          });
           return res.status === 202 ? ((await res.json()) as { id: string }).id : undefined;
         },
         60_000,
@@ -77,22 +109,33 @@ test("npm run dev -- --regions 2: both gateways printed, a task through each com
       );
     }
     for (const [region, url] of Object.entries(gateways)) {
-      const view = (await (await fetch(`${url}/v1/tasks/${ids[region]}?wait=30`, { headers: auth })).json()) as TaskView;
+      const view = (await (
+        await fetch(`${url}/v1/tasks/${ids[region]}?wait=30`, { headers: auth })
+      ).json()) as TaskView;
       expect(view.status).toBe("completed");
       expect(view.result!.token.length).toBeGreaterThan(10);
     }
     // Each task replicates to the other region, whose gateway answers its read (a replica holds no
     // token: `expired` with TOKEN_UNAVAILABLE, docs/regions.md) and knows it finished.
-    for (const [region, other] of [["fsn1", "hel1"], ["hel1", "fsn1"]] as const) {
-      const away = await eventually(async () => {
-        const res = await fetch(`${gateways[other]}/v1/tasks/${ids[region]}`, { headers: auth });
-        const v = res.status === 200 ? ((await res.json()) as TaskView) : undefined;
-        return v?.completedAt ? v : undefined;
-      }, 30_000, 250);
+    for (const [region, other] of [
+      ["fsn1", "hel1"],
+      ["hel1", "fsn1"],
+    ] as const) {
+      const away = await eventually(
+        async () => {
+          const res = await fetch(`${gateways[other]}/v1/tasks/${ids[region]}`, { headers: auth });
+          const v = res.status === 200 ? ((await res.json()) as TaskView) : undefined;
+          return v?.completedAt ? v : undefined;
+        },
+        30_000,
+        250,
+      );
       expect(away.id).toBe(ids[region]!);
       expect(away.status === "completed" || away.error?.code === "TOKEN_UNAVAILABLE").toBe(true);
     }
-    const stats = (await (await fetch(`http://127.0.0.1:${ports.emulator}/emulator/stats`)).json()) as { submissions: number };
+    const stats = (await (await fetch(`http://127.0.0.1:${ports.emulator}/emulator/stats`)).json()) as {
+      submissions: number;
+    };
     expect(stats.submissions).toBe(2);
   } finally {
     // Ctrl-C in a terminal: SIGINT to the whole foreground process group.

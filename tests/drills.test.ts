@@ -8,16 +8,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
+import { eventually } from "@pipeline/devstack/testing";
+import {
+  configHistory,
+  liveWorkers,
+  openConfigBucket,
+  openWorkersBucket,
+  SOLVER_CONFIG_KEY,
+} from "@pipeline/shared/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { configHistory, liveWorkers, openConfigBucket, openWorkersBucket, SOLVER_CONFIG_KEY } from "@pipeline/shared/kv";
-import { eventually } from "@pipeline/devstack/testing";
 import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../apps/recovery/src/context.ts";
-import { renderDrillReport, runDrill, type DrillOptions } from "../apps/recovery/src/drill/run-drill.ts";
+import { type DrillOptions, renderDrillReport, runDrill } from "../apps/recovery/src/drill/run-drill.ts";
 import type { Scenario } from "../apps/recovery/src/drill/scenarios.ts";
 import { recentAudit } from "../apps/recovery/src/fleet/audit.ts";
 import { rollbackConfig, setConfig } from "../apps/recovery/src/fleet/config-ops.ts";
-import { PROVIDER_KEY, startStack, type Stack } from "./harness.ts";
+import { PROVIDER_KEY, type Stack, startStack } from "./harness.ts";
 
 const SPARE_KEY = "e2e-provider-key-spare-0002";
 const region = "drills";
@@ -40,7 +46,15 @@ beforeAll(async () => {
   });
   nc = await connectNats(s.nats.url, "drills-test", s.nats.auth("admin"));
   const jsm = await jetstreamManager(nc, { timeout: RECOVERY_JS_API_TIMEOUT_MS });
-  ctx = { region, nc, js: jetstream(nc), jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };
+  ctx = {
+    region,
+    nc,
+    js: jetstream(nc),
+    jsm,
+    database: s.db,
+    log: createLogger("recovery", { level: "silent" }),
+    publishDeadlineMs: 10_000,
+  };
   configKv = await openConfigBucket(nc, region);
   workersKv = await openWorkersBucket(nc, region);
   await eventually(async () => (await liveWorkers(workersKv)).workers.length === 2, 20_000, 200);
@@ -86,14 +100,35 @@ async function drill(scenario: Scenario, extra: Partial<DrillOptions> = {}) {
 
 test("an invalid config changes no solver; config rollback restores the previous revision", async () => {
   const good = await setConfig(ops(), { providerKey: "primary", pollIntervalMs: 100 }, "baseline");
-  await eventually(async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRevision === good.revision), 10_000, 100);
+  await eventually(
+    async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRevision === good.revision),
+    10_000,
+    100,
+  );
   // A typo'd field, then a key name no solver has: both refused, the good revision stays.
-  const typo = await configKv.put(SOLVER_CONFIG_KEY, JSON.stringify({ providerKey: "primary", pollIntervall: 100, changedBy: "x", changedAt: new Date().toISOString() }));
-  await eventually(async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRejected?.revision === typo), 10_000, 100);
-  const unknownKey = await configKv.put(SOLVER_CONFIG_KEY, JSON.stringify({ providerKey: "nope", changedBy: "x", changedAt: new Date().toISOString() }));
-  await eventually(async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRejected?.revision === unknownKey), 10_000, 100);
+  const typo = await configKv.put(
+    SOLVER_CONFIG_KEY,
+    JSON.stringify({ providerKey: "primary", pollIntervall: 100, changedBy: "x", changedAt: new Date().toISOString() }),
+  );
+  await eventually(
+    async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRejected?.revision === typo),
+    10_000,
+    100,
+  );
+  const unknownKey = await configKv.put(
+    SOLVER_CONFIG_KEY,
+    JSON.stringify({ providerKey: "nope", changedBy: "x", changedAt: new Date().toISOString() }),
+  );
+  await eventually(
+    async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRejected?.revision === unknownKey),
+    10_000,
+    100,
+  );
   const { workers } = await liveWorkers(workersKv);
-  expect(workers.map((w) => [w.configRevision, w.keyName])).toEqual([[good.revision, "primary"], [good.revision, "primary"]]);
+  expect(workers.map((w) => [w.configRevision, w.keyName])).toEqual([
+    [good.revision, "primary"],
+    [good.revision, "primary"],
+  ]);
   expect(workers[0]!.configRejected!.error).toContain("providerKey");
   // The CLI side refuses invalid input before anything is written.
   await expect(setConfig(ops(), { providerKey: "primary", maxPolls: 99 })).rejects.toThrow(/maxPolls/);
@@ -101,7 +136,14 @@ test("an invalid config changes no solver; config rollback restores the previous
   // Rollback: the newest valid revision before the current one, stored anew and applied.
   const rb = await rollbackConfig(ops());
   expect(rb.restored).toBe(good.revision);
-  await eventually(async () => (await liveWorkers(workersKv)).workers.every((w) => w.configRevision === rb.revision && w.configRejected === null), 10_000, 100);
+  await eventually(
+    async () =>
+      (await liveWorkers(workersKv)).workers.every(
+        (w) => w.configRevision === rb.revision && w.configRejected === null,
+      ),
+    10_000,
+    100,
+  );
   const audit = await recentAudit(s.db.db, 5);
   expect(audit.map((a) => a.action)).toContain("config.rollback");
 }, 60_000);

@@ -5,12 +5,15 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { redirect2captchaPreload } from "@pipeline/emulator";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { api, ROOT, startStack, type Stack } from "./harness.ts";
+import { api, ROOT, type Stack, startStack } from "./harness.ts";
 
 const DRIVER = join(ROOT, "tests/facade/official-client.cjs");
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 // a tiny valid PNG (1x1)
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=", "base64");
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=",
+  "base64",
+);
 
 interface ClientResult {
   name: string;
@@ -33,7 +36,11 @@ async function runOfficialClient(gatewayUrl: string, job: unknown): Promise<Clie
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   if (code !== 0) throw new Error(`official client exited ${code}: ${err}`);
   const line = out.split("\n").find((l) => l.startsWith("FACADE_RESULT "));
   if (!line) throw new Error(`no result line from the official client: ${out}`);
@@ -54,9 +61,21 @@ test("the unmodified official client solves reCAPTCHA v2, Turnstile and an image
     report: "good",
     balance: true,
     tasks: [
-      { name: "recaptcha", call: "recaptcha", params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://shop.example.com/login" } },
-      { name: "turnstile", call: "cloudflareTurnstile", params: { sitekey: "0x4AAAAAAAVrOwQWPlm3Bnr5", pageurl: "https://shop.example.com/signup", action: "signup" } },
-      { name: "image", call: "imageCaptcha", params: { body: PNG.toString("base64"), numeric: 1, min_len: 6, max_len: 6 } },
+      {
+        name: "recaptcha",
+        call: "recaptcha",
+        params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://shop.example.com/login" },
+      },
+      {
+        name: "turnstile",
+        call: "cloudflareTurnstile",
+        params: { sitekey: "0x4AAAAAAAVrOwQWPlm3Bnr5", pageurl: "https://shop.example.com/signup", action: "signup" },
+      },
+      {
+        name: "image",
+        call: "imageCaptcha",
+        params: { body: PNG.toString("base64"), numeric: 1, min_len: 6, max_len: 6 },
+      },
     ],
   });
   const byName = Object.fromEntries(out.results.map((r) => [r.name, r]));
@@ -73,7 +92,9 @@ test("the unmodified official client solves reCAPTCHA v2, Turnstile and an image
     expect(v.body.type).toBe(expectedType[name]);
     expect(v.body.status).toBe("completed");
     expect(r.result!.data).toBe(v.body.result!.token);
-    const [row] = await s.db.sql<{ token: string; user_agent: string | null }[]>`select token, user_agent from tasks where id = ${r.result!.id}`;
+    const [row] = await s.db.sql<
+      { token: string; user_agent: string | null }[]
+    >`select token, user_agent from tasks where id = ${r.result!.id}`;
     expect(r.result!.data).toBe(row!.token);
     expect(r.report).toBe("OK_REPORT_RECORDED");
   }
@@ -93,14 +114,32 @@ test("the official client sees the facade's refusals as the protocol's error cod
   const out = await runOfficialClient(s.gatewayUrl, {
     key: "not-a-client-key",
     pollingFrequency: 100,
-    tasks: [{ name: "wrong-key", call: "recaptcha", params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://shop.example.com" } }],
+    tasks: [
+      {
+        name: "wrong-key",
+        call: "recaptcha",
+        params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://shop.example.com" },
+      },
+    ],
   });
   const ours = await runOfficialClient(s.gatewayUrl, {
     key: s.apiKey,
     pollingFrequency: 100,
     tasks: [
-      { name: "pingback", call: "recaptcha", params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://shop.example.com", pingback: "https://me.example.com/cb" } },
-      { name: "bad-pageurl", call: "cloudflareTurnstile", params: { sitekey: "0x4AAAAAAAVrOwQWPlm3Bnr5", pageurl: "not a url" } },
+      {
+        name: "pingback",
+        call: "recaptcha",
+        params: {
+          googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u",
+          pageurl: "https://shop.example.com",
+          pingback: "https://me.example.com/cb",
+        },
+      },
+      {
+        name: "bad-pageurl",
+        call: "cloudflareTurnstile",
+        params: { sitekey: "0x4AAAAAAAVrOwQWPlm3Bnr5", pageurl: "not a url" },
+      },
     ],
   });
   expect(out.results[0]).toMatchObject({ ok: false, error: "ERROR_WRONG_USER_KEY" });

@@ -3,14 +3,15 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
-import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 
 // The process starter lives in @pipeline/devstack/testing (the benchmarks use it too).
-export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/devstack/testing";
-import { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/devstack/testing";
+export { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "@pipeline/devstack/testing";
+
+import { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "@pipeline/devstack/testing";
 
 export interface StackOptions {
   region?: string;
@@ -42,11 +43,13 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const region = o.region ?? "e2e";
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-e2e-"));
-  const [nats, tdb] = await Promise.all([startTestNats({ regions: [region], provision: true }), createTestDatabase("e2e", o.pgAdminUrl)]);
+  const [nats, tdb] = await Promise.all([
+    startTestNats({ regions: [region], provision: true }),
+    createTestDatabase("e2e", o.pgAdminUrl),
+  ]);
   const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 0, ...o.emulator });
   await emu.start();
   const apiKey = "e2e-client-key-0001";
@@ -56,7 +59,17 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const devCallbacks = { WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
   // Each app logs in with its own database role (issue 34: packages/shared/src/db/roles.ts), so every
   // test that starts the stack runs the apps' queries with their grants only; `db` below is the admin's.
-  const gatewayEnv = { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), ...devCallbacks, GATEWAY_PORT: String(gatewayPort), GATEWAY_METRICS_PORT: String(gatewayMetricsPort), API_KEYS: apiKey, WEBHOOK_SECRET, ...o.gatewayEnv };
+  const gatewayEnv = {
+    ...common,
+    DATABASE_URL: tdb.appUrls.gateway,
+    ...natsEnv(nats, "gateway"),
+    ...devCallbacks,
+    GATEWAY_PORT: String(gatewayPort),
+    GATEWAY_METRICS_PORT: String(gatewayMetricsPort),
+    API_KEYS: apiKey,
+    WEBHOOK_SECRET,
+    ...o.gatewayEnv,
+  };
   let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
   const gateways = [gateway];
   let solverN = 0;
@@ -80,14 +93,20 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   };
   const solvers: Proc[] = [];
   const spawnSolver = (extra: Record<string, string> = {}) => {
-    const p = spawnApp(`solver-${++solverN}`, "apps/solver/src/main.ts", { ...solverEnv, WORKER_ID: `solver-${solverN}`, ...extra }, logDir);
+    const p = spawnApp(
+      `solver-${++solverN}`,
+      "apps/solver/src/main.ts",
+      { ...solverEnv, WORKER_ID: `solver-${solverN}`, ...extra },
+      logDir,
+    );
     solvers.push(p);
     return p;
   };
   for (let i = 0; i < (o.solvers ?? 1); i++) spawnSolver();
   await waitForPort(gatewayPort, 20_000);
   const db = openDatabase(tdb.url, { max: 5 });
-  const logs = () => [...new Set([...gateways, ...solvers].map((p) => p.logFile))].map((f) => readFileSync(f, "utf8")).join("\n");
+  const logs = () =>
+    [...new Set([...gateways, ...solvers].map((p) => p.logFile))].map((f) => readFileSync(f, "utf8")).join("\n");
   const stack: Stack = {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     gatewayMetricsUrl: `http://127.0.0.1:${gatewayMetricsPort}`,
@@ -126,10 +145,18 @@ export async function clientSecret(s: Stack, key = s.apiKey): Promise<string> {
 }
 
 /** A JSON request to the gateway with the stack's API key. */
-export async function api<T = unknown>(s: Stack, path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T }> {
+export async function api<T = unknown>(
+  s: Stack,
+  path: string,
+  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: T }> {
   const res = await fetch(`${s.gatewayUrl}${path}`, {
     method: init.method ?? "GET",
-    headers: { authorization: `Bearer ${s.apiKey}`, ...(init.body ? { "content-type": "application/json" } : {}), ...init.headers },
+    headers: {
+      authorization: `Bearer ${s.apiKey}`,
+      ...(init.body ? { "content-type": "application/json" } : {}),
+      ...init.headers,
+    },
     ...(init.body ? { body: JSON.stringify(init.body) } : {}),
   });
   return { status: res.status, body: (await res.json()) as T };
@@ -146,7 +173,10 @@ export function steadyLoad(s: Stack, prefix: string, n: number, clients: number,
         for (let tries = 0; ; tries++) {
           const r = await api<{ id: string }>(s, "/v1/tasks", {
             method: "POST",
-            body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` } },
+            body: {
+              type: "turnstile",
+              params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` },
+            },
             headers: { "idempotency-key": `${prefix}-${i}` },
           }).catch(() => ({ status: 0, body: { id: "" } }));
           if (r.status === 202) {
@@ -191,7 +221,8 @@ export function submitWindowsAtKill(s: Stack, killed: Proc[]): { inWindow: numbe
     for (const l of lines(p)) if (typeof l.taskId === "string") last.set(l.taskId, String(l.msg));
     for (const msg of last.values()) if (msg === "provider submit") inWindow++;
   }
-  for (const p of s.solvers) for (const l of lines(p)) if (l.msg === "provider submit unanswered; the retry may pay twice") unanswered++;
+  for (const p of s.solvers)
+    for (const l of lines(p)) if (l.msg === "provider submit unanswered; the retry may pay twice") unanswered++;
   return { inWindow, unanswered };
 }
 
@@ -222,7 +253,9 @@ export function submittedTwice(s: Stack): string[] {
     if (lines.filter((l) => l.line.msg === "provider submit").length < 2) continue;
     const at = (l: { line: Record<string, unknown> }) => Date.parse(String(l.line.time));
     lines.sort((a, b) => at(a) - at(b));
-    out.push(`${taskId}:\n${lines.map((l) => `  ${String(l.line.time).slice(11, 23)} ${l.file} ${l.line.msg} ${JSON.stringify({ ...l.line, msg: undefined, time: undefined, taskId: undefined, level: undefined, pid: undefined, hostname: undefined, service: undefined })}`).join("\n")}`);
+    out.push(
+      `${taskId}:\n${lines.map((l) => `  ${String(l.line.time).slice(11, 23)} ${l.file} ${l.line.msg} ${JSON.stringify({ ...l.line, msg: undefined, time: undefined, taskId: undefined, level: undefined, pid: undefined, hostname: undefined, service: undefined })}`).join("\n")}`,
+    );
   }
   return out;
 }

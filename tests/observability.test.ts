@@ -5,9 +5,9 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { findPromtool } from "@pipeline/devstack";
-import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/devstack/testing";
-import { api, PROVIDER_KEY, ROOT, startStack, type Stack } from "./harness.ts";
+import type { TaskView } from "@pipeline/shared/schemas";
+import { api, PROVIDER_KEY, ROOT, type Stack, startStack } from "./harness.ts";
 
 let s: Stack;
 let promtool: string;
@@ -37,7 +37,13 @@ function check(exposition: string) {
 test("gateway and solver /metrics pass promtool and carry the pipeline's series", async () => {
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) {
-    const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/obs/${i}` } } });
+    const r = await api<{ id: string }>(s, "/v1/tasks", {
+      method: "POST",
+      body: {
+        type: "turnstile",
+        params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/obs/${i}` },
+      },
+    });
     ids.push(r.body.id);
   }
   for (const id of ids) expect((await api<TaskView>(s, `/v1/tasks/${id}?wait=20`)).body.status).toBe("completed");
@@ -50,8 +56,20 @@ test("gateway and solver /metrics pass promtool and carry the pipeline's series"
   expect(gw.out).toBe("");
   expect(gw.code).toBe(0);
   expect(sample(gateway, "pipeline_tasks", { state: "completed", type: "turnstile" })).toBe(5);
-  expect(sample(gateway, "gateway_http_request_duration_seconds_count", { method: "POST", route: "/v1/tasks", status: "202" })).toBe(5);
-  expect(sample(gateway, "gateway_http_request_duration_seconds_count", { method: "POST", route: "/v1/tasks", status: "400" })).toBe(1);
+  expect(
+    sample(gateway, "gateway_http_request_duration_seconds_count", {
+      method: "POST",
+      route: "/v1/tasks",
+      status: "202",
+    }),
+  ).toBe(5);
+  expect(
+    sample(gateway, "gateway_http_request_duration_seconds_count", {
+      method: "POST",
+      route: "/v1/tasks",
+      status: "400",
+    }),
+  ).toBe(1);
   expect(sample(gateway, "gateway_tasks_submitted_total", { type: "turnstile", result: "accepted" })).toBe(5);
 
   const started = await eventually(() => /"metrics":"(http:\/\/[^"]+)"/.exec(s.solvers[0]!.log())?.[1]);
@@ -76,7 +94,10 @@ test("gateway and solver /metrics pass promtool and carry the pipeline's series"
 }, 60_000);
 
 test("log lines are JSON with a request or task id, and never carry a key or token", async () => {
-  const lines = s.logs().split("\n").filter((l) => l.startsWith("{"));
+  const lines = s
+    .logs()
+    .split("\n")
+    .filter((l) => l.startsWith("{"));
   const requests = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === "request");
   expect(requests.length).toBeGreaterThan(5);
   expect(requests.every((l) => typeof l.requestId === "string" && typeof l.route === "string")).toBe(true);
@@ -88,10 +109,20 @@ test("log lines are JSON with a request or task id, and never carry a key or tok
 });
 
 test("the Prometheus config and alert rules load, and the dashboard only queries series the apps expose", async () => {
-  const cfg = spawnSync(promtool, ["check", "config", join(ROOT, "infra/prometheus/prometheus.yml")], { encoding: "utf8" });
+  const cfg = spawnSync(promtool, ["check", "config", join(ROOT, "infra/prometheus/prometheus.yml")], {
+    encoding: "utf8",
+  });
   expect(cfg.status).toBe(0);
-  const dashboard = JSON.parse(readFileSync(join(ROOT, "infra/grafana/pipeline.json"), "utf8")) as { panels: Array<{ targets: Array<{ expr: string }> }> };
-  const names = new Set(dashboard.panels.flatMap((p) => p.targets.flatMap((t) => [...t.expr.matchAll(/\b((?:pipeline|solver|gateway|process)_[a-z_]+)/g)].map((m) => m[1]!))));
+  const dashboard = JSON.parse(readFileSync(join(ROOT, "infra/grafana/pipeline.json"), "utf8")) as {
+    panels: Array<{ targets: Array<{ expr: string }> }>;
+  };
+  const names = new Set(
+    dashboard.panels.flatMap((p) =>
+      p.targets.flatMap((t) =>
+        [...t.expr.matchAll(/\b((?:pipeline|solver|gateway|process)_[a-z_]+)/g)].map((m) => m[1]!),
+      ),
+    ),
+  );
   expect(names.size).toBeGreaterThan(8);
   expect(exposed.length).toBeGreaterThan(0);
   for (const name of names) expect(exposed).toContain(`# TYPE ${name.replace(/_(bucket|count|sum)$/, "")} `);

@@ -1,9 +1,9 @@
 // Priority lanes: a high task behind 5,000 queued normal tasks starts within seconds, and the
 // low lane is not starved by the normal one.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/devstack/testing";
-import { api, startStack, type Stack } from "./harness.ts";
+import type { TaskView } from "@pipeline/shared/schemas";
+import { api, type Stack, startStack } from "./harness.ts";
 
 let s: Stack;
 beforeAll(async () => {
@@ -18,7 +18,14 @@ async function submitMany(n: number, priority: string, tag: string) {
     Array.from({ length: 50 }, async () => {
       while (next < n) {
         const i = next++;
-        const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: "turnstile", priority, params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${tag}/${i}` } } });
+        const r = await api<{ id: string }>(s, "/v1/tasks", {
+          method: "POST",
+          body: {
+            type: "turnstile",
+            priority,
+            params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${tag}/${i}` },
+          },
+        });
         expect(r.status).toBe(202);
         ids.push(r.body.id);
       }
@@ -45,11 +52,17 @@ test("a high task submitted behind 5,000 queued normal tasks starts within secon
   const done = await api<TaskView>(s, `/v1/tasks/${high!}?wait=30`);
   expect(done.body.status).toBe("completed");
   await eventually(async () => {
-    const [r] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where priority = 'low' and state = 'completed'`;
+    const [r] = await s.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from tasks where priority = 'low' and state = 'completed'`;
     return r!.n === low.length;
   }, 60_000);
-  const [normal] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where priority = 'normal' and state = 'completed'`;
-  console.log(`[priority] high task started ${startMs} ms after submission behind ${5000 - normal!.n} queued normal tasks; all 50 low tasks completed while ${5000 - normal!.n} normal tasks still waited`);
+  const [normal] = await s.db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from tasks where priority = 'normal' and state = 'completed'`;
+  console.log(
+    `[priority] high task started ${startMs} ms after submission behind ${5000 - normal!.n} queued normal tasks; all 50 low tasks completed while ${5000 - normal!.n} normal tasks still waited`,
+  );
   expect(startMs).toBeLessThan(3000);
   expect(normal!.n).toBeLessThan(5000);
 }, 240_000);

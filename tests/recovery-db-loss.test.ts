@@ -7,10 +7,10 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { eventually } from "@pipeline/devstack/testing";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventually } from "@pipeline/devstack/testing";
 import postgres from "postgres";
 import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
@@ -19,14 +19,13 @@ import { restoreSnapshot, TargetNotEmptyError } from "../apps/recovery/src/snaps
 import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
 import { verifySnapshot } from "../apps/recovery/src/snapshot/verify.ts";
 import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
-import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
+import { api, type Stack, startStack, steadyLoad } from "./harness.ts";
 import { completedEventsCarryToken } from "./support/event-format.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 });
-
 
 test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowledged task is back with its latest state", async () => {
   const region = "rdbloss";
@@ -61,7 +60,9 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
 
   // What the gateway answered just before the loss.
   const ackedBefore = load.acked.map((a) => a.id);
-  const answered = new Map((await Promise.all(ackedBefore.map((id) => api<TaskView>(s, `/v1/tasks/${id}`)))).map((v) => [v.body.id, v.body]));
+  const answered = new Map(
+    (await Promise.all(ackedBefore.map((id) => api<TaskView>(s, `/v1/tasks/${id}`)))).map((v) => [v.body.id, v.body]),
+  );
   const fault = Date.now();
   // The database is lost; the cluster's roles (the apps' logins) are not.
   await adminStatement(adminUrl, "drop", s.tdb.name);
@@ -74,7 +75,11 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   const report = await restoreSnapshot({ snapshot: snap, intoUrl: restoredUrl, nats: { js, jsm } });
   const check = postgres(restoredUrl, { max: 1, onnotice: () => {} });
   const rows = new Map(
-    (await check<{ id: string; state: string; token: string | null }[]>`select id, state, token from tasks where id = any(${ackedBefore}::uuid[])`).map((r) => [r.id, r]),
+    (
+      await check<
+        { id: string; state: string; token: string | null }[]
+      >`select id, state, token from tasks where id = any(${ackedBefore}::uuid[])`
+    ).map((r) => [r.id, r]),
   );
   await check.end({ timeout: 5 });
   const missing = ackedBefore.filter((id) => !rows.has(id));
@@ -96,22 +101,42 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   await admin.end({ timeout: 5 });
   const backAt = Date.now();
   // The runbook's last step: re-publish what no message will deliver (normally nothing).
-  const ctx: RecoveryContext = { region, nc, js, jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };
+  const ctx: RecoveryContext = {
+    region,
+    nc,
+    js,
+    jsm,
+    database: s.db,
+    log: createLogger("recovery", { level: "silent" }),
+    publishDeadlineMs: 10_000,
+  };
   const sweep = await eventually(() => recoverStale(ctx, { staleAfterMs: 5000 }), 20_000, 250);
 
   // Tasks complete again after the restore (or, on a slow machine where the load had finished
   // before the loss, nothing is left unfinished).
-  await eventually(async () => {
-    const [r] = await s.db.sql<{ after: number; open: number }[]>`select count(*) filter (where completed_at > ${new Date(backAt).toISOString()}::timestamptz)::int as after, count(*) filter (where state not in ('completed', 'failed', 'cancelled'))::int as open from tasks`;
-    return r!.after > 0 || (r!.open === 0 && load.acked.length >= 300);
-  }, 60_000, 100);
+  await eventually(
+    async () => {
+      const [r] = await s.db.sql<
+        { after: number; open: number }[]
+      >`select count(*) filter (where completed_at > ${new Date(backAt).toISOString()}::timestamptz)::int as after, count(*) filter (where state not in ('completed', 'failed', 'cancelled'))::int as open from tasks`;
+      return r!.after > 0 || (r!.open === 0 && load.acked.length >= 300);
+    },
+    60_000,
+    100,
+  );
   const firstCompletionMs = Date.now() - fault;
   await load.done;
   const ids = load.acked.map((a) => a.id);
-  await eventually(async () => {
-    const [r] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
-    return r?.n === ids.length;
-  }, 90_000, 250);
+  await eventually(
+    async () => {
+      const [r] = await s.db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
+      return r?.n === ids.length;
+    },
+    90_000,
+    250,
+  );
   const allDoneMs = Date.now() - fault;
   const stats = s.emu.stats();
   console.log(
@@ -124,7 +149,13 @@ test("snapshot mid-run, database dropped, restore + EVENTS replay: every acknowl
   );
   // The apps keep working on the restored database with their own roles (issue 34): the dump has no
   // privileges, the restore set the gateway's and the solver's grants again.
-  const fresh = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/after-restore" } } });
+  const fresh = await api<{ id: string }>(s, "/v1/tasks", {
+    method: "POST",
+    body: {
+      type: "turnstile",
+      params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/after-restore" },
+    },
+  });
   expect(fresh.status).toBe(202);
   expect((await api<TaskView>(s, `/v1/tasks/${fresh.body.id}?wait=30`)).body.status).toBe("completed");
   expect(missing).toEqual([]);

@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { eventually } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { bodySubject, streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
 import postgres from "postgres";
 import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
 import { restoreSnapshot } from "../apps/recovery/src/snapshot/restore.ts";
@@ -61,7 +61,13 @@ test("restore + replay rebuilds image tasks with their bodies from BODIES and th
   expect(report.replay?.counts.inserted).toBe(1);
   expect(report.replay?.counts.bodyUnavailable).toBe(1);
   const check = postgres(restoredUrl, { max: 1, onnotice: () => {} });
-  const rows = new Map((await check<{ id: string; state: string; params: { body?: string }; error_code: string | null }[]>`select id, state, params, error_code from tasks`).map((r) => [r.id, r]));
+  const rows = new Map(
+    (
+      await check<
+        { id: string; state: string; params: { body?: string }; error_code: string | null }[]
+      >`select id, state, params, error_code from tasks`
+    ).map((r) => [r.id, r]),
+  );
   await check.end({ timeout: 5 });
   expect(rows.get(inDump)).toMatchObject({ state: "queued", params: image("before the snapshot").params });
   expect(rows.get(inBodies)).toMatchObject({ state: "queued", params: image("after the snapshot").params });
@@ -71,10 +77,16 @@ test("restore + replay rebuilds image tasks with their bodies from BODIES and th
   await admin.unsafe(`alter database "${restoredName}" rename to "${s.tdb.name}"`);
   await admin.end({ timeout: 5 });
   s.spawnSolver();
-  const views = await eventually(async () => {
-    const v = await Promise.all([inDump, inBodies, gone].map(async (id) => (await api<TaskView>(s, `/v1/tasks/${id}`)).body));
-    return v[0]!.status === "completed" && v[1]!.status === "completed" ? v : undefined;
-  }, 60_000, 200);
+  const views = await eventually(
+    async () => {
+      const v = await Promise.all(
+        [inDump, inBodies, gone].map(async (id) => (await api<TaskView>(s, `/v1/tasks/${id}`)).body),
+      );
+      return v[0]!.status === "completed" && v[1]!.status === "completed" ? v : undefined;
+    },
+    60_000,
+    200,
+  );
   expect(views[0]!.result?.token).toBeTruthy();
   expect(views[1]!.result?.token).toBeTruthy();
   expect(views[2]).toMatchObject({ status: "failed", error: { code: "BODY_UNAVAILABLE" } });

@@ -3,19 +3,18 @@
 // acknowledged task completes (RPO = 0) and none is submitted to the provider twice.
 import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { eventually } from "@pipeline/devstack/testing";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
 import { rebuildQueue } from "../apps/recovery/src/queue/rebuild-queue.ts";
-import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
+import { api, type Stack, startStack, steadyLoad } from "./harness.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 });
-
 
 test("TASKS deleted mid-run: rebuild-queue + solver restart complete every acknowledged task, none submitted twice", async () => {
   const region = "rqloss";
@@ -23,12 +22,25 @@ test("TASKS deleted mid-run: rebuild-queue + solver restart complete every ackno
   // at once, saw some redelivered while it still handled them, and handled both copies at once
   // in one process (its claim lets the same worker claim again): 49 double submissions. That is
   // a solver matter, reported; the rebuild itself puts one message per task.
-  const s = await startStack({ region, solvers: 1, emulator: { latencyMs: 500 }, solverEnv: { DRAIN_TIMEOUT_MS: "3000" } });
+  const s = await startStack({
+    region,
+    solvers: 1,
+    emulator: { latencyMs: 500 },
+    solverEnv: { DRAIN_TIMEOUT_MS: "3000" },
+  });
   cleanups.push(() => s.stop());
   const nc = await connectNats(s.nats.url, "recovery-test", s.nats.auth("admin"));
   cleanups.push(() => nc.close());
   const jsm = await jetstreamManager(nc);
-  const ctx: RecoveryContext = { region, nc, js: jetstream(nc), jsm, database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 10_000 };
+  const ctx: RecoveryContext = {
+    region,
+    nc,
+    js: jetstream(nc),
+    jsm,
+    database: s.db,
+    log: createLogger("recovery", { level: "silent" }),
+    publishDeadlineMs: 10_000,
+  };
 
   // ~80 submissions/s for ~5 s: the fault (at 2.5 s) falls inside the load.
   const load = steadyLoad(s, "ql", 400, 8, 100);
@@ -36,7 +48,11 @@ test("TASKS deleted mid-run: rebuild-queue + solver restart complete every ackno
   // The fault: the queue is gone, messages and consumers with it.
   const fault = Date.now();
   await jsm.streams.delete(streams.tasks(region));
-  const openAtFault = (await s.db.sql<{ id: string; state: string }[]>`select id, state from tasks where state in ('queued', 'retrying', 'solving')`).map((r) => r);
+  const openAtFault = (
+    await s.db.sql<
+      { id: string; state: string }[]
+    >`select id, state from tasks where state in ('queued', 'retrying', 'solving')`
+  ).map((r) => r);
   const ackedAtFault = load.acked.length;
   // The fault came mid-run: submissions still coming, tasks unfinished.
   expect(ackedAtFault).toBeLessThan(400);
@@ -50,10 +66,16 @@ test("TASKS deleted mid-run: rebuild-queue + solver restart complete every ackno
   const report = await rebuilding;
   const ids = load.acked.map((a) => a.id);
   expect(new Set(ids).size).toBe(400);
-  await eventually(async () => {
-    const [r] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
-    return r?.n === ids.length;
-  }, 90_000, 250);
+  await eventually(
+    async () => {
+      const [r] = await s.db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
+      return r?.n === ids.length;
+    },
+    90_000,
+    250,
+  );
   const views = await Promise.all(ids.map((id) => api<{ status: string }>(s, `/v1/tasks/${id}`)));
   const lost = views.filter((v) => v.body.status !== "completed").length;
   const queuedAtFault = openAtFault.filter((r) => r.state === "queued").map((r) => r.id);

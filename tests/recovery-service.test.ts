@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
-import { spawnApp, startStack, type Proc, type Stack } from "./harness.ts";
+import { type Proc, type Stack, spawnApp, startStack } from "./harness.ts";
 
 const region = "rservice";
 let s: Stack;
@@ -45,14 +45,23 @@ test("the service sweeps an orphaned row by itself, and takes snapshots on sched
     insert into tasks (id, owner, request_hash, region, type, priority, params, state, version, attempts, lease_owner, lease_until, deadline_at, created_at, updated_at)
     values (${id}, 'owner-service', 'hash', ${region}, 'turnstile', 'normal', ${JSON.stringify({ sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/service" })}::text::jsonb,
             'solving', 1, 1, 'dead-worker', now() - interval '1 minute', now() + interval '10 minutes', now() - interval '2 minutes', now() - interval '2 minutes')`;
-  const row = await eventually(async () => {
-    const [r] = await s.db.sql<{ state: string; token: string | null }[]>`select state, token from tasks where id = ${id}`;
-    return r?.state === "completed" ? r : undefined;
-  }, 20_000, 100);
+  const row = await eventually(
+    async () => {
+      const [r] = await s.db.sql<
+        { state: string; token: string | null }[]
+      >`select state, token from tasks where id = ${id}`;
+      return r?.state === "completed" ? r : undefined;
+    },
+    20_000,
+    100,
+  );
   expect(row.token).toBeTruthy();
   expect(s.emu.stats().submissions).toBe(1);
   // Several intervals pass: snapshots keep being taken, and only the newest two are kept.
-  const manifests = () => readdirSync(snapshots).filter((f) => /^snap-.*\.json$/.test(f)).sort();
+  const manifests = () =>
+    readdirSync(snapshots)
+      .filter((f) => /^snap-.*\.json$/.test(f))
+      .sort();
   const first = await eventually(() => (manifests().length >= 1 ? manifests()[0] : undefined), 20_000, 100);
   await eventually(() => manifests().length === 2 && !manifests().includes(first!) && manifests(), 30_000, 200);
   const dumps = readdirSync(snapshots).filter((f) => f.endsWith(".dump"));

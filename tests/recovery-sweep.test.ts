@@ -3,12 +3,12 @@
 // sweep does nothing.
 import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { eventually, natsEnv } from "@pipeline/devstack/testing";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
-import { eventually, natsEnv } from "@pipeline/devstack/testing";
 import type { RecoveryContext } from "../apps/recovery/src/context.ts";
 import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
-import { api, startStack, type Stack } from "./harness.ts";
+import { api, type Stack, startStack } from "./harness.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
@@ -18,7 +18,15 @@ afterAll(async () => {
 async function recoveryContext(s: Stack, region: string): Promise<RecoveryContext> {
   const nc = await connectNats(s.nats.url, "recovery-test", s.nats.auth("admin"));
   cleanups.push(() => nc.close());
-  return { region, nc, js: jetstream(nc), jsm: await jetstreamManager(nc), database: s.db, log: createLogger("recovery", { level: "silent" }), publishDeadlineMs: 5000 };
+  return {
+    region,
+    nc,
+    js: jetstream(nc),
+    jsm: await jetstreamManager(nc),
+    database: s.db,
+    log: createLogger("recovery", { level: "silent" }),
+    publishDeadlineMs: 5000,
+  };
 }
 
 const params = (n: string) => ({ sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/sweep/${n}` });
@@ -37,11 +45,15 @@ test("stale sweep re-publishes a `solving` row with an expired lease and no mess
   expect(first).toMatchObject({ candidates: 1, republished: 1, withMessage: 0 });
   const t0 = Date.now();
   const row = await eventually(async () => {
-    const [r] = await s.db.sql<{ state: string; token: string | null }[]>`select state, token from tasks where id = ${id}`;
+    const [r] = await s.db.sql<
+      { state: string; token: string | null }[]
+    >`select state, token from tasks where id = ${id}`;
     return r?.state === "completed" ? r : undefined;
   }, 20_000);
   expect(row.token).toBeTruthy();
-  console.log(`[recovery-sweep] orphaned solving row: re-published by the sweep, completed ${Date.now() - t0} ms later`);
+  console.log(
+    `[recovery-sweep] orphaned solving row: re-published by the sweep, completed ${Date.now() - t0} ms later`,
+  );
   const second = await recoverStale(ctx, { staleAfterMs: 60_000 });
   expect(second).toMatchObject({ candidates: 0, republished: 0 });
   expect(s.emu.stats().submissions).toBe(1);
@@ -52,14 +64,20 @@ test("stale sweep leaves a stale `queued` row alone while its message is still i
   cleanups.push(() => s.stop());
   const ctx = await recoveryContext(s, "rsweepq");
   await s.solvers[0]!.kill();
-  const r = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body: { type: "turnstile", params: params("backlog") } });
+  const r = await api<{ id: string }>(s, "/v1/tasks", {
+    method: "POST",
+    body: { type: "turnstile", params: params("backlog") },
+  });
   expect(r.status).toBe(202);
   // Old, but only because nobody pulls: its message is waiting.
   await s.db.sql`update tasks set updated_at = now() - interval '10 minutes' where id = ${r.body.id}`;
   const report = await recoverStale(ctx, { staleAfterMs: 60_000 });
   expect(report).toMatchObject({ candidates: 1, withMessage: 1, republished: 0 });
   s.spawnSolver();
-  await eventually(async () => (await s.db.sql`select 1 from tasks where id = ${r.body.id} and state = 'completed'`).length === 1, 20_000);
+  await eventually(
+    async () => (await s.db.sql`select 1 from tasks where id = ${r.body.id} and state = 'completed'`).length === 1,
+    20_000,
+  );
   expect(s.emu.stats()).toMatchObject({ submissions: 1, duplicateFingerprints: 0 });
 }, 60_000);
 
@@ -70,10 +88,28 @@ test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot 
   const { join } = await import("node:path");
   const s = await startStack({ region: "rcli", solvers: 1 });
   cleanups.push(() => s.stop());
-  const env = { ...process.env, NATS_URL: s.nats.url, ...natsEnv(s.nats, "recovery"), DATABASE_URL: s.tdb.url, REGION: "rcli", PROVIDER_URL: s.emu.url, PROVIDER_KEY, SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "recovery-cli-")) };
+  const env = {
+    ...process.env,
+    NATS_URL: s.nats.url,
+    ...natsEnv(s.nats, "recovery"),
+    DATABASE_URL: s.tdb.url,
+    REGION: "rcli",
+    PROVIDER_URL: s.emu.url,
+    PROVIDER_KEY,
+    SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "recovery-cli-")),
+  };
   const cli = async (...args: string[]) => {
-    const p = Bun.spawn([process.execPath, "apps/recovery/src/cli.ts", ...args], { cwd: join(import.meta.dir, ".."), env, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    const p = Bun.spawn([process.execPath, "apps/recovery/src/cli.ts", ...args], {
+      cwd: join(import.meta.dir, ".."),
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
     return { out, err, code };
   };
   // The solver's first heartbeat (assess fails with no live solver): on a busy machine it comes after the gateway listens.

@@ -6,11 +6,11 @@
 // submissions); the link heals and fsn1 takes its lease back. Every acknowledged task ends
 // completed in both regions' databases with one token, and the provider is paid once per task.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import type { TaskView } from "@pipeline/shared/schemas";
 import { eventually } from "@pipeline/devstack/testing";
-import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
+import type { TaskView } from "@pipeline/shared/schemas";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";
-import { assessRegionAsync, startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
+import { call, type Region, steadyLoad, turnstile } from "./support/two-regions.ts";
+import { assessRegionAsync, type NetnsTwoRegions, startTwoRegionsNetns } from "./support/two-regions-netns.ts";
 
 // `npm run drill -- region-partition` runs the full variant: a 30 s cut at 20 tasks/s per region.
 const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
@@ -21,96 +21,133 @@ beforeAll(async () => {
   // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
   // TTL + margin + ADOPT_UNCERTAIN_MS (25 s) outlasts the cut (15 s): a task fsn1 submitted just
   // before it fenced, its checkpoint stuck behind the cut, is not submitted again by hel1.
-  two = await startTwoRegionsNetns({ emulator: { latencyMs: 1500 }, leaseTtlMs: 4000, leaseMarginMs: 1000, leaseRenewMs: 300, adoptUncertainMs: CUT_MS + 5000 });
+  two = await startTwoRegionsNetns({
+    emulator: { latencyMs: 1500 },
+    leaseTtlMs: 4000,
+    leaseMarginMs: 1000,
+    leaseRenewMs: 300,
+    adoptUncertainMs: CUT_MS + 5000,
+  });
 }, 60_000);
 afterAll(() => two?.stop());
 
-test(`region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`, () =>
-  withDiagnosis(() => two.diagnose(), async () => {
-  const [fsn1, hel1] = two.regions;
-  const load = steadyLoad([fsn1, hel1], RATE, "partition");
-  await Bun.sleep(5000);
-  const cutAt = Date.now();
-  await two.isolate("fsn1");
-  // fsn1's tasks that hel1 knew of at the cut and that were not finished: hel1 adopts them.
-  await Bun.sleep(300);
-  const known = await hel1.db.sql<{ id: string; resumable: boolean }[]>`select id, provider_id is not null as resumable from tasks where region = 'fsn1' and state in ('queued', 'retrying', 'solving')`;
-  // Those whose provider id reached hel1 are adopted at the takeover and finished by hel1 during
-  // the cut; the others wait for the heal (ADOPT_UNCERTAIN_MS outlasts the cut) and finish at home.
-  const resumable = known.filter((k) => k.resumable);
-  // New work in hel1 keeps flowing: a task submitted there after the cut completes.
-  const probe = await call<{ id: string }>(hel1, "/v1/tasks", { method: "POST", body: turnstile("probe-after-cut") });
-  const probeDone = await call<TaskView>(hel1, `/v1/tasks/${probe.body.id}?wait=30`);
-  expect(probeDone.body.status).toBe("completed");
-  const servedAfterCutS = (Date.now() - cutAt) / 1000;
-  // hel1 takes the lease over and adopts: fsn1's resumable tasks complete in hel1 during the cut.
-  const adoptedDone = await eventually(
-    async () => {
-      if (!resumable.length) return Date.now();
-      const rows = await hel1.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${resumable.map((k) => k.id)}::uuid[]) and state = 'completed'`;
-      return rows[0]!.n === resumable.length ? Date.now() : undefined;
-    },
-    CUT_MS,
-    200,
-  );
-  // When each adopted task completed in hel1 (its completion time there), from the cut.
-  const adoptedAt = resumable.length
-    ? (await hel1.db.sql<{ at: number }[]>`select extract(epoch from completed_at) * 1000 as at from tasks where id = any(${resumable.map((k) => k.id)}::uuid[]) order by completed_at`).map((r) => (Number(r.at) - cutAt) / 1000)
-    : [];
-  // fsn1, fenced, turns new tasks away to hel1 (its clients retry there with the same key).
-  const turnedAway = await call<{ title: string }>(fsn1, "/v1/tasks", { method: "POST", body: turnstile("while-fenced") });
-  expect(turnedAway.status).toBe(503);
-  expect(turnedAway.headers.get("x-try-regions")).toBe("hel1");
-  const elapsed = Date.now() - cutAt;
-  if (elapsed < CUT_MS) await Bun.sleep(CUT_MS - elapsed);
-  // What an operator sees meanwhile: fsn1 fenced (its lease lapsed), hel1 with a stalled mirror.
-  const atFsn1 = await assessRegionAsync(two, fsn1);
-  expect(atFsn1.out).toMatch(/FAIL\s+lease\s+lapsed/);
-  const atHel1 = await assessRegionAsync(two, hel1);
-  expect(atHel1.out).toMatch(/ok\s+lease\s+held by hel1/);
-  expect(atHel1.out).toMatch(/WARN\s+replica\s+events of fsn1: mirror not active/);
-  await two.heal();
-  const healedAt = Date.now();
-  await Bun.sleep(3000);
-  await load.stop();
+test(
+  `region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`,
+  () =>
+    withDiagnosis(
+      () => two.diagnose(),
+      async () => {
+        const [fsn1, hel1] = two.regions;
+        const load = steadyLoad([fsn1, hel1], RATE, "partition");
+        await Bun.sleep(5000);
+        const cutAt = Date.now();
+        await two.isolate("fsn1");
+        // fsn1's tasks that hel1 knew of at the cut and that were not finished: hel1 adopts them.
+        await Bun.sleep(300);
+        const known = await hel1.db.sql<
+          { id: string; resumable: boolean }[]
+        >`select id, provider_id is not null as resumable from tasks where region = 'fsn1' and state in ('queued', 'retrying', 'solving')`;
+        // Those whose provider id reached hel1 are adopted at the takeover and finished by hel1 during
+        // the cut; the others wait for the heal (ADOPT_UNCERTAIN_MS outlasts the cut) and finish at home.
+        const resumable = known.filter((k) => k.resumable);
+        // New work in hel1 keeps flowing: a task submitted there after the cut completes.
+        const probe = await call<{ id: string }>(hel1, "/v1/tasks", {
+          method: "POST",
+          body: turnstile("probe-after-cut"),
+        });
+        const probeDone = await call<TaskView>(hel1, `/v1/tasks/${probe.body.id}?wait=30`);
+        expect(probeDone.body.status).toBe("completed");
+        const servedAfterCutS = (Date.now() - cutAt) / 1000;
+        // hel1 takes the lease over and adopts: fsn1's resumable tasks complete in hel1 during the cut.
+        const adoptedDone = await eventually(
+          async () => {
+            if (!resumable.length) return Date.now();
+            const rows = await hel1.db.sql<
+              { n: number }[]
+            >`select count(*)::int as n from tasks where id = any(${resumable.map((k) => k.id)}::uuid[]) and state = 'completed'`;
+            return rows[0]!.n === resumable.length ? Date.now() : undefined;
+          },
+          CUT_MS,
+          200,
+        );
+        // When each adopted task completed in hel1 (its completion time there), from the cut.
+        const adoptedAt = resumable.length
+          ? (
+              await hel1.db.sql<
+                { at: number }[]
+              >`select extract(epoch from completed_at) * 1000 as at from tasks where id = any(${resumable.map((k) => k.id)}::uuid[]) order by completed_at`
+            ).map((r) => (Number(r.at) - cutAt) / 1000)
+          : [];
+        // fsn1, fenced, turns new tasks away to hel1 (its clients retry there with the same key).
+        const turnedAway = await call<{ title: string }>(fsn1, "/v1/tasks", {
+          method: "POST",
+          body: turnstile("while-fenced"),
+        });
+        expect(turnedAway.status).toBe(503);
+        expect(turnedAway.headers.get("x-try-regions")).toBe("hel1");
+        const elapsed = Date.now() - cutAt;
+        if (elapsed < CUT_MS) await Bun.sleep(CUT_MS - elapsed);
+        // What an operator sees meanwhile: fsn1 fenced (its lease lapsed), hel1 with a stalled mirror.
+        const atFsn1 = await assessRegionAsync(two, fsn1);
+        expect(atFsn1.out).toMatch(/FAIL\s+lease\s+lapsed/);
+        const atHel1 = await assessRegionAsync(two, hel1);
+        expect(atHel1.out).toMatch(/ok\s+lease\s+held by hel1/);
+        expect(atHel1.out).toMatch(/WARN\s+replica\s+events of fsn1: mirror not active/);
+        await two.heal();
+        const healedAt = Date.now();
+        await Bun.sleep(3000);
+        await load.stop();
 
-  // Every acknowledged task ends completed, in both regions, with one token.
-  const ids = load.acked.map((a) => a.id);
-  const finalIn = async (r: Region) =>
-    new Map((await r.db.sql<{ id: string; state: string; token: string | null; provider_id: string | null }[]>`select id, state, token, provider_id from tasks where id = any(${ids}::uuid[])`).map((x) => [x.id, x]));
-  await eventually(
-    async () => {
-      const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
-      return ids.every((id) => a.get(id)?.state === "completed" && b.get(id)?.state === "completed");
-    },
-    120_000,
-    500,
-  ).catch(async (e) => {
-    const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
-    const stuck = ids.filter((id) => a.get(id)?.state !== "completed" || b.get(id)?.state !== "completed").slice(0, 5);
-    throw new Error(`${(e as Error).message}: e.g. ${stuck.map((id) => `${id} fsn1=${a.get(id)?.state} hel1=${b.get(id)?.state}`).join(", ")}`);
-  });
-  const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
-  const lost = ids.filter((id) => !a.get(id) && !b.get(id)).length;
-  const failed = ids.filter((id) => a.get(id)?.state === "failed" || b.get(id)?.state === "failed").length;
-  // Two results = two tokens, or, where a replica holds no token (issue 16.3: events say a token
-  // is stored without carrying it), two provider tasks.
-  const doubleResults = ids.filter((id) => {
-    const [x, y] = [a.get(id), b.get(id)];
-    return x?.token && y?.token ? x.token !== y.token : x?.provider_id !== y?.provider_id;
-  }).length;
-  const stats = two.emu.stats();
-  const extraPaid = stats.submissions - (ids.length + 1); // + the probe
-  const rto = (adoptedDone - cutAt) / 1000;
-  console.log(
-    `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
-      ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()}); ${two.eventLoop()}`,
-  );
-  expect(lost).toBe(0);
-  expect(failed).toBe(0);
-  expect(doubleResults).toBe(0);
-  expect(extraPaid).toBe(0);
-  expect(stats.duplicateFingerprints).toBe(0);
-  expect(servedAfterCutS).toBeLessThan(10);
-  expect(rto).toBeLessThan(60);
-}), 300_000);
+        // Every acknowledged task ends completed, in both regions, with one token.
+        const ids = load.acked.map((a) => a.id);
+        const finalIn = async (r: Region) =>
+          new Map(
+            (
+              await r.db.sql<
+                { id: string; state: string; token: string | null; provider_id: string | null }[]
+              >`select id, state, token, provider_id from tasks where id = any(${ids}::uuid[])`
+            ).map((x) => [x.id, x]),
+          );
+        await eventually(
+          async () => {
+            const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
+            return ids.every((id) => a.get(id)?.state === "completed" && b.get(id)?.state === "completed");
+          },
+          120_000,
+          500,
+        ).catch(async (e) => {
+          const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
+          const stuck = ids
+            .filter((id) => a.get(id)?.state !== "completed" || b.get(id)?.state !== "completed")
+            .slice(0, 5);
+          throw new Error(
+            `${(e as Error).message}: e.g. ${stuck.map((id) => `${id} fsn1=${a.get(id)?.state} hel1=${b.get(id)?.state}`).join(", ")}`,
+          );
+        });
+        const [a, b] = [await finalIn(fsn1), await finalIn(hel1)];
+        const lost = ids.filter((id) => !a.get(id) && !b.get(id)).length;
+        const failed = ids.filter((id) => a.get(id)?.state === "failed" || b.get(id)?.state === "failed").length;
+        // Two results = two tokens, or, where a replica holds no token (issue 16.3: events say a token
+        // is stored without carrying it), two provider tasks.
+        const doubleResults = ids.filter((id) => {
+          const [x, y] = [a.get(id), b.get(id)];
+          return x?.token && y?.token ? x.token !== y.token : x?.provider_id !== y?.provider_id;
+        }).length;
+        const stats = two.emu.stats();
+        const extraPaid = stats.submissions - (ids.length + 1); // + the probe
+        const rto = (adoptedDone - cutAt) / 1000;
+        console.log(
+          `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
+            ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()}); ${two.eventLoop()}`,
+        );
+        expect(lost).toBe(0);
+        expect(failed).toBe(0);
+        expect(doubleResults).toBe(0);
+        expect(extraPaid).toBe(0);
+        expect(stats.duplicateFingerprints).toBe(0);
+        expect(servedAfterCutS).toBeLessThan(10);
+        expect(rto).toBeLessThan(60);
+      },
+    ),
+  300_000,
+);

@@ -9,21 +9,21 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, startNatsServer, type NatsServerHandle } from "@pipeline/devstack";
+import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
+import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { provisionRegion } from "@pipeline/shared/provision";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { splitBodies } from "@pipeline/shared/tasks";
-import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
-import { provisionRegion } from "@pipeline/shared/provision";
 import postgres from "postgres";
 import { createTaskQueue, createTaskWatcher } from "../apps/gateway/src/adapters/nats.ts";
 import { createTaskStore } from "../apps/gateway/src/adapters/pg.ts";
 import { createApiKeys } from "../apps/gateway/src/domain/api-keys.ts";
 import { createApp } from "../apps/gateway/src/http/app.ts";
 import { adoptRegion } from "../apps/recovery/src/regions/adopt.ts";
-import { startReplicator, type Replicator } from "../apps/recovery/src/regions/replicator.ts";
+import { type Replicator, startReplicator } from "../apps/recovery/src/regions/replicator.ts";
 
 const log = createLogger("region-image-bodies", { level: "silent" });
 let fsn1: NatsServerHandle;
@@ -39,7 +39,14 @@ let replicator: Replicator | undefined;
 
 beforeAll(async () => {
   const leafPort = await freePort();
-  fsn1 = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-imgb-fsn1-")), name: "fsn1-1", regions: ["fsn1"], domain: "fsn1", leafnodes: { listenPort: leafPort } });
+  fsn1 = await startNatsServer({
+    port: await freePort(),
+    storeDir: mkdtempSync(join(tmpdir(), "nats-imgb-fsn1-")),
+    name: "fsn1-1",
+    regions: ["fsn1"],
+    domain: "fsn1",
+    leafnodes: { listenPort: leafPort },
+  });
   hel1 = await startNatsServer({
     port: await freePort(),
     storeDir: mkdtempSync(join(tmpdir(), "nats-imgb-hel1-")),
@@ -71,7 +78,14 @@ afterAll(async () => {
 
 test("hel1's replica of an fsn1 image task carries its body (from the mirrored BODIES) and is adopted with it; one whose body never arrived is failed, not adopted", async () => {
   const app = createApp({
-    config: { REGION: "fsn1", MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, regions: ["fsn1", "hel1"] },
+    config: {
+      REGION: "fsn1",
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+      regions: ["fsn1", "hel1"],
+    },
     store: createTaskStore(databaseA.db),
     queue: createTaskQueue(gw, "fsn1", 5000),
     watcher: createTaskWatcher(gw, "fsn1"),
@@ -79,31 +93,79 @@ test("hel1's replica of an fsn1 image task carries its body (from the mirrored B
     log,
   });
   const params = { body: Buffer.from("a screenshot from fsn1").toString("base64"), numeric: 1 };
-  const res = await app.request("/v1/tasks", { method: "POST", headers: { authorization: "Bearer region-client-key", "content-type": "application/json" }, body: JSON.stringify({ type: "image", params }) });
+  const res = await app.request("/v1/tasks", {
+    method: "POST",
+    headers: { authorization: "Bearer region-client-key", "content-type": "application/json" },
+    body: JSON.stringify({ type: "image", params }),
+  });
   expect(res.status).toBe(202);
   const { id } = (await res.json()) as { id: string };
   // An accepted event whose body never reached BODIES (published by hand: the gateway refuses such a task).
   const lost = crypto.randomUUID();
   const split = splitBodies("image", { body: Buffer.from("never stored").toString("base64") });
-  const [row] = await databaseA.sql<{ owner: string; request_hash: string }[]>`select owner, request_hash from tasks where id = ${id}`;
+  const [row] = await databaseA.sql<
+    { owner: string; request_hash: string }[]
+  >`select owner, request_hash from tasks where id = ${id}`;
   await jetstream(adminA).publish(
     eventSubject("fsn1", "accepted"),
-    JSON.stringify({ taskId: lost, kind: "accepted", state: "queued", version: 0, region: "fsn1", at: new Date().toISOString(), data: { owner: row!.owner, type: "image", priority: "normal", params: split.params, bodies: split.refs, requestHash: row!.request_hash } }),
+    JSON.stringify({
+      taskId: lost,
+      kind: "accepted",
+      state: "queued",
+      version: 0,
+      region: "fsn1",
+      at: new Date().toISOString(),
+      data: {
+        owner: row!.owner,
+        type: "image",
+        priority: "normal",
+        params: split.params,
+        bodies: split.refs,
+        requestHash: row!.request_hash,
+      },
+    }),
   );
 
-  replicator = await startReplicator({ js: jetstream(ncB), jsm: await jetstreamManager(ncB), sql: sqlB, local: "hel1", remote: "fsn1", log, retryMs: 200, bodyGraceMs: 1000 });
-  const replicated = await eventually(async () => {
-    const rows = await sqlB<{ id: string; region: string; state: string; params: Record<string, unknown>; error_code: string | null }[]>`select id, region, state, params, error_code from tasks`;
-    return rows.length === 2 ? new Map(rows.map((r) => [r.id, r])) : undefined;
-  }, 30_000, 100);
+  replicator = await startReplicator({
+    js: jetstream(ncB),
+    jsm: await jetstreamManager(ncB),
+    sql: sqlB,
+    local: "hel1",
+    remote: "fsn1",
+    log,
+    retryMs: 200,
+    bodyGraceMs: 1000,
+  });
+  const replicated = await eventually(
+    async () => {
+      const rows = await sqlB<
+        { id: string; region: string; state: string; params: Record<string, unknown>; error_code: string | null }[]
+      >`select id, region, state, params, error_code from tasks`;
+      return rows.length === 2 ? new Map(rows.map((r) => [r.id, r])) : undefined;
+    },
+    30_000,
+    100,
+  );
   expect(replicated.get(id)).toMatchObject({ region: "fsn1", state: "queued", params, error_code: null });
-  expect(replicated.get(lost)).toMatchObject({ region: "fsn1", state: "failed", params: {}, error_code: "BODY_UNAVAILABLE" });
+  expect(replicated.get(lost)).toMatchObject({
+    region: "fsn1",
+    state: "failed",
+    params: {},
+    error_code: "BODY_UNAVAILABLE",
+  });
   expect(replicator.counts()).toMatchObject({ inserted: 1, bodyUnavailable: 1 });
 
   // fsn1 is lost; hel1 took its lease over and adopts its unfinished tasks.
-  const report = await adoptRegion({ sql: sqlB, js: jetstream(ncB), local: "hel1", log, publishDeadlineMs: 5000 }, "fsn1", 2, "all");
+  const report = await adoptRegion(
+    { sql: sqlB, js: jetstream(ncB), local: "hel1", log, publishDeadlineMs: 5000 },
+    "fsn1",
+    2,
+    "all",
+  );
   expect(report.adopted).toBe(1);
-  const [adopted] = await sqlB<{ region: string; state: string; params: Record<string, unknown> }[]>`select region, state, params from tasks where id = ${id}`;
+  const [adopted] = await sqlB<
+    { region: string; state: string; params: Record<string, unknown> }[]
+  >`select region, state, params from tasks where id = ${id}`;
   expect(adopted).toMatchObject({ region: "hel1", state: "queued", params });
   const info = await (await jetstreamManager(ncB)).streams.info(streams.tasks("hel1"));
   expect(info.state.messages).toBe(1);

@@ -10,16 +10,16 @@
 //    own location, which alone has no quorum: fsn1 fences itself and hel1 takes fsn1's lease over
 //    through the two other nodes. After the heal fsn1 reclaims it; every task completes, paid once.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsServerHandle } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { Lease } from "@pipeline/shared/regions";
 import { buckets } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
-import { call, steadyLoad, turnstile, type Region } from "./support/two-regions.ts";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";
-import { startTwoRegionsNetns, type NetnsTwoRegions } from "./support/two-regions-netns.ts";
+import { call, type Region, steadyLoad, turnstile } from "./support/two-regions.ts";
+import { type NetnsTwoRegions, startTwoRegionsNetns } from "./support/two-regions-netns.ts";
 
 const SITES = ["nbg1", "fsn1", "hel1"] as const;
 let two: NetnsTwoRegions;
@@ -27,9 +27,20 @@ let nc: NatsConnection;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  two = await startTwoRegionsNetns({ witnessNodes: 3, emulator: { latencyMs: 500 }, leaseTtlMs: 10_000, leaseMarginMs: 3000, leaseRenewMs: 1000, adoptUncertainMs: 60_000 });
+  two = await startTwoRegionsNetns({
+    witnessNodes: 3,
+    emulator: { latencyMs: 500 },
+    leaseTtlMs: 10_000,
+    leaseMarginMs: 3000,
+    leaseRenewMs: 1000,
+    adoptUncertainMs: 60_000,
+  });
   // The test reads the witness through nbg1's and hel1's nodes (on the majority side of the cut below).
-  nc = await connectNats(`${two.witnessNodes[0]!.url},${two.witnessNodes[2]!.url}`, "witness-chaos-test", two.witness.auth("recovery"));
+  nc = await connectNats(
+    `${two.witnessNodes[0]!.url},${two.witnessNodes[2]!.url}`,
+    "witness-chaos-test",
+    two.witness.auth("recovery"),
+  );
   jsm = await jetstreamManager(nc, { timeout: 2000 });
 }, 90_000);
 afterAll(async () => {
@@ -87,94 +98,114 @@ async function probeFor(ms: number, tag: string) {
   return { refused, other };
 }
 
-test("3-node witness across the three locations: a follower lost fences nobody, a leader lost moves no lease, a cut-off region cannot renew through its own node", () =>
-  withDiagnosis(() => two.diagnose(), async () => {
-  const [fsn1, hel1] = two.regions;
-  const info = await jsm.streams.info(`KV_${buckets.leases()}`);
-  expect(info.config.num_replicas).toBe(3);
-  expect(info.cluster?.replicas?.length).toBe(2);
-  const epochs = { fsn1: (await leaseOf("fsn1"))!.epoch, hel1: (await leaseOf("hel1"))!.epoch };
-  const load = steadyLoad([fsn1, hel1], 10, "witness-chaos");
-  await Bun.sleep(3000);
+test(
+  "3-node witness across the three locations: a follower lost fences nobody, a leader lost moves no lease, a cut-off region cannot renew through its own node",
+  () =>
+    withDiagnosis(
+      () => two.diagnose(),
+      async () => {
+        const [fsn1, hel1] = two.regions;
+        const info = await jsm.streams.info(`KV_${buckets.leases()}`);
+        expect(info.config.num_replicas).toBe(3);
+        expect(info.cluster?.replicas?.length).toBe(2);
+        const epochs = { fsn1: (await leaseOf("fsn1"))!.epoch, hel1: (await leaseOf("hel1"))!.epoch };
+        const load = steadyLoad([fsn1, hel1], 10, "witness-chaos");
+        await Bun.sleep(3000);
 
-  // 1. A follower killed -9: nothing changes for 2 × (TTL - margin).
-  const lead = await leader();
-  const followerSite = SITES.find((s) => s !== lead.site)!;
-  const follower = two.witnessNodes[SITES.indexOf(followerSite)]!;
-  await follower.kill();
-  const p1 = await probeFor(14_000, "follower-down");
-  expect(p1).toEqual({ refused: { fsn1: [], hel1: [] }, other: [] });
-  expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
-  expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
-  await follower.start();
-  await allCurrent();
+        // 1. A follower killed -9: nothing changes for 2 × (TTL - margin).
+        const lead = await leader();
+        const followerSite = SITES.find((s) => s !== lead.site)!;
+        const follower = two.witnessNodes[SITES.indexOf(followerSite)]!;
+        await follower.kill();
+        const p1 = await probeFor(14_000, "follower-down");
+        expect(p1).toEqual({ refused: { fsn1: [], hel1: [] }, other: [] });
+        expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
+        expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
+        await follower.start();
+        await allCurrent();
 
-  // 2. The leader killed -9: renewals wait for an election; no lease moves (a takeover needs
-  // TTL + margin of silence), and both regions take tasks again once a leader is elected.
-  const lead2 = await leader();
-  const killedAt = Date.now();
-  await lead2.node.kill();
-  const probing = probeFor(20_000, "leader-down");
-  const elected = await eventually(
-    async () => {
-      const c = await leasesStream().catch(() => undefined);
-      return c?.leader && c.leader !== `witness-${lead2.site}` ? Date.now() : undefined;
-    },
-    20_000,
-    100,
-  );
-  const p2 = await probing;
-  const electionS = (elected - killedAt) / 1000;
-  expect(p2.other).toEqual([]);
-  for (const r of ["fsn1", "hel1"]) {
-    // Any refusal (a region whose view lapsed before the election ended) ends with the election.
-    for (const at of p2.refused[r]!) expect(at).toBeLessThan(elected - killedAt + 3000);
-  }
-  expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
-  expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
-  await lead2.node.start();
-  await allCurrent();
+        // 2. The leader killed -9: renewals wait for an election; no lease moves (a takeover needs
+        // TTL + margin of silence), and both regions take tasks again once a leader is elected.
+        const lead2 = await leader();
+        const killedAt = Date.now();
+        await lead2.node.kill();
+        const probing = probeFor(20_000, "leader-down");
+        const elected = await eventually(
+          async () => {
+            const c = await leasesStream().catch(() => undefined);
+            return c?.leader && c.leader !== `witness-${lead2.site}` ? Date.now() : undefined;
+          },
+          20_000,
+          100,
+        );
+        const p2 = await probing;
+        const electionS = (elected - killedAt) / 1000;
+        expect(p2.other).toEqual([]);
+        for (const r of ["fsn1", "hel1"]) {
+          // Any refusal (a region whose view lapsed before the election ended) ends with the election.
+          for (const at of p2.refused[r]!) expect(at).toBeLessThan(elected - killedAt + 3000);
+        }
+        expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
+        expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
+        await lead2.node.start();
+        await allCurrent();
 
-  // 3. fsn1 cut off: its own location's node is reachable to it but has no quorum.
-  const cutAt = Date.now();
-  await two.isolate("fsn1");
-  await eventually(async () => (await probe(fsn1, `cut-${Date.now()}`)) === 503, 20_000, 250);
-  const fencedAfterS = (Date.now() - cutAt) / 1000;
-  const taken = await eventually(async () => {
-    const l = await leaseOf("fsn1").catch(() => undefined);
-    return l?.holder === "hel1" ? l : undefined;
-  }, 45_000, 250);
-  const takenAfterS = (Date.now() - cutAt) / 1000;
-  expect(taken.epoch).toBe(epochs.fsn1 + 1);
-  expect(await probe(hel1, "while-fsn1-cut")).toBe(202);
-  await two.heal();
-  // fsn1 reclaims its lease once hel1's hold has been still for TTL + margin.
-  const back = await eventually(async () => {
-    const l = await leaseOf("fsn1").catch(() => undefined);
-    return l?.holder === "fsn1" ? l : undefined;
-  }, 60_000, 250);
-  expect(back.epoch).toBe(taken.epoch + 1);
-  await eventually(async () => (await probe(fsn1, `healed-${Date.now()}`)) === 202, 30_000, 250);
-  await load.stop();
+        // 3. fsn1 cut off: its own location's node is reachable to it but has no quorum.
+        const cutAt = Date.now();
+        await two.isolate("fsn1");
+        await eventually(async () => (await probe(fsn1, `cut-${Date.now()}`)) === 503, 20_000, 250);
+        const fencedAfterS = (Date.now() - cutAt) / 1000;
+        const taken = await eventually(
+          async () => {
+            const l = await leaseOf("fsn1").catch(() => undefined);
+            return l?.holder === "hel1" ? l : undefined;
+          },
+          45_000,
+          250,
+        );
+        const takenAfterS = (Date.now() - cutAt) / 1000;
+        expect(taken.epoch).toBe(epochs.fsn1 + 1);
+        expect(await probe(hel1, "while-fsn1-cut")).toBe(202);
+        await two.heal();
+        // fsn1 reclaims its lease once hel1's hold has been still for TTL + margin.
+        const back = await eventually(
+          async () => {
+            const l = await leaseOf("fsn1").catch(() => undefined);
+            return l?.holder === "fsn1" ? l : undefined;
+          },
+          60_000,
+          250,
+        );
+        expect(back.epoch).toBe(taken.epoch + 1);
+        await eventually(async () => (await probe(fsn1, `healed-${Date.now()}`)) === 202, 30_000, 250);
+        await load.stop();
 
-  // Every task acknowledged (load and probes) completes, each paid once.
-  const ids = [...load.acked.map((a) => a.id), ...probed];
-  await eventually(
-    async () => {
-      const rows = await hel1.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
-      return rows[0]!.n === ids.length;
-    },
-    120_000,
-    500,
-  );
-  const stats = two.emu.stats();
-  const fenced = (r: string) => (p2.refused[r]!.length ? `${r} refused ${p2.refused[r]!.length} probes (${(p2.refused[r]![0]! / 1000).toFixed(1)}-${(p2.refused[r]!.at(-1)! / 1000).toFixed(1)} s)` : `${r} never refused`);
-  console.log(
-    `witness chaos (3 nodes, TTL 10 s, margin 3 s, ${two.latencyMs} ms relays): acknowledged ${ids.length} (${probed.length} probes); follower ${followerSite} down 14 s: no refusal, no lease moved; ` +
-      `leader ${lead2.site} down: new leader after ${electionS.toFixed(1)} s, ${fenced("fsn1")}, ${fenced("hel1")}, no lease moved; ` +
-      `fsn1 cut off: fenced after ${fencedAfterS.toFixed(1)} s, its lease taken by hel1 (epoch ${taken.epoch}) after ${takenAfterS.toFixed(1)} s, reclaimed (epoch ${back.epoch}) after the heal; ` +
-      `provider submissions ${stats.submissions}, duplicate fingerprints ${stats.duplicateFingerprints}; ${two.eventLoop()}`,
-  );
-  expect(stats.duplicateFingerprints).toBe(0);
-  expect(stats.submissions).toBe(ids.length);
-}), 360_000);
+        // Every task acknowledged (load and probes) completes, each paid once.
+        const ids = [...load.acked.map((a) => a.id), ...probed];
+        await eventually(
+          async () => {
+            const rows = await hel1.db.sql<
+              { n: number }[]
+            >`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
+            return rows[0]!.n === ids.length;
+          },
+          120_000,
+          500,
+        );
+        const stats = two.emu.stats();
+        const fenced = (r: string) =>
+          p2.refused[r]!.length
+            ? `${r} refused ${p2.refused[r]!.length} probes (${(p2.refused[r]![0]! / 1000).toFixed(1)}-${(p2.refused[r]!.at(-1)! / 1000).toFixed(1)} s)`
+            : `${r} never refused`;
+        console.log(
+          `witness chaos (3 nodes, TTL 10 s, margin 3 s, ${two.latencyMs} ms relays): acknowledged ${ids.length} (${probed.length} probes); follower ${followerSite} down 14 s: no refusal, no lease moved; ` +
+            `leader ${lead2.site} down: new leader after ${electionS.toFixed(1)} s, ${fenced("fsn1")}, ${fenced("hel1")}, no lease moved; ` +
+            `fsn1 cut off: fenced after ${fencedAfterS.toFixed(1)} s, its lease taken by hel1 (epoch ${taken.epoch}) after ${takenAfterS.toFixed(1)} s, reclaimed (epoch ${back.epoch}) after the heal; ` +
+            `provider submissions ${stats.submissions}, duplicate fingerprints ${stats.duplicateFingerprints}; ${two.eventLoop()}`,
+        );
+        expect(stats.duplicateFingerprints).toBe(0);
+        expect(stats.submissions).toBe(ids.length);
+      },
+    ),
+  360_000,
+);

@@ -7,13 +7,13 @@
 // to the home region; the other region never queues or submits a task that is not its own.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { eventually } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import { homeRegionOf } from "@pipeline/shared/regions";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
 import { completedEventsCarryToken } from "./support/event-format.ts";
-import { call, REGIONS, startTwoRegions, turnstile, type Region, type TwoRegions } from "./support/two-regions.ts";
+import { call, REGIONS, type Region, startTwoRegions, type TwoRegions, turnstile } from "./support/two-regions.ts";
 
 let two: TwoRegions;
 let regions: Region[];
@@ -41,7 +41,9 @@ test("each region's tasks carry their home in the id, complete at home, and read
     // Once the solvers keep tokens out of EVENTS (issue 16.3: `tokenStored`), the other region's
     // replica knows the task completed but holds no token: it answers expired, TOKEN_UNAVAILABLE.
     const nc = await connectNats(r.nats.url, "regions-event-format", r.nats.auth("admin"));
-    const tokensInEvents = await jetstreamManager(nc).then((jsm) => completedEventsCarryToken(jsm, r.name)).finally(() => nc.close());
+    const tokensInEvents = await jetstreamManager(nc)
+      .then((jsm) => completedEventsCarryToken(jsm, r.name))
+      .finally(() => nc.close());
     for (const id of ids[r.name]!) {
       const home = await call<TaskView>(r, `/v1/tasks/${id}?wait=30`);
       expect(home.body.status).toBe("completed");
@@ -59,7 +61,9 @@ test("each region's tasks carry their home in the id, complete at home, and read
   expect(two.emu.stats().duplicateFingerprints).toBe(0);
   // Each region's rows: its own 20 plus the other's 20, the replicated ones keep their home.
   for (const r of [fsn1, hel1]) {
-    const rows = await sqlOf(r)<{ region: string; n: number }[]>`select region, count(*)::int as n from tasks group by region order by region`;
+    const rows = await sqlOf(r)<
+      { region: string; n: number }[]
+    >`select region, count(*)::int as n from tasks group by region order by region`;
     expect([...rows]).toEqual([
       { region: "fsn1", n: 20 },
       { region: "hel1", n: 20 },
@@ -70,20 +74,34 @@ test("each region's tasks carry their home in the id, complete at home, and read
 test("a client that loses its region retries on the other with the same Idempotency-Key and gets the same task", async () => {
   const [fsn1, hel1] = regions as [Region, Region];
   const body = turnstile(1000);
-  const first = await call<{ id: string }>(fsn1, "/v1/tasks", { method: "POST", body, headers: { "idempotency-key": "order-77" } });
+  const first = await call<{ id: string }>(fsn1, "/v1/tasks", {
+    method: "POST",
+    body,
+    headers: { "idempotency-key": "order-77" },
+  });
   expect(first.status).toBe(202);
   // Once the accepted event has reached hel1 (the replication lag), hel1 answers with fsn1's task.
   await eventually(async () => (await call(hel1, `/v1/tasks/${first.body.id}`)).status === 200, 15_000);
-  const again = await call<{ id: string; status: string }>(hel1, "/v1/tasks", { method: "POST", body, headers: { "idempotency-key": "order-77" } });
+  const again = await call<{ id: string; status: string }>(hel1, "/v1/tasks", {
+    method: "POST",
+    body,
+    headers: { "idempotency-key": "order-77" },
+  });
   expect(again.status).toBe(202);
   expect(again.headers.get("idempotent-replayed")).toBe("true");
   expect(again.body.id).toBe(first.body.id);
   // Another body under the same key is refused there too.
-  const other = await call(hel1, "/v1/tasks", { method: "POST", body: turnstile(1001), headers: { "idempotency-key": "order-77" } });
+  const other = await call(hel1, "/v1/tasks", {
+    method: "POST",
+    body: turnstile(1001),
+    headers: { "idempotency-key": "order-77" },
+  });
   expect(other.status).toBe(422);
   const done = await call<TaskView>(fsn1, `/v1/tasks/${first.body.id}?wait=30`);
   expect(done.body.status).toBe("completed");
-  const [row] = await sqlOf(hel1)<{ n: number }[]>`select count(*)::int as n from tasks where idempotency_key = 'order-77'`;
+  const [row] = await sqlOf(hel1)<
+    { n: number }[]
+  >`select count(*)::int as n from tasks where idempotency_key = 'order-77'`;
   expect(row!.n).toBe(1);
 }, 60_000);
 
@@ -103,7 +121,9 @@ test("the mirrors are live in both directions and no region holds another's TASK
       const jsm = await jetstreamManager(nc);
       const other = r.name === "fsn1" ? "hel1" : "fsn1";
       const mirror = await jsm.streams.info(streams.events(other));
-      expect((mirror.config.mirror as { external?: { api?: string } } | undefined)?.external?.api).toBe(`$JS.${other}.API`);
+      expect((mirror.config.mirror as { external?: { api?: string } } | undefined)?.external?.api).toBe(
+        `$JS.${other}.API`,
+      );
       expect(mirror.mirror?.lag).toBe(0);
       await expect(jsm.streams.info(streams.tasks(other))).rejects.toThrow();
     } finally {

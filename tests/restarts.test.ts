@@ -4,9 +4,9 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, startPostgres, type PostgresHandle } from "@pipeline/devstack";
+import { freePort, type PostgresHandle, startPostgres } from "@pipeline/devstack";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { api, startStack, steadyLoad, type Stack } from "./harness.ts";
+import { api, type Stack, startStack, steadyLoad } from "./harness.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
@@ -49,7 +49,13 @@ test("Postgres restarted mid-run: every accepted task completes, nothing is lost
     await pg.stop("immediate");
     rmSync(dir, { recursive: true, force: true });
   });
-  const s = await startStack({ region: "pgrs", solvers: 2, emulator: { latencyMs: 300 }, pgAdminUrl: pg.adminUrl, solverEnv: { LEASE_MS: "5000", ACK_WAIT_MS: "5000" } });
+  const s = await startStack({
+    region: "pgrs",
+    solvers: 2,
+    emulator: { latencyMs: 300 },
+    pgAdminUrl: pg.adminUrl,
+    solverEnv: { LEASE_MS: "5000", ACK_WAIT_MS: "5000" },
+  });
   cleanups.push(() => s.stop());
   const loading = load(s, "pg", 200);
   await Bun.sleep(1000);
@@ -62,5 +68,7 @@ test("Postgres restarted mid-run: every accepted task completes, nothing is lost
   expect(await allCompleted(s, ids)).toEqual({ completed: 200 });
   // Nothing lost is the guarantee here; a second paid submission is possible when a commit's
   // acknowledgement is lost in the restart, so it is measured and reported, not asserted away.
-  console.log(`[restarts] Postgres restart: 200 tasks completed, extra provider submissions: ${s.emu.stats().submissions - 200}`);
+  console.log(
+    `[restarts] Postgres restart: 200 tasks completed, extra provider submissions: ${s.emu.stats().submissions - 200}`,
+  );
 }, 180_000);

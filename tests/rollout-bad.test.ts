@@ -4,11 +4,13 @@
 // rollout back: v2 drained, every shard back to v1, which finishes what v2 touched. Nothing is
 // lost, no task ends failed, nothing is paid twice.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { runRolloutDrill, startRolloutStage, type RolloutStage } from "./support/rollout-drill.ts";
+import { type RolloutStage, runRolloutDrill, startRolloutStage } from "./support/rollout-drill.ts";
 
 const FULL = process.env.ROLLOUT_DRILL_FULL === "1";
 const RATE = Number(process.env.DRILL_RATE ?? 10);
-const START = FULL ? ["--bake", "10s", "--gate", "minTasks=10"] : ["--steps", "25,100", "--bake", "4s", "--gate", "minTasks=10"];
+const START = FULL
+  ? ["--bake", "10s", "--gate", "minTasks=10"]
+  : ["--steps", "25,100", "--bake", "4s", "--gate", "minTasks=10"];
 let stage: RolloutStage;
 
 beforeAll(async () => {
@@ -22,7 +24,11 @@ test(`rollout-bad: a misconfigured v2 under ${RATE} tasks/s per region is rolled
   const gate = f.record.reason?.replace(/^gate failed in \S+ at \d+%: /, "") ?? "?";
   console.log(
     `drill rollout-bad: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, rolled back after ${f.seconds.toFixed(1)} s (gate: ${gate})` +
-      ` (v2 took up ${f.touchedByCanary} task(s), ${f.touchedCompleted} of them completed by v1; tasks taken up by ${Object.entries(f.solvedBy).map(([w, n]) => `${w} ${n}`).join(", ")})`,
+      ` (v2 took up ${f.touchedByCanary} task(s), ${f.touchedCompleted} of them completed by v1; tasks taken up by ${Object.entries(
+        f.solvedBy,
+      )
+        .map(([w, n]) => `${w} ${n}`)
+        .join(", ")})`,
   );
   console.log((await stage.cli("history")).out.trim());
   expect(f.record.state).toBe("rolledBack");
@@ -34,7 +40,9 @@ test(`rollout-bad: a misconfigured v2 under ${RATE} tasks/s per region is rolled
   expect(f.touchedByCanary).toBeGreaterThan(0);
   expect(f.touchedCompleted).toBe(f.touchedByCanary);
   // hel1 was never touched; fsn1 is all v1 again and v2 idles there.
-  const st = (await (await fetch(stage.statusUrl)).json()) as { regions: Record<string, { share: Record<string, number> }> };
+  const st = (await (await fetch(stage.statusUrl)).json()) as {
+    regions: Record<string, { share: Record<string, number> }>;
+  };
   expect(st.regions.fsn1!.share).toEqual({ v1: 16 });
   expect(st.regions.hel1!.share).toEqual({ v1: 16 });
   expect(f.record.log.some((e) => e.region === "hel1" && e.action === "shift")).toBe(false);

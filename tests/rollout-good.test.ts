@@ -3,12 +3,14 @@
 // of fsn1, then of hel1, step by step, each gate comparing v2 with v1 on the same window. Every
 // acknowledged task completes, none is paid twice, and both versions solved tasks.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { runRolloutDrill, startRolloutStage, type RolloutStage } from "./support/rollout-drill.ts";
+import { type RolloutStage, runRolloutDrill, startRolloutStage } from "./support/rollout-drill.ts";
 
 const FULL = process.env.ROLLOUT_DRILL_FULL === "1";
 const RATE = Number(process.env.DRILL_RATE ?? 10);
 // Full: the default steps (5, 25, 50, 100 %) with a 10 s bake; short: 25 and 100 % with 4 s.
-const START = FULL ? ["--bake", "10s", "--gate", "minTasks=10"] : ["--steps", "25,100", "--bake", "4s", "--gate", "minTasks=10"];
+const START = FULL
+  ? ["--bake", "10s", "--gate", "minTasks=10"]
+  : ["--steps", "25,100", "--bake", "4s", "--gate", "minTasks=10"];
 let stage: RolloutStage;
 
 beforeAll(async () => {
@@ -26,7 +28,11 @@ test(`rollout-good: v1 -> v2 in fsn1 then hel1 under ${RATE} tasks/s per region;
   });
   console.log(
     `drill rollout-good: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, promoted in ${f.seconds.toFixed(1)} s` +
-      ` (rollout service killed -9 ${f.crashes} times on the way; steps ${f.record.plan.steps.join("/")}% per region, bake ${f.record.plan.bakeMs / 1000} s; tasks taken up by ${Object.entries(f.solvedBy).map(([w, n]) => `${w} ${n}`).join(", ")})`,
+      ` (rollout service killed -9 ${f.crashes} times on the way; steps ${f.record.plan.steps.join("/")}% per region, bake ${f.record.plan.bakeMs / 1000} s; tasks taken up by ${Object.entries(
+        f.solvedBy,
+      )
+        .map(([w, n]) => `${w} ${n}`)
+        .join(", ")})`,
   );
   console.log((await stage.cli("history")).out.trim());
   expect(f.record.state).toBe("promoted");
@@ -40,7 +46,9 @@ test(`rollout-good: v1 -> v2 in fsn1 then hel1 under ${RATE} tasks/s per region;
   expect(f.touchedByCanary).toBeGreaterThan(0);
   expect(Object.keys(f.solvedBy).some((w) => !w.endsWith("-v2"))).toBe(true);
   // Both regions now pull every shard through v2.
-  const st = (await (await fetch(stage.statusUrl)).json()) as { regions: Record<string, { share: Record<string, number> }> };
+  const st = (await (await fetch(stage.statusUrl)).json()) as {
+    regions: Record<string, { share: Record<string, number> }>;
+  };
   expect(st.regions.fsn1!.share).toEqual({ v2: 16 });
   expect(st.regions.hel1!.share).toEqual({ v2: 16 });
 }, 400_000);

@@ -5,20 +5,34 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { natsEnv } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventSubject, laneConsumer, streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
-import { api, ROOT, startStack, steadyLoad, type Stack } from "./harness.ts";
+import { api, ROOT, type Stack, startStack, steadyLoad } from "./harness.ts";
 
 const REGION = "ro";
 let s: Stack;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  s = await startStack({ region: REGION, solvers: 2, emulator: { latencyMs: 400 }, solverEnv: { SOLVER_VERSION: "v1", DRAIN_TIMEOUT_MS: "2000" } });
+  s = await startStack({
+    region: REGION,
+    solvers: 2,
+    emulator: { latencyMs: 400 },
+    solverEnv: { SOLVER_VERSION: "v1", DRAIN_TIMEOUT_MS: "2000" },
+  });
   nc = await connectNats(s.nats.url, "rollout-test", s.nats.auth("admin"));
-  await eventually(async () => (await (await jetstreamManager(nc)).consumers.info(streams.tasks(REGION), laneConsumer(REGION, "normal", "v1")).catch(() => undefined)) !== undefined, 20_000, 200);
+  await eventually(
+    async () =>
+      (await (
+        await jetstreamManager(nc)
+      ).consumers
+        .info(streams.tasks(REGION), laneConsumer(REGION, "normal", "v1"))
+        .catch(() => undefined)) !== undefined,
+    20_000,
+    200,
+  );
   s.spawnSolver({ SOLVER_VERSION: "v2" });
   s.spawnSolver({ SOLVER_VERSION: "v2" });
 }, 60_000);
@@ -37,7 +51,9 @@ async function rollout(...args: string[]): Promise<{ code: number; out: string }
   return { code, out: out + err };
 }
 
-const filters = async (version: string) => (await (await jetstreamManager(nc)).consumers.info(streams.tasks(REGION), laneConsumer(REGION, "normal", version))).config.filter_subjects ?? [];
+const filters = async (version: string) =>
+  (await (await jetstreamManager(nc)).consumers.info(streams.tasks(REGION), laneConsumer(REGION, "normal", version)))
+    .config.filter_subjects ?? [];
 
 test("v2 starts idle; shifts to 25%, 50%, 100% and back to v1 under load lose nothing and pay for nothing twice", async () => {
   await eventually(async () => (await filters("v2")).length > 0, 20_000, 200);
@@ -62,22 +78,31 @@ test("v2 starts idle; shifts to 25%, 50%, 100% and back to v1 under load lose no
   await load.done;
 
   const views = await Promise.all(load.acked.map(({ id }) => api<TaskView>(s, `/v1/tasks/${id}?wait=60`)));
-  const states = views.reduce<Record<string, number>>((m, v) => ((m[v.body.status] = (m[v.body.status] ?? 0) + 1), m), {});
+  const states = views.reduce<Record<string, number>>(
+    (m, v) => ((m[v.body.status] = (m[v.body.status] ?? 0) + 1), m),
+    {},
+  );
   expect(states).toEqual({ completed: 240 });
   expect(s.emu.stats().submissions - before).toBe(240);
   expect(s.emu.stats().duplicateFingerprints).toBe(0);
   // Who took each task up: the `solving` events name the worker (v1: solver-1, solver-2; v2: solver-3, solver-4).
   const ids = new Set(load.acked.map((a) => a.id));
   const byVersion = { v1: 0, v2: 0 };
-  const events = await jetstream(nc).consumers.get(streams.events(REGION), { filter_subjects: [eventSubject(REGION, "solving")] });
+  const events = await jetstream(nc).consumers.get(streams.events(REGION), {
+    filter_subjects: [eventSubject(REGION, "solving")],
+  });
   for (;;) {
     const m = await events.next({ expires: 1000 });
     if (!m) break;
     const e = m.json() as { taskId: string; data: { worker: string } };
     if (ids.has(e.taskId)) byVersion[e.data.worker === "solver-3" || e.data.worker === "solver-4" ? "v2" : "v1"]++;
   }
-  const [slow] = await s.db.sql<{ p50: number; max: number }[]>`select percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at))::float8 as p50, max(extract(epoch from completed_at - created_at))::float8 as max from tasks where idempotency_key like 'shift-%'`;
-  console.log(`[rollout] ${steps.join(" | ")}; 240 tasks, solved by v1 ${byVersion.v1}, v2 ${byVersion.v2}; provider submissions ${s.emu.stats().submissions - before}; accepted to completed p50 ${slow!.p50.toFixed(2)} s, max ${slow!.max.toFixed(2)} s`);
+  const [slow] = await s.db.sql<
+    { p50: number; max: number }[]
+  >`select percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at))::float8 as p50, max(extract(epoch from completed_at - created_at))::float8 as max from tasks where idempotency_key like 'shift-%'`;
+  console.log(
+    `[rollout] ${steps.join(" | ")}; 240 tasks, solved by v1 ${byVersion.v1}, v2 ${byVersion.v2}; provider submissions ${s.emu.stats().submissions - before}; accepted to completed p50 ${slow!.p50.toFixed(2)} s, max ${slow!.max.toFixed(2)} s`,
+  );
   expect(byVersion.v1).toBeGreaterThan(0);
   expect(byVersion.v2).toBeGreaterThan(0);
   expect(await filters("v2")).toEqual([`tasks.${REGION}.normal.idle_v2`]);

@@ -24,19 +24,34 @@ test("a busy event loop shows as a stall; an idle one does not", async () => {
 test("the last error lines of app (pino) and nats-server logs, oldest first; info and warnings left out", () => {
   const dir = mkdtempSync(join(tmpdir(), "diag-"));
   try {
-    const line = (level: number, time: string, msg: string, err?: string) => JSON.stringify({ level, time, service: "recovery", msg, err });
+    const line = (level: number, time: string, msg: string, err?: string) =>
+      JSON.stringify({ level, time, service: "recovery", msg, err });
     writeFileSync(
       join(dir, "recovery-fsn1.log"),
-      [line(30, "2026-12-05T13:37:01.000Z", "info"), line(50, "2026-12-05T13:37:27.864Z", "lease round failed", "timeout"), line(40, "2026-12-05T13:37:30.000Z", "warned"), "not json"].join("\n"),
+      [
+        line(30, "2026-12-05T13:37:01.000Z", "info"),
+        line(50, "2026-12-05T13:37:27.864Z", "lease round failed", "timeout"),
+        line(40, "2026-12-05T13:37:30.000Z", "warned"),
+        "not json",
+      ].join("\n"),
     );
     writeFileSync(
       join(dir, "nats-hel1.log"),
-      ["[7062] 2026/12/05 13:37:17.496990 [INF] Starting nats-server", "[7062] 2026/12/05 13:37:28.100000 [ERR] 10.0.0.1:7422 - lid:6 - Leafnode Error 'stale connection'", "[7062] 2026/12/05 13:37:29.000000 [WRN] slow"].join("\n"),
+      [
+        "[7062] 2026/12/05 13:37:17.496990 [INF] Starting nats-server",
+        "[7062] 2026/12/05 13:37:28.100000 [ERR] 10.0.0.1:7422 - lid:6 - Leafnode Error 'stale connection'",
+        "[7062] 2026/12/05 13:37:29.000000 [WRN] slow",
+      ].join("\n"),
     );
     const logs = logsIn(dir);
     expect(logs.map((l) => l.name).sort()).toEqual(["nats-hel1", "recovery-fsn1"]);
-    expect(lastErrors(logs)).toEqual(["13:37:27.864 recovery-fsn1: lease round failed (timeout)", "13:37:28.100 nats-hel1: 10.0.0.1:7422 - lid:6 - Leafnode Error 'stale connection'"]);
-    expect(lastErrors(logs, 1)).toEqual(["13:37:28.100 nats-hel1: 10.0.0.1:7422 - lid:6 - Leafnode Error 'stale connection'"]);
+    expect(lastErrors(logs)).toEqual([
+      "13:37:27.864 recovery-fsn1: lease round failed (timeout)",
+      "13:37:28.100 nats-hel1: 10.0.0.1:7422 - lid:6 - Leafnode Error 'stale connection'",
+    ]);
+    expect(lastErrors(logs, 1)).toEqual([
+      "13:37:28.100 nats-hel1: 10.0.0.1:7422 - lid:6 - Leafnode Error 'stale connection'",
+    ]);
     expect(lastErrors([{ file: join(dir, "missing.log"), name: "x" }])).toEqual([]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -44,7 +59,12 @@ test("the last error lines of app (pino) and nats-server logs, oldest first; inf
 });
 
 test("a failed body's message gains the diagnosis; a passing body's value comes back", async () => {
-  expect(await withDiagnosis(() => "never read", async () => 7)).toBe(7);
+  expect(
+    await withDiagnosis(
+      () => "never read",
+      async () => 7,
+    ),
+  ).toBe(7);
   const err = await withDiagnosis(
     () => "lag: max 3 ms",
     async () => {

@@ -2,7 +2,7 @@
 //   REDIS_PORT=... DATABASE_URL=... QUEUE=... CONCURRENCY=200 bun bench/baselines/bullmq-worker.ts
 import { Worker } from "bullmq";
 import postgres from "postgres";
-import { recordTask, type BaselineTask } from "./task-row.ts";
+import { type BaselineTask, recordTask } from "./task-row.ts";
 
 const sql = postgres(process.env.DATABASE_URL!, { max: Number(process.env.DB_POOL_MAX ?? 20), onnotice: () => {} });
 const worker = new Worker<BaselineTask>(process.env.QUEUE ?? "tasks", async (job) => recordTask(sql, job.data), {

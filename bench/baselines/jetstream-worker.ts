@@ -1,16 +1,19 @@
 // Baseline (a): the least a JetStream -> Postgres worker does. One durable pull consumer; it
 // fetches only into free slots (pulls of up to 64), and per message: INSERT + UPDATE, then ack.
 //   NATS_URL=... DATABASE_URL=... REGION=... CONCURRENCY=200 bun bench/baselines/jetstream-worker.ts
-import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
-import postgres from "postgres";
+import { type JsMsg, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connectNats, ensureConsumer, ensureStreams, laneConsumerConfig } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
-import { recordTask, type BaselineTask } from "./task-row.ts";
+import postgres from "postgres";
+import { type BaselineTask, recordTask } from "./task-row.ts";
 
 const region = process.env.REGION ?? "baseline";
 const concurrency = Number(process.env.CONCURRENCY ?? 200);
 const sql = postgres(process.env.DATABASE_URL!, { max: Number(process.env.DB_POOL_MAX ?? 20), onnotice: () => {} });
-const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-jetstream-worker", { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
+const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-jetstream-worker", {
+  user: process.env.NATS_USER,
+  pass: process.env.NATS_PASSWORD,
+});
 const jsm = await jetstreamManager(nc);
 await ensureStreams(jsm, { region });
 const cfg = laneConsumerConfig({ region, lane: "normal", version: "baseline", ackWaitMs: 30_000 });

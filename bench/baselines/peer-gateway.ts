@@ -11,12 +11,25 @@ import type { BaselineTask } from "./task-row.ts";
 
 const keys = new Set((process.env.API_KEYS ?? "").split(",").filter(Boolean));
 const sql = postgres(process.env.DATABASE_URL!, { max: Number(process.env.DB_POOL_MAX ?? 10), onnotice: () => {} });
-const queue = new Queue<BaselineTask>(process.env.QUEUE ?? "tasks", { connection: { host: "127.0.0.1", port: Number(process.env.REDIS_PORT) } });
+const queue = new Queue<BaselineTask>(process.env.QUEUE ?? "tasks", {
+  connection: { host: "127.0.0.1", port: Number(process.env.REDIS_PORT) },
+});
 
 const url = z.string().url().max(2048);
 const Body = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("turnstile"), params: z.object({ sitekey: z.string().min(1).max(200), pageurl: url, action: z.string().max(200).optional(), cdata: z.string().max(2000).optional() }) }),
-  z.object({ type: z.literal("recaptcha_v2"), params: z.object({ sitekey: z.string().min(1).max(200), pageurl: url, invisible: z.boolean().optional() }) }),
+  z.object({
+    type: z.literal("turnstile"),
+    params: z.object({
+      sitekey: z.string().min(1).max(200),
+      pageurl: url,
+      action: z.string().max(200).optional(),
+      cdata: z.string().max(2000).optional(),
+    }),
+  }),
+  z.object({
+    type: z.literal("recaptcha_v2"),
+    params: z.object({ sitekey: z.string().min(1).max(200), pageurl: url, invisible: z.boolean().optional() }),
+  }),
 ]);
 
 const app = new Hono();

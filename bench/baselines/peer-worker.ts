@@ -31,7 +31,9 @@ async function call(path: "in.php" | "res.php", fields: Record<string, string>):
 
 function providerParams(t: BaselineTask): Record<string, string> {
   const p = t.params as Record<string, string>;
-  return t.type === "turnstile" ? { method: "turnstile", sitekey: p.sitekey!, pageurl: p.pageurl! } : { method: "userrecaptcha", googlekey: p.sitekey!, pageurl: p.pageurl! };
+  return t.type === "turnstile"
+    ? { method: "turnstile", sitekey: p.sitekey!, pageurl: p.pageurl! }
+    : { method: "userrecaptcha", googlekey: p.sitekey!, pageurl: p.pageurl! };
 }
 
 async function solve(t: BaselineTask): Promise<void> {

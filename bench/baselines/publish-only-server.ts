@@ -3,12 +3,15 @@
 // PubAck and answers 202. No validation, no auth, no Postgres. Run as its own process:
 //   NATS_URL=... PORT=... REGION=... bun bench/baselines/publish-only-server.ts
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Hono } from "hono";
 import { connectNats, ensureStreams } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
+import { Hono } from "hono";
 
 const region = process.env.REGION ?? "ceiling";
-const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-publish-only", { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
+const nc = await connectNats(process.env.NATS_URL ?? "nats://127.0.0.1:4222", "bench-publish-only", {
+  user: process.env.NATS_USER,
+  pass: process.env.NATS_PASSWORD,
+});
 await ensureStreams(await jetstreamManager(nc), { region });
 const js = jetstream(nc);
 
@@ -16,7 +19,11 @@ const app = new Hono();
 app.post("/v1/tasks", async (c) => {
   const body = (await c.req.json()) as { type?: string };
   const id = Bun.randomUUIDv7();
-  await js.publish(taskSubject(region, "normal", shardOf(id)), JSON.stringify({ id, type: body.type, priority: "normal" }), { msgID: id });
+  await js.publish(
+    taskSubject(region, "normal", shardOf(id)),
+    JSON.stringify({ id, type: body.type, priority: "normal" }),
+    { msgID: id },
+  );
   return c.json({ id, status: "queued" }, 202);
 });
 

@@ -1,5 +1,5 @@
-import type postgres from "postgres";
 import { progressBar } from "@pipeline/shared/progress";
+import type postgres from "postgres";
 
 /** Rows of `tasks` per state. */
 export async function stateCounts(sql: postgres.Sql): Promise<Record<string, number>> {
@@ -26,7 +26,10 @@ export async function waitForCompleted(sql: postgres.Sql, count: number, timeout
       const now = performance.now();
       bar.update(Math.min(n, count));
       if (n >= count) return now;
-      if (now > until) throw new Error(`only ${n} of ${count} tasks completed after ${Math.round(timeoutMs / 1000)} s: ${JSON.stringify(await stateCounts(sql))}`);
+      if (now > until)
+        throw new Error(
+          `only ${n} of ${count} tasks completed after ${Math.round(timeoutMs / 1000)} s: ${JSON.stringify(await stateCounts(sql))}`,
+        );
       const perMs = last && n > last.n ? (n - last.n) / (now - last.at) : 0;
       last = { n, at: now };
       const wait = perMs > 0 ? Math.min(250, Math.max(10, (count - n) / perMs / 4)) : 250;

@@ -54,7 +54,8 @@ export function cpuMeter(groups: Record<string, () => number[]>) {
     /** Seconds per group, plus `bench` (this process: the clients and the measuring). */
     stop(): Record<string, number> {
       const out: Record<string, number> = {};
-      for (const [name, pids] of Object.entries(groups)) out[name] = pids().reduce((s, pid) => s + cpuSecondsOf(pid) - (before.get(pid) ?? 0), 0);
+      for (const [name, pids] of Object.entries(groups))
+        out[name] = pids().reduce((s, pid) => s + cpuSecondsOf(pid) - (before.get(pid) ?? 0), 0);
       out.bench = self() - selfBefore;
       return out;
     },

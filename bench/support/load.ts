@@ -13,7 +13,12 @@ export interface ClosedLoopResult {
  * Runs `op(i)` for i = from..from+count-1 through `clients` concurrent loops. A failed op is
  * counted (and the first message kept), not retried.
  */
-export async function closedLoop(count: number, clients: number, op: (i: number) => Promise<unknown>, from = 0): Promise<ClosedLoopResult> {
+export async function closedLoop(
+  count: number,
+  clients: number,
+  op: (i: number) => Promise<unknown>,
+  from = 0,
+): Promise<ClosedLoopResult> {
   let next = from;
   const end = from + count;
   let errors = 0;
@@ -38,7 +43,11 @@ export async function closedLoop(count: number, clients: number, op: (i: number)
  * Starts `op(i)` at `perSecond` (i = 0..count-1, at t0 + i/perSecond) without waiting for earlier
  * ones, and resolves with every result once all have settled.
  */
-export async function openLoop<T>(count: number, perSecond: number, op: (i: number) => Promise<T>): Promise<PromiseSettledResult<T>[]> {
+export async function openLoop<T>(
+  count: number,
+  perSecond: number,
+  op: (i: number) => Promise<T>,
+): Promise<PromiseSettledResult<T>[]> {
   const t0 = performance.now();
   const all: Promise<T>[] = [];
   for (let i = 0; i < count; i++) {

@@ -2,12 +2,19 @@
 // fresh database on the bench's Postgres cluster, the provider emulator, the gateway and N solvers.
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
-import type { EmulatorStats } from "@pipeline/emulator";
-import { openDatabase, type Database } from "@pipeline/shared/db";
 import { freePort, waitForPort } from "@pipeline/devstack";
+import {
+  createTestDatabase,
+  natsEnv,
+  PROVIDER_KEY,
+  type Proc,
+  spawnApp,
+  startTestNats,
+  WEBHOOK_SECRET,
+} from "@pipeline/devstack/testing";
+import type { EmulatorStats } from "@pipeline/emulator";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import type { NatsAuth } from "@pipeline/shared/nats";
-import { createTestDatabase, natsEnv, startTestNats } from "@pipeline/devstack/testing";
-import { PROVIDER_KEY, spawnApp, WEBHOOK_SECRET, type Proc } from "@pipeline/devstack/testing";
 import { stopProc, waitForLog } from "./processes.ts";
 import type { Scope } from "./scope.ts";
 
@@ -47,7 +54,11 @@ export interface Pipeline {
  * Starts the pipeline; everything is registered in `scope` as soon as it runs. Resolves once
  * the gateway listens and every solver has logged "solver started" (its consumers exist).
  */
-export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; logDir: string }, o: PipelineOptions): Promise<Pipeline> {
+export async function startPipeline(
+  scope: Scope,
+  env: { pgAdminUrl: string; logDir: string },
+  o: PipelineOptions,
+): Promise<Pipeline> {
   const logDir = mkdtempSync(join(env.logDir, "pipeline-"));
   const nats = await startTestNats({ regions: [REGION], provision: true });
   scope.defer("nats-server", () => nats.dispose());
@@ -59,7 +70,18 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
   const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: REGION, LOG_LEVEL: "warn" };
   const gatewayPort = await freePort();
   // Each app with its own database role, as in production (packages/shared/src/db/roles.ts).
-  const gateway = spawnApp("gateway", o.gatewayScript ?? "apps/gateway/src/main.ts", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(gatewayPort), API_KEYS: API_KEY }, logDir);
+  const gateway = spawnApp(
+    "gateway",
+    o.gatewayScript ?? "apps/gateway/src/main.ts",
+    {
+      ...common,
+      DATABASE_URL: tdb.appUrls.gateway,
+      ...natsEnv(nats, "gateway"),
+      GATEWAY_PORT: String(gatewayPort),
+      API_KEYS: API_KEY,
+    },
+    logDir,
+  );
   scope.defer("gateway", () => stopProc(gateway));
 
   const solvers: Proc[] = [];
@@ -125,9 +147,22 @@ export async function startPipeline(scope: Scope, env: { pgAdminUrl: string; log
 }
 
 /** The provider emulator as its own process (key PROVIDER_KEY with `threads`); not yet listening when this resolves. */
-export async function spawnEmulator(scope: Scope, logDir: string, o: { latencyMs: number; threads: number }): Promise<{ proc: Proc; port: number; url: string }> {
+export async function spawnEmulator(
+  scope: Scope,
+  logDir: string,
+  o: { latencyMs: number; threads: number },
+): Promise<{ proc: Proc; port: number; url: string }> {
   const port = await freePort();
-  const proc = spawnApp("emulator", "packages/emulator/src/main.ts", { EMULATOR_PORT: String(port), EMULATOR_KEYS: `${PROVIDER_KEY}:${o.threads}:1000000`, EMULATOR_LATENCY_MS: String(o.latencyMs) }, logDir);
+  const proc = spawnApp(
+    "emulator",
+    "packages/emulator/src/main.ts",
+    {
+      EMULATOR_PORT: String(port),
+      EMULATOR_KEYS: `${PROVIDER_KEY}:${o.threads}:1000000`,
+      EMULATOR_LATENCY_MS: String(o.latencyMs),
+    },
+    logDir,
+  );
   scope.defer("emulator", () => stopProc(proc));
   return { proc, port, url: `http://127.0.0.1:${port}` };
 }
@@ -149,10 +184,15 @@ export function taskBody(i: number, run: string, type: BenchTaskType = "turnstil
 export async function submitTask(gatewayUrl: string, i: number, run: string, type?: BenchTaskType): Promise<string> {
   const res = await fetch(`${gatewayUrl}/v1/tasks`, {
     method: "POST",
-    headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json", "idempotency-key": `${run}-${i}` },
+    headers: {
+      authorization: `Bearer ${API_KEY}`,
+      "content-type": "application/json",
+      "idempotency-key": `${run}-${i}`,
+    },
     body: taskBody(i, run, type),
   });
   const body = (await res.json()) as { id?: string };
-  if (res.status !== 202 || !body.id) throw new Error(`POST /v1/tasks answered ${res.status}: ${JSON.stringify(body).slice(0, 200)}`);
+  if (res.status !== 202 || !body.id)
+    throw new Error(`POST /v1/tasks answered ${res.status}: ${JSON.stringify(body).slice(0, 200)}`);
   return body.id;
 }

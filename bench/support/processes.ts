@@ -14,8 +14,10 @@ export async function waitForLog(p: Proc, text: string, timeoutMs = 20_000): Pro
   const until = Date.now() + timeoutMs;
   for (;;) {
     if (p.log().includes(text)) return;
-    if (p.exitCode() !== undefined) throw new Error(`${p.name} exited (${p.exitCode()}) before logging "${text}": ${p.log().slice(-600)}`);
-    if (Date.now() > until) throw new Error(`${p.name} did not log "${text}" within ${timeoutMs} ms: ${p.log().slice(-600)}`);
+    if (p.exitCode() !== undefined)
+      throw new Error(`${p.name} exited (${p.exitCode()}) before logging "${text}": ${p.log().slice(-600)}`);
+    if (Date.now() > until)
+      throw new Error(`${p.name} did not log "${text}" within ${timeoutMs} ms: ${p.log().slice(-600)}`);
     await Bun.sleep(50);
   }
 }

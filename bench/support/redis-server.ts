@@ -15,7 +15,22 @@ export async function startRedis(scope: Scope): Promise<{ port: number; pid: num
   scope.defer("redis data", async () => rmSync(dir, { recursive: true, force: true }));
   const port = await freePort();
   const out = openSync(join(dir, "redis.log"), "a");
-  const args = ["--bind", "127.0.0.1", "--port", String(port), "--appendonly", "yes", "--appendfsync", "everysec", "--dir", dir, "--save", "", "--daemonize", "no"];
+  const args = [
+    "--bind",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "everysec",
+    "--dir",
+    dir,
+    "--save",
+    "",
+    "--daemonize",
+    "no",
+  ];
   const child = spawn(bin, args, { stdio: ["ignore", out, out] });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   scope.defer("redis-server", async () => {

@@ -51,8 +51,19 @@ export function renderTable(figures: Figure[]): string {
   });
   const head = ["bench", "figure", "ours", "baseline (same run)", "ratio", "target", ""];
   const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
-  const line = (cells: string[]) => cells.map((cell, c) => (c === 2 || c === 4 ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join("  ").trimEnd();
-  const out = [line(head), widths.map((w) => "-".repeat(w)).join("  ").trimEnd(), ...rows.map(line)];
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, c) => (c === 2 || c === 4 ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+      .join("  ")
+      .trimEnd();
+  const out = [
+    line(head),
+    widths
+      .map((w) => "-".repeat(w))
+      .join("  ")
+      .trimEnd(),
+    ...rows.map(line),
+  ];
   notes.forEach((n, i) => out.push(`[${i + 1}] ${n}`));
   return out.join("\n");
 }

@@ -48,7 +48,16 @@ export function parseDeployArgs(argv: string[]): { ok: true; args: DeployArgs } 
     else flags[m[1]!] = m[2] ?? argv[++i];
   }
   const r = DeployArgs.safeParse({ app: positional[0], version: positional[1], ...flags });
-  if (!r.success) return { ok: false, error: r.error.issues.map((i) => `${i.path.length ? (["app", "version"].includes(String(i.path[0])) ? "" : "--") + i.path.join(".") : "(arguments)"}: ${i.message}`).join("\n") };
+  if (!r.success)
+    return {
+      ok: false,
+      error: r.error.issues
+        .map(
+          (i) =>
+            `${i.path.length ? (["app", "version"].includes(String(i.path[0])) ? "" : "--") + i.path.join(".") : "(arguments)"}: ${i.message}`,
+        )
+        .join("\n"),
+    };
   if (positional.length > 2) return { ok: false, error: `unexpected argument ${JSON.stringify(positional[2])}` };
   return { ok: true, args: r.data };
 }
@@ -58,7 +67,13 @@ export function parseDeployArgs(argv: string[]): { ok: true; args: DeployArgs } 
  * when it does not match its .sha256 or has no signature (`.sha256.sig`). The signature itself is
  * checked by each host, against its allowed_signers, before it installs anything.
  */
-export function localBinaries(app: DeployApp, version: string, dist: string, log: (m: string) => void, signingKey?: string) {
+export function localBinaries(
+  app: DeployApp,
+  version: string,
+  dist: string,
+  log: (m: string) => void,
+  signingKey?: string,
+) {
   const cache = new Map<string, Promise<LocalBinary>>();
   return (arch: "x64" | "arm64"): Promise<LocalBinary> => {
     let p = cache.get(arch);
@@ -66,17 +81,27 @@ export function localBinaries(app: DeployApp, version: string, dist: string, log
       p = (async () => {
         const path = join(dist, binaryName(app, version, arch));
         if (!existsSync(path) || !existsSync(`${path}.sha256`)) {
-          if (!signingKey) throw new Error(`${path} is missing, and building it needs the release signing key (--signing-key FILE or RELEASE_SIGNING_KEY)`);
-          log(`${path} missing: building it (npm run build -- --version ${version} --apps ${app} --arch ${arch} --signing-key ${signingKey})`);
+          if (!signingKey)
+            throw new Error(
+              `${path} is missing, and building it needs the release signing key (--signing-key FILE or RELEASE_SIGNING_KEY)`,
+            );
+          log(
+            `${path} missing: building it (npm run build -- --version ${version} --apps ${app} --arch ${arch} --signing-key ${signingKey})`,
+          );
           await buildBinary({ app, arch, version, outDir: dist, signingKey });
         }
         const [want, name] = readFileSync(`${path}.sha256`, "utf8").trim().split(/\s+/);
         const got = await sha256File(path);
         if (want !== got) throw new Error(`${path}: sha256 ${got} does not match its .sha256 (${want}); rebuild it`);
-        if (name !== basename(path)) throw new Error(`${path}.sha256 names ${JSON.stringify(name)}, not ${basename(path)}: rebuild it`);
-        if (!existsSync(`${path}.sha256.sig`)) throw new Error(`${path}.sha256.sig is missing: an unsigned release is refused (npm run build -- --signing-key FILE)`);
+        if (name !== basename(path))
+          throw new Error(`${path}.sha256 names ${JSON.stringify(name)}, not ${basename(path)}: rebuild it`);
+        if (!existsSync(`${path}.sha256.sig`))
+          throw new Error(
+            `${path}.sha256.sig is missing: an unsigned release is refused (npm run build -- --signing-key FILE)`,
+          );
         const sig = readFileSync(`${path}.sha256.sig`, "utf8");
-        if (!sig.startsWith("-----BEGIN SSH SIGNATURE-----")) throw new Error(`${path}.sha256.sig is not an SSH signature (ssh-keygen -Y sign)`);
+        if (!sig.startsWith("-----BEGIN SSH SIGNATURE-----"))
+          throw new Error(`${path}.sha256.sig is not an SSH signature (ssh-keygen -Y sign)`);
         return { path, sha256: got, signature: Buffer.from(sig).toString("base64") };
       })();
       cache.set(arch, p);
@@ -97,7 +122,8 @@ export interface DeployReport {
 export async function deploy(args: DeployArgs, log: (m: string) => void): Promise<DeployReport> {
   const inventory = readInventory(args.hosts);
   const hosts = targetHosts(inventory.hosts, args.region);
-  if (!hosts.length) throw new Error(`no host with role "app"${args.region ? ` in region ${args.region}` : ""} in ${args.hosts}`);
+  if (!hosts.length)
+    throw new Error(`no host with role "app"${args.region ? ` in region ${args.region}` : ""} in ${args.hosts}`);
   const signingKey = args["signing-key"] ?? (process.env.RELEASE_SIGNING_KEY || undefined);
   const binary = localBinaries(args.app, args.version, args.dist, log, signingKey);
   const dir = mkdtempSync(join(tmpdir(), "deploy-known-hosts-"));
@@ -115,12 +141,21 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
             log(`[${h.name}] failed: ${refused}`);
             return { host: h.name, status: "failed", version: args.version, ms: 0, reason: refused };
           }
-          return deployHost(h, args.app, args.version, { ssh, binary, log, healthTimeoutMs: args["health-timeout"], keep: args.keep });
+          return deployHost(h, args.app, args.version, {
+            ssh,
+            binary,
+            log,
+            healthTimeoutMs: args["health-timeout"],
+            keep: args.keep,
+          });
         }),
       );
       outcomes.push(...done);
       if (done.some((o) => o.status !== "deployed")) {
-        const skipped = plan.slice(i + 1).flat().map((h) => h.name);
+        const skipped = plan
+          .slice(i + 1)
+          .flat()
+          .map((h) => h.name);
         if (skipped.length) log(`stopping: batch ${i + 1} did not deploy cleanly; not touched: ${skipped.join(", ")}`);
         return { app: args.app, version: args.version, ok: false, hosts: outcomes, skipped };
       }
@@ -134,7 +169,9 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
 if (import.meta.main) {
   const parsed = parseDeployArgs(Bun.argv.slice(2));
   if (!parsed.ok) {
-    console.error(`deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--signing-key FILE] [--json]`);
+    console.error(
+      `deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--signing-key FILE] [--json]`,
+    );
     process.exit(2);
   }
   const { args } = parsed;
@@ -142,8 +179,11 @@ if (import.meta.main) {
     const report = await deploy(args, (m) => console.error(m));
     if (args.json) console.log(JSON.stringify(report, null, 2));
     else {
-      for (const h of report.hosts) console.log(`${h.host}: ${h.status}${"reason" in h ? ` (${h.reason})` : ""} in ${(h.ms / 1000).toFixed(1)} s`);
-      console.log(`${args.app} ${args.version}: ${report.ok ? "deployed" : "NOT deployed"} on ${report.hosts.filter((h) => h.status === "deployed").length}/${report.hosts.length + report.skipped.length} host(s)`);
+      for (const h of report.hosts)
+        console.log(`${h.host}: ${h.status}${"reason" in h ? ` (${h.reason})` : ""} in ${(h.ms / 1000).toFixed(1)} s`);
+      console.log(
+        `${args.app} ${args.version}: ${report.ok ? "deployed" : "NOT deployed"} on ${report.hosts.filter((h) => h.status === "deployed").length}/${report.hosts.length + report.skipped.length} host(s)`,
+      );
     }
     process.exit(report.ok ? 0 : 1);
   } catch (err) {

@@ -19,7 +19,11 @@ test("every spelling of an import of the dev tooling is a breach", () => {
 });
 
 test("what production may import passes", () => {
-  const text = [`import { findPgClientTools } from "@pipeline/shared/host-binaries";`, `import { readDevStack } from "@pipeline/shared/dev-stack-file";`, `import { x } from "./devstack-notes.ts";`].join("\n");
+  const text = [
+    `import { findPgClientTools } from "@pipeline/shared/host-binaries";`,
+    `import { readDevStack } from "@pipeline/shared/dev-stack-file";`,
+    `import { x } from "./devstack-notes.ts";`,
+  ].join("\n");
   expect(devToolingImports(file, text, root)).toEqual([]);
 });
 
@@ -27,5 +31,7 @@ test("production is apps' and packages' sources, less tests, testing/ folders an
   const files = productionSources(root).map((f) => f.slice(root.length + 1));
   expect(files).toContain("apps/recovery/src/adapters/pg-tools.ts");
   expect(files).toContain("packages/shared/src/host-binaries.ts");
-  expect(files.some((f) => f.endsWith(".test.ts") || f.includes("/testing/") || f.startsWith("packages/devstack/"))).toBe(false);
+  expect(
+    files.some((f) => f.endsWith(".test.ts") || f.includes("/testing/") || f.startsWith("packages/devstack/")),
+  ).toBe(false);
 });

@@ -14,8 +14,12 @@ function tree(files: Record<string, string>): string {
 }
 
 test("GitHub's anchors: punctuation dropped, spaces to hyphens", () => {
-  expect(anchorOf("Database loss (Postgres database dropped or corrupted)")).toBe("database-loss-postgres-database-dropped-or-corrupted");
-  expect(anchorOf("3-node witness (`tests/region-witness-cluster.test.ts`)")).toBe("3-node-witness-testsregion-witness-clustertestts");
+  expect(anchorOf("Database loss (Postgres database dropped or corrupted)")).toBe(
+    "database-loss-postgres-database-dropped-or-corrupted",
+  );
+  expect(anchorOf("3-node witness (`tests/region-witness-cluster.test.ts`)")).toBe(
+    "3-node-witness-testsregion-witness-clustertestts",
+  );
   expect(anchorOf("`/metrics` off the clients' listener")).toBe("metrics-off-the-clients-listener");
 });
 
@@ -32,7 +36,11 @@ test("a moved file, a placeholder that matches nothing and a link to a missing h
     "bench/HISTORY.md": "`apps/solver/src/old.ts`",
   };
   const root = tree({ ...files, "docs/a.md": `# A\n${files["docs/a.md"]}` });
-  const breaches = docBreaches(root, Object.keys(files), (paths) => new Set(paths.filter((p) => p.startsWith("bench/results/"))));
+  const breaches = docBreaches(
+    root,
+    Object.keys(files),
+    (paths) => new Set(paths.filter((p) => p.startsWith("bench/results/"))),
+  );
   expect(breaches.map((b) => `${b.file}:${b.line} ${b.what}`).sort()).toEqual([
     "docs/a.md:3 apps/solver/src/adapters/fence.ts: no such file or folder",
     "docs/a.md:3 packages/<x>/README.md: no such file or folder",

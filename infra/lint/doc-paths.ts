@@ -19,7 +19,11 @@ const LINK = /\]\(([^)\s]+)\)/g;
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
 export const anchorOf = (heading: string) =>
-  heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-");
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+    .replace(/\s/g, "-");
 
 function headings(text: string): Set<string> {
   const seen = new Map<string, number>();
@@ -54,31 +58,45 @@ export function docBreaches(root: string, files: string[], ignored: (paths: stri
   const breaches: DocBreach[] = [];
   const paths: DocBreach[] = [];
   for (const doc of files.filter((f) => f.endsWith(".md") && !JOURNALS.has(f) && !f.includes("node_modules/"))) {
-    read(doc).split("\n").forEach((text, i) => {
-      for (const m of text.matchAll(PATH)) {
-        const p = m[1]!.replace(/[.,;:]+$/, "");
-        if (!found(p)) paths.push({ file: doc, line: i + 1, what: p });
-      }
-      for (const m of text.matchAll(LINK)) {
-        if (/^[a-z][a-z0-9+.-]*:/i.test(m[1]!)) continue;
-        const [path, anchor] = m[1]!.split("#");
-        const target = path ? normalize(join(dirname(doc), path)).replace(/\/$/, "") : doc;
-        if (!set.has(target) && !dirs.has(target)) breaches.push({ file: doc, line: i + 1, what: `link to ${m[1]}: no such file` });
-        else if (anchor && set.has(target) && target.endsWith(".md")) {
-          if (!anchors.has(target)) anchors.set(target, headings(read(target)));
-          if (!anchors.get(target)!.has(anchor)) breaches.push({ file: doc, line: i + 1, what: `link to ${m[1]}: no such heading in ${target}` });
+    read(doc)
+      .split("\n")
+      .forEach((text, i) => {
+        for (const m of text.matchAll(PATH)) {
+          const p = m[1]!.replace(/[.,;:]+$/, "");
+          if (!found(p)) paths.push({ file: doc, line: i + 1, what: p });
         }
-      }
-    });
+        for (const m of text.matchAll(LINK)) {
+          if (/^[a-z][a-z0-9+.-]*:/i.test(m[1]!)) continue;
+          const [path, anchor] = m[1]!.split("#");
+          const target = path ? normalize(join(dirname(doc), path)).replace(/\/$/, "") : doc;
+          if (!set.has(target) && !dirs.has(target))
+            breaches.push({ file: doc, line: i + 1, what: `link to ${m[1]}: no such file` });
+          else if (anchor && set.has(target) && target.endsWith(".md")) {
+            if (!anchors.has(target)) anchors.set(target, headings(read(target)));
+            if (!anchors.get(target)!.has(anchor))
+              breaches.push({ file: doc, line: i + 1, what: `link to ${m[1]}: no such heading in ${target}` });
+          }
+        }
+      });
   }
   const skip = ignored(paths.map((b) => b.what.replace(/<[^>]*>|\*/g, "x")));
-  return [...paths.filter((b) => !skip.has(b.what.replace(/<[^>]*>|\*/g, "x"))).map((b) => ({ ...b, what: `${b.what}: no such file or folder` })), ...breaches];
+  return [
+    ...paths
+      .filter((b) => !skip.has(b.what.replace(/<[^>]*>|\*/g, "x")))
+      .map((b) => ({ ...b, what: `${b.what}: no such file or folder` })),
+    ...breaches,
+  ];
 }
 
 /** The tree's files (tracked and new ones not ignored) and git's ignore rules. */
 export function docPathsOfTree(root: string): DocBreach[] {
   const git = (args: string[], input?: string) => spawnSync("git", args, { cwd: root, encoding: "utf8", input });
   const files = git(["ls-files", "--cached", "--others", "--exclude-standard"]).stdout.split("\n").filter(Boolean);
-  const ignored = (paths: string[]) => new Set(paths.length ? git(["check-ignore", "--no-index", "--stdin"], paths.join("\n")).stdout.split("\n").filter(Boolean) : []);
+  const ignored = (paths: string[]) =>
+    new Set(
+      paths.length
+        ? git(["check-ignore", "--no-index", "--stdin"], paths.join("\n")).stdout.split("\n").filter(Boolean)
+        : [],
+    );
   return docBreaches(root, files, ignored);
 }

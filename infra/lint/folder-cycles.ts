@@ -45,7 +45,8 @@ export function folderCycles(appsDir: string): FolderCycle[] {
       for (const m of readFileSync(file, "utf8").matchAll(IMPORT)) {
         const target = resolve(dirname(file), m[1]!);
         const to = topFolder(src, target);
-        if (to && to !== from && !edges.has(`${from} ${to}`)) edges.set(`${from} ${to}`, `${relative(src, file)} -> ${relative(src, target)}`);
+        if (to && to !== from && !edges.has(`${from} ${to}`))
+          edges.set(`${from} ${to}`, `${relative(src, file)} -> ${relative(src, target)}`);
       }
     }
     for (const [key, ab] of edges) {

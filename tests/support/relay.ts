@@ -1,7 +1,7 @@
 // A TCP relay between two regions' processes on one machine: optional one-way delay per chunk
 // (this kernel has no netem), and a cut that drops every connection and refuses new ones until
 // healed: what a partitioned link does to a NATS leafnode or witness connection.
-import { createServer, Socket, type Server } from "node:net";
+import { createServer, type Server, Socket } from "node:net";
 
 export interface Relay {
   port: number;
@@ -10,7 +10,10 @@ export interface Relay {
   stop(): Promise<void>;
 }
 
-export async function startRelay(target: { host: string; port: number }, o: { delayMs?: number; listenHost?: string } = {}): Promise<Relay> {
+export async function startRelay(
+  target: { host: string; port: number },
+  o: { delayMs?: number; listenHost?: string } = {},
+): Promise<Relay> {
   const sockets = new Set<Socket>();
   let isCut = false;
   const delayed = (to: Socket) => (chunk: Buffer) => {

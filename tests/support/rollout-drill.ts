@@ -5,13 +5,13 @@
 // waits for every acknowledged task, and returns the figures of the drill's line.
 import { jetstream } from "@nats-io/jetstream";
 import { freePort, natsEnv } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
-import { eventually } from "@pipeline/devstack/testing";
-import type { Rollout } from "../../apps/rollout/src/domain/plan.ts";
 import { createRolloutStore, openControlBucket } from "../../apps/rollout/src/adapters/store.ts";
-import { ROOT, spawnApp, type Proc } from "../harness.ts";
-import { PROVIDER_KEY, REGIONS, startTwoRegions, steadyLoad, type Region, type TwoRegions } from "./two-regions.ts";
+import type { Rollout } from "../../apps/rollout/src/domain/plan.ts";
+import { type Proc, ROOT, spawnApp } from "../harness.ts";
+import { PROVIDER_KEY, REGIONS, type Region, startTwoRegions, steadyLoad, type TwoRegions } from "./two-regions.ts";
 
 export interface RolloutStage {
   two: TwoRegions;
@@ -74,18 +74,34 @@ export async function startRolloutStage(o: { canaryEnv?: Record<string, string> 
   const canaries = two.regions.map((r) => spawnCanary(two, r, o.canaryEnv ?? {}));
   const port = await freePort();
   const env = rolloutEnv(two);
-  const spawnService = () => spawnApp("rollout", "apps/rollout/src/main.ts", { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port) }, two.logDir);
+  const spawnService = () =>
+    spawnApp(
+      "rollout",
+      "apps/rollout/src/main.ts",
+      { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port) },
+      two.logDir,
+    );
   let service = spawnService();
   const statusUrl = `http://127.0.0.1:${port}/v1/rollout`;
   const cli = async (...args: string[]) => {
-    const p = Bun.spawn([process.execPath, `${ROOT}/apps/rollout/src/cli.ts`, ...args], { env: { ...process.env, ...env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    const p = Bun.spawn([process.execPath, `${ROOT}/apps/rollout/src/cli.ts`, ...args], {
+      env: { ...process.env, ...env, LOG_LEVEL: "warn" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
     return { code, out: out + err };
   };
   // Ready when both versions run in both regions (the registry the rollout reads) and the service answers.
   await eventually(
     async () => {
-      const s = (await (await fetch(statusUrl).catch(() => undefined))?.json().catch(() => undefined)) as { regions?: Record<string, { processes: Record<string, number> }> } | undefined;
+      const s = (await (await fetch(statusUrl).catch(() => undefined))?.json().catch(() => undefined)) as
+        | { regions?: Record<string, { processes: Record<string, number> }> }
+        | undefined;
       return REGIONS.every((r) => (s?.regions?.[r]?.processes.v1 ?? 0) > 0 && (s?.regions?.[r]?.processes.v2 ?? 0) > 0);
     },
     60_000,
@@ -131,13 +147,20 @@ const at = (r: Rollout, action: string, which: "first" | "last" = "first") => {
 };
 
 /** Runs one rollout of v2 under steady load through both gateways, to its end, and measures it. */
-export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; startArgs: string[]; endWithin: number; crashWhen?: Array<(r: Rollout) => boolean> }): Promise<DrillFigures & { crashes: number }> {
+export async function runRolloutDrill(
+  stage: RolloutStage,
+  o: { rate: number; startArgs: string[]; endWithin: number; crashWhen?: Array<(r: Rollout) => boolean> },
+): Promise<DrillFigures & { crashes: number }> {
   const { two } = stage;
   const load = steadyLoad(two.regions, o.rate, "rollout");
   await Bun.sleep(3000);
   const started = await stage.cli("start", "v2", ...o.startArgs);
   if (started.code !== 0) throw new Error(`rollout start failed: ${started.out}`);
-  const nc: NatsConnection = await connectNats(two.regions[0].nats.url, "rollout-drill", two.regions[0].nats.auth("admin"));
+  const nc: NatsConnection = await connectNats(
+    two.regions[0].nats.url,
+    "rollout-drill",
+    two.regions[0].nats.auth("admin"),
+  );
   try {
     const store = createRolloutStore(await openControlBucket(nc));
     const crashWhen = [...(o.crashWhen ?? [])];
@@ -165,17 +188,30 @@ export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; st
     // Each task's state in its home region's database.
     const states = async () => {
       const out = new Map<string, string>();
-      for (const r of two.regions) for (const row of await r.db.sql<{ id: string; state: string }[]>`select id, state from tasks where region = ${r.name} and id = any(${ids}::uuid[])`) out.set(row.id, row.state);
+      for (const r of two.regions)
+        for (const row of await r.db.sql<
+          { id: string; state: string }[]
+        >`select id, state from tasks where region = ${r.name} and id = any(${ids}::uuid[])`)
+          out.set(row.id, row.state);
       return out;
     };
     const ended = (s?: string) => ["completed", "failed", "cancelled"].includes(s ?? "");
-    const final = await eventually(async () => {
-      const s = await states();
-      return ids.every((id) => ended(s.get(id))) ? s : undefined;
-    }, 120_000, 500).catch(async (e) => {
+    const final = await eventually(
+      async () => {
+        const s = await states();
+        return ids.every((id) => ended(s.get(id))) ? s : undefined;
+      },
+      120_000,
+      500,
+    ).catch(async (e) => {
       const s = await states();
       const open = ids.filter((id) => !ended(s.get(id)));
-      throw new Error(`${(e as Error).message}: ${open.length} task(s) not finished, e.g. ${open.slice(0, 5).map((id) => `${id}=${s.get(id) ?? "missing"}`).join(", ")}`);
+      throw new Error(
+        `${(e as Error).message}: ${open.length} task(s) not finished, e.g. ${open
+          .slice(0, 5)
+          .map((id) => `${id}=${s.get(id) ?? "missing"}`)
+          .join(", ")}`,
+      );
     });
     // Who took tasks up: the `solving` events name the worker (the v2 solvers end in "-v2").
     const solvedBy: Record<string, number> = {};
@@ -184,7 +220,9 @@ export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; st
     for (const r of two.regions) {
       const rc = await connectNats(r.nats.url, `rollout-drill-${r.name}`, r.nats.auth("admin"));
       try {
-        const c = await jetstream(rc).consumers.get(streams.events(r.name), { filter_subjects: [eventSubject(r.name, "solving")] });
+        const c = await jetstream(rc).consumers.get(streams.events(r.name), {
+          filter_subjects: [eventSubject(r.name, "solving")],
+        });
         for (;;) {
           const m = await c.next({ expires: 1000 });
           if (!m) break;
@@ -197,7 +235,10 @@ export async function runRolloutDrill(stage: RolloutStage, o: { rate: number; st
         await rc.close();
       }
     }
-    const seconds = record.state === "promoted" ? (at(record, "applied", "last") - at(record, "start")) / 1000 : (at(record, "rollback") - at(record, "applied")) / 1000;
+    const seconds =
+      record.state === "promoted"
+        ? (at(record, "applied", "last") - at(record, "start")) / 1000
+        : (at(record, "rollback") - at(record, "applied")) / 1000;
     return {
       acknowledged: ids.length,
       lost: ids.filter((id) => !final.has(id)).length,

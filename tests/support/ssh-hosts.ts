@@ -11,7 +11,17 @@
 // passwd (with `deploy` and sshd's user) and sudoers over /etc's for the namespace's processes
 // only; otherwise the namespaces share this machine's file system.
 import { spawnSync } from "node:child_process";
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,8 +70,14 @@ export interface SshHosts {
 /** The drop-in of infra/deploy/sudoers with the host's paths, under the Defaults of Debian's /etc/sudoers. */
 function sudoersFor(systemctl: string, install: string): string {
   const rule = readFileSync(join(DEPLOY, "sudoers", "captcha-pipeline-deploy"), "utf8");
-  if (!rule.includes(PROD.systemctl) || !rule.includes(PROD.install)) throw new Error("the sudoers drop-in no longer names systemctl and the install script as expected");
-  const header = ["Defaults\tenv_reset", 'Defaults\tsecure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"', "root\tALL=(ALL:ALL) ALL", ""].join("\n");
+  if (!rule.includes(PROD.systemctl) || !rule.includes(PROD.install))
+    throw new Error("the sudoers drop-in no longer names systemctl and the install script as expected");
+  const header = [
+    "Defaults\tenv_reset",
+    'Defaults\tsecure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"',
+    "root\tALL=(ALL:ALL) ALL",
+    "",
+  ].join("\n");
   return header + rule.replaceAll(PROD.systemctl, systemctl).replaceAll(PROD.install, install);
 }
 
@@ -71,7 +87,10 @@ function installScriptFor(hostDir: string): string {
   const paths: [RegExp, string][] = [
     [/^ROOT=\/opt\/captcha-pipeline$/m, `ROOT=${join(hostDir, "opt")}`],
     [/^ETC=\/etc\/captcha-pipeline$/m, `ETC=${join(hostDir, "etc")}`],
-    [/^SIGNERS=\/etc\/captcha-pipeline-release\/allowed_signers$/m, `SIGNERS=${join(hostDir, "release", "allowed_signers")}`],
+    [
+      /^SIGNERS=\/etc\/captcha-pipeline-release\/allowed_signers$/m,
+      `SIGNERS=${join(hostDir, "release", "allowed_signers")}`,
+    ],
   ];
   return paths.reduce((text, [line, value]) => {
     if (!line.test(text)) throw new Error(`captcha-pipeline-install.sh: no line ${line}`);
@@ -97,7 +116,11 @@ function reachable(host: string, port: number): Promise<boolean> {
  * Starts the hosts. `releaseSigners`: the public keys whose release signatures the hosts accept
  * (their allowed_signers, as cloud-init writes it from Terraform's release_signing_keys).
  */
-export async function startSshHosts(names: string[], region: string, o: { releaseSigners: string[] }): Promise<SshHosts> {
+export async function startSshHosts(
+  names: string[],
+  region: string,
+  o: { releaseSigners: string[] },
+): Promise<SshHosts> {
   const sshd = findSshd();
   findSudo();
   const sftp = join(sshd, "..", "..", "lib", "openssh", "sftp-server");
@@ -136,9 +159,13 @@ export async function startSshHosts(names: string[], region: string, o: { releas
   const stop = async () => {
     for (const h of hosts) {
       // Everything started on the host: the stand-in's services, then sshd.
-      spawnSync("sh", ["-c", `for p in '${h.dir}'/run/*.pid; do [ -f "$p" ] && kill -KILL "$(cat "$p")" 2>/dev/null; done; true`]);
+      spawnSync("sh", [
+        "-c",
+        `for p in '${h.dir}'/run/*.pid; do [ -f "$p" ] && kill -KILL "$(cat "$p")" 2>/dev/null; done; true`,
+      ]);
     }
-    for (const s of started) if (existsSync(s.pidFile)) spawnSync("kill", ["-KILL", readFileSync(s.pidFile, "utf8").trim()]);
+    for (const s of started)
+      if (existsSync(s.pidFile)) spawnSync("kill", ["-KILL", readFileSync(s.pidFile, "utf8").trim()]);
     for (const h of hosts) {
       spawnSync("ip", ["netns", "pids", h.ns], { encoding: "utf8" })
         .stdout?.split("\n")
@@ -171,14 +198,20 @@ export async function startSshHosts(names: string[], region: string, o: { releas
       mkdirSync(`/etc/netns/${ns}`, { recursive: true });
       writeFileSync(`/etc/netns/${ns}/passwd`, passwd);
       writeFileSync(`/etc/netns/${ns}/sudoers`, sudoersFor(systemctl, install), { mode: 0o440 });
-      for (const d of ["opt", "etc", "run", "bin", "sbin", "release"]) mkdirSync(join(hostDir, d), { recursive: true, mode: 0o755 });
+      for (const d of ["opt", "etc", "run", "bin", "sbin", "release"])
+        mkdirSync(join(hostDir, d), { recursive: true, mode: 0o755 });
       chmodSync(hostDir, 0o755);
       chmodSync(join(hostDir, "etc"), 0o700);
-      for (const app of ["gateway", "solver", "recovery", "rollout"]) mkdirSync(join(hostDir, "opt", app, "releases"), { recursive: true, mode: 0o755 });
+      for (const app of ["gateway", "solver", "recovery", "rollout"])
+        mkdirSync(join(hostDir, "opt", app, "releases"), { recursive: true, mode: 0o755 });
       copyFileSync(join(import.meta.dir, "host-systemctl.sh"), systemctl);
       chmodSync(systemctl, 0o755);
       writeFileSync(install, installScriptFor(hostDir), { mode: 0o755 });
-      writeFileSync(join(hostDir, "release", "allowed_signers"), o.releaseSigners.map((k) => `${allowedSignersLine(k)}\n`).join(""), { mode: 0o644 });
+      writeFileSync(
+        join(hostDir, "release", "allowed_signers"),
+        o.releaseSigners.map((k) => `${allowedSignersLine(k)}\n`).join(""),
+        { mode: 0o644 },
+      );
       const pidFile = join(dir, `sshd-${name}.pid`);
       const config = join(dir, `sshd-${name}.conf`);
       writeFileSync(
@@ -236,13 +269,40 @@ export async function startSshHosts(names: string[], region: string, o: { releas
       inventory,
       async exec(host, cmd) {
         const p = Bun.spawn(["ip", "netns", "exec", host.ns, "sh", "-c", cmd], { stdout: "pipe", stderr: "pipe" });
-        const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+        const [out, err, code] = await Promise.all([
+          new Response(p.stdout).text(),
+          new Response(p.stderr).text(),
+          p.exited,
+        ]);
         return { code, out: `${out}${err}` };
       },
       async sshAsDeploy(host, cmd, input) {
-        const opts = ["-F", "none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${knownHosts}`, "-o", "LogLevel=ERROR", "-i", key, "-o", "IdentitiesOnly=yes"];
-        const p = Bun.spawn(["ssh", ...opts, `deploy@${host.ip}`, cmd], { stdin: input ? Bun.file(input) : "ignore", stdout: "pipe", stderr: "pipe" });
-        const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+        const opts = [
+          "-F",
+          "none",
+          "-o",
+          "BatchMode=yes",
+          "-o",
+          "StrictHostKeyChecking=yes",
+          "-o",
+          `UserKnownHostsFile=${knownHosts}`,
+          "-o",
+          "LogLevel=ERROR",
+          "-i",
+          key,
+          "-o",
+          "IdentitiesOnly=yes",
+        ];
+        const p = Bun.spawn(["ssh", ...opts, `deploy@${host.ip}`, cmd], {
+          stdin: input ? Bun.file(input) : "ignore",
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+        const [out, err, code] = await Promise.all([
+          new Response(p.stdout).text(),
+          new Response(p.stderr).text(),
+          p.exited,
+        ]);
         return { code, out, err };
       },
       stop,

@@ -43,7 +43,12 @@ export function watchEventLoop(o: { everyMs?: number; stallMs?: number; now?: ()
 }
 
 /** The logs in `dir` (`<name>.log`), for `lastErrors`. */
-export const logsIn = (dir: string): LogFile[] => (existsSync(dir) ? readdirSync(dir).filter((x) => x.endsWith(".log")).map((x) => ({ file: join(dir, x), name: x.replace(/\.log$/, "") })) : []);
+export const logsIn = (dir: string): LogFile[] =>
+  existsSync(dir)
+    ? readdirSync(dir)
+        .filter((x) => x.endsWith(".log"))
+        .map((x) => ({ file: join(dir, x), name: x.replace(/\.log$/, "") }))
+    : [];
 
 export interface LogFile {
   file: string;
@@ -59,7 +64,11 @@ export function lastErrors(logs: LogFile[], n = 10): string[] {
       if (raw.startsWith("{")) {
         try {
           const j = JSON.parse(raw) as { level?: number; time?: string; msg?: string; err?: unknown };
-          if ((j.level ?? 0) >= 50) found.push({ t: j.time ?? "", line: `${(j.time ?? "").slice(11, 23)} ${name}: ${j.msg ?? ""}${j.err ? ` (${String(typeof j.err === "object" ? JSON.stringify(j.err) : j.err).slice(0, 120)})` : ""}` });
+          if ((j.level ?? 0) >= 50)
+            found.push({
+              t: j.time ?? "",
+              line: `${(j.time ?? "").slice(11, 23)} ${name}: ${j.msg ?? ""}${j.err ? ` (${String(typeof j.err === "object" ? JSON.stringify(j.err) : j.err).slice(0, 120)})` : ""}`,
+            });
         } catch {}
       } else {
         // nats-server: `[pid] 2026/12/05 13:37:17.496990 [ERR] ...`

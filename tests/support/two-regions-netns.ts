@@ -22,23 +22,39 @@
 // Names and addresses derive from this process's pid and a count of its stacks; `stop()` removes
 // every namespace, link and process, as does a watchdog if this process dies without stopping.
 import { spawn, spawnSync } from "node:child_process";
-import { jetstream } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { jetstream } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import {
+  type NatsServerHandle,
+  natsEnv,
+  type PostgresHandle,
+  runCommand,
+  startNatsServer,
+  startPostgres,
+  waitForPort,
+} from "@pipeline/devstack";
+import { createTestDatabase, eventually } from "@pipeline/devstack/testing";
 import { createEmulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
-import { runCommand, startNatsServer, startPostgres, waitForPort, type NatsServerHandle, type PostgresHandle } from "@pipeline/devstack";
 import { connectNats } from "@pipeline/shared/nats";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 import { buckets } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually } from "@pipeline/devstack/testing";
-import { natsEnv } from "@pipeline/devstack";
-import { ROOT, spawnApp, type Proc } from "../harness.ts";
+import { type Proc, ROOT, spawnApp } from "../harness.ts";
 import { startRelay } from "./relay.ts";
-import { lastErrors, logsIn, watchEventLoop, type LogFile } from "./stack-diagnosis.ts";
-import { API_KEY, PROVIDER_KEY, REGIONS, waitForLeases, waitForMirrors, type Region, type TwoRegionOptions, type TwoRegions } from "./two-regions.ts";
+import { type LogFile, lastErrors, logsIn, watchEventLoop } from "./stack-diagnosis.ts";
+import {
+  API_KEY,
+  PROVIDER_KEY,
+  REGIONS,
+  type Region,
+  type TwoRegionOptions,
+  type TwoRegions,
+  waitForLeases,
+  waitForMirrors,
+} from "./two-regions.ts";
 
 export interface NetnsTwoRegionOptions extends TwoRegionOptions {
   /** One-way delay of each inter-region relay, per chunk (default 30 ms: fsn1-hel1 is ~25 ms apart). */
@@ -136,16 +152,20 @@ function teardownScript(p: ReturnType<typeof plan>): string {
     ...nss.map((ns) => `for pid in $(ip netns pids ${ns} 2>/dev/null); do kill -KILL $pid 2>/dev/null; done`),
     "sleep 0.2",
     ...nss.map((ns) => `ip netns del ${ns} 2>/dev/null`),
-    ...[...p.regions.flatMap((r) => [r.wanPort, r.accessPort]), p.witness.wanPort, p.bridge].map((l) => `ip link del ${l} 2>/dev/null`),
+    ...[...p.regions.flatMap((r) => [r.wanPort, r.accessPort]), p.witness.wanPort, p.bridge].map(
+      (l) => `ip link del ${l} 2>/dev/null`,
+    ),
     "true",
   ].join("; ");
 }
 
 /** Runs `bun <script>` inside a namespace, as `spawnApp` does outside one. */
-const spawnInNs = (ns: string, name: string, script: string, env: Record<string, string>, logDir: string): Proc => spawnApp(name, script, env, logDir, ["ip", "netns", "exec", ns]);
+const spawnInNs = (ns: string, name: string, script: string, env: Record<string, string>, logDir: string): Proc =>
+  spawnApp(name, script, env, logDir, ["ip", "netns", "exec", ns]);
 
 export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promise<NetnsTwoRegions> {
-  if (process.getuid?.() !== 0) throw new Error("startTwoRegionsNetns needs root (ip netns, veth, bridge); CI runs as root");
+  if (process.getuid?.() !== 0)
+    throw new Error("startTwoRegionsNetns needs root (ip netns, veth, bridge); CI runs as root");
   const p = plan();
   const latencyMs = o.latencyMs ?? 30;
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-regions-netns-"));
@@ -158,7 +178,8 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     const d = mkdtempSync(join(tmpdir(), prefix));
     cleanups.push(async () => {
       // A nats-server's log outlives its store, beside the apps' logs.
-      if (existsSync(join(d, "nats-server.log"))) copyFileSync(join(d, "nats-server.log"), join(logDir, `${prefix.replace(/-$/, "")}.log`));
+      if (existsSync(join(d, "nats-server.log")))
+        copyFileSync(join(d, "nats-server.log"), join(logDir, `${prefix.replace(/-$/, "")}.log`));
       rmSync(d, { recursive: true, force: true });
     });
     natsLogs.push({ file: join(d, "nats-server.log"), name: prefix.replace(/-$/, "") });
@@ -167,7 +188,10 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
   const teardown = teardownScript(p);
   spawnSync("sh", ["-c", teardown]); // leftovers of an earlier process with this pid
   // If this process dies without stop(), a watchdog removes the namespaces.
-  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${teardown}`], { detached: true, stdio: "ignore" });
+  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${teardown}`], {
+    detached: true,
+    stdio: "ignore",
+  });
   watchdog.unref();
   const stopAll = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => {});
@@ -208,7 +232,13 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     loop.reset(); // the blocking setup above ran before any relay: not the WAN's stall
 
     // The provider: reachable from every region over its access link.
-    const emu = createEmulator({ port: 0, host: "0.0.0.0", keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 50, ...o.emulator });
+    const emu = createEmulator({
+      port: 0,
+      host: "0.0.0.0",
+      keys: { [PROVIDER_KEY]: { threads: 1000 } },
+      latencyMs: 50,
+      ...o.emulator,
+    });
     await emu.start();
     cleanups.push(() => emu.stop());
     const emuPort = Number(new URL(emu.url).port);
@@ -246,7 +276,13 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
         witnessNodes.push(node);
       }
     } else {
-      const node = await startNatsServer({ port: 4222, host: p.witness.wanIp, netns: p.witness.ns, storeDir: tmp("nats-witness-"), name: "witness-1" });
+      const node = await startNatsServer({
+        port: 4222,
+        host: p.witness.wanIp,
+        netns: p.witness.ns,
+        storeDir: tmp("nats-witness-"),
+        name: "witness-1",
+      });
       cleanups.push(() => node.stop());
       witnessNodes.push(node);
     }
@@ -256,7 +292,17 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     {
       const wnc = await connectNats(witness.url, "two-regions-witness-setup", witness.auth("recovery"));
       try {
-        await eventually(async () => Boolean(await new Kvm(jetstream(wnc, { timeout: 5000 })).create(buckets.leases(), { history: 1, replicas: witnessNodes.length })), 60_000, 500);
+        await eventually(
+          async () =>
+            Boolean(
+              await new Kvm(jetstream(wnc, { timeout: 5000 })).create(buckets.leases(), {
+                history: 1,
+                replicas: witnessNodes.length,
+              }),
+            ),
+          60_000,
+          500,
+        );
       } finally {
         await wnc.close();
       }
@@ -289,23 +335,61 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
 
     const startRegion = async (rp: (typeof p.regions)[number], nats: NatsServerHandle): Promise<NetnsRegion> => {
       const pgDir = tmp(`pg-${rp.name}-`);
-      const pg: PostgresHandle = await startPostgres({ dataDir: pgDir, port: 5432, host: rp.accessIp, netns: rp.ns, fast: true });
+      const pg: PostgresHandle = await startPostgres({
+        dataDir: pgDir,
+        port: 5432,
+        host: rp.accessIp,
+        netns: rp.ns,
+        fast: true,
+      });
       cleanups.push(() => pg.stop("immediate"));
       const tdb = await createTestDatabase(`reg_${rp.name}`, pg.adminUrl);
       // The keeper's link to the witness (3 nodes: to nbg1's node; its own location's node it reaches inside its namespace).
       const threeNodes = witnessNodes.length === 3;
       const witnessLink = await relay({ host: p.witness.wanIp, port: threeNodes ? 4223 : 4222 });
       const w = witness.auth("recovery");
-      const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: rp.name, REGIONS: REGIONS.join(","), LOG_LEVEL: process.env.LOG_LEVEL ?? "info" };
+      const common = {
+        NATS_URL: nats.url,
+        DATABASE_URL: tdb.url,
+        REGION: rp.name,
+        REGIONS: REGIONS.join(","),
+        LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+      };
       // The region's topology first, as its recovery service makes it at start: the apps wait for it.
       await provisionRegionsAt(nats.url, nats.auth("admin"), [rp.name]);
       const procs = [
-        spawnInNs(rp.ns, `gateway-${rp.name}`, "apps/gateway/src/main.ts", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_HOST: rp.accessIp, GATEWAY_PORT: "8080", API_KEYS: API_KEY, API_KEYS_ALLOW_SHORT: "1" }, logDir),
+        spawnInNs(
+          rp.ns,
+          `gateway-${rp.name}`,
+          "apps/gateway/src/main.ts",
+          {
+            ...common,
+            DATABASE_URL: tdb.appUrls.gateway,
+            ...natsEnv(nats, "gateway"),
+            GATEWAY_HOST: rp.accessIp,
+            GATEWAY_PORT: "8080",
+            API_KEYS: API_KEY,
+            API_KEYS_ALLOW_SHORT: "1",
+          },
+          logDir,
+        ),
         spawnInNs(
           rp.ns,
           `solver-${rp.name}`,
           "apps/solver/src/main.ts",
-          { ...common, DATABASE_URL: tdb.appUrls.solver, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${rp.name}`, PROVIDER_URL: `http://${rp.hostAccessIp}:${emuPort}`, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
+          {
+            ...common,
+            DATABASE_URL: tdb.appUrls.solver,
+            ...natsEnv(nats, "solver"),
+            WORKER_ID: `solver-${rp.name}`,
+            PROVIDER_URL: `http://${rp.hostAccessIp}:${emuPort}`,
+            PROVIDER_KEY,
+            FIRST_POLL_MS: "50",
+            POLL_INTERVAL_MS: "100",
+            METRICS_PORT: "0",
+            WEBHOOK_SECRET: "regions-webhook-secret",
+            ...o.solverEnv,
+          },
           logDir,
         ),
         spawnInNs(
@@ -320,7 +404,9 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
             STALE_AFTER_MS: "3000",
             GATEWAY_PUBLISH_GRACE_MS: "0",
             DATA_DIR: tmp(`regions-${rp.name}-`),
-            WITNESS_URL: threeNodes ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}` : `nats://${p.bridgeIp}:${witnessLink.port}`,
+            WITNESS_URL: threeNodes
+              ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}`
+              : `nats://${p.bridgeIp}:${witnessLink.port}`,
             WITNESS_REPLICAS: String(witnessNodes.length),
             WITNESS_USER: w.user!,
             WITNESS_PASSWORD: w.pass!,
@@ -338,7 +424,19 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
         await db.close();
       });
       await waitForPort(8080, 20_000, rp.accessIp);
-      return { name: rp.name, nats, tdb, db, gatewayUrl: `http://${rp.accessIp}:8080`, procs, witnessLink, ns: rp.ns, wanIp: rp.wanIp, accessIp: rp.accessIp, wanPort: rp.wanPort };
+      return {
+        name: rp.name,
+        nats,
+        tdb,
+        db,
+        gatewayUrl: `http://${rp.accessIp}:8080`,
+        procs,
+        witnessLink,
+        ns: rp.ns,
+        wanIp: rp.wanIp,
+        accessIp: rp.accessIp,
+        wanPort: rp.wanPort,
+      };
     };
     const regions: [NetnsRegion, NetnsRegion] = [await startRegion(pa, a), await startRegion(pb, b)];
     await waitForLeases(regions);
@@ -377,7 +475,12 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       },
       stop: stopAll,
       eventLoop: () => loop.summary(),
-      diagnose: () => [loop.summary(), "last errors logged:", ...lastErrors([...logsIn(logDir), ...natsLogs], 12).map((l) => `  ${l}`)].join("\n"),
+      diagnose: () =>
+        [
+          loop.summary(),
+          "last errors logged:",
+          ...lastErrors([...logsIn(logDir), ...natsLogs], 12).map((l) => `  ${l}`),
+        ].join("\n"),
     };
   } catch (err) {
     await stopAll();
@@ -386,7 +489,10 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
 }
 
 /** `recovery assess` against one region from this machine (async: the relays here keep working meanwhile). */
-export async function assessRegionAsync(two: NetnsTwoRegions, r: NetnsRegion): Promise<{ code: number | null; out: string }> {
+export async function assessRegionAsync(
+  two: NetnsTwoRegions,
+  r: NetnsRegion,
+): Promise<{ code: number | null; out: string }> {
   const w = two.witness.auth("recovery");
   const env = {
     ...process.env,
@@ -401,8 +507,16 @@ export async function assessRegionAsync(two: NetnsTwoRegions, r: NetnsRegion): P
     SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "regions-assess-")),
   };
   try {
-    const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), "assess"], { env, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), "assess"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [out, err, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     return { code, out: `${out}${err}` };
   } finally {
     rmSync(env.SNAPSHOT_DIR, { recursive: true, force: true });

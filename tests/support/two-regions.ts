@@ -6,18 +6,18 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
-import { openDatabase, type Database } from "@pipeline/shared/db";
-import { freePort, natsEnv, startNatsServer, waitForPort, type NatsServerHandle } from "@pipeline/devstack";
-import { connectNats } from "@pipeline/shared/nats";
-import { LeaseView, maySubmit } from "@pipeline/shared/regions";
-import { openRegionBucket } from "@pipeline/shared/kv";
-import { provisionRegionsAt } from "@pipeline/shared/provision";
-import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { freePort, type NatsServerHandle, natsEnv, startNatsServer, waitForPort } from "@pipeline/devstack";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
-import { spawnApp, type Proc } from "../harness.ts";
-import { startRelay, type Relay } from "./relay.ts";
+import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
+import { type Database, openDatabase } from "@pipeline/shared/db";
+import { openRegionBucket } from "@pipeline/shared/kv";
+import { connectNats } from "@pipeline/shared/nats";
+import { provisionRegionsAt } from "@pipeline/shared/provision";
+import { LeaseView, maySubmit } from "@pipeline/shared/regions";
+import { eventSubject, streams } from "@pipeline/shared/subjects";
+import { type Proc, spawnApp } from "../harness.ts";
+import { type Relay, startRelay } from "./relay.ts";
 
 export const REGIONS = ["fsn1", "hel1"] as const;
 export const PROVIDER_KEY = "regions-provider-key";
@@ -61,7 +61,11 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
   const logDir = mkdtempSync(join(tmpdir(), "pipeline-regions-"));
   const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 50, ...o.emulator });
   await emu.start();
-  const witness = await startNatsServer({ port: await freePort(), storeDir: mkdtempSync(join(tmpdir(), "nats-witness-")), name: "witness-1" });
+  const witness = await startNatsServer({
+    port: await freePort(),
+    storeDir: mkdtempSync(join(tmpdir(), "nats-witness-")),
+    name: "witness-1",
+  });
   const leafPort = await freePort();
   const regionLink = await startRelay({ host: "127.0.0.1", port: leafPort });
   const a = await startNatsServer({
@@ -86,17 +90,46 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     const tdb = await createTestDatabase(`reg_${name}`);
     const witnessLink = await startRelay({ host: "127.0.0.1", port: witness.port });
     const w = witness.auth("recovery");
-    const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: name, REGIONS: REGIONS.join(","), LOG_LEVEL: "info" };
+    const common = {
+      NATS_URL: nats.url,
+      DATABASE_URL: tdb.url,
+      REGION: name,
+      REGIONS: REGIONS.join(","),
+      LOG_LEVEL: "info",
+    };
     const port = await freePort();
     // The region's topology first, as its recovery service makes it at start: the apps wait for it.
     await provisionRegionsAt(nats.url, nats.auth("admin"), [name]);
     const procs = [
       // The gateway and the solver with their own database roles (issue 34); recovery is the owner.
-      spawnApp(`gateway-${name}`, "apps/gateway/src/main.ts", { ...common, DATABASE_URL: tdb.appUrls.gateway, ...natsEnv(nats, "gateway"), GATEWAY_PORT: String(port), API_KEYS: API_KEY }, logDir),
+      spawnApp(
+        `gateway-${name}`,
+        "apps/gateway/src/main.ts",
+        {
+          ...common,
+          DATABASE_URL: tdb.appUrls.gateway,
+          ...natsEnv(nats, "gateway"),
+          GATEWAY_PORT: String(port),
+          API_KEYS: API_KEY,
+        },
+        logDir,
+      ),
       spawnApp(
         `solver-${name}`,
         "apps/solver/src/main.ts",
-        { ...common, DATABASE_URL: tdb.appUrls.solver, ...natsEnv(nats, "solver"), WORKER_ID: `solver-${name}`, PROVIDER_URL: emu.url, PROVIDER_KEY, FIRST_POLL_MS: "50", POLL_INTERVAL_MS: "100", METRICS_PORT: "0", WEBHOOK_SECRET: "regions-webhook-secret", ...o.solverEnv },
+        {
+          ...common,
+          DATABASE_URL: tdb.appUrls.solver,
+          ...natsEnv(nats, "solver"),
+          WORKER_ID: `solver-${name}`,
+          PROVIDER_URL: emu.url,
+          PROVIDER_KEY,
+          FIRST_POLL_MS: "50",
+          POLL_INTERVAL_MS: "100",
+          METRICS_PORT: "0",
+          WEBHOOK_SECRET: "regions-webhook-secret",
+          ...o.solverEnv,
+        },
         logDir,
       ),
       spawnApp(
@@ -123,7 +156,15 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
       ),
     ];
     await waitForPort(port, 20_000);
-    return { name, nats, tdb, db: openDatabase(tdb.url, { max: 2 }), gatewayUrl: `http://127.0.0.1:${port}`, procs, witnessLink };
+    return {
+      name,
+      nats,
+      tdb,
+      db: openDatabase(tdb.url, { max: 2 }),
+      gatewayUrl: `http://127.0.0.1:${port}`,
+      procs,
+      witnessLink,
+    };
   };
   const regions: [Region, Region] = [await startRegion("fsn1", a), await startRegion("hel1", b)];
   await waitForLeases(regions);
@@ -163,10 +204,14 @@ export async function waitForLeases(regions: Array<Pick<Region, "name" | "nats">
     const nc = await connectNats(r.nats.url, "two-regions-ready", r.nats.auth("admin"));
     try {
       const kv = await openRegionBucket(nc, r.name);
-      await eventually(async () => {
-        const e = await kv.get("lease");
-        return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
-      }, 30_000, 100);
+      await eventually(
+        async () => {
+          const e = await kv.get("lease");
+          return e?.operation === "PUT" && maySubmit(LeaseView.parse(e.json()), r.name, Date.now());
+        },
+        30_000,
+        100,
+      );
     } finally {
       await nc.close();
     }
@@ -184,13 +229,21 @@ export async function waitForMirrors(regions: Array<Pick<Region, "name" | "nats"
   for (const from of regions) {
     const src = await connectNats(from.nats.url, "two-regions-mirror-probe", from.nats.auth("admin"));
     try {
-      await jetstream(src).publish(eventSubject(from.name, "probe"), JSON.stringify({ kind: "probe", region: from.name, at: new Date().toISOString() }));
+      await jetstream(src).publish(
+        eventSubject(from.name, "probe"),
+        JSON.stringify({ kind: "probe", region: from.name, at: new Date().toISOString() }),
+      );
       const seq = (await (await jetstreamManager(src)).streams.info(streams.events(from.name))).state.last_seq;
       for (const to of regions.filter((r) => r.name !== from.name)) {
         const dst = await connectNats(to.nats.url, "two-regions-mirror-wait", to.nats.auth("admin"));
         try {
           const jsm = await jetstreamManager(dst);
-          await eventually(async () => ((await jsm.streams.info(streams.events(from.name)).catch(() => undefined))?.state.last_seq ?? 0) >= seq, 60_000, 200);
+          await eventually(
+            async () =>
+              ((await jsm.streams.info(streams.events(from.name)).catch(() => undefined))?.state.last_seq ?? 0) >= seq,
+            60_000,
+            200,
+          );
         } finally {
           await dst.close();
         }
@@ -202,7 +255,11 @@ export async function waitForMirrors(regions: Array<Pick<Region, "name" | "nats"
 }
 
 /** A JSON call to a region's gateway with the test client's key. */
-export async function call<T>(r: Region, path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+export async function call<T>(
+  r: Region,
+  path: string,
+  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: T; headers: Headers }> {
   const res = await fetch(`${r.gatewayUrl}${path}`, {
     method: init.method ?? "GET",
     headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json", ...init.headers },
@@ -211,7 +268,10 @@ export async function call<T>(r: Region, path: string, init: { method?: string; 
   return { status: res.status, body: (await res.json().catch(() => null)) as T, headers: res.headers };
 }
 
-export const turnstile = (i: number | string) => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/r/${i}` } });
+export const turnstile = (i: number | string) => ({
+  type: "turnstile",
+  params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/r/${i}` },
+});
 
 export interface Acked {
   id: string;
@@ -234,7 +294,11 @@ export function steadyLoad(regions: Region[], perSecond: number, prefix = "load"
     const key = `${prefix}-${r.name}-${i}`;
     const body = turnstile(key);
     for (const target of [r, ...regions.filter((x) => x !== r)]) {
-      const res = await call<{ id: string }>(target, "/v1/tasks", { method: "POST", body, headers: { "idempotency-key": key } }).catch(() => undefined);
+      const res = await call<{ id: string }>(target, "/v1/tasks", {
+        method: "POST",
+        body,
+        headers: { "idempotency-key": key },
+      }).catch(() => undefined);
       if (res?.status === 202) {
         acked.push({ id: res.body.id, region: target.name, at: Date.now() });
         return;
@@ -275,6 +339,9 @@ export function assessRegion(two: TwoRegions, r: Region): { code: number | null;
     WITNESS_PASSWORD: w.pass!,
     SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "regions-assess-")),
   };
-  const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "..", "apps", "recovery", "src", "cli.ts"), "assess"], { env, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync(
+    [process.execPath, join(import.meta.dir, "..", "..", "apps", "recovery", "src", "cli.ts"), "assess"],
+    { env, stdout: "pipe", stderr: "pipe" },
+  );
   return { code: p.exitCode, out: `${p.stdout.toString()}${p.stderr.toString()}` };
 }

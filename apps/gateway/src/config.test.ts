@@ -24,7 +24,12 @@ test("a bad variable is named in the error, its value is not echoed", () => {
     run();
   } catch (e) {
     const err = e as ConfigError;
-    expect(err.fields.sort()).toEqual(["API_KEYS", "DATABASE_URL", "GATEWAY_PORT"].sort().map((f) => (f === "API_KEYS" ? "API_KEYS.0" : f)).sort());
+    expect(err.fields.sort()).toEqual(
+      ["API_KEYS", "DATABASE_URL", "GATEWAY_PORT"]
+        .sort()
+        .map((f) => (f === "API_KEYS" ? "API_KEYS.0" : f))
+        .sort(),
+    );
     expect(err.message).not.toContain("secret");
   }
 });
@@ -35,7 +40,10 @@ test("a region must be one subject token", () => {
 
 test("the callbackUrl policy is strict unless WEBHOOK_ALLOW_HTTP / WEBHOOK_ALLOW_PRIVATE are set", () => {
   expect(loadConfig(ok)).toMatchObject({ WEBHOOK_ALLOW_HTTP: false, WEBHOOK_ALLOW_PRIVATE: false });
-  expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "true" })).toMatchObject({ WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true });
+  expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "true" })).toMatchObject({
+    WEBHOOK_ALLOW_HTTP: true,
+    WEBHOOK_ALLOW_PRIVATE: true,
+  });
   expect(() => loadConfig({ ...ok, WEBHOOK_ALLOW_PRIVATE: "maybe" })).toThrow(/WEBHOOK_ALLOW_PRIVATE/);
 });
 
@@ -52,7 +60,9 @@ test("API keys shorter than 32 characters are refused outside dev (naming API_KE
   expect(err!.fields.sort()).toEqual(["API_KEYS", "GATEWAY_PORT"]);
   expect(err!.message).toContain("key #2 has 23 characters: at least 32");
   expect(err!.message).not.toContain(short);
-  expect(loadConfig({ ...ok, API_KEYS: "x".repeat(31) + "," + KEY_ONE, API_KEYS_ALLOW_SHORT: "1" }).API_KEYS).toHaveLength(2);
+  expect(
+    loadConfig({ ...ok, API_KEYS: "x".repeat(31) + "," + KEY_ONE, API_KEYS_ALLOW_SHORT: "1" }).API_KEYS,
+  ).toHaveLength(2);
   expect(loadConfig({ ...ok, API_KEYS: "dev-key", API_KEYS_ALLOW_SHORT: "1" }).API_KEYS).toEqual(["dev-key"]);
   expect(loadConfig({ ...ok, API_KEYS: "x".repeat(32) }).API_KEYS).toHaveLength(1);
   expect(() => loadConfig({ ...ok, API_KEYS: "x".repeat(31) })).toThrow(/API_KEYS/);
@@ -80,11 +90,23 @@ test("QUOTAS and TASK_PRICES are JSON checked field by field; a dailySpend needs
   expect(loadConfig(ok).QUOTAS).toBeUndefined();
   expect(fields({ QUOTAS: "{nope" })).toEqual(["QUOTAS"]);
   expect(fields({ QUOTAS: JSON.stringify({ default: { maxInFlight: -1 } }) })).toEqual(["QUOTAS.default.maxInFlight"]);
-  expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef": { dailySpend: "a" } } }) })).toEqual(["QUOTAS.keys.0123456789abcdef.dailySpend"]);
+  expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef": { dailySpend: "a" } } }) })).toEqual([
+    "QUOTAS.keys.0123456789abcdef.dailySpend",
+  ]);
   expect(fields({ QUOTAS: JSON.stringify({ default: { dailySpend: 5 } }) })).toEqual(["TASK_PRICES"]);
   expect(fields({ TASK_PRICES: JSON.stringify({ hcaptcha: 1 }) })).toEqual(["TASK_PRICES"]);
-  const c = loadConfig({ ...ok, QUOTAS: JSON.stringify({ default: { dailySpend: 5, maxInFlight: 100 }, keys: { "0123456789abcdef": { highLane: false } } }), TASK_PRICES: JSON.stringify({ turnstile: 0.0015 }) });
-  expect(c.QUOTAS).toEqual({ default: { dailySpend: 5, maxInFlight: 100 }, keys: { "0123456789abcdef": { highLane: false } } });
+  const c = loadConfig({
+    ...ok,
+    QUOTAS: JSON.stringify({
+      default: { dailySpend: 5, maxInFlight: 100 },
+      keys: { "0123456789abcdef": { highLane: false } },
+    }),
+    TASK_PRICES: JSON.stringify({ turnstile: 0.0015 }),
+  });
+  expect(c.QUOTAS).toEqual({
+    default: { dailySpend: 5, maxInFlight: 100 },
+    keys: { "0123456789abcdef": { highLane: false } },
+  });
   expect(c.TASK_PRICES).toEqual({ turnstile: 0.0015 });
   expect(c.QUOTA_REFRESH_MS).toBe(2000);
 });
@@ -102,20 +124,35 @@ test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) w
   const pepper = "p".repeat(32);
   expect(loadConfig(ok).API_KEY_PEPPER).toBeUndefined();
   expect(loadConfig(ok).API_KEY_LEGACY_IDS).toBe(false);
-  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1" })).toMatchObject({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: true });
+  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1" })).toMatchObject({
+    API_KEY_PEPPER: pepper,
+    API_KEY_LEGACY_IDS: true,
+  });
   expect(fields({ API_KEY_PEPPER: "short-pepper" })).toEqual(["API_KEY_PEPPER"]);
   expect(fields({ API_KEY_LEGACY_IDS: "1" })).toEqual(["API_KEY_LEGACY_IDS"]);
   expect(fields({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "maybe" })).toEqual(["API_KEY_LEGACY_IDS"]);
   // Both faults in one start.
-  expect(fields({ API_KEY_PEPPER: "short-pepper", GATEWAY_PORT: "http" }).sort()).toEqual(["API_KEY_PEPPER", "GATEWAY_PORT"]);
+  expect(fields({ API_KEY_PEPPER: "short-pepper", GATEWAY_PORT: "http" }).sort()).toEqual([
+    "API_KEY_PEPPER",
+    "GATEWAY_PORT",
+  ]);
   // QUOTAS names keys by the ids in use: a legacy id only without a pepper or during the transition.
   const [id, legacy] = ["0123456789abcdef0123456789abcdef", "0123456789abcdef"];
-  const quotas = (...ids: string[]) => JSON.stringify({ keys: Object.fromEntries(ids.map((k) => [k, { maxInFlight: 1 }])) });
-  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, QUOTAS: quotas(id) }).QUOTAS?.keys[id]).toEqual({ maxInFlight: 1 });
-  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1", QUOTAS: quotas(id, legacy) }).QUOTAS?.keys[legacy]).toEqual({ maxInFlight: 1 });
+  const quotas = (...ids: string[]) =>
+    JSON.stringify({ keys: Object.fromEntries(ids.map((k) => [k, { maxInFlight: 1 }])) });
+  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, QUOTAS: quotas(id) }).QUOTAS?.keys[id]).toEqual({
+    maxInFlight: 1,
+  });
+  expect(
+    loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1", QUOTAS: quotas(id, legacy) }).QUOTAS?.keys[
+      legacy
+    ],
+  ).toEqual({ maxInFlight: 1 });
   expect(fields({ API_KEY_PEPPER: pepper, QUOTAS: quotas(id, legacy) })).toEqual([`QUOTAS.keys.${legacy}`]);
   expect(fields({ QUOTAS: quotas(id) })).toEqual([`QUOTAS.keys.${id}`]);
-  expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef0": {} } }) })).toEqual(["QUOTAS.keys.0123456789abcdef0"]);
+  expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef0": {} } }) })).toEqual([
+    "QUOTAS.keys.0123456789abcdef0",
+  ]);
 });
 
 describe("production (PIPELINE_ENV unset) refuses what is only safe on one machine", () => {
@@ -137,7 +174,11 @@ describe("production (PIPELINE_ENV unset) refuses what is only safe on one machi
 
   test("behind a load balancer it does not know (GATEWAY_BEHIND_PROXY without GATEWAY_TRUSTED_PROXIES) the gateway refuses to start", () => {
     expect(fieldsOf({ ...prod, GATEWAY_BEHIND_PROXY: "1" })).toEqual(["GATEWAY_TRUSTED_PROXIES"]);
-    const c = loadConfig({ ...prod, GATEWAY_BEHIND_PROXY: "1", GATEWAY_TRUSTED_PROXIES: "10.0.1.5, 10.0.2.0/24,fd00::/8" });
+    const c = loadConfig({
+      ...prod,
+      GATEWAY_BEHIND_PROXY: "1",
+      GATEWAY_TRUSTED_PROXIES: "10.0.1.5, 10.0.2.0/24,fd00::/8",
+    });
     expect(c.GATEWAY_TRUSTED_PROXIES.map((r) => r.text)).toEqual(["10.0.1.5", "10.0.2.0/24", "fd00::/8"]);
     // A dev stack may leave it out.
     expect(fieldsOf({ ...prod, GATEWAY_BEHIND_PROXY: "1", PIPELINE_ENV: "dev" })).toEqual([]);
@@ -163,15 +204,24 @@ describe("production (PIPELINE_ENV unset) refuses what is only safe on one machi
 
   test("the published dev webhook secrets are refused outside dev, without echoing them", () => {
     expect(fieldsOf({ ...prod, WEBHOOK_SECRET: "dev-webhook-secret-0001" })).toEqual(["WEBHOOK_SECRET"]);
-    expect(fieldsOf({ ...prod, WEBHOOK_SECRET: "x".repeat(32), WEBHOOK_SECRET_PREVIOUS: "e2e-webhook-secret-0001" })).toEqual(["WEBHOOK_SECRET_PREVIOUS"]);
-    expect(() => loadConfig({ ...prod, WEBHOOK_SECRET: "regions-webhook-secret" })).not.toThrow(/regions-webhook-secret/);
+    expect(
+      fieldsOf({ ...prod, WEBHOOK_SECRET: "x".repeat(32), WEBHOOK_SECRET_PREVIOUS: "e2e-webhook-secret-0001" }),
+    ).toEqual(["WEBHOOK_SECRET_PREVIOUS"]);
+    expect(() => loadConfig({ ...prod, WEBHOOK_SECRET: "regions-webhook-secret" })).not.toThrow(
+      /regions-webhook-secret/,
+    );
     expect(fieldsOf({ ...prod, WEBHOOK_SECRET: "dev-webhook-secret-0001", PIPELINE_ENV: "dev" })).toEqual([]);
   });
 
   test("WEBHOOK_CLIENT_GENERATIONS is parsed, each entry checked", () => {
     const id = "0123456789abcdef0123456789abcdef";
-    expect(loadConfig({ ...prod, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 2, previous: 1 } }) }).WEBHOOK_CLIENT_GENERATIONS).toEqual({ [id]: { current: 2, previous: 1 } });
-    expect(fieldsOf({ ...prod, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 1, previous: 1 } }) })[0]).toStartWith("WEBHOOK_CLIENT_GENERATIONS");
+    expect(
+      loadConfig({ ...prod, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 2, previous: 1 } }) })
+        .WEBHOOK_CLIENT_GENERATIONS,
+    ).toEqual({ [id]: { current: 2, previous: 1 } });
+    expect(
+      fieldsOf({ ...prod, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 1, previous: 1 } }) })[0],
+    ).toStartWith("WEBHOOK_CLIENT_GENERATIONS");
     expect(fieldsOf({ ...prod, WEBHOOK_CLIENT_GENERATIONS: "{" })).toEqual(["WEBHOOK_CLIENT_GENERATIONS"]);
   });
 });

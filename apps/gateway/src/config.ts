@@ -1,9 +1,18 @@
-import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
 import { LEGACY_CLIENT_ID, MIN_PEPPER_LENGTH, PEPPERED_CLIENT_ID } from "@pipeline/shared/client-ids";
-import { commonEnv, envBool, envInt, envJson, envList, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
-import { z } from "zod";
-import { parseCidr, type Cidr } from "@pipeline/shared/net";
+import {
+  commonEnv,
+  envBool,
+  envInt,
+  envJson,
+  envList,
+  parseEnv,
+  refuseDevSecret,
+  regionsOf,
+} from "@pipeline/shared/config";
+import { type Cidr, parseCidr } from "@pipeline/shared/net";
+import { DEFAULT_IMAGE_MAX_BYTES } from "@pipeline/shared/schemas";
 import { WebhookGenerations } from "@pipeline/shared/webhooks";
+import { z } from "zod";
 import { QuotasConfig, TaskPrices } from "./domain/quotas.ts";
 
 /** Shortest API key accepted outside dev stacks and tests (API_KEYS_ALLOW_SHORT). */
@@ -14,7 +23,9 @@ const GatewayEnvFields = z.object({
   GATEWAY_PORT: envInt(8080, 0, 65535),
   ...commonEnv,
   /** Client API keys, comma-separated: each at least 32 characters (a key is a bearer secret), unless API_KEYS_ALLOW_SHORT. */
-  API_KEYS: envList().pipe(z.array(z.string().min(4, "each key needs at least 4 characters")).min(1, "at least one key")),
+  API_KEYS: envList().pipe(
+    z.array(z.string().min(4, "each key needs at least 4 characters")).min(1, "at least one key"),
+  ),
   /** Dev stacks and tests only: keys of 4 to 31 characters are accepted (`dev-key`). */
   API_KEYS_ALLOW_SHORT: envBool(false),
   /** Secret (at least 32 characters): a key's client id is HMAC-SHA256(pepper, key) (32 hex characters); unset: the legacy sha256 prefix (16). docs/security.md. */
@@ -29,17 +40,24 @@ const GatewayEnvFields = z.object({
   /** The gateway runs behind a load balancer: outside dev it then refuses to start without GATEWAY_TRUSTED_PROXIES. */
   GATEWAY_BEHIND_PROXY: envBool(false),
   /** The load balancers' addresses or ranges (`10.0.1.5,10.0.1.0/24`): only a request from one of them has its X-Forwarded-For believed. */
-  GATEWAY_TRUSTED_PROXIES: envList().pipe(
-    z.array(z.string()).transform((items, ctx) => {
-      const out: Cidr[] = [];
-      for (const [i, item] of items.entries()) {
-        const c = parseCidr(item);
-        if (c) out.push(c);
-        else ctx.addIssue({ code: "custom", path: [i], message: `"${item}" is not an address or a range (10.0.1.5, 10.0.1.0/24, fd00::/8)` });
-      }
-      return out;
-    }),
-  ).default([]),
+  GATEWAY_TRUSTED_PROXIES: envList()
+    .pipe(
+      z.array(z.string()).transform((items, ctx) => {
+        const out: Cidr[] = [];
+        for (const [i, item] of items.entries()) {
+          const c = parseCidr(item);
+          if (c) out.push(c);
+          else
+            ctx.addIssue({
+              code: "custom",
+              path: [i],
+              message: `"${item}" is not an address or a range (10.0.1.5, 10.0.1.0/24, fd00::/8)`,
+            });
+        }
+        return out;
+      }),
+    )
+    .default([]),
   /** Replaced by GATEWAY_BEHIND_PROXY + GATEWAY_TRUSTED_PROXIES (it believed any peer's X-Forwarded-For): refused when set. */
   GATEWAY_TRUST_PROXY: z.string().optional(),
   /** Per API key quotas (docs/security.md, "Quotas"): `{"default": {…}, "keys": {"<client id>": {…}}}`; unset: no limits. */
@@ -78,33 +96,86 @@ const GatewayEnvFields = z.object({
 });
 export const GatewayEnv = GatewayEnvFields.superRefine(
   (c, ctx) => {
-    const spendCapped = c.QUOTAS && [c.QUOTAS.default, ...Object.values(c.QUOTAS.keys)].some((q) => q.dailySpend !== undefined);
+    const spendCapped =
+      c.QUOTAS && [c.QUOTAS.default, ...Object.values(c.QUOTAS.keys)].some((q) => q.dailySpend !== undefined);
     if (spendCapped && (!c.TASK_PRICES || Object.keys(c.TASK_PRICES).length === 0))
-      ctx.addIssue({ code: "custom", path: ["TASK_PRICES"], message: "required when a quota sets dailySpend (the price of each task type, in provider money)" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["TASK_PRICES"],
+        message: "required when a quota sets dailySpend (the price of each task type, in provider money)",
+      });
     if (c.GATEWAY_TRUST_PROXY !== undefined)
-      ctx.addIssue({ code: "custom", path: ["GATEWAY_TRUST_PROXY"], message: "replaced: set GATEWAY_BEHIND_PROXY=1 and GATEWAY_TRUSTED_PROXIES=<the load balancer's private address or range> (only its X-Forwarded-For is believed)" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["GATEWAY_TRUST_PROXY"],
+        message:
+          "replaced: set GATEWAY_BEHIND_PROXY=1 and GATEWAY_TRUSTED_PROXIES=<the load balancer's private address or range> (only its X-Forwarded-For is believed)",
+      });
     if (c.PIPELINE_ENV !== "dev") {
       if (c.GATEWAY_BEHIND_PROXY && c.GATEWAY_TRUSTED_PROXIES.length === 0)
-        ctx.addIssue({ code: "custom", path: ["GATEWAY_TRUSTED_PROXIES"], message: "required with GATEWAY_BEHIND_PROXY: the load balancer's private address or range (otherwise every client has its address, and one client's failed logins throttle them all)" });
-      if (!c.API_KEY_PEPPER) ctx.addIssue({ code: "custom", path: ["API_KEY_PEPPER"], message: "required outside dev (PIPELINE_ENV=dev): a generated secret of 32+ characters (openssl rand -hex 32)" });
+        ctx.addIssue({
+          code: "custom",
+          path: ["GATEWAY_TRUSTED_PROXIES"],
+          message:
+            "required with GATEWAY_BEHIND_PROXY: the load balancer's private address or range (otherwise every client has its address, and one client's failed logins throttle them all)",
+        });
+      if (!c.API_KEY_PEPPER)
+        ctx.addIssue({
+          code: "custom",
+          path: ["API_KEY_PEPPER"],
+          message:
+            "required outside dev (PIPELINE_ENV=dev): a generated secret of 32+ characters (openssl rand -hex 32)",
+        });
     }
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET", c.WEBHOOK_SECRET, ctx);
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET_PREVIOUS", c.WEBHOOK_SECRET_PREVIOUS, ctx);
-    if (c.API_KEY_LEGACY_IDS && !c.API_KEY_PEPPER) ctx.addIssue({ code: "custom", path: ["API_KEY_LEGACY_IDS"], message: "only with API_KEY_PEPPER (the transition from legacy to peppered client ids)" });
+    if (c.API_KEY_LEGACY_IDS && !c.API_KEY_PEPPER)
+      ctx.addIssue({
+        code: "custom",
+        path: ["API_KEY_LEGACY_IDS"],
+        message: "only with API_KEY_PEPPER (the transition from legacy to peppered client ids)",
+      });
     // A QUOTAS entry under an id no key has any more would silently lift that key's limits.
     const idFormat = !c.API_KEY_PEPPER ? LEGACY_CLIENT_ID : c.API_KEY_LEGACY_IDS ? undefined : PEPPERED_CLIENT_ID;
     for (const id of Object.keys(c.QUOTAS?.keys ?? {}))
       if (idFormat && !idFormat.test(id))
-        ctx.addIssue({ code: "custom", path: ["QUOTAS", "keys", id], message: c.API_KEY_PEPPER ? "a legacy client id: with API_KEY_PEPPER (and API_KEY_LEGACY_IDS off) keys are named by their peppered id (32 hex characters, GET /v1/usage)" : "a peppered client id, but API_KEY_PEPPER is not set" });
+        ctx.addIssue({
+          code: "custom",
+          path: ["QUOTAS", "keys", id],
+          message: c.API_KEY_PEPPER
+            ? "a legacy client id: with API_KEY_PEPPER (and API_KEY_LEGACY_IDS off) keys are named by their peppered id (32 hex characters, GET /v1/usage)"
+            : "a peppered client id, but API_KEY_PEPPER is not set",
+        });
     if (c.API_KEYS_ALLOW_SHORT) return;
     // Which key is short is told by its position, never by its value.
     c.API_KEYS.forEach((k, i) => {
       if (k.length < MIN_API_KEY_LENGTH)
-        ctx.addIssue({ code: "custom", path: ["API_KEYS"], message: `key #${i + 1} has ${k.length} characters: at least ${MIN_API_KEY_LENGTH} are required (API_KEYS_ALLOW_SHORT=1 for dev stacks and tests only)` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["API_KEYS"],
+          message: `key #${i + 1} has ${k.length} characters: at least ${MIN_API_KEY_LENGTH} are required (API_KEYS_ALLOW_SHORT=1 for dev stacks and tests only)`,
+        });
     });
   },
   // Also when another variable is at fault, so that one start names every problem.
-  { when: (p) => !p.issues.some((i) => ["API_KEYS", "API_KEYS_ALLOW_SHORT", "API_KEY_LEGACY_IDS", "QUOTAS", "TASK_PRICES", "PIPELINE_ENV", "GATEWAY_BEHIND_PROXY", "GATEWAY_TRUSTED_PROXIES", "API_KEY_PEPPER", "WEBHOOK_SECRET", "WEBHOOK_SECRET_PREVIOUS"].includes(String(i.path?.[0]))) },
+  {
+    when: (p) =>
+      !p.issues.some((i) =>
+        [
+          "API_KEYS",
+          "API_KEYS_ALLOW_SHORT",
+          "API_KEY_LEGACY_IDS",
+          "QUOTAS",
+          "TASK_PRICES",
+          "PIPELINE_ENV",
+          "GATEWAY_BEHIND_PROXY",
+          "GATEWAY_TRUSTED_PROXIES",
+          "API_KEY_PEPPER",
+          "WEBHOOK_SECRET",
+          "WEBHOOK_SECRET_PREVIOUS",
+        ].includes(String(i.path?.[0])),
+      ),
+  },
 );
 export type GatewayConfig = z.infer<typeof GatewayEnv> & { regions: string[] };
 

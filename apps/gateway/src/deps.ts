@@ -1,9 +1,9 @@
 import type { Logger } from "@pipeline/shared/log";
+import type { GatewayMetrics } from "./adapters/metrics.ts";
 import type { TaskQueue, TaskWatcher } from "./adapters/nats.ts";
 import type { TaskStore } from "./adapters/pg.ts";
-import type { ApiKeys } from "./domain/api-keys.ts";
 import type { GatewayConfig } from "./config.ts";
-import type { GatewayMetrics } from "./adapters/metrics.ts";
+import type { ApiKeys } from "./domain/api-keys.ts";
 import type { Quotas } from "./domain/quotas.ts";
 import type { Readiness } from "./http/readiness.ts";
 
@@ -13,7 +13,29 @@ import type { Readiness } from "./http/readiness.ts";
  */
 export interface GatewayDeps {
   /** The WEBHOOK_ALLOW_* flags default to off (https, public hosts only). */
-  config: Pick<GatewayConfig, "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS" | "TASK_DEADLINE_MS"> & Partial<Pick<GatewayConfig, "WEBHOOK_ALLOW_HTTP" | "WEBHOOK_ALLOW_PRIVATE" | "regions" | "WEBHOOK_SECRET" | "WEBHOOK_SECRET_PREVIOUS" | "LONG_POLL_MAX_PER_KEY" | "LONG_POLL_MAX_TOTAL" | "LONG_POLL_RECHECK_MS" | "SSE_MAX_SECONDS" | "AUTH_FAIL_MAX" | "AUTH_FAIL_MAX_PER_SOURCE" | "AUTH_FAIL_WINDOW_MS" | "GATEWAY_TRUSTED_PROXIES" | "WEBHOOK_CLIENT_GENERATIONS">>;
+  config: Pick<
+    GatewayConfig,
+    "REGION" | "MAX_BODY_BYTES" | "IMAGE_MAX_BYTES" | "MAX_WAIT_SECONDS" | "TASK_DEADLINE_MS"
+  > &
+    Partial<
+      Pick<
+        GatewayConfig,
+        | "WEBHOOK_ALLOW_HTTP"
+        | "WEBHOOK_ALLOW_PRIVATE"
+        | "regions"
+        | "WEBHOOK_SECRET"
+        | "WEBHOOK_SECRET_PREVIOUS"
+        | "LONG_POLL_MAX_PER_KEY"
+        | "LONG_POLL_MAX_TOTAL"
+        | "LONG_POLL_RECHECK_MS"
+        | "SSE_MAX_SECONDS"
+        | "AUTH_FAIL_MAX"
+        | "AUTH_FAIL_MAX_PER_SOURCE"
+        | "AUTH_FAIL_WINDOW_MS"
+        | "GATEWAY_TRUSTED_PROXIES"
+        | "WEBHOOK_CLIENT_GENERATIONS"
+      >
+    >;
   store: TaskStore;
   queue: TaskQueue;
   watcher: TaskWatcher;

@@ -5,7 +5,10 @@ import { join } from "node:path";
 function start(env: Record<string, string>) {
   const base: Record<string, string> = {};
   for (const k of ["PATH", "HOME"]) if (process.env[k]) base[k] = process.env[k]!;
-  const r = Bun.spawnSync([process.execPath, join(import.meta.dir, "main.ts")], { env: { ...base, DATABASE_URL: "postgres://u@127.0.0.1:1/db", ...env }, timeout: 20_000 });
+  const r = Bun.spawnSync([process.execPath, join(import.meta.dir, "main.ts")], {
+    env: { ...base, DATABASE_URL: "postgres://u@127.0.0.1:1/db", ...env },
+    timeout: 20_000,
+  });
   return { code: r.exitCode, out: `${r.stdout.toString()}${r.stderr.toString()}` };
 }
 

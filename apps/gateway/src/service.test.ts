@@ -9,7 +9,10 @@ const PEPPER = "pepper-0123456789abcdef0123456789abcdef";
 const base = { DATABASE_URL: "postgres://u@127.0.0.1:5/db", API_KEYS: KEY, PIPELINE_ENV: "dev" };
 const logged = (env: Record<string, string>) => {
   const lines: string[] = [];
-  logClientIds(loadConfig({ ...base, ...env }), createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }));
+  logClientIds(
+    loadConfig({ ...base, ...env }),
+    createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }),
+  );
   return lines.join("");
 };
 

@@ -1,19 +1,19 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { openDatabase } from "@pipeline/shared/db";
+import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { connectNats, natsAuthFromEnv, requireStreams, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
+import { watchFence } from "@pipeline/shared/regions";
+import { buckets, streams } from "@pipeline/shared/subjects";
+import { createGatewayMetrics } from "./adapters/metrics.ts";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
-import { createGatewayMetrics } from "./adapters/metrics.ts";
+import { createUsageSource } from "./adapters/usage.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
 import { createQuotas } from "./domain/quotas.ts";
-import { createUsageSource } from "./adapters/usage.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
 import { createReadiness } from "./http/readiness.ts";
-import { bindBucket } from "@pipeline/shared/kv";
-import { watchFence } from "@pipeline/shared/regions";
-import { buckets, streams } from "@pipeline/shared/subjects";
 
 export interface GatewayService {
   url: string;
@@ -25,18 +25,34 @@ export interface GatewayService {
 
 /** Wires config -> adapters -> Hono app and serves it. */
 export async function startGateway(config: GatewayConfig, log: Logger): Promise<GatewayService> {
-  const nc = await connectNats(config.NATS_URL, "gateway", natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
+  const nc = await connectNats(config.NATS_URL, "gateway", natsAuthFromEnv(config), (e) =>
+    log.error({ err: e.message }, "nats error"),
+  );
   // The region's streams are the administering side's (the recovery service creates them at start):
   // the gateway's user may not create or change one. It waits for them, then serves.
-  const waiting = { waitMs: TOPOLOGY_WAIT_MS, onWait: (missing: string[]) => log.warn({ missing }, "waiting for the region's NATS topology (created by the recovery service)") };
-  await requireStreams(await jetstreamManager(nc), [streams.tasks(config.REGION), streams.events(config.REGION), streams.bodies(config.REGION)], waiting);
+  const waiting = {
+    waitMs: TOPOLOGY_WAIT_MS,
+    onWait: (missing: string[]) =>
+      log.warn({ missing }, "waiting for the region's NATS topology (created by the recovery service)"),
+  };
+  await requireStreams(
+    await jetstreamManager(nc),
+    [streams.tasks(config.REGION), streams.events(config.REGION), streams.bodies(config.REGION)],
+    waiting,
+  );
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
   const watcher = createTaskWatcher(nc, config.REGION);
-  const fence = config.regions.length > 1 ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log) : undefined;
+  const fence =
+    config.regions.length > 1
+      ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log)
+      : undefined;
   const metrics = createGatewayMetrics(database.db);
   const store = createTaskStore(database.db);
   const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
-  const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER, legacyIds: config.API_KEY_LEGACY_IDS });
+  const apiKeys = createApiKeys(config.API_KEYS, {
+    pepper: config.API_KEY_PEPPER,
+    legacyIds: config.API_KEY_LEGACY_IDS,
+  });
   logClientIds(config, log);
   const readiness = createReadiness({ store, queue, log });
   const app = createApp({
@@ -50,17 +66,40 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     log,
     metrics,
     // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.
-    quotas: createQuotas({ ...(config.QUOTAS ? { config: config.QUOTAS } : {}), ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}), source: createUsageSource(database.db), refreshMs: config.QUOTA_REFRESH_MS, ownersOf: apiKeys.ownersOf }),
+    quotas: createQuotas({
+      ...(config.QUOTAS ? { config: config.QUOTAS } : {}),
+      ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}),
+      source: createUsageSource(database.db),
+      refreshMs: config.QUOTA_REFRESH_MS,
+      ownersOf: apiKeys.ownersOf,
+    }),
   });
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
-    log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callbackUrl policy loosened: for dev stacks and tests only");
-  const server = Bun.serve({ hostname: config.GATEWAY_HOST, port: config.GATEWAY_PORT, fetch: app.fetch, idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10) });
+    log.warn(
+      { WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE },
+      "callbackUrl policy loosened: for dev stacks and tests only",
+    );
+  const server = Bun.serve({
+    hostname: config.GATEWAY_HOST,
+    port: config.GATEWAY_PORT,
+    fetch: app.fetch,
+    idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10),
+  });
   const url = `http://${config.GATEWAY_HOST}:${server.port}`;
   // /metrics is not on the clients' listener (issue 14.7): its own, loopback by default, or none.
   const metricsServer =
-    config.GATEWAY_METRICS_PORT === undefined ? undefined : Bun.serve({ hostname: config.GATEWAY_METRICS_HOST, port: config.GATEWAY_METRICS_PORT, fetch: createMetricsApp({ store, queue, log, metrics, readiness }).fetch });
+    config.GATEWAY_METRICS_PORT === undefined
+      ? undefined
+      : Bun.serve({
+          hostname: config.GATEWAY_METRICS_HOST,
+          port: config.GATEWAY_METRICS_PORT,
+          fetch: createMetricsApp({ store, queue, log, metrics, readiness }).fetch,
+        });
   const metricsUrl = metricsServer ? `http://${config.GATEWAY_METRICS_HOST}:${metricsServer.port}` : undefined;
-  log.info({ url, region: config.REGION, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) }, "gateway listening");
+  log.info(
+    { url, region: config.REGION, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) },
+    "gateway listening",
+  );
   return {
     url,
     ...(metricsUrl ? { metricsUrl } : {}),
@@ -79,8 +118,14 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
 export function logClientIds(config: GatewayConfig, log: Logger): void {
   if (!config.API_KEY_PEPPER) {
     // Dev stacks and tests (API_KEYS_ALLOW_SHORT) run unpeppered on purpose.
-    if (!config.API_KEYS_ALLOW_SHORT) log.warn("client ids are unpeppered (a sha256 prefix of each key): set API_KEY_PEPPER (docs/security.md, client ids)");
+    if (!config.API_KEYS_ALLOW_SHORT)
+      log.warn(
+        "client ids are unpeppered (a sha256 prefix of each key): set API_KEY_PEPPER (docs/security.md, client ids)",
+      );
     return;
   }
-  if (config.API_KEY_LEGACY_IDS) log.info("peppered client ids, legacy ids still accepted (API_KEY_LEGACY_IDS): run recovery rewrite-owners in every region, then turn it off");
+  if (config.API_KEY_LEGACY_IDS)
+    log.info(
+      "peppered client ids, legacy ids still accepted (API_KEY_LEGACY_IDS): run recovery rewrite-owners in every region, then turn it off",
+    );
 }

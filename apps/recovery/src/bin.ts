@@ -3,4 +3,5 @@
 const [command] = Bun.argv.slice(2);
 if (command === undefined || command === "serve") await import("./main.ts");
 else await import("./cli.ts");
+
 export {};

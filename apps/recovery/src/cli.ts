@@ -46,7 +46,9 @@ async function main(argv: string[]): Promise<number> {
     return await dispatch(parsed.command, { config, log });
   } catch (err) {
     const e = err as Error;
-    console.error(redactUrl(`recovery ${parsed.command.command}: ${e.name === "Error" ? "" : `${e.name}: `}${e.message}`));
+    console.error(
+      redactUrl(`recovery ${parsed.command.command}: ${e.name === "Error" ? "" : `${e.name}: `}${e.message}`),
+    );
     return e instanceof UsageError ? 2 : 1;
   }
 }

@@ -1,11 +1,22 @@
 import { join, resolve } from "node:path";
-import { commonEnv, ConfigError, envInt, envList, isCompiledBinary, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
-import { bodiesMaxAgeFor } from "@pipeline/shared/nats";
 import { MIN_PEPPER_LENGTH } from "@pipeline/shared/client-ids";
+import {
+  ConfigError,
+  commonEnv,
+  envInt,
+  envList,
+  isCompiledBinary,
+  natsAuthEnv,
+  parseEnv,
+  regionsOf,
+} from "@pipeline/shared/config";
+import { bodiesMaxAgeFor } from "@pipeline/shared/nats";
 import { z } from "zod";
 
 /** The repository's `.data/` when run from a clone; the state directory of the unit when compiled (infra/deploy). */
-const defaultDataDir = isCompiledBinary() ? "/var/lib/captcha-pipeline" : join(resolve(import.meta.dir, "..", "..", ".."), ".data");
+const defaultDataDir = isCompiledBinary()
+  ? "/var/lib/captcha-pipeline"
+  : join(resolve(import.meta.dir, "..", "..", ".."), ".data");
 
 /** A host name or an IP address (IPv6 with or without brackets), as the Host header names it without its port. */
 const HOST_NAME = /^(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)$/;
@@ -35,7 +46,12 @@ export const RecoveryEnv = z
      * How long BODIES (image bodies, kept out of EVENTS) holds a body, here and in the other
      * region's mirror. Default: the longer of SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS, plus 6 h.
      */
-    BODIES_MAX_AGE_MS: z.coerce.number().int().min(60_000).max(30 * 24 * 3600_000).optional(),
+    BODIES_MAX_AGE_MS: z.coerce
+      .number()
+      .int()
+      .min(60_000)
+      .max(30 * 24 * 3600_000)
+      .optional(),
     /** Stale sweep period of the service; 0 turns it off. */
     SWEEP_INTERVAL_MS: envInt(30_000, 0, 24 * 3600_000),
     /** A queued/retrying row not updated for this long, with no message in TASKS, is re-published. */
@@ -86,7 +102,10 @@ export const RecoveryEnv = z
      * Store receives a verified copy of each snapshot. Default: the first other region of REGIONS;
      * `none` turns copies off.
      */
-    SNAPSHOT_OFFHOST: z.string().regex(/^[A-Za-z0-9_-]+$/, "a JetStream domain (a region name) or none").optional(),
+    SNAPSHOT_OFFHOST: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]+$/, "a JetStream domain (a region name) or none")
+      .optional(),
     /** Copies kept in the off-host bucket (default SNAPSHOT_KEEP). */
     SNAPSHOT_OFFHOST_KEEP: z.coerce.number().int().min(1).max(10_000).optional(),
     /** The operator console (src/console): its own listener, never the public one. */
@@ -100,7 +119,9 @@ export const RecoveryEnv = z
      * The names the console answers to (the Host header, port aside), comma-separated; any other
      * gets 421 (DNS rebinding). Always: localhost, 127.0.0.1, ::1, and CONSOLE_HOST unless a wildcard.
      */
-    CONSOLE_HOST_NAMES: envList().pipe(z.array(z.string().regex(HOST_NAME, "host names or IP addresses, comma-separated (no port, no scheme)"))).optional(),
+    CONSOLE_HOST_NAMES: envList()
+      .pipe(z.array(z.string().regex(HOST_NAME, "host names or IP addresses, comma-separated (no port, no scheme)")))
+      .optional(),
     /** `auto`: the session cookie is Secure unless CONSOLE_HOST is a loopback address; `always`: behind TLS on loopback too. */
     CONSOLE_COOKIE_SECURE: z.enum(["auto", "always"]).default("auto"),
     /** Failed token sign-ins (form or Bearer) from one address within CONSOLE_SIGNIN_WINDOW_MS before it gets 429. */
@@ -113,13 +134,22 @@ export const RecoveryEnv = z
     TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })
   .transform((c) => ({ ...c, SNAPSHOT_DIR: resolve(c.SNAPSHOT_DIR ?? join(c.DATA_DIR, "snapshots")) }));
-export type RecoveryConfig = z.infer<typeof RecoveryEnv> & { regions: string[]; offHostDomain: string | undefined; bodiesMaxAgeMs: number; consoleHostNames: string[] };
+export type RecoveryConfig = z.infer<typeof RecoveryEnv> & {
+  regions: string[];
+  offHostDomain: string | undefined;
+  bodiesMaxAgeMs: number;
+  consoleHostNames: string[];
+};
 
 const LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1"];
 const WILDCARDS = new Set(["0.0.0.0", "::", "[::]"]);
 
 /** A host name as the console compares it: lower case, IPv6 without brackets. */
-export const normalHostName = (name: string) => name.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+export const normalHostName = (name: string) =>
+  name
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1");
 
 /** The console's host names: the loopback names, CONSOLE_HOST unless a wildcard, and CONSOLE_HOST_NAMES; each once, normalized. */
 export function consoleHostNamesOf(c: { CONSOLE_HOST: string; CONSOLE_HOST_NAMES?: string[] | undefined }): string[] {
@@ -131,16 +161,36 @@ export function consoleHostNamesOf(c: { CONSOLE_HOST: string; CONSOLE_HOST_NAMES
 export function loadConfig(env: Record<string, string | undefined>): RecoveryConfig {
   const c = parseEnv(RecoveryEnv, env);
   const regions = regionsOf(c);
-  if (regions.length > 1 && !c.WITNESS_URL) throw new ConfigError("invalid configuration:\n  WITNESS_URL: required with several REGIONS (the region leases live there)", ["WITNESS_URL"]);
-  if (c.LEASE_MARGIN_MS * 2 >= c.LEASE_TTL_MS) throw new ConfigError("invalid configuration:\n  LEASE_MARGIN_MS: must be less than half of LEASE_TTL_MS", ["LEASE_MARGIN_MS"]);
-  if (c.ROW_RETENTION_DAYS < c.TASK_RETENTION_DAYS) throw new ConfigError("invalid configuration:\n  ROW_RETENTION_DAYS: must be at least TASK_RETENTION_DAYS", ["ROW_RETENTION_DAYS"]);
-  const offHostDomain = c.SNAPSHOT_OFFHOST === "none" ? undefined : (c.SNAPSHOT_OFFHOST ?? regions.find((r) => r !== c.REGION));
-  if (offHostDomain === c.REGION) throw new ConfigError("invalid configuration:\n  SNAPSHOT_OFFHOST: must be another region's domain, not this region's", ["SNAPSHOT_OFFHOST"]);
+  if (regions.length > 1 && !c.WITNESS_URL)
+    throw new ConfigError(
+      "invalid configuration:\n  WITNESS_URL: required with several REGIONS (the region leases live there)",
+      ["WITNESS_URL"],
+    );
+  if (c.LEASE_MARGIN_MS * 2 >= c.LEASE_TTL_MS)
+    throw new ConfigError("invalid configuration:\n  LEASE_MARGIN_MS: must be less than half of LEASE_TTL_MS", [
+      "LEASE_MARGIN_MS",
+    ]);
+  if (c.ROW_RETENTION_DAYS < c.TASK_RETENTION_DAYS)
+    throw new ConfigError("invalid configuration:\n  ROW_RETENTION_DAYS: must be at least TASK_RETENTION_DAYS", [
+      "ROW_RETENTION_DAYS",
+    ]);
+  const offHostDomain =
+    c.SNAPSHOT_OFFHOST === "none" ? undefined : (c.SNAPSHOT_OFFHOST ?? regions.find((r) => r !== c.REGION));
+  if (offHostDomain === c.REGION)
+    throw new ConfigError(
+      "invalid configuration:\n  SNAPSHOT_OFFHOST: must be another region's domain, not this region's",
+      ["SNAPSHOT_OFFHOST"],
+    );
   // A body must outlive the newest snapshot a restore may start from (docs/security.md, "Image bodies").
   const snapshotWindow = Math.max(c.SNAPSHOT_INTERVAL_MS, c.SNAPSHOT_MAX_AGE_MS);
   if (c.BODIES_MAX_AGE_MS !== undefined && c.BODIES_MAX_AGE_MS <= snapshotWindow)
-    throw new ConfigError("invalid configuration:\n  BODIES_MAX_AGE_MS: must be longer than SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS (a restore replays bodies accepted since the newest snapshot)", ["BODIES_MAX_AGE_MS"]);
-  const bodiesMaxAgeMs = c.BODIES_MAX_AGE_MS ?? bodiesMaxAgeFor({ snapshotIntervalMs: c.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: c.SNAPSHOT_MAX_AGE_MS });
+    throw new ConfigError(
+      "invalid configuration:\n  BODIES_MAX_AGE_MS: must be longer than SNAPSHOT_INTERVAL_MS and SNAPSHOT_MAX_AGE_MS (a restore replays bodies accepted since the newest snapshot)",
+      ["BODIES_MAX_AGE_MS"],
+    );
+  const bodiesMaxAgeMs =
+    c.BODIES_MAX_AGE_MS ??
+    bodiesMaxAgeFor({ snapshotIntervalMs: c.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: c.SNAPSHOT_MAX_AGE_MS });
   return { ...c, regions, offHostDomain, bodiesMaxAgeMs, consoleHostNames: consoleHostNamesOf(c) };
 }
 

@@ -1,7 +1,7 @@
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import { openDatabase, type Database } from "@pipeline/shared/db";
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
+import { connectNats, type NatsConnection, natsAuthFromEnv } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "./config.ts";
 
 /** What the recovery commands work on: one NATS connection and one database pool. */
@@ -31,9 +31,15 @@ export class UsageError extends Error {
 }
 
 /** Connects to NATS and Postgres; `close()` drains the one and ends the other. */
-export async function openContext(config: RecoveryConfig, log: Logger, name = "recovery"): Promise<RecoveryContext & { close(): Promise<void> }> {
+export async function openContext(
+  config: RecoveryConfig,
+  log: Logger,
+  name = "recovery",
+): Promise<RecoveryContext & { close(): Promise<void> }> {
   if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for this command");
-  const nc = await connectNats(config.NATS_URL, name, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
+  const nc = await connectNats(config.NATS_URL, name, natsAuthFromEnv(config), (e) =>
+    log.error({ err: e.message }, "nats error"),
+  );
   const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: name });
   return {
     region: config.REGION,

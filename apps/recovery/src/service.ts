@@ -1,26 +1,26 @@
-import type { Logger } from "@pipeline/shared/log";
-import postgres from "postgres";
-import { probeEventsSizing } from "./assess/events-sizing.ts";
-import type { RecoveryConfig } from "./config.ts";
-import { openContext, type RecoveryContext } from "./context.ts";
-import { takeSnapshot } from "./snapshot/take-snapshot.ts";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
 import { openRegionBucket } from "@pipeline/shared/kv";
+import type { Logger } from "@pipeline/shared/log";
+import { connectNats, type NatsConnection, natsAuthFromEnv } from "@pipeline/shared/nats";
 import { provisionRegion } from "@pipeline/shared/provision";
 import { buckets } from "@pipeline/shared/subjects";
-import { adoptRegion } from "./regions/adopt.ts";
-import { startLeaseKeeper, type LeaseKeeper } from "./regions/lease-keeper.ts";
-import { startReplicator } from "./regions/replicator.ts";
-import { recoverStale } from "./sweep/recover-stale.ts";
-import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
-import { regionGauges } from "./metrics/region-gauges.ts";
+import postgres from "postgres";
+import { probeEventsSizing } from "./assess/events-sizing.ts";
 import { probeRegions } from "./assess/regions.ts";
+import type { RecoveryConfig } from "./config.ts";
+import { startConsole } from "./console/server.ts";
+import { openContext, type RecoveryContext } from "./context.ts";
+import { regionGauges } from "./metrics/region-gauges.ts";
+import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
+import { adoptRegion } from "./regions/adopt.ts";
+import { type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
+import { startReplicator } from "./regions/replicator.ts";
 import { retentionPolicy } from "./retention/policy.ts";
 import { runRetention } from "./retention/retention.ts";
 import { copySnapshotOffHost, offHostBucket } from "./snapshot/offhost.ts";
-import { startConsole } from "./console/server.ts";
+import { takeSnapshot } from "./snapshot/take-snapshot.ts";
+import { recoverStale } from "./sweep/recover-stale.ts";
 
 export interface RecoveryService {
   /** Waits for a sweep or snapshot in progress, then closes NATS and Postgres. */
@@ -63,14 +63,31 @@ function jobs(log: Logger) {
  * (retried while out of reach: the region stays fenced meanwhile, and a keeper that gave up would
  * leave it fenced for good), then starts the keeper. `stopping()` ends the attempts.
  */
-function startKeeperAtWitness(config: RecoveryConfig, ctx: RecoveryContext, remotes: string[], replicaSql: postgres.Sql, log: Logger, stopping: () => boolean) {
+function startKeeperAtWitness(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  remotes: string[],
+  replicaSql: postgres.Sql,
+  log: Logger,
+  stopping: () => boolean,
+) {
   let keeper: LeaseKeeper | undefined;
   let witnessNc: NatsConnection | undefined;
   const started = (async () => {
-    const auth = natsAuthFromEnv({ NATS_USER: config.WITNESS_USER, NATS_PASSWORD: config.WITNESS_PASSWORD, NATS_CREDS: config.WITNESS_CREDS });
+    const auth = natsAuthFromEnv({
+      NATS_USER: config.WITNESS_USER,
+      NATS_PASSWORD: config.WITNESS_PASSWORD,
+      NATS_CREDS: config.WITNESS_CREDS,
+    });
     // A witness node on the far side of a cut must be left within seconds, not after the client's
     // default 2 x 2 min of unanswered pings: the lease is renewed through another node of the list.
-    witnessNc = await connectNats(config.WITNESS_URL!, `recovery-${config.REGION}-witness`, auth, (e) => log.error({ err: e.message }, "witness nats error"), { pingIntervalMs: 2000, maxPingOut: 2 });
+    witnessNc = await connectNats(
+      config.WITNESS_URL!,
+      `recovery-${config.REGION}-witness`,
+      auth,
+      (e) => log.error({ err: e.message }, "witness nats error"),
+      { pingIntervalMs: 2000, maxPingOut: 2 },
+    );
     if (stopping()) return;
     // Short requests: a round must fail fast when the witness is out of reach.
     const kvm = new Kvm(jetstream(witnessNc, { timeout: 1000 }));
@@ -80,7 +97,10 @@ function startKeeperAtWitness(config: RecoveryConfig, ctx: RecoveryContext, remo
         witness = await kvm.create(buckets.leases(), { history: 1, replicas: config.WITNESS_REPLICAS });
       } catch (err) {
         if (stopping()) return;
-        log.warn({ err: (err as Error).message, attempt }, "witness leases bucket not reachable yet: the lease keeper retries (this region stays fenced meanwhile)");
+        log.warn(
+          { err: (err as Error).message, attempt },
+          "witness leases bucket not reachable yet: the lease keeper retries (this region stays fenced meanwhile)",
+        );
         await Bun.sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
       }
     }
@@ -94,7 +114,13 @@ function startKeeperAtWitness(config: RecoveryConfig, ctx: RecoveryContext, remo
       renewMs: config.LEASE_RENEW_MS,
       log,
       uncertainMs: config.ADOPT_UNCERTAIN_MS,
-      adopt: (remote, epoch, phase) => adoptRegion({ sql: replicaSql, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS }, remote, epoch, phase),
+      adopt: (remote, epoch, phase) =>
+        adoptRegion(
+          { sql: replicaSql, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS },
+          remote,
+          epoch,
+          phase,
+        ),
     });
   })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"));
   return {
@@ -110,16 +136,38 @@ function startKeeperAtWitness(config: RecoveryConfig, ctx: RecoveryContext, remo
  * Each snapshot is copied off the host right after it is taken (another region's Object Store),
  * read back and checked; a failed copy is logged and counted, the local snapshot stays.
  */
-async function snapshotAndCopy(config: RecoveryConfig, ctx: RecoveryContext, metrics: RecoveryMetrics, log: Logger): Promise<void> {
-  const s = await takeSnapshot({ databaseUrl: config.DATABASE_URL!, dir: config.SNAPSHOT_DIR, keep: config.SNAPSHOT_KEEP, region: config.REGION, jsm: ctx.jsm, log });
+async function snapshotAndCopy(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  metrics: RecoveryMetrics,
+  log: Logger,
+): Promise<void> {
+  const s = await takeSnapshot({
+    databaseUrl: config.DATABASE_URL!,
+    dir: config.SNAPSHOT_DIR,
+    keep: config.SNAPSHOT_KEEP,
+    region: config.REGION,
+    jsm: ctx.jsm,
+    log,
+  });
   if (!config.offHostDomain) return;
   try {
-    const c = await copySnapshotOffHost({ nc: ctx.nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) }, s, config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP);
+    const c = await copySnapshotOffHost(
+      { nc: ctx.nc, domain: config.offHostDomain, bucket: offHostBucket(config.REGION) },
+      s,
+      config.SNAPSHOT_OFFHOST_KEEP ?? config.SNAPSHOT_KEEP,
+    );
     metrics.offhost.copy("ok", c.bytes);
-    log.info({ snapshot: c.snapshot, domain: c.domain, bucket: c.bucket, bytes: c.bytes, ms: c.copyMs }, "snapshot copied off the host and verified");
+    log.info(
+      { snapshot: c.snapshot, domain: c.domain, bucket: c.bucket, bytes: c.bytes, ms: c.copyMs },
+      "snapshot copied off the host and verified",
+    );
   } catch (err) {
     metrics.offhost.copy("error", 0);
-    log.error({ snapshot: s.manifest.name, domain: config.offHostDomain, err: (err as Error).message }, "off-host snapshot copy failed");
+    log.error(
+      { snapshot: s.manifest.name, domain: config.offHostDomain, err: (err as Error).message },
+      "off-host snapshot copy failed",
+    );
   }
 }
 
@@ -127,7 +175,15 @@ async function snapshotAndCopy(config: RecoveryConfig, ctx: RecoveryContext, met
 async function warnOnEventsSizing(size: () => ReturnType<typeof probeEventsSizing>, log: Logger): Promise<void> {
   try {
     const s = await size();
-    if (s.level !== "ok") log.warn({ holdsSec: Number.isFinite(s.holdsMs) ? Math.round(s.holdsMs / 1000) : null, needSec: Math.round(s.needMs / 1000), lostAfterSnapshot: s.lostAfterSnapshot }, `EVENTS sizing: ${s.summary}`);
+    if (s.level !== "ok")
+      log.warn(
+        {
+          holdsSec: Number.isFinite(s.holdsMs) ? Math.round(s.holdsMs / 1000) : null,
+          needSec: Math.round(s.needMs / 1000),
+          lostAfterSnapshot: s.lostAfterSnapshot,
+        },
+        `EVENTS sizing: ${s.summary}`,
+      );
   } catch (err) {
     log.warn({ err: (err as Error).message }, "EVENTS sizing could not be read");
   }
@@ -136,7 +192,12 @@ async function warnOnEventsSizing(size: () => ReturnType<typeof probeEventsSizin
 /** The service's `/metrics` listener (RECOVERY_METRICS_PORT; unset: none). */
 function serveMetrics(config: RecoveryConfig, metrics: RecoveryMetrics, log: Logger) {
   if (config.RECOVERY_METRICS_PORT === undefined) return undefined;
-  const server = Bun.serve({ hostname: config.RECOVERY_METRICS_HOST, port: config.RECOVERY_METRICS_PORT, fetch: (req) => (new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 })) });
+  const server = Bun.serve({
+    hostname: config.RECOVERY_METRICS_HOST,
+    port: config.RECOVERY_METRICS_PORT,
+    fetch: (req) =>
+      new URL(req.url).pathname === "/metrics" ? metrics.response() : new Response("not found", { status: 404 }),
+  });
   log.info({ metrics: `http://${config.RECOVERY_METRICS_HOST}:${server.port}/metrics` }, "recovery metrics listening");
   return server;
 }
@@ -152,35 +213,94 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   // users may not create or change a stream, a bucket or the notifier's consumers; they wait for
   // them): TASKS, EVENTS, DLQ, BODIES (how long it keeps image bodies: BODIES_MAX_AGE_MS), the
   // config, workers, region and rollout buckets, the notifier's consumers.
-  const provisioned = await provisionRegion(ctx.nc, { region: config.REGION, replicas: config.STREAM_REPLICAS, bodiesMaxAgeMs: config.bodiesMaxAgeMs });
+  const provisioned = await provisionRegion(ctx.nc, {
+    region: config.REGION,
+    replicas: config.STREAM_REPLICAS,
+    bodiesMaxAgeMs: config.bodiesMaxAgeMs,
+  });
   log.info(provisioned, "region topology created or verified");
-  const sizeEvents = () => probeEventsSizing(ctx.jsm, { region: config.REGION, snapshotDir: config.SNAPSHOT_DIR, snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS, snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS });
+  const sizeEvents = () =>
+    probeEventsSizing(ctx.jsm, {
+      region: config.REGION,
+      snapshotDir: config.SNAPSHOT_DIR,
+      snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS,
+      snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
+    });
   await warnOnEventsSizing(sizeEvents, log);
   const timed = jobs(log);
   timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
     const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
-    if (r.candidates) log.info({ candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms }, "stale sweep");
+    if (r.candidates)
+      log.info(
+        { candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms },
+        "stale sweep",
+      );
   });
   // Every other region's events, applied here: reads and Idempotency-Keys work from either region.
   // (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
   const remotes = config.regions.filter((r) => r !== config.REGION);
-  const replicaSql = remotes.length ? postgres(config.DATABASE_URL!, { max: 2, onnotice: () => {}, connection: { application_name: "recovery-replicator" } }) : undefined;
-  const replicators = await Promise.all(remotes.map((remote) => startReplicator({ js: ctx.js, jsm: ctx.jsm, sql: replicaSql!, local: config.REGION, remote, log, replicas: config.STREAM_REPLICAS, bodiesMaxAgeMs: config.bodiesMaxAgeMs })));
+  const replicaSql = remotes.length
+    ? postgres(config.DATABASE_URL!, {
+        max: 2,
+        onnotice: () => {},
+        connection: { application_name: "recovery-replicator" },
+      })
+    : undefined;
+  const replicators = await Promise.all(
+    remotes.map((remote) =>
+      startReplicator({
+        js: ctx.js,
+        jsm: ctx.jsm,
+        sql: replicaSql!,
+        local: config.REGION,
+        remote,
+        log,
+        replicas: config.STREAM_REPLICAS,
+        bodiesMaxAgeMs: config.bodiesMaxAgeMs,
+      }),
+    ),
+  );
   // The region lease (several regions only): renewed at the witness, taken over from a silent region.
   let stopping = false;
-  const keeper = remotes.length && config.WITNESS_URL ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping) : undefined;
+  const keeper =
+    remotes.length && config.WITNESS_URL
+      ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping)
+      : undefined;
   const regionKvForMetrics = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
-  const metrics = createRecoveryMetrics({ events: sizeEvents, ...(regionKvForMetrics ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) } : {}) });
+  const metrics = createRecoveryMetrics({
+    events: sizeEvents,
+    ...(regionKvForMetrics
+      ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) }
+      : {}),
+  });
   timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));
   // Data retention (docs/security.md): tokens, params, callback URLs, old rows.
   timed.every(config.RETENTION_INTERVAL_MS, "retention", async () => {
     const r = await runRetention(ctx.database.sql, retentionPolicy(config), metrics.retention);
-    log.info({ tokensErased: r.tokensErased, paramsPurged: r.paramsPurged, rowsDeleted: r.rowsDeleted, deliveriesDeleted: r.deliveriesDeleted, batches: r.batches, ms: r.ms }, "retention");
+    log.info(
+      {
+        tokensErased: r.tokensErased,
+        paramsPurged: r.paramsPurged,
+        rowsDeleted: r.rowsDeleted,
+        deliveriesDeleted: r.deliveriesDeleted,
+        batches: r.batches,
+        ms: r.ms,
+      },
+      "retention",
+    );
   });
   const metricsServer = serveMetrics(config, metrics, log);
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);
-  log.info({ region: config.REGION, sweepEveryMs: config.SWEEP_INTERVAL_MS, snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS, snapshotDir: config.SNAPSHOT_DIR }, "recovery service started");
+  log.info(
+    {
+      region: config.REGION,
+      sweepEveryMs: config.SWEEP_INTERVAL_MS,
+      snapshotEveryMs: config.SNAPSHOT_INTERVAL_MS,
+      snapshotDir: config.SNAPSHOT_DIR,
+    },
+    "recovery service started",
+  );
   return {
     async stop() {
       stopping = true;

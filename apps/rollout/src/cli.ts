@@ -6,7 +6,7 @@ import { devStackEnv, devStackFile, readDevStack } from "@pipeline/shared/dev-st
 import { parseArgs, USAGE, Version } from "./cli/args.ts";
 import { COMMANDS } from "./cli/commands/index.ts";
 import { withCliContext } from "./cli/context.ts";
-import { loadConfig, regionEndpoints, type RegionEndpoint, type RolloutConfig } from "./config.ts";
+import { loadConfig, type RegionEndpoint, type RolloutConfig, regionEndpoints } from "./config.ts";
 
 /** Without NATS_URL, the settings of a running dev stack (`npm run dev`; DEV_STACK_FILE overrides), as the rollout user. */
 function withDevStack(env: Record<string, string | undefined>): Record<string, string | undefined> {
@@ -16,7 +16,10 @@ function withDevStack(env: Record<string, string | undefined>): Record<string, s
 }
 
 /** The configuration and every region's endpoint, or the message of a configuration error (exit 2). */
-function configure(env: Record<string, string | undefined>, also: string[]): { config: RolloutConfig; endpoints: RegionEndpoint[] } | { error: string } {
+function configure(
+  env: Record<string, string | undefined>,
+  also: string[],
+): { config: RolloutConfig; endpoints: RegionEndpoint[] } | { error: string } {
   try {
     const config = loadConfig(env);
     for (const v of also) Version.parse(v);

@@ -2,10 +2,21 @@ import { expect, test } from "bun:test";
 import { ConfigError } from "@pipeline/shared/config";
 import { loadConfig, regionEndpoints } from "./config.ts";
 
-const base = { NATS_URL: "nats://127.0.0.1:4222", REGION: "fsn1", REGIONS: "fsn1,hel1", DATABASE_URL: "postgres://a@127.0.0.1/x" };
+const base = {
+  NATS_URL: "nats://127.0.0.1:4222",
+  REGION: "fsn1",
+  REGIONS: "fsn1,hel1",
+  DATABASE_URL: "postgres://a@127.0.0.1/x",
+};
 
 test("each other region is reached through its own suffixed variables", () => {
-  const env = { ...base, NATS_URL_HEL1: "nats://10.0.0.2:4222", DATABASE_URL_HEL1: "postgres://b@10.0.0.2/x", NATS_USER_HEL1: "rollout", NATS_PASSWORD_HEL1: "pw" };
+  const env = {
+    ...base,
+    NATS_URL_HEL1: "nats://10.0.0.2:4222",
+    DATABASE_URL_HEL1: "postgres://b@10.0.0.2/x",
+    NATS_USER_HEL1: "rollout",
+    NATS_PASSWORD_HEL1: "pw",
+  };
   const e = regionEndpoints(loadConfig(env), env, { needDatabase: true });
   expect(e.map((r) => [r.name, r.natsUrl, r.databaseUrl])).toEqual([
     ["fsn1", "nats://127.0.0.1:4222", "postgres://a@127.0.0.1/x"],

@@ -1,5 +1,5 @@
-import { commonEnv, ConfigError, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
-import { natsAuthFromEnv, type NatsAuth } from "@pipeline/shared/nats";
+import { ConfigError, commonEnv, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
+import { type NatsAuth, natsAuthFromEnv } from "@pipeline/shared/nats";
 import { z } from "zod";
 
 export const RolloutEnv = z.object({
@@ -35,7 +35,10 @@ export interface RegionEndpoint {
 const OtherNatsUrl = z
   .string()
   .min(1)
-  .refine((u) => !/\/\/[^/@]*@/.test(u), "must not carry credentials (use NATS_USER_<REGION>/NATS_PASSWORD_<REGION> or NATS_CREDS_<REGION>)");
+  .refine(
+    (u) => !/\/\/[^/@]*@/.test(u),
+    "must not carry credentials (use NATS_USER_<REGION>/NATS_PASSWORD_<REGION> or NATS_CREDS_<REGION>)",
+  );
 
 /** `fsn1` -> `FSN1`, `eu-central` -> `EU_CENTRAL`: the suffix of another region's variables. */
 export const envSuffix = (region: string) => region.toUpperCase().replace(/-/g, "_");
@@ -46,7 +49,11 @@ export const envSuffix = (region: string) => region.toUpperCase().replace(/-/g, 
  * suffixed with its name (`NATS_URL_HEL1`, `DATABASE_URL_HEL1`, `NATS_USER_HEL1`...). A missing or
  * malformed one is a ConfigError naming it.
  */
-export function regionEndpoints(config: RolloutConfig, env: Record<string, string | undefined>, o: { needDatabase: boolean }): RegionEndpoint[] {
+export function regionEndpoints(
+  config: RolloutConfig,
+  env: Record<string, string | undefined>,
+  o: { needDatabase: boolean },
+): RegionEndpoint[] {
   const out: RegionEndpoint[] = [];
   const faults: string[] = [];
   for (const name of regionsOf(config)) {
@@ -58,14 +65,34 @@ export function regionEndpoints(config: RolloutConfig, env: Record<string, strin
     const sfx = envSuffix(name);
     const pick = (k: string) => env[`${k}_${sfx}`];
     const r = z
-      .object({ NATS_URL: OtherNatsUrl, DATABASE_URL: o.needDatabase ? commonEnv.DATABASE_URL : commonEnv.DATABASE_URL.optional(), ...natsAuthEnv })
-      .safeParse({ NATS_URL: pick("NATS_URL"), DATABASE_URL: pick("DATABASE_URL"), NATS_USER: pick("NATS_USER"), NATS_PASSWORD: pick("NATS_PASSWORD"), NATS_CREDS: pick("NATS_CREDS"), NATS_TLS_CA: pick("NATS_TLS_CA"), NATS_TLS_CERT: pick("NATS_TLS_CERT"), NATS_TLS_KEY: pick("NATS_TLS_KEY") });
+      .object({
+        NATS_URL: OtherNatsUrl,
+        DATABASE_URL: o.needDatabase ? commonEnv.DATABASE_URL : commonEnv.DATABASE_URL.optional(),
+        ...natsAuthEnv,
+      })
+      .safeParse({
+        NATS_URL: pick("NATS_URL"),
+        DATABASE_URL: pick("DATABASE_URL"),
+        NATS_USER: pick("NATS_USER"),
+        NATS_PASSWORD: pick("NATS_PASSWORD"),
+        NATS_CREDS: pick("NATS_CREDS"),
+        NATS_TLS_CA: pick("NATS_TLS_CA"),
+        NATS_TLS_CERT: pick("NATS_TLS_CERT"),
+        NATS_TLS_KEY: pick("NATS_TLS_KEY"),
+      });
     if (!r.success) {
-      for (const i of r.error.issues) faults.push(`${String(i.path[0])}_${sfx}: ${pick(String(i.path[0])) === undefined ? `required for region ${name}` : i.message}`);
+      for (const i of r.error.issues)
+        faults.push(
+          `${String(i.path[0])}_${sfx}: ${pick(String(i.path[0])) === undefined ? `required for region ${name}` : i.message}`,
+        );
       continue;
     }
     out.push({ name, natsUrl: r.data.NATS_URL, auth: natsAuthFromEnv(r.data), databaseUrl: r.data.DATABASE_URL });
   }
-  if (faults.length) throw new ConfigError(`invalid configuration:\n${faults.map((f) => `  ${f}`).join("\n")}`, faults.map((f) => f.split(":")[0]!));
+  if (faults.length)
+    throw new ConfigError(
+      `invalid configuration:\n${faults.map((f) => `  ${f}`).join("\n")}`,
+      faults.map((f) => f.split(":")[0]!),
+    );
   return out;
 }

@@ -3,23 +3,22 @@
 // workers buckets, task rows in the real table. The CLI is run as a process for start, the
 // commands, status and history. The drills (tests/rollout-drills.test.ts) run it against real solvers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { createLogger } from "@pipeline/shared/log";
-import { natsEnv } from "@pipeline/devstack";
-import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { findPromtool, natsEnv } from "@pipeline/devstack";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { openWorkersBucket } from "@pipeline/shared/kv";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
 import { ensureVersionConsumers, openRolloutBucket, readAssignment, shareOf } from "@pipeline/shared/shards";
 import { eventSubject, shardOf, streams } from "@pipeline/shared/subjects";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
-import { openDatabase, type Database } from "@pipeline/shared/db";
-import { spawnSync } from "node:child_process";
-import { findPromtool } from "@pipeline/devstack";
 import { createRolloutMetrics } from "./adapters/metrics.ts";
 import { openRegionLink, type RegionLink } from "./adapters/regions.ts";
 import { createRolloutStore, openControlBucket, type RolloutStore } from "./adapters/store.ts";
-import { createController, type Controller } from "./controller.ts";
-import { withLog, type Rollout } from "./domain/plan.ts";
+import { type Controller, createController } from "./controller.ts";
+import { type Rollout, withLog } from "./domain/plan.ts";
 
 const REGIONS = ["ra", "rb"];
 let n: TestNats;
@@ -42,13 +41,28 @@ beforeAll(async () => {
   for (const r of REGIONS) {
     await ensureStreams(jsm, { region: r });
     const kv = await openRolloutBucket(admin, r);
-    for (const v of ["v1", "v2", "v3"]) await ensureVersionConsumers(jsm, kv, { region: r, version: v, ackWaitMs: 30_000, by: "test" });
+    for (const v of ["v1", "v2", "v3"])
+      await ensureVersionConsumers(jsm, kv, { region: r, version: v, ackWaitMs: 30_000, by: "test" });
     workers[r] = await openWorkersBucket(admin, r);
   }
   links = new Map();
-  for (const r of REGIONS) links.set(r, await openRegionLink({ name: r, natsUrl: n.url, auth: n.auth("rollout"), databaseUrl: tdb.appUrls.rollout }, "rollout-test"));
+  for (const r of REGIONS)
+    links.set(
+      r,
+      await openRegionLink(
+        { name: r, natsUrl: n.url, auth: n.auth("rollout"), databaseUrl: tdb.appUrls.rollout },
+        "rollout-test",
+      ),
+    );
   store = createRolloutStore(await openControlBucket(admin));
-  controller = createController({ store, regions: links, home: links.get("ra")!, ackWaitMs: 30_000, now: Date.now, log });
+  controller = createController({
+    store,
+    regions: links,
+    home: links.get("ra")!,
+    ackWaitMs: 30_000,
+    now: Date.now,
+    log,
+  });
 }, 60_000);
 afterAll(async () => {
   for (const l of links?.values() ?? []) await l.close();
@@ -60,7 +74,17 @@ afterAll(async () => {
 
 const cli = async (...args: string[]) => {
   const p = Bun.spawn([process.execPath, `${import.meta.dir}/cli.ts`, ...args], {
-    env: { ...process.env, NATS_URL: n.url, REGION: "ra", REGIONS: REGIONS.join(","), DATABASE_URL: tdb.appUrls.rollout, ...natsEnv(n, "rollout"), NATS_URL_RB: n.url, NATS_USER_RB: n.auth("rollout").user!, NATS_PASSWORD_RB: n.auth("rollout").pass! },
+    env: {
+      ...process.env,
+      NATS_URL: n.url,
+      REGION: "ra",
+      REGIONS: REGIONS.join(","),
+      DATABASE_URL: tdb.appUrls.rollout,
+      ...natsEnv(n, "rollout"),
+      NATS_URL_RB: n.url,
+      NATS_USER_RB: n.auth("rollout").user!,
+      NATS_PASSWORD_RB: n.auth("rollout").pass!,
+    },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -70,10 +94,32 @@ const cli = async (...args: string[]) => {
 
 const startedAt = new Date(Date.now() - 60_000).toISOString();
 const beat = (region: string, workerId: string, version: string, calls: number, errors = 0) =>
-  workers[region]!.put(workerId, JSON.stringify({ workerId, pid: 1, host: "h", version, startedAt, at: new Date().toISOString(), inFlight: 0, keyName: "k", keyRef: "r", breaker: "closed", configRevision: null, configRejected: null, tally: { providerCalls: calls, providerErrors: errors } }));
+  workers[region]!.put(
+    workerId,
+    JSON.stringify({
+      workerId,
+      pid: 1,
+      host: "h",
+      version,
+      startedAt,
+      at: new Date().toISOString(),
+      inFlight: 0,
+      keyName: "k",
+      keyRef: "r",
+      breaker: "closed",
+      configRevision: null,
+      configRejected: null,
+      tally: { providerCalls: calls, providerErrors: errors },
+    }),
+  );
 
 /** `count` task rows in `region` whose shard `version` owns now, in the given shape. */
-async function tasks(region: string, version: string, count: number, shape: { state: string; attempts?: number; errorCode?: string | null; submissions?: number; ms?: number }) {
+async function tasks(
+  region: string,
+  version: string,
+  count: number,
+  shape: { state: string; attempts?: number; errorCode?: string | null; submissions?: number; ms?: number },
+) {
   const owners = (await readAssignment(links.get(region)!.shards))!.assignment.owners;
   const now = Date.now();
   if (!owners.includes(version)) return;
@@ -90,7 +136,11 @@ const share = async (region: string) => shareOf((await readAssignment(links.get(
 const record = async () => (await store.read())!.record;
 
 /** Ticks until `done` holds, feeding both versions healthy traffic in the current region each time. */
-async function tickUntil(done: (r: Rollout) => boolean, feed: (r: Rollout) => Promise<void>, max = 40): Promise<Rollout> {
+async function tickUntil(
+  done: (r: Rollout) => boolean,
+  feed: (r: Rollout) => Promise<void>,
+  max = 40,
+): Promise<Rollout> {
   for (let i = 0; i < max; i++) {
     const r = await record();
     if (done(r)) return r;
@@ -103,7 +153,11 @@ async function tickUntil(done: (r: Rollout) => boolean, feed: (r: Rollout) => Pr
 
 const healthy = (canary: string, stable: string) => async (r: Rollout) => {
   const region = r.plan.regions[r.region]!;
-  for (const [w, v] of [[`${region}-a`, stable], [`${region}-b`, canary]] as const) await beat(region, w, v, 100 + Math.floor(Date.now() / 100) % 1000);
+  for (const [w, v] of [
+    [`${region}-a`, stable],
+    [`${region}-b`, canary],
+  ] as const)
+    await beat(region, w, v, 100 + (Math.floor(Date.now() / 100) % 1000));
   if (r.applied) {
     await tasks(region, canary, 3, { state: "completed" });
     await tasks(region, stable, 3, { state: "completed" });
@@ -112,23 +166,49 @@ const healthy = (canary: string, stable: string) => async (r: Rollout) => {
 
 describe("a rollout across two regions", () => {
   test("v2 goes 50% then 100% in ra, then in rb; every step applied before the next; promoted", async () => {
-    for (const r of REGIONS) for (const [w, v] of [[`${r}-a`, "v1"], [`${r}-b`, "v2"]] as const) await beat(r, w, v, 100);
+    for (const r of REGIONS)
+      for (const [w, v] of [
+        [`${r}-a`, "v1"],
+        [`${r}-b`, "v2"],
+      ] as const)
+        await beat(r, w, v, 100);
     const s = await cli("start", "v2", "--steps", "50,100", "--bake", "1s", "--gate", "minTasks=5");
     expect(s.code).toBe(0);
     expect(s.out).toContain("v2 replaces v1 in ra then rb, steps 50/100%");
     // A second start while one runs is refused.
     expect((await cli("start", "v3")).code).toBe(3);
     const r = await tickUntil((x) => x.state === "promoted" && x.applied, healthy("v2", "v1"));
-    expect(r.log.map((e) => `${e.action}${e.region ? ` ${e.region}` : ""}${e.percent ? ` ${e.percent}` : ""}`)).toEqual(["start", "applied", "shift ra 100", "applied", "shift rb 50", "applied", "shift rb 100", "applied", "done", "applied"]);
+    expect(r.log.map((e) => `${e.action}${e.region ? ` ${e.region}` : ""}${e.percent ? ` ${e.percent}` : ""}`)).toEqual(
+      [
+        "start",
+        "applied",
+        "shift ra 100",
+        "applied",
+        "shift rb 50",
+        "applied",
+        "shift rb 100",
+        "applied",
+        "done",
+        "applied",
+      ],
+    );
     expect(await share("ra")).toEqual({ v2: 16 });
     expect(await share("rb")).toEqual({ v2: 16 });
     // Every decision carries the gate figures that made it.
-    expect(r.log.find((e) => e.action === "shift")!.figures).toMatchObject({ canary: { failed: 0 }, stable: { failed: 0 } });
+    expect(r.log.find((e) => e.action === "shift")!.figures).toMatchObject({
+      canary: { failed: 0 },
+      stable: { failed: 0 },
+    });
     const audit = await db.sql<{ action: string }[]>`select action from audit_log order by id`;
     expect(audit.map((a) => a.action)).toContain("rollout.done");
     expect(audit[0]!.action).toBe("rollout.start");
-    const ev = await (await jetstreamManager(admin)).streams.getMessage(streams.events("rb"), { last_by_subj: eventSubject("rb", "rollout") });
-    expect(ev!.json<{ kind: string; data: { action: string } }>()).toMatchObject({ kind: "rollout", data: { action: "applied" } });
+    const ev = await (await jetstreamManager(admin)).streams.getMessage(streams.events("rb"), {
+      last_by_subj: eventSubject("rb", "rollout"),
+    });
+    expect(ev!.json<{ kind: string; data: { action: string } }>()).toMatchObject({
+      kind: "rollout",
+      data: { action: "applied" },
+    });
     const h = await cli("history");
     expect(h.out).toContain("shift rb 50%");
     expect(h.out).toMatch(/canary \d+ tasks, 0 troubled/);
@@ -156,9 +236,30 @@ describe("a rollout across two regions", () => {
   test("a service killed between a decision and its move finishes the move when it comes back", async () => {
     const cur = (await store.read())!;
     // What a service writes before it moves shards: v3 at 50% in ra, not applied.
-    const decided = withLog({ ...cur.record, id: "killed", plan: { ...cur.record.plan, steps: [50, 100] }, state: "running", region: 0, step: 0, stepStartedAt: Date.now(), applied: false, reason: undefined }, { action: "shift", region: "ra", percent: 50, why: "test" }, new Date());
+    const decided = withLog(
+      {
+        ...cur.record,
+        id: "killed",
+        plan: { ...cur.record.plan, steps: [50, 100] },
+        state: "running",
+        region: 0,
+        step: 0,
+        stepStartedAt: Date.now(),
+        applied: false,
+        reason: undefined,
+      },
+      { action: "shift", region: "ra", percent: 50, why: "test" },
+      new Date(),
+    );
     expect(await store.write(decided, cur.revision)).toBeDefined();
-    const fresh = createController({ store, regions: links, home: links.get("ra")!, ackWaitMs: 30_000, now: Date.now, log });
+    const fresh = createController({
+      store,
+      regions: links,
+      home: links.get("ra")!,
+      ackWaitMs: 30_000,
+      now: Date.now,
+      log,
+    });
     await beat("ra", "ra-c", "v3", 0);
     await fresh.tick();
     expect(await share("ra")).toEqual({ v3: 8, v2: 8 });
@@ -179,7 +280,10 @@ describe("a rollout across two regions", () => {
     expect(await record()).toMatchObject({ state: "aborted", applied: true });
     expect(await share("ra")).toEqual({ v2: 16 });
     expect((await cli("resume")).code).toBe(3);
-    const st = JSON.parse((await cli("status", "--json")).out) as { rollout: Rollout; regions: Record<string, { share: Record<string, number> }> };
+    const st = JSON.parse((await cli("status", "--json")).out) as {
+      rollout: Rollout;
+      regions: Record<string, { share: Record<string, number> }>;
+    };
     expect(st.rollout.state).toBe("aborted");
     expect(st.regions.rb!.share).toEqual({ v2: 16 });
   }, 30_000);
@@ -210,7 +314,11 @@ describe("a rollout across two regions", () => {
     await Bun.sleep(1100);
     await controller.tick();
     const r = await record();
-    expect(r).toMatchObject({ state: "rolledBack", applied: true, reason: "no v8 process in ra (heartbeats) within 1000 ms" });
+    expect(r).toMatchObject({
+      state: "rolledBack",
+      applied: true,
+      reason: "no v8 process in ra (heartbeats) within 1000 ms",
+    });
     expect(r.log.map((e) => e.action)).toEqual(["start", "rollback", "applied"]);
     expect(await share("ra")).toEqual({ v2: 16 });
   }, 30_000);
@@ -223,4 +331,3 @@ describe("a rollout across two regions", () => {
     expect((await store.read())!.revision).toBe(before);
   }, 30_000);
 });
-

@@ -7,9 +7,18 @@ import type { Logger } from "@pipeline/shared/log";
 import { audit, type RegionLink } from "./adapters/regions.ts";
 import { shiftTo } from "./adapters/shift.ts";
 import type { RolloutStore, Stored } from "./adapters/store.ts";
-import { ProcessWindow, taskFigures, type TaskFigures } from "./domain/figures.ts";
+import { ProcessWindow, type TaskFigures, taskFigures } from "./domain/figures.ts";
 import { moveFor, placement } from "./domain/placement.ts";
-import { decide, desiredPercent, gateVerdict, withLog, type Action, type GateVerdict, type Rollout, type VersionFigures } from "./domain/plan.ts";
+import {
+  type Action,
+  decide,
+  desiredPercent,
+  type GateVerdict,
+  gateVerdict,
+  type Rollout,
+  type VersionFigures,
+  withLog,
+} from "./domain/plan.ts";
 
 export interface ControllerDeps {
   store: RolloutStore;
@@ -37,7 +46,10 @@ export interface RolloutStatus {
   /** What the service is waiting for, or the last thing it did. */
   note: string;
   gate?: GateReading | undefined;
-  regions: Record<string, { share: Record<string, number>; processes: Record<string, number>; reachable: boolean; error?: string }>;
+  regions: Record<
+    string,
+    { share: Record<string, number>; processes: Record<string, number>; reachable: boolean; error?: string }
+  >;
 }
 
 const EMPTY: TaskFigures = { tasks: 0, failed: 0, extraPaid: 0, p95Ms: null };
@@ -48,7 +60,10 @@ export function createController(d: ControllerDeps) {
 
   const linkOf = (name: string) => {
     const l = d.regions.get(name);
-    if (!l) throw new Error(`region ${name} is in the plan but the rollout service has no connection to it (REGIONS, NATS_URL_<REGION>)`);
+    if (!l)
+      throw new Error(
+        `region ${name} is in the plan but the rollout service has no connection to it (REGIONS, NATS_URL_<REGION>)`,
+      );
     return l;
   };
 
@@ -70,12 +85,20 @@ export function createController(d: ControllerDeps) {
     return out;
   }
 
-  async function record(action: string, r: Rollout, detail: { region?: string; percent?: number; why: string; figures?: Record<string, unknown> }) {
+  async function record(
+    action: string,
+    r: Rollout,
+    detail: { region?: string; percent?: number; why: string; figures?: Record<string, unknown> },
+  ) {
     const data = { id: r.id, version: r.plan.version, stable: r.plan.stable, state: r.state, action, ...detail };
-    await audit(d.home.db, r.by && action === "start" ? r.by : "rollout-service", `rollout.${action}`, data).catch((err: Error) => d.log.warn({ err: err.message }, "audit entry not written"));
+    await audit(d.home.db, r.by && action === "start" ? r.by : "rollout-service", `rollout.${action}`, data).catch(
+      (err: Error) => d.log.warn({ err: err.message }, "audit entry not written"),
+    );
     for (const name of r.plan.regions) {
       const l = d.regions.get(name);
-      await l?.publish(data, `${r.id}:${r.log.length}:${action}`).catch((err: Error) => d.log.warn({ region: name, err: err.message }, "rollout event not published"));
+      await l
+        ?.publish(data, `${r.id}:${r.log.length}:${action}`)
+        .catch((err: Error) => d.log.warn({ region: name, err: err.message }, "rollout event not published"));
     }
   }
 
@@ -85,8 +108,21 @@ export function createController(d: ControllerDeps) {
     const a = await l.assignment();
     if (!a) throw new Error(`region ${name} has no shard assignment yet (no solver has started there)`);
     const { to, count } = moveFor(r.plan, percent, a.owners.length);
-    const res = await shiftTo({ jsm: l.jsm, kv: l.shards, region: name, to, count, by: `rollout ${r.id}`, ackWaitMs: d.ackWaitMs, versions: [r.plan.version, r.plan.stable] });
-    return res.moved.length ? `${name}: ${res.moved.length} shard(s) to ${to} (${Object.entries(res.share).map(([v, n]) => `${v} ${n}`).join(", ")})` : undefined;
+    const res = await shiftTo({
+      jsm: l.jsm,
+      kv: l.shards,
+      region: name,
+      to,
+      count,
+      by: `rollout ${r.id}`,
+      ackWaitMs: d.ackWaitMs,
+      versions: [r.plan.version, r.plan.stable],
+    });
+    return res.moved.length
+      ? `${name}: ${res.moved.length} shard(s) to ${to} (${Object.entries(res.share)
+          .map(([v, n]) => `${v} ${n}`)
+          .join(", ")})`
+      : undefined;
   }
 
   /**
@@ -114,7 +150,11 @@ export function createController(d: ControllerDeps) {
       if (m) moved.push(m);
     }
     const live = r.state === "running" || r.state === "paused";
-    const next = withLog({ ...r, applied: true, stepStartedAt: live ? d.now() : r.stepStartedAt }, { action: "applied", why: moved.length ? moved.join("; ") : "shards already in place" }, new Date(d.now()));
+    const next = withLog(
+      { ...r, applied: true, stepStartedAt: live ? d.now() : r.stepStartedAt },
+      { action: "applied", why: moved.length ? moved.join("; ") : "shards already in place" },
+      new Date(d.now()),
+    );
     if ((await d.store.write(next, revision)) === undefined) return undefined; // changed meanwhile: the next tick sees it
     status = { ...status, record: next, note: `applied: ${next.log.at(-1)!.why}` };
     d.log.info({ id: r.id, state: r.state, moved }, "rollout applied");
@@ -148,7 +188,10 @@ export function createController(d: ControllerDeps) {
     const canary = figures(r.plan.version);
     const stable = figures(r.plan.stable);
     const processes = window.procs.processes();
-    const verdict: GateVerdict = (processes[r.plan.version] ?? 0) === 0 && canary.lostProcesses === 0 ? { pass: "wait", why: `no ${r.plan.version} process in ${name}` } : gateVerdict(canary, stable, r.plan.gate);
+    const verdict: GateVerdict =
+      (processes[r.plan.version] ?? 0) === 0 && canary.lostProcesses === 0
+        ? { pass: "wait", why: `no ${r.plan.version} process in ${name}` }
+        : gateVerdict(canary, stable, r.plan.gate);
     return { region: name, at: new Date(now).toISOString(), verdict, canary, stable };
   }
 
@@ -168,15 +211,40 @@ export function createController(d: ControllerDeps) {
     const gate = await measure(r);
     d.onVerdict?.(gate.region, gate.verdict);
     const action: Action = decide(r, d.now(), gate.verdict);
-    status = { ...status, gate, note: action.kind === "wait" ? `step ${r.plan.steps[r.step]}% in ${gate.region}: ${gate.verdict.pass === true ? "baking" : action.why}` : action.kind };
+    status = {
+      ...status,
+      gate,
+      note:
+        action.kind === "wait"
+          ? `step ${r.plan.steps[r.step]}% in ${gate.region}: ${gate.verdict.pass === true ? "baking" : action.why}`
+          : action.kind,
+    };
     if (action.kind === "wait") return;
     const why = action.kind === "rollback" ? action.next.reason! : gate.verdict.why;
-    const entry = { action: action.kind, region: action.kind === "done" ? undefined : action.region, percent: action.kind === "shift" ? action.percent : undefined, why, figures: { canary: gate.canary, stable: gate.stable } };
-    const next = withLog(action.next, Object.fromEntries(Object.entries(entry).filter(([, v]) => v !== undefined)) as typeof entry, new Date(d.now()));
+    const entry = {
+      action: action.kind,
+      region: action.kind === "done" ? undefined : action.region,
+      percent: action.kind === "shift" ? action.percent : undefined,
+      why,
+      figures: { canary: gate.canary, stable: gate.stable },
+    };
+    const next = withLog(
+      action.next,
+      Object.fromEntries(Object.entries(entry).filter(([, v]) => v !== undefined)) as typeof entry,
+      new Date(d.now()),
+    );
     const rev = await d.store.write(next, revision);
     if (rev === undefined) return; // an operator's command came first: the next tick reads it
-    d.log.info({ id: r.id, action: action.kind, region: entry.region, percent: entry.percent, why }, "rollout decision");
-    await record(action.kind, next, { ...(entry.region ? { region: entry.region } : {}), ...(entry.percent ? { percent: entry.percent } : {}), why, figures: entry.figures });
+    d.log.info(
+      { id: r.id, action: action.kind, region: entry.region, percent: entry.percent, why },
+      "rollout decision",
+    );
+    await record(action.kind, next, {
+      ...(entry.region ? { region: entry.region } : {}),
+      ...(entry.percent ? { percent: entry.percent } : {}),
+      why,
+      figures: entry.figures,
+    });
     await apply(next, rev);
   }
 

@@ -6,7 +6,7 @@ import { startStatusListener } from "./adapters/http.ts";
 import { createRolloutMetrics } from "./adapters/metrics.ts";
 import { openRegionLink, type RegionLink } from "./adapters/regions.ts";
 import { createRolloutStore, openControlBucket } from "./adapters/store.ts";
-import { regionEndpoints, type RolloutConfig } from "./config.ts";
+import { type RolloutConfig, regionEndpoints } from "./config.ts";
 import { createController } from "./controller.ts";
 
 /** Opens every region, starts the tick loop and the listener; `stop()` ends the loop after its tick, then closes both. */
@@ -17,7 +17,15 @@ export async function startRollout(config: RolloutConfig, env: Record<string, st
   const home = regions.get(config.REGION)!;
   const store = createRolloutStore(await openControlBucket(home.nc));
   let metrics: ReturnType<typeof createRolloutMetrics> | undefined;
-  const controller = createController({ store, regions, home, ackWaitMs: config.ACK_WAIT_MS, now: Date.now, log, onVerdict: (r, v) => metrics?.verdict(r, v) });
+  const controller = createController({
+    store,
+    regions,
+    home,
+    ackWaitMs: config.ACK_WAIT_MS,
+    now: Date.now,
+    log,
+    onVerdict: (r, v) => metrics?.verdict(r, v),
+  });
   metrics = createRolloutMetrics(controller.status);
 
   let stopped = false;
@@ -37,8 +45,19 @@ export async function startRollout(config: RolloutConfig, env: Record<string, st
     }
   })();
 
-  const server = config.ROLLOUT_HTTP_PORT === undefined ? undefined : startStatusListener({ hostname: config.ROLLOUT_HTTP_HOST, port: config.ROLLOUT_HTTP_PORT, status: controller.status, metrics: metrics.response });
-  log.info({ regions: [...regions.keys()], http: server ? `${server.hostname}:${server.port}` : null }, "rollout service started");
+  const server =
+    config.ROLLOUT_HTTP_PORT === undefined
+      ? undefined
+      : startStatusListener({
+          hostname: config.ROLLOUT_HTTP_HOST,
+          port: config.ROLLOUT_HTTP_PORT,
+          status: controller.status,
+          metrics: metrics.response,
+        });
+  log.info(
+    { regions: [...regions.keys()], http: server ? `${server.hostname}:${server.port}` : null },
+    "rollout service started",
+  );
   return {
     port: server?.port,
     controller,

@@ -19,18 +19,40 @@ test("the poll budget cannot exceed 20 and the key is required; errors name the 
 
 test("callbacks: a strict SSRF policy and bounded retries by default; the dev flags parse as booleans", () => {
   const c = loadConfig(ok);
-  expect(c).toMatchObject({ WEBHOOK_ALLOW_HTTP: false, WEBHOOK_ALLOW_PRIVATE: false, WEBHOOK_TENANT_MAX_IN_FLIGHT: 10, WEBHOOK_MAX_ATTEMPTS: 30, WEBHOOK_MAX_AGE_MS: 86_400_000 });
-  expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "yes" })).toMatchObject({ WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true });
+  expect(c).toMatchObject({
+    WEBHOOK_ALLOW_HTTP: false,
+    WEBHOOK_ALLOW_PRIVATE: false,
+    WEBHOOK_TENANT_MAX_IN_FLIGHT: 10,
+    WEBHOOK_MAX_ATTEMPTS: 30,
+    WEBHOOK_MAX_AGE_MS: 86_400_000,
+  });
+  expect(loadConfig({ ...ok, WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "yes" })).toMatchObject({
+    WEBHOOK_ALLOW_HTTP: true,
+    WEBHOOK_ALLOW_PRIVATE: true,
+  });
   expect(() => loadConfig({ ...ok, WEBHOOK_ALLOW_PRIVATE: "on" })).toThrow(/WEBHOOK_ALLOW_PRIVATE/);
   expect(() => loadConfig({ ...ok, WEBHOOK_TENANT_MAX_IN_FLIGHT: "0" })).toThrow(/WEBHOOK_TENANT_MAX_IN_FLIGHT/);
-  expect(() => loadConfig({ ...ok, WEBHOOK_RETRY_BASE_MS: "5000", WEBHOOK_RETRY_MAX_MS: "100" })).toThrow(/WEBHOOK_RETRY_BASE_MS/);
+  expect(() => loadConfig({ ...ok, WEBHOOK_RETRY_BASE_MS: "5000", WEBHOOK_RETRY_MAX_MS: "100" })).toThrow(
+    /WEBHOOK_RETRY_BASE_MS/,
+  );
 });
 
 test("the published dev webhook secrets are refused outside dev (PIPELINE_ENV=dev allows them); one client's generation parses", () => {
-  expect(() => loadConfig({ ...ok, WEBHOOK_SECRET: "dev-webhook-secret-0001" })).toThrow(/WEBHOOK_SECRET: is a published dev secret/);
-  expect(() => loadConfig({ ...ok, WEBHOOK_SECRET: "w".repeat(32), WEBHOOK_SECRET_PREVIOUS: "e2e-webhook-secret-0001" })).toThrow(/WEBHOOK_SECRET_PREVIOUS/);
-  expect(loadConfig({ ...ok, WEBHOOK_SECRET: "dev-webhook-secret-0001", PIPELINE_ENV: "dev" }).WEBHOOK_SECRET).toBe("dev-webhook-secret-0001");
+  expect(() => loadConfig({ ...ok, WEBHOOK_SECRET: "dev-webhook-secret-0001" })).toThrow(
+    /WEBHOOK_SECRET: is a published dev secret/,
+  );
+  expect(() =>
+    loadConfig({ ...ok, WEBHOOK_SECRET: "w".repeat(32), WEBHOOK_SECRET_PREVIOUS: "e2e-webhook-secret-0001" }),
+  ).toThrow(/WEBHOOK_SECRET_PREVIOUS/);
+  expect(loadConfig({ ...ok, WEBHOOK_SECRET: "dev-webhook-secret-0001", PIPELINE_ENV: "dev" }).WEBHOOK_SECRET).toBe(
+    "dev-webhook-secret-0001",
+  );
   const id = "0123456789abcdef";
-  expect(loadConfig({ ...ok, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 3 } }) }).WEBHOOK_CLIENT_GENERATIONS).toEqual({ [id]: { current: 3 } });
-  expect(() => loadConfig({ ...ok, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ "not-an-id": { current: 3 } }) })).toThrow(/WEBHOOK_CLIENT_GENERATIONS/);
+  expect(
+    loadConfig({ ...ok, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ [id]: { current: 3 } }) })
+      .WEBHOOK_CLIENT_GENERATIONS,
+  ).toEqual({ [id]: { current: 3 } });
+  expect(() =>
+    loadConfig({ ...ok, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ "not-an-id": { current: 3 } }) }),
+  ).toThrow(/WEBHOOK_CLIENT_GENERATIONS/);
 });

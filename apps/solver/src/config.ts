@@ -1,12 +1,15 @@
 import { commonEnv, envBool, envInt, envJson, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
-import { WebhookGenerations } from "@pipeline/shared/webhooks";
 import { KEY_NAME } from "@pipeline/shared/kv";
+import { WebhookGenerations } from "@pipeline/shared/webhooks";
 import { z } from "zod";
 
 export const SolverEnv = z
   .object({
     ...commonEnv,
-    SOLVER_VERSION: z.string().regex(/^[a-z0-9_]+$/, "lower-case letters, digits and '_'").default("v1"),
+    SOLVER_VERSION: z
+      .string()
+      .regex(/^[a-z0-9_]+$/, "lower-case letters, digits and '_'")
+      .default("v1"),
     WORKER_ID: z.string().min(1).max(64).optional(),
     PROVIDER_URL: z.url().default("http://127.0.0.1:18090"),
     /** The provider key when there is one; its name (for the config bucket) is PROVIDER_KEY_NAME. */
@@ -97,10 +100,22 @@ export const SolverEnv = z
     /** Prometheus `/metrics` of this process; 0 picks a free port (several solvers on one host). */
     METRICS_PORT: envInt(9464, 0, 65535),
   })
-  .refine((c) => c.PROVIDER_KEY !== undefined || c.PROVIDER_KEYS_FILE !== undefined, { path: ["PROVIDER_KEY"], message: "the provider API key is required (PROVIDER_KEY or PROVIDER_KEYS_FILE)" })
-  .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, { path: ["RETRY_BASE_MS"], message: "must not exceed RETRY_MAX_MS" })
-  .refine((c) => c.WEBHOOK_RETRY_BASE_MS <= c.WEBHOOK_RETRY_MAX_MS, { path: ["WEBHOOK_RETRY_BASE_MS"], message: "must not exceed WEBHOOK_RETRY_MAX_MS" })
-  .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, { path: ["BREAKER_COOLDOWN_MS"], message: "must not exceed BREAKER_MAX_COOLDOWN_MS" })
+  .refine((c) => c.PROVIDER_KEY !== undefined || c.PROVIDER_KEYS_FILE !== undefined, {
+    path: ["PROVIDER_KEY"],
+    message: "the provider API key is required (PROVIDER_KEY or PROVIDER_KEYS_FILE)",
+  })
+  .refine((c) => c.RETRY_BASE_MS <= c.RETRY_MAX_MS, {
+    path: ["RETRY_BASE_MS"],
+    message: "must not exceed RETRY_MAX_MS",
+  })
+  .refine((c) => c.WEBHOOK_RETRY_BASE_MS <= c.WEBHOOK_RETRY_MAX_MS, {
+    path: ["WEBHOOK_RETRY_BASE_MS"],
+    message: "must not exceed WEBHOOK_RETRY_MAX_MS",
+  })
+  .refine((c) => c.BREAKER_COOLDOWN_MS <= c.BREAKER_MAX_COOLDOWN_MS, {
+    path: ["BREAKER_COOLDOWN_MS"],
+    message: "must not exceed BREAKER_MAX_COOLDOWN_MS",
+  })
   .superRefine((c, ctx) => {
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET", c.WEBHOOK_SECRET, ctx);
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET_PREVIOUS", c.WEBHOOK_SECRET_PREVIOUS, ctx);

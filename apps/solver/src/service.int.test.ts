@@ -1,16 +1,23 @@
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
-import { createEmulator, fingerprintOf, type Emulator } from "@pipeline/emulator";
-import { openDatabase, tasks, type Database } from "@pipeline/shared/db";
+import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
+import {
+  createTestDatabase,
+  eventually,
+  natsEnv,
+  startTestNats,
+  type TestDatabase,
+  type TestNats,
+} from "@pipeline/devstack/testing";
+import { createEmulator, type Emulator, fingerprintOf } from "@pipeline/emulator";
+import { type Database, openDatabase, tasks } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { toProviderParams } from "@pipeline/shared/provider";
 import type { TaskSpec } from "@pipeline/shared/schemas";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { eq } from "drizzle-orm";
 import { loadConfig } from "./config.ts";
-import { startSolver, type SolverService } from "./service.ts";
+import { type SolverService, startSolver } from "./service.ts";
 
 const REGION = "sv";
 const KEY = "solver-test-key";
@@ -65,17 +72,35 @@ function config(over: Record<string, string> = {}) {
 }
 const log = createLogger("solver-test", { level: "silent" });
 let n = 0;
-const turnstile = (): TaskSpec => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/p/${++n}` } });
+const turnstile = (): TaskSpec => ({
+  type: "turnstile",
+  params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/p/${++n}` },
+});
 
 /** What the gateway does: the row, then the message. */
 async function enqueue(spec: TaskSpec, extra: Partial<typeof tasks.$inferInsert> = {}) {
   const id = crypto.randomUUID();
-  await database.db.insert(tasks).values({ id, owner: "o", requestHash: "h", region: REGION, type: spec.type, priority: "normal", params: spec.params, state: "queued", ...extra });
-  await js.publish(taskSubject(REGION, "normal", shardOf(id)), JSON.stringify({ id, type: spec.type, priority: "normal" }), { msgID: id });
+  await database.db.insert(tasks).values({
+    id,
+    owner: "o",
+    requestHash: "h",
+    region: REGION,
+    type: spec.type,
+    priority: "normal",
+    params: spec.params,
+    state: "queued",
+    ...extra,
+  });
+  await js.publish(
+    taskSubject(REGION, "normal", shardOf(id)),
+    JSON.stringify({ id, type: spec.type, priority: "normal" }),
+    { msgID: id },
+  );
   return id;
 }
 const row = async (id: string) => (await database.db.select().from(tasks).where(eq(tasks.id, id)))[0]!;
-const settled = (id: string, state = "completed") => eventually(async () => ((await row(id)).state === state ? row(id) : undefined), 15_000);
+const settled = (id: string, state = "completed") =>
+  eventually(async () => ((await row(id)).state === state ? row(id) : undefined), 15_000);
 
 test("solver submits once, stores the provider id, and writes the emulator's token with its expiry", async () => {
   solver = await startSolver(config(), log);
@@ -92,10 +117,19 @@ test("solver submits once, stores the provider id, and writes the emulator's tok
 test("solver resumes polling a stored provider id instead of submitting again", async () => {
   // A provider task submitted by a worker that then died: the row holds its id.
   const spec = turnstile();
-  const res = await fetch(`${emu.url}/in.php`, { method: "POST", body: new URLSearchParams({ key: KEY, json: "1", ...toProviderParams(spec) }) });
+  const res = await fetch(`${emu.url}/in.php`, {
+    method: "POST",
+    body: new URLSearchParams({ key: KEY, json: "1", ...toProviderParams(spec) }),
+  });
   const providerId = ((await res.json()) as { request: string }).request;
   const before = emu.stats().submissions;
-  const id = await enqueue(spec, { state: "solving", providerId, providerSubmissions: 1, leaseOwner: "dead-worker", leaseUntil: new Date(Date.now() - 1000) });
+  const id = await enqueue(spec, {
+    state: "solving",
+    providerId,
+    providerSubmissions: 1,
+    leaseOwner: "dead-worker",
+    leaseUntil: new Date(Date.now() - 1000),
+  });
   solver = await startSolver(config(), log);
   const done = await settled(id);
   expect(done.providerId).toBe(providerId);
@@ -205,7 +239,10 @@ test("HTML 500 pages are retried like network errors, then the task completes", 
 
 test("ERROR_ZERO_BALANCE stops the key at 2Captcha but is a retry at CaptchaAI", async () => {
   emu.configure({ faults: { forceCode: { inPhp: "ERROR_ZERO_BALANCE" } } });
-  solver = await startSolver(config({ PROVIDER_PROFILE: "2captcha", BREAKER_COOLDOWN_MS: "60000", BREAKER_MAX_COOLDOWN_MS: "60000" }), log);
+  solver = await startSolver(
+    config({ PROVIDER_PROFILE: "2captcha", BREAKER_COOLDOWN_MS: "60000", BREAKER_MAX_COOLDOWN_MS: "60000" }),
+    log,
+  );
   const a = await enqueue(turnstile());
   await eventually(() => solver!.breaker.state() === "open");
   expect(solver.breaker.reason()).toBe("ERROR_ZERO_BALANCE");
@@ -221,7 +258,10 @@ test("ERROR_ZERO_BALANCE stops the key at 2Captcha but is a retry at CaptchaAI",
 });
 
 test("a task past its deadline is dead-lettered with its last error, never submitted again", async () => {
-  const id = await enqueue(turnstile(), { deadlineAt: new Date(Date.now() - 1000), errorCode: "ERROR_NO_SLOT_AVAILABLE" });
+  const id = await enqueue(turnstile(), {
+    deadlineAt: new Date(Date.now() - 1000),
+    errorCode: "ERROR_NO_SLOT_AVAILABLE",
+  });
   solver = await startSolver(config(), log);
   const failed = await settled(id, "failed");
   expect(failed.errorCode).toBe("ERROR_NO_SLOT_AVAILABLE");

@@ -1,8 +1,8 @@
 import { hostname } from "node:os";
 import { openDatabase } from "@pipeline/shared/db";
+import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { connectNats, createPubAckPublisher, natsAuthFromEnv, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
-import { bindBucket } from "@pipeline/shared/kv";
 import { watchFence } from "@pipeline/shared/regions";
 import { buckets, streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
@@ -15,10 +15,17 @@ import type { SolverConfig } from "./config.ts";
 import type { Breaker } from "./domain/breaker.ts";
 import type { KeyRing } from "./domain/keyring.ts";
 import type { Dispatcher } from "./notifier/dispatcher.ts";
-import { createCallbackDispatcher, startCallbacks, type Callbacks } from "./wiring/callbacks.ts";
+import { type Callbacks, createCallbackDispatcher, startCallbacks } from "./wiring/callbacks.ts";
 import { startReaper, startSolverHeartbeat } from "./wiring/fleet.ts";
 import { startKeys } from "./wiring/keys.ts";
-import { breakerFactory, memoryGovernorOf, providerClientOf, serveMetrics, timingOf, type Tally } from "./wiring/parts.ts";
+import {
+  breakerFactory,
+  memoryGovernorOf,
+  providerClientOf,
+  serveMetrics,
+  type Tally,
+  timingOf,
+} from "./wiring/parts.ts";
 import { openTaskTopology } from "./wiring/topology.ts";
 import { createSolverWorker } from "./wiring/worker.ts";
 import type { Worker } from "./worker/worker.ts";
@@ -46,8 +53,16 @@ export interface SolverService {
  */
 function openPools(config: SolverConfig, workerId: string) {
   return {
-    database: openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: `solver-${workerId}`, customPlans: true }),
-    checkpoints: openDatabase(config.DATABASE_URL, { max: 4, appName: `solver-${workerId}-checkpoint`, customPlans: true }),
+    database: openDatabase(config.DATABASE_URL, {
+      max: config.DB_POOL_MAX,
+      appName: `solver-${workerId}`,
+      customPlans: true,
+    }),
+    checkpoints: openDatabase(config.DATABASE_URL, {
+      max: 4,
+      appName: `solver-${workerId}-checkpoint`,
+      customPlans: true,
+    }),
   };
 }
 
@@ -59,7 +74,9 @@ function openPools(config: SolverConfig, workerId: string) {
 export async function startSolver(config: SolverConfig, log: Logger): Promise<SolverService> {
   const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
   const metrics = createSolverMetrics();
-  const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error"));
+  const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) =>
+    log.error({ err: e.message }, "nats error"),
+  );
   const topology = await openTaskTopology(nc, config, workerId, log);
   const { jsm, js, consumers } = topology;
   const { database, checkpoints } = openPools(config, workerId);
@@ -72,18 +89,57 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     onError: (err) => log.warn({ err: err.message.slice(0, 200) }, "provider slot lease failed"),
   });
   // Each event waits for its PubAck through one subscription (pub-acks.ts): three per task.
-  const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) => log.warn({ err: err.message }, "event not published"));
+  const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) =>
+    log.warn({ err: err.message }, "event not published"),
+  );
   const timing = timingOf(config);
-  const makeBreaker = breakerFactory(config, (data) => void events.alert("breaker", { ...data, worker: workerId }), log);
-  const { keyRing, liveConfig } = await startKeys({ nc, config, timing, makeBreaker, onRejected: () => metrics.event("configRejected"), log });
+  const makeBreaker = breakerFactory(
+    config,
+    (data) => void events.alert("breaker", { ...data, worker: workerId }),
+    log,
+  );
+  const { keyRing, liveConfig } = await startKeys({
+    nc,
+    config,
+    timing,
+    makeBreaker,
+    onRejected: () => metrics.event("configRejected"),
+    log,
+  });
   const tally: Tally = { providerCalls: 0, providerErrors: 0 };
   const provider = providerClientOf(config, metrics, tally);
   // With several regions, new provider submissions only while this region holds its lease.
-  const fence = config.regions.length > 1 ? watchFence(await bindBucket(nc, buckets.region(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }), config.REGION, log) : undefined;
-  const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) => void topology.recreate(lane, what);
-  const worker = createSolverWorker({ config, workerId, nc, consumers, database, checkpoints, provider, slots, keyRing, events, fence, timing, metrics, onConsumerMissing, log });
+  const fence =
+    config.regions.length > 1
+      ? watchFence(
+          await bindBucket(nc, buckets.region(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }),
+          config.REGION,
+          log,
+        )
+      : undefined;
+  const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) =>
+    void topology.recreate(lane, what);
+  const worker = createSolverWorker({
+    config,
+    workerId,
+    nc,
+    consumers,
+    database,
+    checkpoints,
+    provider,
+    slots,
+    keyRing,
+    events,
+    fence,
+    timing,
+    metrics,
+    onConsumerMissing,
+    log,
+  });
   const deliveries = createDeliveryStore(database.db);
-  const dispatcher: Dispatcher | undefined = config.WEBHOOK_SECRET ? createCallbackDispatcher({ config, deliveries, workerId, metrics, log }) : undefined;
+  const dispatcher: Dispatcher | undefined = config.WEBHOOK_SECRET
+    ? createCallbackDispatcher({ config, deliveries, workerId, metrics, log })
+    : undefined;
   const memory = memoryGovernorOf(config);
   addSolverGauges(metrics, {
     keyRef: () => keyRing.current().ref,
@@ -102,13 +158,33 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   slots.start();
   worker.start();
   const workersKv = await bindBucket(nc, buckets.workers(config.REGION), { waitMs: TOPOLOGY_WAIT_MS });
-  const heartbeat = startSolverHeartbeat({ kv: workersKv, config, workerId, keyRing, liveConfig, inFlight: () => worker.inFlight(), tally, log });
+  const heartbeat = startSolverHeartbeat({
+    kv: workersKv,
+    config,
+    workerId,
+    keyRing,
+    liveConfig,
+    inFlight: () => worker.inFlight(),
+    tally,
+    log,
+  });
   const reaper = startReaper({ config, database, js, kv: workersKv, workerId, log });
-  const callbacks: Callbacks | undefined = dispatcher ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log }) : undefined;
+  const callbacks: Callbacks | undefined = dispatcher
+    ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log })
+    : undefined;
   if (!callbacks) log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
   ready = true;
   const metricsUrl = `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`;
-  log.info({ workerId, metrics: metricsUrl, region: config.REGION, version: config.SOLVER_VERSION, concurrency: config.SOLVER_CONCURRENCY }, "solver started");
+  log.info(
+    {
+      workerId,
+      metrics: metricsUrl,
+      region: config.REGION,
+      version: config.SOLVER_VERSION,
+      concurrency: config.SOLVER_CONCURRENCY,
+    },
+    "solver started",
+  );
   return {
     workerId,
     metricsUrl,

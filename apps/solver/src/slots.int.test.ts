@@ -3,18 +3,25 @@
 // provider task runs; two solvers sharing a plan), no task writes a slot row, a plan full of a
 // dead solver's provider tasks is worked off, and a stopped solver's block is given back.
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
+import {
+  createTestDatabase,
+  eventually,
+  natsEnv,
+  startTestNats,
+  type TestDatabase,
+  type TestNats,
+} from "@pipeline/devstack/testing";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
-import { openDatabase, tasks, type Database } from "@pipeline/shared/db";
+import { type Database, openDatabase, tasks } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, natsEnv, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createBatchedWrites } from "./adapters/batched-writes.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import { loadConfig } from "./config.ts";
 import { keyRefOf } from "./domain/key-ref.ts";
-import { startSolver, type SolverService } from "./service.ts";
+import { type SolverService, startSolver } from "./service.ts";
 
 const REGION = "slots";
 const KEY = "slots-test-key";
@@ -69,19 +76,31 @@ function config(over: Record<string, string> = {}) {
 }
 const log = createLogger("slots-test", { level: "silent" });
 let n = 0;
-const turnstile = () => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/slots/${++n}` } });
+const turnstile = () => ({
+  type: "turnstile",
+  params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/slots/${++n}` },
+});
 
-const publish = (id: string) => js.publish(taskSubject(REGION, "normal", shardOf(id)), JSON.stringify({ id, type: "turnstile", priority: "normal" }), { msgID: `${id}:${Date.now()}` });
+const publish = (id: string) =>
+  js.publish(
+    taskSubject(REGION, "normal", shardOf(id)),
+    JSON.stringify({ id, type: "turnstile", priority: "normal" }),
+    { msgID: `${id}:${Date.now()}` },
+  );
 
 /** A provider task submitted with the key, as a solver would have (it occupies one of the key's threads at the emulator). */
 async function providerTask(params: { sitekey: string; pageurl: string }): Promise<string> {
-  const res = await fetch(`${emu.url}/in.php`, { method: "POST", body: new URLSearchParams({ key: KEY, json: "1", method: "turnstile", ...params }) });
+  const res = await fetch(`${emu.url}/in.php`, {
+    method: "POST",
+    body: new URLSearchParams({ key: KEY, json: "1", method: "turnstile", ...params }),
+  });
   const r = (await res.json()) as { status: number; request: string };
   if (r.status !== 1) throw new Error(`in.php: ${r.request}`);
   return r.request;
 }
 
-const stateOf = async (id: string) => (await database.sql<{ state: string }[]>`select state from tasks where id = ${id}`)[0]?.state;
+const stateOf = async (id: string) =>
+  (await database.sql<{ state: string }[]>`select state from tasks where id = ${id}`)[0]?.state;
 
 const insertQueued = async (id: string, spec = turnstile()) =>
   database.sql`insert into tasks (id, owner, request_hash, region, type, priority, params, state) values (${id}, 'o', 'h', ${REGION}, 'turnstile', 'normal', ${JSON.stringify(spec.params)}::jsonb, 'queued')`;
@@ -125,13 +144,22 @@ test("a plan full of a dead solver's provider tasks is worked off: they are take
   const dead = await Promise.all(Array.from({ length: threads }, () => deadHoldersTask(0)));
   const fresh = Array.from({ length: 3 }, () => crypto.randomUUID());
   for (const id of fresh) await insertQueued(id);
-  const solver = await startSolver(config({ PROVIDER_THREADS: String(threads), DEAD_AFTER_MS: "0", SLOT_WAIT_MS: "300" }), log);
+  const solver = await startSolver(
+    config({ PROVIDER_THREADS: String(threads), DEAD_AFTER_MS: "0", SLOT_WAIT_MS: "300" }),
+    log,
+  );
   solvers.push(solver);
   for (const id of [...fresh, ...dead]) await publish(id);
-  await eventually(async () => {
-    const [c] = await database.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${[...dead, ...fresh]}::uuid[]) and state = 'completed'`;
-    return c!.n === 2 * threads;
-  }, 30_000, 100);
+  await eventually(
+    async () => {
+      const [c] = await database.sql<
+        { n: number }[]
+      >`select count(*)::int as n from tasks where id = any(${[...dead, ...fresh]}::uuid[]) and state = 'completed'`;
+      return c!.n === 2 * threads;
+    },
+    30_000,
+    100,
+  );
   const stats = emu.stats();
   expect(stats.submissions).toBe(2 * threads); // the dead solver's 3 (made before) and the 3 fresh ones
   expect(stats.maxInFlightByKey[KEY]).toBeLessThanOrEqual(threads);
@@ -147,32 +175,54 @@ test("two solvers share one plan: never over its threads, no slot row per task, 
   for (const id of ids) await insertQueued(id);
   const writesBefore = await blockWrites();
   for (const id of ids) await publish(id);
-  await eventually(async () => {
-    const [c] = await database.sql<{ n: number }[]>`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
-    return c!.n === ids.length;
-  }, 60_000, 100);
+  await eventually(
+    async () => {
+      const [c] = await database.sql<
+        { n: number }[]
+      >`select count(*)::int as n from tasks where id = any(${ids}::uuid[]) and state = 'completed'`;
+      return c!.n === ids.length;
+    },
+    60_000,
+    100,
+  );
   const stats = emu.stats();
   expect(stats.submissions).toBe(ids.length);
   expect(stats.maxInFlightByKey[KEY]).toBeLessThanOrEqual(threads);
   // One block row per solver and key, leased a few times a second: not a row write per task.
-  const blocks = await database.sql<{ owner: string }[]>`select owner from provider_slot_blocks where key_ref = ${KEY_REF} order by owner`;
+  const blocks = await database.sql<
+    { owner: string }[]
+  >`select owner from provider_slot_blocks where key_ref = ${KEY_REF} order by owner`;
   expect(blocks.map((b) => b.owner)).toEqual(["plan-a", "plan-b"]);
   const leaseWrites = (await blockWrites()) - writesBefore;
-  console.log(`[slots] 16 tasks on a ${threads}-thread plan, two solvers: max in flight ${stats.maxInFlightByKey[KEY]}, block lease writes ${leaseWrites}`);
+  console.log(
+    `[slots] 16 tasks on a ${threads}-thread plan, two solvers: max in flight ${stats.maxInFlightByKey[KEY]}, block lease writes ${leaseWrites}`,
+  );
   await s1.stop();
   solvers = solvers.filter((s) => s !== s1);
-  expect((await database.sql<{ owner: string }[]>`select owner from provider_slot_blocks where key_ref = ${KEY_REF}`).map((b) => b.owner)).toEqual(["plan-b"]);
+  expect(
+    (await database.sql<{ owner: string }[]>`select owner from provider_slot_blocks where key_ref = ${KEY_REF}`).map(
+      (b) => b.owner,
+    ),
+  ).toEqual(["plan-b"]);
 }, 90_000);
 
 /** Upserts of provider_slot_blocks so far (pg_stat's counters lag a little; the test only prints them). */
 async function blockWrites(): Promise<number> {
-  const [r] = await database.sql<{ n: string }[]>`select coalesce(sum(n_tup_ins + n_tup_upd), 0)::text as n from pg_stat_user_tables where relname = 'provider_slot_blocks'`;
+  const [r] = await database.sql<
+    { n: string }[]
+  >`select coalesce(sum(n_tup_ins + n_tup_upd), 0)::text as n from pg_stat_user_tables where relname = 'provider_slot_blocks'`;
   return Number(r?.n ?? 0);
 }
 
 test("a completion is one write and takes the task out of the plan's count; one whose lease was lost changes nothing", async () => {
   const writes = createBatchedWrites(database.sql);
-  const slots = createProviderSlots(database.sql, { owner: "count-test", region: REGION, threads: 10, leaseMs: 6000, markerMs: 20_000 });
+  const slots = createProviderSlots(database.sql, {
+    owner: "count-test",
+    region: REGION,
+    threads: 10,
+    leaseMs: 6000,
+    markerMs: 20_000,
+  });
   const before = await slots.held(KEY_REF);
   const id = crypto.randomUUID();
   await database.sql`
@@ -191,8 +241,20 @@ test("a completion is one write and takes the task out of the plan's count; one 
 });
 
 test("a key no unit was taken of for a while gives its block up (a key rotated away); a later take leases it anew", async () => {
-  const slots = createProviderSlots(database.sql, { owner: "idle-test", region: REGION, threads: 5, leaseMs: 2000, markerMs: 20_000, idleMs: 300 });
-  const blockOf = async () => (await database.sql<{ size: number }[]>`select size from provider_slot_blocks where owner = 'idle-test' and key_ref = 'key_idle'`)[0];
+  const slots = createProviderSlots(database.sql, {
+    owner: "idle-test",
+    region: REGION,
+    threads: 5,
+    leaseMs: 2000,
+    markerMs: 20_000,
+    idleMs: 300,
+  });
+  const blockOf = async () =>
+    (
+      await database.sql<
+        { size: number }[]
+      >`select size from provider_slot_blocks where owner = 'idle-test' and key_ref = 'key_idle'`
+    )[0];
   const unit = await slots.take("key_idle", "normal", 2000);
   expect(unit).toBeDefined();
   expect(await blockOf()).toBeDefined();

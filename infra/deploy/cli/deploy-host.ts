@@ -26,7 +26,15 @@ export interface HostDeployDeps {
 
 export type HostOutcome =
   | { host: string; status: "deployed"; version: string; previous?: string; ms: number; pruned: string[] }
-  | { host: string; status: "rolled-back"; version: string; previous?: string; ms: number; reason: string; rollbackHealthy: boolean }
+  | {
+      host: string;
+      status: "rolled-back";
+      version: string;
+      previous?: string;
+      ms: number;
+      reason: string;
+      rollbackHealthy: boolean;
+    }
   | { host: string; status: "failed"; version: string; ms: number; reason: string };
 
 export async function deployHost(host: Host, app: DeployApp, version: string, d: HostDeployDeps): Promise<HostOutcome> {
@@ -42,16 +50,30 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
   try {
     const arch = archOf(await d.ssh.check(host, "uname", "uname -m"));
     const bin = await d.binary(arch);
-    const present = (await d.ssh.check(host, "inspect release", `if [ -f ${q(`${rel}/${app}`)} ]; then sha256sum < ${q(`${rel}/${app}`)} | cut -d' ' -f1; fi`)).trim();
+    const present = (
+      await d.ssh.check(
+        host,
+        "inspect release",
+        `if [ -f ${q(`${rel}/${app}`)} ]; then sha256sum < ${q(`${rel}/${app}`)} | cut -d' ' -f1; fi`,
+      )
+    ).trim();
     if (present === bin.sha256) say(`${version} (${arch}) already installed, checksum ok`);
     else {
-      await d.ssh.check(host, "install release", install(`release ${app} ${version} ${arch} ${bin.sha256} ${q(bin.signature)}`), { input: bin.path, timeoutMs: 600_000 });
+      await d.ssh.check(
+        host,
+        "install release",
+        install(`release ${app} ${version} ${arch} ${bin.sha256} ${q(bin.signature)}`),
+        { input: bin.path, timeoutMs: 600_000 },
+      );
       say(`copied ${version} (${arch}): signature and checksum ${bin.sha256.slice(0, 12)}… verified on the host`);
     }
 
     if (app === "solver") return await solverSwitch();
 
-    const previous = (await d.ssh.check(host, "read current", `readlink ${q(`${appDir}/current`)} || true`)).trim().replace(/^releases\//, "") || undefined;
+    const previous =
+      (await d.ssh.check(host, "read current", `readlink ${q(`${appDir}/current`)} || true`))
+        .trim()
+        .replace(/^releases\//, "") || undefined;
     const point = (v: string) => install(`switch ${app} ${v}`);
     await d.ssh.check(host, "switch current", point(version));
     await d.ssh.check(host, "restart", ctl("restart"));
@@ -59,18 +81,44 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
     const health = await waitHealthy();
     if (health.ok) {
       say(`healthy after ${health.ms} ms`);
-      return { host: host.name, status: "deployed", version, ...(previous ? { previous } : {}), ms: Date.now() - t0, pruned: await prune(new Set([version])) };
+      return {
+        host: host.name,
+        status: "deployed",
+        version,
+        ...(previous ? { previous } : {}),
+        ms: Date.now() - t0,
+        pruned: await prune(new Set([version])),
+      };
     }
     say(`NOT healthy within ${d.healthTimeoutMs} ms (${health.last}): rolling back`);
     if (!previous || previous === version) {
       await d.ssh.run(host, ctl("stop"));
-      return { host: host.name, status: "rolled-back", version, ms: Date.now() - t0, reason: `unhealthy: ${health.last}; no previous release, ${unit} stopped`, rollbackHealthy: false };
+      return {
+        host: host.name,
+        status: "rolled-back",
+        version,
+        ms: Date.now() - t0,
+        reason: `unhealthy: ${health.last}; no previous release, ${unit} stopped`,
+        rollbackHealthy: false,
+      };
     }
     await d.ssh.check(host, "switch back", point(previous));
     await d.ssh.check(host, "restart previous", ctl("restart"));
     const back = await waitHealthy();
-    say(back.ok ? `rolled back to ${previous}: healthy after ${back.ms} ms` : `rolled back to ${previous}, which is NOT healthy either (${back.last})`);
-    return { host: host.name, status: "rolled-back", version, previous, ms: Date.now() - t0, reason: `unhealthy: ${health.last}`, rollbackHealthy: back.ok };
+    say(
+      back.ok
+        ? `rolled back to ${previous}: healthy after ${back.ms} ms`
+        : `rolled back to ${previous}, which is NOT healthy either (${back.last})`,
+    );
+    return {
+      host: host.name,
+      status: "rolled-back",
+      version,
+      previous,
+      ms: Date.now() - t0,
+      reason: `unhealthy: ${health.last}`,
+      rollbackHealthy: back.ok,
+    };
   } catch (err) {
     const reason = (err as Error).message;
     say(`failed: ${reason}`);
@@ -88,17 +136,29 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
     const port = solverPort(version, ports);
     if (!ports.has(version)) await d.ssh.check(host, "write solver env", install(`solver-port ${version} ${port}`));
     await d.ssh.check(host, "start solver", `${ctl("enable")}\n${ctl("restart")}`);
-    say(`${unit} started beside ${[...ports.keys()].filter((v) => v !== version).join(", ") || "no other version"} (metrics port ${port})`);
+    say(
+      `${unit} started beside ${[...ports.keys()].filter((v) => v !== version).join(", ") || "no other version"} (metrics port ${port})`,
+    );
     const health = await waitHealthy(port);
     if (health.ok) {
       say(`healthy after ${health.ms} ms`);
       const running = new Set<string>([version]);
-      for (const v of ports.keys()) if ((await d.ssh.run(host, ctl("is-active --quiet", `solver@${v}.service`))).code === 0) running.add(v);
+      for (const v of ports.keys())
+        if ((await d.ssh.run(host, ctl("is-active --quiet", `solver@${v}.service`))).code === 0) running.add(v);
       return { host: host.name, status: "deployed", version, ms: Date.now() - t0, pruned: await prune(running) };
     }
-    say(`NOT healthy within ${d.healthTimeoutMs} ms (${health.last}): stopping ${unit}; the running versions are untouched`);
+    say(
+      `NOT healthy within ${d.healthTimeoutMs} ms (${health.last}): stopping ${unit}; the running versions are untouched`,
+    );
     await d.ssh.run(host, `${ctl("disable")}\n${ctl("stop")}`);
-    return { host: host.name, status: "rolled-back", version, ms: Date.now() - t0, reason: `unhealthy: ${health.last}`, rollbackHealthy: true };
+    return {
+      host: host.name,
+      status: "rolled-back",
+      version,
+      ms: Date.now() - t0,
+      reason: `unhealthy: ${health.last}`,
+      rollbackHealthy: true,
+    };
   }
 
   /** Gateway and solver: /readyz answers 200; recovery and rollout (no HTTP for sure): the unit stays active for 3 probes in a row. */
@@ -116,7 +176,8 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
     while (Date.now() - start < d.healthTimeoutMs) {
       const r = await d.ssh.run(host, probe, { timeoutMs: 15_000 });
       if (r.code === 0) {
-        if ((app !== "recovery" && app !== "rollout") || ++streak >= 3) return { ok: true, ms: Date.now() - start, last: "ok" };
+        if ((app !== "recovery" && app !== "rollout") || ++streak >= 3)
+          return { ok: true, ms: Date.now() - start, last: "ok" };
       } else {
         streak = 0;
         last = (r.stderr.trim() || r.stdout.trim() || `exit ${r.code}`).split("\n").pop()!;
@@ -128,7 +189,11 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
 
   /** Keeps the newest `keep` releases (and every one in use). */
   async function prune(inUse: Set<string>): Promise<string[]> {
-    const out = await d.ssh.check(host, "list releases", `for r in ${q(`${appDir}/releases`)}/*/; do [ -d "$r" ] || continue; printf '%s %s\\n' "$(stat -c %Y "$r")" "$(basename "$r")"; done`);
+    const out = await d.ssh.check(
+      host,
+      "list releases",
+      `for r in ${q(`${appDir}/releases`)}/*/; do [ -d "$r" ] || continue; printf '%s %s\\n' "$(stat -c %Y "$r")" "$(basename "$r")"; done`,
+    );
     const releases = out
       .split("\n")
       .map((l) => /^(\d+) ([a-z0-9_]+)$/.exec(l.trim()))

@@ -29,14 +29,19 @@ export function pinnedLines(host: Host, scanned: string[]): string[] {
   const lines = [...keys, ...matched].map((k) => `${knownHostsName(host)} ${k}`);
   if (!lines.length) {
     const offered = scanned.map(fingerprintOf).join(", ") || "no key";
-    throw new Error(`${host.name}: its host key matches none of the inventory's hostKeys (pinned ${[...prints].join(", ")}; it offered ${offered}): refused, nothing was run on it`);
+    throw new Error(
+      `${host.name}: its host key matches none of the inventory's hostKeys (pinned ${[...prints].join(", ")}; it offered ${offered}): refused, nothing was run on it`,
+    );
   }
   return lines;
 }
 
 /** The public keys a host offers (`ssh-keyscan`), as `type base64`; untrusted until matched against a pin. */
 export async function keyscan(host: Host, timeoutS = 10): Promise<string[]> {
-  const p = Bun.spawn(["ssh-keyscan", "-T", String(timeoutS), "-p", String(host.ssh.port), host.ssh.host], { stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn(["ssh-keyscan", "-T", String(timeoutS), "-p", String(host.ssh.port), host.ssh.host], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [out] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   return out
     .split("\n")

@@ -25,7 +25,13 @@ export const Host = z
     region: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,31}$/),
     roles: z.array(Role).min(1),
     /** `deploy` by default: the app hosts' user whose sudo allows only the deploy's commands (infra/deploy/sudoers). */
-    ssh: z.object({ host: z.string().min(1), user: z.string().min(1).default("deploy"), port: z.number().int().min(1).max(65535).default(22) }).strict(),
+    ssh: z
+      .object({
+        host: z.string().min(1),
+        user: z.string().min(1).default("deploy"),
+        port: z.number().int().min(1).max(65535).default(22),
+      })
+      .strict(),
     /** The host's SSH host keys or their fingerprints: the deploy connects to no app host without one, and to none whose key differs. */
     hostKeys: z.array(HostKey).default([]),
     privateIp: z.string().min(1).optional(),
@@ -48,7 +54,11 @@ export const Inventory = z
   .superRefine((inv, ctx) => {
     inv.hosts.forEach((h, i) => {
       if (h.roles.includes("app") && h.hostKeys.length === 0)
-        ctx.addIssue({ code: "custom", path: ["hosts", i, "hostKeys"], message: `${h.name} is a deploy target and has no pinned host key: record its keys at first boot (docs/deploy.md)` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["hosts", i, "hostKeys"],
+          message: `${h.name} is a deploy target and has no pinned host key: record its keys at first boot (docs/deploy.md)`,
+        });
     });
   });
 export type Inventory = z.infer<typeof Inventory>;
@@ -64,6 +74,9 @@ export function readInventory(path: string): Inventory {
   // `terraform output -json` wraps the value: { "value": {...}, "type": ..., "sensitive": false }.
   if (raw && typeof raw === "object" && "value" in raw && "type" in raw) raw = (raw as { value: unknown }).value;
   const r = Inventory.safeParse(raw);
-  if (!r.success) throw new Error(`inventory ${path}:\n${r.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`).join("\n")}`);
+  if (!r.success)
+    throw new Error(
+      `inventory ${path}:\n${r.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`).join("\n")}`,
+    );
   return r.data;
 }

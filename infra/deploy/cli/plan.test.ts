@@ -2,18 +2,29 @@ import { describe, expect, test } from "bun:test";
 import { Host } from "./inventory.ts";
 import { archOf, batches, releasesToPrune, solverPort, targetHosts, unitOf } from "./plan.ts";
 
-const host = (name: string, region: string, roles: string[]) => Host.parse({ name, region, roles, ssh: { host: `${name}.example` } });
+const host = (name: string, region: string, roles: string[]) =>
+  Host.parse({ name, region, roles, ssh: { host: `${name}.example` } });
 
 describe("deploy plan", () => {
   test("targets the app hosts, of one region when asked, in inventory order", () => {
-    const hosts = [host("fsn1-app-1", "fsn1", ["app"]), host("fsn1-nats-1", "fsn1", ["nats"]), host("hel1-app-1", "hel1", ["app"]), host("fsn1-app-2", "fsn1", ["app"])];
+    const hosts = [
+      host("fsn1-app-1", "fsn1", ["app"]),
+      host("fsn1-nats-1", "fsn1", ["nats"]),
+      host("hel1-app-1", "hel1", ["app"]),
+      host("fsn1-app-2", "fsn1", ["app"]),
+    ];
     expect(targetHosts(hosts).map((h) => h.name)).toEqual(["fsn1-app-1", "hel1-app-1", "fsn1-app-2"]);
     expect(targetHosts(hosts, "fsn1").map((h) => h.name)).toEqual(["fsn1-app-1", "fsn1-app-2"]);
     expect(targetHosts(hosts, "nbg1")).toEqual([]);
   });
 
   test("inventory defaults: the deploy user (not root), port 22, the production paths, systemctl and the install script", () => {
-    expect(host("a", "fsn1", ["app"])).toMatchObject({ ssh: { user: "deploy", port: 22 }, root: "/opt/captcha-pipeline", systemctl: "/usr/bin/systemctl", install: "/usr/local/sbin/captcha-pipeline-install" });
+    expect(host("a", "fsn1", ["app"])).toMatchObject({
+      ssh: { user: "deploy", port: 22 },
+      root: "/opt/captcha-pipeline",
+      systemctl: "/usr/bin/systemctl",
+      install: "/usr/local/sbin/captcha-pipeline-install",
+    });
     expect(Host.safeParse({ name: "a", region: "fsn1", roles: ["db"], ssh: { host: "x" } }).success).toBe(false);
   });
 
@@ -51,7 +62,10 @@ describe("deploy plan", () => {
   });
 
   test("a solver version keeps its metrics port; a new one takes the lowest free one", () => {
-    const taken = new Map([["v1", 9464], ["v2", 9466]]);
+    const taken = new Map([
+      ["v1", 9464],
+      ["v2", 9466],
+    ]);
     expect(solverPort("v1", taken)).toBe(9464);
     expect(solverPort("v3", taken)).toBe(9465);
     expect(solverPort("v1", new Map())).toBe(9464);

@@ -35,7 +35,11 @@ export function archOf(uname: string): "x64" | "arm64" {
  * Releases to delete so that `keep` remain: oldest first by install time, never one in use
  * (`current`, or a solver version that runs).
  */
-export function releasesToPrune(releases: { version: string; installedAt: number }[], inUse: Set<string>, keep: number): string[] {
+export function releasesToPrune(
+  releases: { version: string; installedAt: number }[],
+  inUse: Set<string>,
+  keep: number,
+): string[] {
   const sorted = [...releases].sort((a, b) => b.installedAt - a.installedAt || b.version.localeCompare(a.version));
   const kept = new Set<string>();
   for (const r of sorted) if (inUse.has(r.version)) kept.add(r.version);

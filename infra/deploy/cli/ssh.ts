@@ -55,13 +55,20 @@ export function createSsh(o: SshOptions): Ssh {
     ...(o.key ? ["-i", o.key, "-o", "IdentitiesOnly=yes"] : []),
   ];
   const run: Ssh["run"] = async (host, script, opts = {}) => {
-    const p = Bun.spawn(["ssh", ...base, "-p", String(host.ssh.port), `${host.ssh.user}@${host.ssh.host}`, `set -eu\n${script}`], {
-      stdin: opts.input ? Bun.file(opts.input) : "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    const p = Bun.spawn(
+      ["ssh", ...base, "-p", String(host.ssh.port), `${host.ssh.user}@${host.ssh.host}`, `set -eu\n${script}`],
+      {
+        stdin: opts.input ? Bun.file(opts.input) : "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
     const timer = setTimeout(() => p.kill("SIGKILL"), opts.timeoutMs ?? 120_000);
-    const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
     clearTimeout(timer);
     return { code, stdout, stderr };
   };
@@ -69,8 +76,14 @@ export function createSsh(o: SshOptions): Ssh {
     run,
     async check(host, step, script, opts) {
       const r = await run(host, script, opts);
-      if (r.code === 255 && HOST_KEY_REFUSED.test(r.stderr)) throw new Error(`${host.name}: its host key is not the one pinned in the inventory's hostKeys: refused by ssh before ${step}, nothing was run on it`);
-      if (r.code !== 0) throw new Error(`${host.name}: ${step} failed (exit ${r.code})${r.stderr.trim() ? `: ${r.stderr.trim().split("\n").slice(-3).join(" | ")}` : ""}`);
+      if (r.code === 255 && HOST_KEY_REFUSED.test(r.stderr))
+        throw new Error(
+          `${host.name}: its host key is not the one pinned in the inventory's hostKeys: refused by ssh before ${step}, nothing was run on it`,
+        );
+      if (r.code !== 0)
+        throw new Error(
+          `${host.name}: ${step} failed (exit ${r.code})${r.stderr.trim() ? `: ${r.stderr.trim().split("\n").slice(-3).join(" | ")}` : ""}`,
+        );
       return r.stdout;
     },
   };

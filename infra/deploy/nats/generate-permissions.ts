@@ -11,7 +11,10 @@ import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
 const SENTINEL = "zzregionzz";
 
 /** Every role's permissions with both allow and deny lists (empty when the role has none). */
-export function permissionsTemplate(): Record<string, { publish: { allow: string[]; deny: string[] }; subscribe: { allow: string[]; deny: string[] } }> {
+export function permissionsTemplate(): Record<
+  string,
+  { publish: { allow: string[]; deny: string[] }; subscribe: { allow: string[]; deny: string[] } }
+> {
   const out: ReturnType<typeof permissionsTemplate> = {};
   const sub = (s: string) => s.replaceAll(SENTINEL, "@region@").replaceAll(SENTINEL.toUpperCase(), "@REGION@");
   for (const role of NATS_ROLES) {

@@ -21,7 +21,11 @@ function aptInstall(pkgs: string[], log: (m: string) => void): boolean {
   }
   log(`apt-get install ${pkgs.join(" ")}`);
   // Another run (CI beside a helper) may hold the dpkg lock: wait for it rather than fail.
-  const r = spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "--no-install-recommends", ...pkgs], { stdio: "inherit", env });
+  const r = spawnSync(
+    "apt-get",
+    ["-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "--no-install-recommends", ...pkgs],
+    { stdio: "inherit", env },
+  );
   return r.status === 0;
 }
 
@@ -38,18 +42,29 @@ export interface PostgresBinaries {
 export function findPostgres(log: (m: string) => void = () => {}): PostgresBinaries {
   let dir = postgresBinDir("initdb");
   if (!dir && aptInstall(["postgresql"], log)) dir = postgresBinDir("initdb");
-  if (!dir) throw new MissingBinaryError("PostgreSQL server binaries not found; apt-get install postgresql, or set PG_BIN_DIR");
+  if (!dir)
+    throw new MissingBinaryError("PostgreSQL server binaries not found; apt-get install postgresql, or set PG_BIN_DIR");
   const bin = (n: string) => join(dir!, n);
   const out = execFileSync(bin("initdb"), ["--version"], { encoding: "utf8" });
   const version = Number(/(\d+)/.exec(out)?.[1] ?? 0);
-  return { initdb: bin("initdb"), pgCtl: bin("pg_ctl"), pgDump: bin("pg_dump"), pgRestore: bin("pg_restore"), psql: bin("psql"), version };
+  return {
+    initdb: bin("initdb"),
+    pgCtl: bin("pg_ctl"),
+    pgDump: bin("pg_dump"),
+    pgRestore: bin("pg_restore"),
+    psql: bin("psql"),
+    version,
+  };
 }
 
 /** Path of promtool (Prometheus' checker): PATH, or installed from Debian's `prometheus` package. */
 export function findPromtool(log: (m: string) => void = () => {}): string {
   let p = onPath("promtool");
   if (!p && aptInstall(["prometheus"], log)) p = onPath("promtool");
-  if (!p) throw new MissingBinaryError("promtool not found; install Debian's prometheus package (apt-get install prometheus)");
+  if (!p)
+    throw new MissingBinaryError(
+      "promtool not found; install Debian's prometheus package (apt-get install prometheus)",
+    );
   return p;
 }
 
@@ -58,7 +73,9 @@ export function findChromium(log: (m: string) => void = () => {}): string {
   const bin = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
   if (existsSync(bin)) return bin;
   if (aptInstall(["chromium"], log) && existsSync(bin)) return bin;
-  throw new MissingBinaryError(`chromium not found at ${bin}; apt-get install --no-install-recommends chromium (as root), or set CHROMIUM_BIN`);
+  throw new MissingBinaryError(
+    `chromium not found at ${bin}; apt-get install --no-install-recommends chromium (as root), or set CHROMIUM_BIN`,
+  );
 }
 
 /**
@@ -67,7 +84,10 @@ export function findChromium(log: (m: string) => void = () => {}): string {
  * nothing beyond root's own rights; the tests' rules live in their network namespaces only.
  */
 export function findSudo(log: (m: string) => void = () => {}): { sudo: string; visudo: string } {
-  const found = () => (existsSync("/usr/bin/sudo") && existsSync("/usr/sbin/visudo") ? { sudo: "/usr/bin/sudo", visudo: "/usr/sbin/visudo" } : undefined);
+  const found = () =>
+    existsSync("/usr/bin/sudo") && existsSync("/usr/sbin/visudo")
+      ? { sudo: "/usr/bin/sudo", visudo: "/usr/sbin/visudo" }
+      : undefined;
   const bins = found() ?? (aptInstall(["sudo"], log) ? found() : undefined);
   if (!bins) throw new MissingBinaryError("sudo not found at /usr/bin/sudo; apt-get install sudo (as root)");
   return bins;

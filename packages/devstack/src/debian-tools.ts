@@ -3,7 +3,16 @@
 // `apt-get download` from this machine's own Debian suite and a temporary source list, signatures
 // checked with the machine's keyring, unpacked with `dpkg-deb -x`. Nothing on the system changes.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join, resolve } from "node:path";
 import { MissingBinaryError, onPath } from "./binaries.ts";
 import { debianMirror, withLock } from "./nats-binary.ts";
@@ -14,7 +23,9 @@ export function debianToolsDir(): string {
 }
 
 /** This machine's Debian suite (`bookworm`), from /etc/os-release. */
-export function debianSuite(osRelease = existsSync("/etc/os-release") ? readFileSync("/etc/os-release", "utf8") : ""): string | undefined {
+export function debianSuite(
+  osRelease = existsSync("/etc/os-release") ? readFileSync("/etc/os-release", "utf8") : "",
+): string | undefined {
   return /^VERSION_CODENAME=("?)([a-z]+)\1$/m.exec(osRelease)?.[2];
 }
 
@@ -51,26 +62,51 @@ export function debianPackages(name: string, pkgs: string[], log: (m: string) =>
     const suite = debianSuite();
     const keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
     if (!mirror || !suite || !existsSync(keyring) || !onPath("apt-get") || !onPath("dpkg-deb")) {
-      throw new MissingBinaryError(`cannot fetch ${pkgs.join(", ")}: this machine has no apt with a Debian archive (set DEBIAN_MIRROR)`);
+      throw new MissingBinaryError(
+        `cannot fetch ${pkgs.join(", ")}: this machine has no apt with a Debian archive (set DEBIAN_MIRROR)`,
+      );
     }
     const work = mkdtempSync(join(dir, ".apt-"));
     try {
       const lists = join(work, "lists");
       mkdirSync(join(lists, "partial"), { recursive: true });
       const list = join(work, "sources.list");
-      writeFileSync(list, `deb [signed-by=${keyring}] ${mirror} ${suite} main\ndeb [signed-by=${keyring}] ${mirror} ${suite}-updates main\n`);
+      writeFileSync(
+        list,
+        `deb [signed-by=${keyring}] ${mirror} ${suite} main\ndeb [signed-by=${keyring}] ${mirror} ${suite}-updates main\n`,
+      );
       const apt = (args: string[]) =>
-        spawnSync("apt-get", ["-qq", "-o", `Dir::Etc::sourcelist=${list}`, "-o", "Dir::Etc::sourceparts=-", "-o", `Dir::State::Lists=${lists}`, "-o", "APT::Sandbox::User=root", ...args], {
-          cwd: work,
-          encoding: "utf8",
-        });
+        spawnSync(
+          "apt-get",
+          [
+            "-qq",
+            "-o",
+            `Dir::Etc::sourcelist=${list}`,
+            "-o",
+            "Dir::Etc::sourceparts=-",
+            "-o",
+            `Dir::State::Lists=${lists}`,
+            "-o",
+            "APT::Sandbox::User=root",
+            ...args,
+          ],
+          {
+            cwd: work,
+            encoding: "utf8",
+          },
+        );
       log(`fetching ${pkgs.join(", ")} from Debian ${suite} (apt-get download, into ${dir})`);
       const upd = apt(["update"]);
-      if (upd.status !== 0) throw new MissingBinaryError(`apt-get update for ${suite} failed: ${(upd.stderr || upd.stdout).trim().split("\n").pop()}`);
+      if (upd.status !== 0)
+        throw new MissingBinaryError(
+          `apt-get update for ${suite} failed: ${(upd.stderr || upd.stdout).trim().split("\n").pop()}`,
+        );
       const dl = apt(["download", ...pkgs]);
       const debs = readdirSync(work).filter((f) => f.endsWith(".deb"));
       if (dl.status !== 0 || debs.length !== pkgs.length) {
-        throw new MissingBinaryError(`apt-get download ${pkgs.join(" ")} failed: ${(dl.stderr || dl.stdout).trim().split("\n").pop()}`);
+        throw new MissingBinaryError(
+          `apt-get download ${pkgs.join(" ")} failed: ${(dl.stderr || dl.stdout).trim().split("\n").pop()}`,
+        );
       }
       const root = join(work, "root");
       for (const deb of debs) {
@@ -79,7 +115,10 @@ export function debianPackages(name: string, pkgs: string[], log: (m: string) =>
       }
       rmSync(join(dir, "root"), { recursive: true, force: true });
       renameSync(root, join(dir, "root"));
-      writeFileSync(manifest, `${JSON.stringify({ wanted: pkgs, packages: debs.sort(), suite, fetchedAt: new Date().toISOString() }, null, 2)}\n`);
+      writeFileSync(
+        manifest,
+        `${JSON.stringify({ wanted: pkgs, packages: debs.sort(), suite, fetchedAt: new Date().toISOString() }, null, 2)}\n`,
+      );
       log(`unpacked ${debs.join(", ")}`);
       return { root: join(dir, "root"), packages: debs.sort() };
     } finally {
@@ -90,7 +129,9 @@ export function debianPackages(name: string, pkgs: string[], log: (m: string) =>
 
 /** `shellcheck` from PATH, else Debian's package unpacked into the project. */
 export function findShellcheck(log?: (m: string) => void): string {
-  return onPath("shellcheck") ?? join(debianPackages("shellcheck", ["shellcheck"], log).root, "usr", "bin", "shellcheck");
+  return (
+    onPath("shellcheck") ?? join(debianPackages("shellcheck", ["shellcheck"], log).root, "usr", "bin", "shellcheck")
+  );
 }
 
 /**
@@ -102,11 +143,32 @@ export function cloudInitCommand(log?: (m: string) => void): { cmd: string[]; en
   if (sys) return { cmd: [sys], env: {} };
   const { root } = debianPackages(
     "cloud-init",
-    ["cloud-init", "python3-jinja2", "python3-markupsafe", "python3-jsonschema", "python3-attr", "python3-pyrsistent", "python3-configobj", "python3-jsonpatch", "python3-json-pointer", "python3-requests", "python3-urllib3", "python3-idna", "python3-certifi", "python3-chardet", "python3-charset-normalizer", "python3-netifaces", "python3-six"],
+    [
+      "cloud-init",
+      "python3-jinja2",
+      "python3-markupsafe",
+      "python3-jsonschema",
+      "python3-attr",
+      "python3-pyrsistent",
+      "python3-configobj",
+      "python3-jsonpatch",
+      "python3-json-pointer",
+      "python3-requests",
+      "python3-urllib3",
+      "python3-idna",
+      "python3-certifi",
+      "python3-chardet",
+      "python3-charset-normalizer",
+      "python3-netifaces",
+      "python3-six",
+    ],
     log,
   );
   const python = onPath("python3") && existsSync("/usr/bin/python3") ? "/usr/bin/python3" : onPath("python3")!;
-  return { cmd: [python, join(root, "usr", "bin", "cloud-init")], env: { PYTHONPATH: join(root, "usr", "lib", "python3", "dist-packages") } };
+  return {
+    cmd: [python, join(root, "usr", "bin", "cloud-init")],
+    env: { PYTHONPATH: join(root, "usr", "lib", "python3", "dist-packages") },
+  };
 }
 
 /** Debian's `sshd` and its tools, unpacked into the project (for the deploy test's hosts). */

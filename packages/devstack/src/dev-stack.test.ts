@@ -2,17 +2,37 @@ import { expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { devStackEnv, readDevStack, writeDevStack, writePgCredentials, type DevStack } from "./dev-stack.ts";
+import { type DevStack, devStackEnv, readDevStack, writeDevStack, writePgCredentials } from "./dev-stack.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "dev-stack-"));
 const credentials = join(dir, "credentials.json");
-writeFileSync(credentials, JSON.stringify({ gateway: { user: "gateway", password: "gw-secret" }, solver: { user: "solver", password: "sv-secret" } }));
+writeFileSync(
+  credentials,
+  JSON.stringify({
+    gateway: { user: "gateway", password: "gw-secret" },
+    solver: { user: "solver", password: "sv-secret" },
+  }),
+);
 chmodSync(credentials, 0o600);
-const stack: DevStack = { pid: process.pid, startedAt: "now", natsUrl: "nats://127.0.0.1:1", natsVersion: "2.15.1", natsCredentials: credentials, databaseUrl: "postgres://x@127.0.0.1:2/p", env: { API_KEYS: "dev-key", GATEWAY_PORT: "8080" } };
+const stack: DevStack = {
+  pid: process.pid,
+  startedAt: "now",
+  natsUrl: "nats://127.0.0.1:1",
+  natsVersion: "2.15.1",
+  natsCredentials: credentials,
+  databaseUrl: "postgres://x@127.0.0.1:2/p",
+  env: { API_KEYS: "dev-key", GATEWAY_PORT: "8080" },
+};
 
 test("the environment wins over the stack's defaults, and the role's NATS user is added", () => {
   const env = devStackEnv(stack, "gateway", { GATEWAY_PORT: "9999" });
-  expect(env).toEqual({ API_KEYS: "dev-key", NATS_URL: "nats://127.0.0.1:1", DATABASE_URL: "postgres://x@127.0.0.1:2/p", NATS_USER: "gateway", NATS_PASSWORD: "gw-secret" });
+  expect(env).toEqual({
+    API_KEYS: "dev-key",
+    NATS_URL: "nats://127.0.0.1:1",
+    DATABASE_URL: "postgres://x@127.0.0.1:2/p",
+    NATS_USER: "gateway",
+    NATS_PASSWORD: "gw-secret",
+  });
 });
 
 test("credentials of the environment's own are never mixed with the stack's", () => {
@@ -41,14 +61,21 @@ test("with the stack's own Postgres each app gets its own login from the 0600 lo
   expect(statSync(pgCredentials).mode & 0o777).toBe(0o600);
   const { natsCredentials: _, ...noNats } = stack;
   const own: DevStack = { ...noNats, databaseUrl: "postgres://postgres@127.0.0.1:2/pipeline", pgCredentials };
-  expect(devStackEnv(own, "gateway", {}).DATABASE_URL).toBe("postgres://dev_gateway_login:gw-db-secret@127.0.0.1:2/pipeline");
-  expect(devStackEnv(own, "solver", {}).DATABASE_URL).toBe("postgres://dev_solver_login:sv-db-secret@127.0.0.1:2/pipeline");
-  expect(devStackEnv(own, "rollout", {}).DATABASE_URL).toBe("postgres://dev_rollout_login:ro-db-secret@127.0.0.1:2/pipeline");
+  expect(devStackEnv(own, "gateway", {}).DATABASE_URL).toBe(
+    "postgres://dev_gateway_login:gw-db-secret@127.0.0.1:2/pipeline",
+  );
+  expect(devStackEnv(own, "solver", {}).DATABASE_URL).toBe(
+    "postgres://dev_solver_login:sv-db-secret@127.0.0.1:2/pipeline",
+  );
+  expect(devStackEnv(own, "rollout", {}).DATABASE_URL).toBe(
+    "postgres://dev_rollout_login:ro-db-secret@127.0.0.1:2/pipeline",
+  );
   expect(devStackEnv(own, "recovery", {}).DATABASE_URL).toBe("postgres://postgres:owner-secret@127.0.0.1:2/pipeline");
   expect(devStackEnv(own, undefined, {}).DATABASE_URL).toBe("postgres://postgres@127.0.0.1:2/pipeline");
   // The environment's own DATABASE_URL wins.
   expect(devStackEnv(own, "gateway", { DATABASE_URL: "postgres://mine@h/db" }).DATABASE_URL).toBeUndefined();
   const file = join(dir, "dev-stack-pg.json");
   writeDevStack(file, own);
-  for (const secret of ["owner-secret", "gw-db-secret", "sv-db-secret", "ro-db-secret"]) expect(await Bun.file(file).text()).not.toContain(secret);
+  for (const secret of ["owner-secret", "gw-db-secret", "sv-db-secret", "ro-db-secret"])
+    expect(await Bun.file(file).text()).not.toContain(secret);
 });

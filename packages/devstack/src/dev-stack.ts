@@ -6,7 +6,14 @@ import { chmodSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { type DevStack, type PgCredentials, readDevStack } from "@pipeline/shared/dev-stack-file";
 import { NATS_ROLES } from "@pipeline/shared/nats";
 
-export { DevStack, devStackDatabaseUrl, devStackEnv, devStackFile, PgCredentials, readDevStack } from "@pipeline/shared/dev-stack-file";
+export {
+  DevStack,
+  devStackDatabaseUrl,
+  devStackEnv,
+  devStackFile,
+  PgCredentials,
+  readDevStack,
+} from "@pipeline/shared/dev-stack-file";
 
 export function writeDevStack(file: string, stack: DevStack): void {
   const tmp = `${file}.${process.pid}.tmp`;
@@ -27,7 +34,10 @@ export async function waitForDevStack(file: string, timeoutMs: number, onWait?: 
   for (;;) {
     const s = readDevStack(file);
     if (s) return s;
-    if (Date.now() > until) throw new Error(`no dev stack in ${file} after ${Math.round(timeoutMs / 1000)} s: is the @pipeline/infra dev task running (turbo run dev)?`);
+    if (Date.now() > until)
+      throw new Error(
+        `no dev stack in ${file} after ${Math.round(timeoutMs / 1000)} s: is the @pipeline/infra dev task running (turbo run dev)?`,
+      );
     if (!said) onWait?.();
     said = true;
     await Bun.sleep(200);

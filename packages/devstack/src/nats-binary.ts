@@ -1,9 +1,21 @@
 // Finds a nats-server of at least MIN_NATS_SERVER, or fetches Debian's newest package into the
 // project's own folder (nothing on the system changes). See docs/nats.md for why 2.14; the version
 // rules (MIN_NATS_SERVER, versionAtLeast) live in @pipeline/shared/nats, which `recovery assess` reads too.
-import { createHash } from "node:crypto";
+
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join, resolve } from "node:path";
 import { MIN_NATS_SERVER, parseServerVersion, versionAtLeast } from "@pipeline/shared/nats";
 import { MissingBinaryError, onPath } from "./binaries.ts";
@@ -106,7 +118,9 @@ export function fetchDebianServer(log: (m: string) => void, dir = natsBinDir()):
     const mirror = debianMirror();
     const keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
     if (!mirror || !existsSync(keyring) || !onPath("apt-get") || !onPath("dpkg-deb")) {
-      throw new MissingBinaryError("cannot fetch nats-server: this machine has no apt with a Debian archive (set DEBIAN_MIRROR, or NATS_SERVER_BIN)");
+      throw new MissingBinaryError(
+        "cannot fetch nats-server: this machine has no apt with a Debian archive (set DEBIAN_MIRROR, or NATS_SERVER_BIN)",
+      );
     }
     const work = mkdtempSync(join(dir, ".apt-"));
     try {
@@ -116,10 +130,25 @@ export function fetchDebianServer(log: (m: string) => void, dir = natsBinDir()):
         const list = join(work, suite, "sources.list");
         writeFileSync(list, `deb [signed-by=${keyring}] ${mirror} ${suite} main\n`);
         const apt = (args: string[]) =>
-          spawnSync("apt-get", ["-qq", "-o", `Dir::Etc::sourcelist=${list}`, "-o", "Dir::Etc::sourceparts=-", "-o", `Dir::State::Lists=${lists}`, "-o", "APT::Sandbox::User=root", ...args], {
-            cwd: join(work, suite),
-            encoding: "utf8",
-          });
+          spawnSync(
+            "apt-get",
+            [
+              "-qq",
+              "-o",
+              `Dir::Etc::sourcelist=${list}`,
+              "-o",
+              "Dir::Etc::sourceparts=-",
+              "-o",
+              `Dir::State::Lists=${lists}`,
+              "-o",
+              "APT::Sandbox::User=root",
+              ...args,
+            ],
+            {
+              cwd: join(work, suite),
+              encoding: "utf8",
+            },
+          );
         log(`fetching nats-server from Debian ${suite} (apt-get download, into ${dir})`);
         const upd = apt(["update"]);
         if (upd.status !== 0) {
@@ -129,7 +158,9 @@ export function fetchDebianServer(log: (m: string) => void, dir = natsBinDir()):
         const dl = apt(["download", "nats-server"]);
         const deb = readdirSync(join(work, suite)).find((f) => /^nats-server_.*\.deb$/.test(f));
         if (dl.status !== 0 || !deb) {
-          log(`apt-get download nats-server from ${suite} failed: ${(dl.stderr || dl.stdout).trim().split("\n").pop()}`);
+          log(
+            `apt-get download nats-server from ${suite} failed: ${(dl.stderr || dl.stdout).trim().split("\n").pop()}`,
+          );
           continue;
         }
         const x = join(work, suite, "x");
@@ -145,12 +176,21 @@ export function fetchDebianServer(log: (m: string) => void, dir = natsBinDir()):
         copyFileSync(found, tmp);
         chmodSync(tmp, 0o755);
         renameSync(tmp, join(dir, "nats-server"));
-        const fetched: FetchedServer = { bin: join(dir, "nats-server"), version, sha256: sha256(join(dir, "nats-server")), package: deb, suite, fetchedAt: new Date().toISOString() };
+        const fetched: FetchedServer = {
+          bin: join(dir, "nats-server"),
+          version,
+          sha256: sha256(join(dir, "nats-server")),
+          package: deb,
+          suite,
+          fetchedAt: new Date().toISOString(),
+        };
         writeFileSync(join(dir, "nats-server.json"), `${JSON.stringify(fetched, null, 2)}\n`);
         log(`nats-server ${version} from ${deb} (sha256 ${fetched.sha256.slice(0, 16)}…)`);
         return fetched;
       }
-      throw new MissingBinaryError(`no nats-server >= ${MIN_NATS_SERVER} could be fetched from Debian (unstable, testing); set NATS_SERVER_BIN to one`);
+      throw new MissingBinaryError(
+        `no nats-server >= ${MIN_NATS_SERVER} could be fetched from Debian (unstable, testing); set NATS_SERVER_BIN to one`,
+      );
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
@@ -186,7 +226,9 @@ function locate(log: (m: string) => void): FoundServer {
     if (!existsSync(fromEnv)) throw new MissingBinaryError(`NATS_SERVER_BIN=${fromEnv} does not exist`);
     const version = natsServerVersion(fromEnv);
     if (!version || !versionAtLeast(version, MIN_NATS_SERVER)) {
-      throw new MissingBinaryError(`NATS_SERVER_BIN=${fromEnv} is nats-server ${version ?? "(does not run)"}; the project needs >= ${MIN_NATS_SERVER}`);
+      throw new MissingBinaryError(
+        `NATS_SERVER_BIN=${fromEnv} is nats-server ${version ?? "(does not run)"}; the project needs >= ${MIN_NATS_SERVER}`,
+      );
     }
     return { bin: fromEnv, version, source: "NATS_SERVER_BIN" };
   }

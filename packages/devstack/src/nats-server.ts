@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CredentialsFile, NatsCredentials } from "@pipeline/shared/dev-stack-file";
-import { NATS_ROLES, rolePermissions, type NatsAuth, type NatsRole } from "@pipeline/shared/nats";
+import { NATS_ROLES, type NatsAuth, type NatsRole, rolePermissions } from "@pipeline/shared/nats";
 import { waitForPort } from "./free-port.ts";
 import { findNatsServer } from "./nats-binary.ts";
 
@@ -41,7 +41,13 @@ export interface NatsServerOptions {
    * nodes, and the address the others should use (`advertise`, as for leafnodes behind a relay).
    * Clients are not told the other nodes' addresses (`no_advertise`): they use the URLs they are given.
    */
-  cluster?: { name: string; port: number; host?: string; advertise?: string; routes: Array<{ host: string; port: number }> };
+  cluster?: {
+    name: string;
+    port: number;
+    host?: string;
+    advertise?: string;
+    routes: Array<{ host: string; port: number }>;
+  };
   /** Another server's credentials file to start from: the nodes of one cluster share their users. */
   credentialsFrom?: string;
   /** Runs the server inside this network namespace (`ip netns exec`). */
@@ -74,9 +80,12 @@ export interface NatsServerHandle {
 function loadOrCreateCredentials(file: string): CredentialsFile {
   if (existsSync(file)) {
     const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
-    if ([...NATS_ROLES, "system" as const, "leaf" as const].every((r) => typeof parsed[r]?.password === "string")) return parsed as CredentialsFile;
+    if ([...NATS_ROLES, "system" as const, "leaf" as const].every((r) => typeof parsed[r]?.password === "string"))
+      return parsed as CredentialsFile;
   }
-  const creds = Object.fromEntries([...NATS_ROLES, "system", "leaf"].map((r) => [r, { user: r, password: randomBytes(18).toString("base64url") }])) as CredentialsFile;
+  const creds = Object.fromEntries(
+    [...NATS_ROLES, "system", "leaf"].map((r) => [r, { user: r, password: randomBytes(18).toString("base64url") }]),
+  ) as CredentialsFile;
   writeFileSync(file, `${JSON.stringify(creds, null, 2)}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return creds;
@@ -99,7 +108,11 @@ export function natsServerConfig(o: {
   cluster?: NatsServerOptions["cluster"];
 }): string {
   const hash = (p: string) => Bun.password.hashSync(p, { algorithm: "bcrypt", cost: 4 });
-  const users: object[] = NATS_ROLES.map((role) => ({ user: o.creds[role].user, password: hash(o.creds[role].password), permissions: rolePermissions(role, o.regions) }));
+  const users: object[] = NATS_ROLES.map((role) => ({
+    user: o.creds[role].user,
+    password: hash(o.creds[role].password),
+    permissions: rolePermissions(role, o.regions),
+  }));
   // Another region's server connects as `leaf` and is bound to this account (full subjects: it
   // carries the other region's JetStream API through `$JS.<domain>.API`).
   if (o.leafnodes) users.push({ user: o.creds.leaf.user, password: hash(o.creds.leaf.password) });
@@ -128,7 +141,10 @@ export function natsServerConfig(o: {
         ...(o.cluster.advertise ? { advertise: o.cluster.advertise } : {}),
         no_advertise: true,
         authorization: { user: route.user, password: route.password },
-        routes: o.cluster.routes.map((r) => `nats-route://${encodeURIComponent(route.user)}:${encodeURIComponent(route.password)}@${r.host}:${r.port}`),
+        routes: o.cluster.routes.map(
+          (r) =>
+            `nats-route://${encodeURIComponent(route.user)}:${encodeURIComponent(route.password)}@${r.host}:${r.port}`,
+        ),
       }
     : undefined;
   const config = {
@@ -154,7 +170,8 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
   const server = findNatsServer(o.log);
   mkdirSync(o.storeDir, { recursive: true, mode: 0o700 });
   const credentialsFile = join(o.storeDir, "credentials.json");
-  if (o.credentialsFrom && !existsSync(credentialsFile)) writeFileSync(credentialsFile, readFileSync(o.credentialsFrom), { mode: 0o600 });
+  if (o.credentialsFrom && !existsSync(credentialsFile))
+    writeFileSync(credentialsFile, readFileSync(o.credentialsFrom), { mode: 0o600 });
   const creds = loadOrCreateCredentials(credentialsFile);
   const configFile = join(o.storeDir, "nats-server.conf");
   const name = o.name ?? `nats-${o.port}`;
@@ -182,11 +199,15 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
     });
   const start = async () => {
     const out = openSync(join(o.storeDir, "nats-server.log"), "a");
-    const argv = o.netns ? ["ip", "netns", "exec", o.netns, server.bin, "-c", configFile] : [server.bin, "-c", configFile];
+    const argv = o.netns
+      ? ["ip", "netns", "exec", o.netns, server.bin, "-c", configFile]
+      : [server.bin, "-c", configFile];
     child = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", out, out] });
     child.unref();
     const failed = new Promise<never>((_, rej) =>
-      child!.once("exit", (code) => rej(new Error(`nats-server exited (code ${code}) at start; see ${join(o.storeDir, "nats-server.log")}`))),
+      child!.once("exit", (code) =>
+        rej(new Error(`nats-server exited (code ${code}) at start; see ${join(o.storeDir, "nats-server.log")}`)),
+      ),
     );
     failed.catch(() => {});
     await Promise.race([waitForPort(o.port, 15_000, o.host ?? "127.0.0.1"), failed]);
@@ -212,7 +233,10 @@ export async function startNatsServer(o: NatsServerOptions): Promise<NatsServerH
 }
 
 /** The environment an app of `role` needs to connect to this server (NATS_USER, NATS_PASSWORD). */
-export function natsEnv(server: Pick<NatsServerHandle, "auth">, role: NatsRole): { NATS_USER: string; NATS_PASSWORD: string } {
+export function natsEnv(
+  server: Pick<NatsServerHandle, "auth">,
+  role: NatsRole,
+): { NATS_USER: string; NATS_PASSWORD: string } {
   const a = server.auth(role);
   return { NATS_USER: a.user!, NATS_PASSWORD: a.pass! };
 }

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { freePort } from "./free-port.ts";
-import { ADMIN_PASSWORD_FILE, redactPassword, startPostgres, type PostgresHandle } from "./postgres.ts";
+import { ADMIN_PASSWORD_FILE, type PostgresHandle, redactPassword, startPostgres } from "./postgres.ts";
 
 const dirs: string[] = [];
 const clusters: PostgresHandle[] = [];
@@ -20,7 +20,16 @@ afterAll(async () => {
 async function connect(o: { url?: string; host?: string; port?: number; password?: string }): Promise<string> {
   const sql = o.url
     ? postgres(o.url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
-    : postgres({ host: o.host, port: o.port, user: "postgres", database: "postgres", ...(o.password !== undefined ? { password: o.password } : {}), max: 1, onnotice: () => {}, connect_timeout: 10 });
+    : postgres({
+        host: o.host,
+        port: o.port,
+        user: "postgres",
+        database: "postgres",
+        ...(o.password !== undefined ? { password: o.password } : {}),
+        max: 1,
+        onnotice: () => {},
+        connect_timeout: 10,
+      });
   try {
     await sql`select 1`;
     return "ok";

@@ -1,6 +1,18 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { accessSync, chmodSync, chownSync, constants, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  accessSync,
+  chmodSync,
+  chownSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import postgres from "postgres";
@@ -53,10 +65,14 @@ function asPgUser(cmd: string, args: string[]): { cmd: string; args: string[] } 
  */
 async function run(cmd: string, args: string[], log: (m: string) => void, netns?: string): Promise<void> {
   const c = asPgUser(cmd, args);
-  const { code, output } = await runCommand(netns ? ["ip", "netns", "exec", netns, c.cmd, ...c.args] : [c.cmd, ...c.args]);
+  const { code, output } = await runCommand(
+    netns ? ["ip", "netns", "exec", netns, c.cmd, ...c.args] : [c.cmd, ...c.args],
+  );
   if (code !== 0) {
     log(output);
-    throw new Error(`${cmd} ${args[0] ?? ""} failed (exit ${code}): ${output.trim().split("\n").slice(-3).join(" | ")}`);
+    throw new Error(
+      `${cmd} ${args[0] ?? ""} failed (exit ${code}): ${output.trim().split("\n").slice(-3).join(" | ")}`,
+    );
   }
 }
 
@@ -121,7 +137,13 @@ function writePrivate(file: string, text: string): void {
 }
 
 /** A fresh cluster: initdb with the superuser's password from a file only the postgres user reads. */
-async function initCluster(dataDir: string, bins: PostgresBinaries, password: string, fast: boolean, log: (m: string) => void): Promise<void> {
+async function initCluster(
+  dataDir: string,
+  bins: PostgresBinaries,
+  password: string,
+  fast: boolean,
+  log: (m: string) => void,
+): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "pipeline-pwfile-"));
   const pwfile = join(dir, "pw");
   try {
@@ -130,7 +152,22 @@ async function initCluster(dataDir: string, bins: PostgresBinaries, password: st
       chownSync(dir, uid, gid);
     }
     writePrivate(pwfile, `${password}\n`);
-    await run(bins.initdb, ["-D", dataDir, "-U", "postgres", "--auth=scram-sha-256", `--pwfile=${pwfile}`, "-E", "UTF8", "--no-locale", ...(fast ? ["--no-sync"] : [])], log);
+    await run(
+      bins.initdb,
+      [
+        "-D",
+        dataDir,
+        "-U",
+        "postgres",
+        "--auth=scram-sha-256",
+        `--pwfile=${pwfile}`,
+        "-E",
+        "UTF8",
+        "--no-locale",
+        ...(fast ? ["--no-sync"] : []),
+      ],
+      log,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -156,7 +193,10 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
     writePrivate(passwordFile, `${password}\n`);
   } else {
     const v = Number(readFileSync(join(dataDir, "PG_VERSION"), "utf8").trim());
-    if (v !== bins.version) throw new Error(`${dataDir} holds a PostgreSQL ${v} cluster but the server found is ${bins.version}; set PG_BIN_DIR or remove the folder`);
+    if (v !== bins.version)
+      throw new Error(
+        `${dataDir} holds a PostgreSQL ${v} cluster but the server found is ${bins.version}; set PG_BIN_DIR or remove the folder`,
+      );
     if (existsSync(passwordFile)) password = readFileSync(passwordFile, "utf8").trim();
   }
   accessSync(dataDir, constants.R_OK);
@@ -174,11 +214,18 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
     ...(o.settings ?? []).map((s) => `-c ${s}`),
   ].join(" ");
   const start = async () => {
-    if (!(await running(dataDir, bins))) await run(bins.pgCtl, ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"], log, o.netns);
+    if (!(await running(dataDir, bins)))
+      await run(
+        bins.pgCtl,
+        ["-D", dataDir, "-o", opts, "-l", join(dataDir, "server.log"), "-w", "-t", "60", "start"],
+        log,
+        o.netns,
+      );
     await waitForPort(o.port, 30_000, host);
   };
   await start();
-  const adminPassword = password ?? (await givePassword(`postgres://postgres@${host}:${o.port}/postgres`, dataDir, host, bins, log));
+  const adminPassword =
+    password ?? (await givePassword(`postgres://postgres@${host}:${o.port}/postgres`, dataDir, host, bins, log));
   const urlFor = (db: string) => `postgres://postgres:${encodeURIComponent(adminPassword)}@${host}:${o.port}/${db}`;
   return {
     adminUrl: urlFor("postgres"),
@@ -206,9 +253,17 @@ export async function startPostgres(o: PostgresOptions): Promise<PostgresHandle>
  * A cluster from before the password (trust): the superuser gets one, then pg_hba.conf asks every
  * connection for a password (a reload, no restart). Returns the password.
  */
-async function givePassword(trustUrl: string, dataDir: string, host: string, bins: PostgresBinaries, log: (m: string) => void): Promise<string> {
+async function givePassword(
+  trustUrl: string,
+  dataDir: string,
+  host: string,
+  bins: PostgresBinaries,
+  log: (m: string) => void,
+): Promise<string> {
   const password = randomBytes(24).toString("base64url");
-  log(`${dataDir}: the superuser gets a password (${ADMIN_PASSWORD_FILE}); connections without it are refused from now on`);
+  log(
+    `${dataDir}: the superuser gets a password (${ADMIN_PASSWORD_FILE}); connections without it are refused from now on`,
+  );
   const sql = postgres(trustUrl, { max: 1, onnotice: () => {} });
   try {
     await sql.unsafe(`alter role postgres password '${password}'`);

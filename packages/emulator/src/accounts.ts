@@ -1,5 +1,5 @@
-import { DEFAULT_BALANCE, type KeyConfig } from "./settings.ts";
 import { toUnits } from "./money.ts";
+import { DEFAULT_BALANCE, type KeyConfig } from "./settings.ts";
 
 interface Account {
   threads: number;

@@ -26,7 +26,9 @@ export function turnstileToken(providerId: string): string {
  * challenge sent), geetest_validate and geetest_seccode (`<validate>|jordan`).
  */
 export function geetestAnswer(providerId: string, challenge: string): string {
-  const validate = createHash("md5").update(`${providerId}:${challenge}:${randomPart(8)}`).digest("hex");
+  const validate = createHash("md5")
+    .update(`${providerId}:${challenge}:${randomPart(8)}`)
+    .digest("hex");
   return JSON.stringify({
     geetest_challenge: challenge,
     geetest_validate: validate,

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { createEmulator } from "./emulator.ts";
 import { fingerprintOf } from "./fingerprint.ts";
 import { EmulatorConfigError } from "./settings.ts";
-import { startEmulator, type Harness } from "./testing/emulator-harness.ts";
+import { type Harness, startEmulator } from "./testing/emulator-harness.ts";
 
 const open: Harness[] = [];
 async function emu(opts: Parameters<typeof startEmulator>[0] = {}): Promise<Harness> {
@@ -19,7 +19,11 @@ const TASK = { googlekey: "6LcTest", pageurl: "https://example.test/login" };
 const RECAPTCHA = { key: KEY, method: "userrecaptcha", ...TASK };
 
 async function postConfig(h: Harness, body: string): Promise<{ status: number; json: Record<string, unknown> }> {
-  const r = await fetch(`${h.url}/emulator/config`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const r = await fetch(`${h.url}/emulator/config`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  });
   return { status: r.status, json: (await r.json()) as Record<string, unknown> };
 }
 
@@ -81,7 +85,12 @@ describe("control API", () => {
     const h = await emu();
     const id = await h.submit(RECAPTCHA);
     const view = (await (await fetch(`${h.url}/emulator/tasks/${id}`)).json()) as Record<string, unknown>;
-    expect(view).toMatchObject({ id, method: "userrecaptcha", answer: h.emulator.task(id)!.answer, fingerprint: fingerprintOf("userrecaptcha", TASK) });
+    expect(view).toMatchObject({
+      id,
+      method: "userrecaptcha",
+      answer: h.emulator.task(id)!.answer,
+      fingerprint: fingerprintOf("userrecaptcha", TASK),
+    });
     expect(JSON.stringify(view)).not.toContain(KEY);
     expect((await fetch(`${h.url}/emulator/tasks/1`)).status).toBe(404);
   });
@@ -107,7 +116,14 @@ describe("stats", () => {
   test("byFingerprint counts accepted submissions per task, ignoring key/json/soft_id/header_acao/pingback", async () => {
     const h = await emu({ keys: { [KEY]: { threads: 10 }, other: { threads: 10 } } });
     await h.submit(RECAPTCHA);
-    const noisy = await h.get("/in.php", { ...RECAPTCHA, key: "other", json: "1", soft_id: "4587", header_acao: "1", pingback: "https://cb.test" });
+    const noisy = await h.get("/in.php", {
+      ...RECAPTCHA,
+      key: "other",
+      json: "1",
+      soft_id: "4587",
+      header_acao: "1",
+      pingback: "https://cb.test",
+    });
     expect(noisy.body).toMatch(/^\{"status":1,/);
     await h.submit({ ...RECAPTCHA, pageurl: "https://example.test/other" });
     await h.get("/in.php", { ...RECAPTCHA, googlekey: "" }); // rejected, not fingerprinted

@@ -1,4 +1,4 @@
-import { EmulatorConfigPatch, fieldsOf, type EmulatorSettings } from "./settings.ts";
+import { EmulatorConfigPatch, type EmulatorSettings, fieldsOf } from "./settings.ts";
 import type { EmulatorStats } from "./stats.ts";
 
 /** A provider task as the control API shows it (never with the key). */

@@ -1,5 +1,5 @@
 import { Accounts } from "./accounts.ts";
-import { handleControl, type EmulatorConfigView, type EmulatorTaskView } from "./control-api.ts";
+import { type EmulatorConfigView, type EmulatorTaskView, handleControl } from "./control-api.ts";
 import type { EmulatorState } from "./emulator-state.ts";
 import { handleInPhp } from "./in-php.ts";
 import { readProtocolParams } from "./request-params.ts";
@@ -7,13 +7,13 @@ import { handleResPhp } from "./res-php.ts";
 import {
   applyPatch,
   EmulatorConfigError,
-  EmulatorSettings,
   type EmulatorConfigPatch,
+  type EmulatorOptions,
+  EmulatorSettings,
   parseSettings,
   resolveSettings,
-  type EmulatorOptions,
 } from "./settings.ts";
-import { StatsRecorder, type EmulatorStats } from "./stats.ts";
+import { type EmulatorStats, StatsRecorder } from "./stats.ts";
 import { TaskBook } from "./task-book.ts";
 
 /** A running (or startable) provider emulator. */
@@ -165,7 +165,11 @@ export function createEmulator(opts: EmulatorOptions = {}): Emulator {
           ...(p !== undefined ? ["port"] : []),
         ]);
       }
-      const checked = parseSettings(EmulatorSettings, { ...rest, ...(h !== undefined ? { host: h } : {}), ...(p !== undefined ? { port: p } : {}) });
+      const checked = parseSettings(EmulatorSettings, {
+        ...rest,
+        ...(h !== undefined ? { host: h } : {}),
+        ...(p !== undefined ? { port: p } : {}),
+      });
       if (checked.host !== undefined) host = checked.host;
       if (checked.port !== undefined) port = checked.port;
       const { host: _h, port: _p, ...runtime } = checked;

@@ -25,7 +25,11 @@ describe("loadEmulatorEnv", () => {
   });
 
   test("EMULATOR_KEYS takes key:threads[:balance] entries, comma-separated", () => {
-    const opts = loadEmulatorEnv({ EMULATOR_KEYS: "alpha:5, beta:2:12.5", EMULATOR_PORT: "0", EMULATOR_LATENCY_MS: "50" });
+    const opts = loadEmulatorEnv({
+      EMULATOR_KEYS: "alpha:5, beta:2:12.5",
+      EMULATOR_PORT: "0",
+      EMULATOR_LATENCY_MS: "50",
+    });
     expect(opts.keys).toEqual({ alpha: { threads: 5 }, beta: { threads: 2, balance: 12.5 } });
     expect(opts.port).toBe(0);
     expect(opts.latencyMs).toBe(50);

@@ -1,12 +1,15 @@
 import { z } from "zod";
-import { EmulatorConfigError, fieldsOf, type EmulatorOptions, type KeyConfig } from "./settings.ts";
+import { EmulatorConfigError, type EmulatorOptions, fieldsOf, type KeyConfig } from "./settings.ts";
 
 const KEY_ENTRY = /^([^:,\s]+):(\d+)(?::(\d+(?:\.\d+)?))?$/;
 
 /** `key:threads[:balance]` entries, comma-separated; the message never repeats a key. */
 const KeyList = z.string().transform((raw, ctx) => {
   const keys: Record<string, KeyConfig> = {};
-  const entries = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const entries = raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (entries.length === 0) {
     ctx.addIssue({ code: "custom", message: "expected at least one key:threads entry" });
     return z.NEVER;

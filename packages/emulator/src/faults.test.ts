@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { startEmulator, type Harness } from "./testing/emulator-harness.ts";
+import { type Harness, startEmulator } from "./testing/emulator-harness.ts";
 
 const open: Harness[] = [];
 async function emu(opts: Parameters<typeof startEmulator>[0] = {}): Promise<Harness> {

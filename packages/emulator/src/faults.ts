@@ -1,5 +1,5 @@
-import type { FaultConfig } from "./settings.ts";
 import { htmlErrorPage } from "./protocol-reply.ts";
+import type { FaultConfig } from "./settings.ts";
 
 /** True with probability `rate` (never for 0 or absent, always for 1). */
 export function rolls(rate: number | undefined, random: () => number): boolean {

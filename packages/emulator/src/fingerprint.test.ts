@@ -15,7 +15,15 @@ describe("fingerprintOf", () => {
   });
 
   test("ignores key, json, soft_id, header_acao, pingback and a method entry", () => {
-    const noisy = { ...task, key: "k", json: "1", soft_id: "4587", header_acao: "1", pingback: "https://cb", method: "userrecaptcha" };
+    const noisy = {
+      ...task,
+      key: "k",
+      json: "1",
+      soft_id: "4587",
+      header_acao: "1",
+      pingback: "https://cb",
+      method: "userrecaptcha",
+    };
     expect(fingerprintOf("userrecaptcha", noisy)).toBe(fingerprintOf("userrecaptcha", task));
   });
 

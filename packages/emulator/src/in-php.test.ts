@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { PNG_1X1, startEmulator, type Harness } from "./testing/emulator-harness.ts";
+import { type Harness, PNG_1X1, startEmulator } from "./testing/emulator-harness.ts";
 
 const open: Harness[] = [];
 async function emu(opts: Parameters<typeof startEmulator>[0] = {}): Promise<Harness> {
@@ -24,7 +24,7 @@ describe("in.php accepts each method", () => {
     expect(h.emulator.task(r.body.slice(3))?.method).toBe("userrecaptcha");
   });
 
-  test("json=1 answers exactly {\"status\":1,\"request\":\"<id>\"} as application/json", async () => {
+  test('json=1 answers exactly {"status":1,"request":"<id>"} as application/json', async () => {
     const h = await emu();
     const r = await h.get("/in.php", { ...RECAPTCHA, json: "1" });
     const id = (JSON.parse(r.body) as { request: string }).request;
@@ -43,13 +43,21 @@ describe("in.php accepts each method", () => {
     const h = await emu();
     const id = await h.submit({ ...RECAPTCHA, version: "v3", action: "login", min_score: "0.3" });
     expect(h.emulator.task(id)?.method).toBe("userrecaptcha_v3");
-    expect((await h.get("/in.php", { ...RECAPTCHA, version: "v3", min_score: "high" })).body).toBe("ERROR_BAD_PARAMETERS");
+    expect((await h.get("/in.php", { ...RECAPTCHA, version: "v3", min_score: "high" })).body).toBe(
+      "ERROR_BAD_PARAMETERS",
+    );
   });
 
   test("turnstile and geetest are accepted", async () => {
     const h = await emu();
     const t = await h.submit({ key: KEY, method: "turnstile", sitekey: "0x4AAA", pageurl: "https://example.test" });
-    const g = await h.submit({ key: KEY, method: "geetest", gt: "gt1", challenge: "ch1", pageurl: "https://example.test" });
+    const g = await h.submit({
+      key: KEY,
+      method: "geetest",
+      gt: "gt1",
+      challenge: "ch1",
+      pageurl: "https://example.test",
+    });
     expect(h.emulator.task(t)?.method).toBe("turnstile");
     expect(h.emulator.task(g)?.method).toBe("geetest");
   });
@@ -62,7 +70,10 @@ describe("in.php accepts each method", () => {
     form.append("file", new Blob([PNG_1X1], { type: "image/png" }), "captcha.png");
     const viaFile = await h.post("/in.php", form);
     expect(viaFile.body).toMatch(/^OK\|\d+$/);
-    const viaBase64 = await h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: PNG_1X1.toString("base64") }));
+    const viaBase64 = await h.post(
+      "/in.php",
+      new URLSearchParams({ key: KEY, method: "base64", body: PNG_1X1.toString("base64") }),
+    );
     expect(viaBase64.body).toMatch(/^OK\|\d+$/);
     expect(h.emulator.task(viaFile.body.slice(3))?.method).toBe("image");
   });
@@ -76,7 +87,9 @@ describe("in.php accepts each method", () => {
 
   test("header_acao=1 adds Access-Control-Allow-Origin: *; without it there is none", async () => {
     const h = await emu();
-    expect((await h.get("/in.php", { ...RECAPTCHA, header_acao: "1" })).headers.get("access-control-allow-origin")).toBe("*");
+    expect(
+      (await h.get("/in.php", { ...RECAPTCHA, header_acao: "1" })).headers.get("access-control-allow-origin"),
+    ).toBe("*");
     expect((await h.get("/in.php", RECAPTCHA)).headers.get("access-control-allow-origin")).toBeNull();
   });
 });
@@ -118,7 +131,8 @@ describe("in.php refuses bad submissions with the documented code", () => {
     const h = await emu();
     const atCap = Buffer.alloc(100 * 1024, 7);
     const over = Buffer.alloc(100 * 1024 + 1, 7);
-    const post = (b: Buffer) => h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: b.toString("base64") }));
+    const post = (b: Buffer) =>
+      h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: b.toString("base64") }));
     expect((await post(atCap)).body).toMatch(/^OK\|\d+$/);
     expect((await post(over)).body).toBe("ERROR_TOO_BIG_CAPTCHA_FILESIZE");
     const form = new FormData();
@@ -138,9 +152,9 @@ describe("in.php refuses bad submissions with the documented code", () => {
 
   test("a base64 body that is not base64 is ERROR_UPLOAD", async () => {
     const h = await emu();
-    expect((await h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: "%%%not base64!" }))).body).toBe(
-      "ERROR_UPLOAD",
-    );
+    expect(
+      (await h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: "%%%not base64!" }))).body,
+    ).toBe("ERROR_UPLOAD");
   });
 });
 
@@ -171,8 +185,9 @@ describe("thread limit and balance", () => {
   test("a key whose balance cannot pay the task gets ERROR_ZERO_BALANCE", async () => {
     const h = await emu({ keys: { [KEY]: { threads: 5, balance: 0.002 } } });
     expect((await h.get("/in.php", RECAPTCHA)).body).toBe("ERROR_ZERO_BALANCE"); // 0.00299 needed
-    expect((await h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: PNG_1X1.toString("base64") }))).body).toMatch(
-      /^OK\|/,
-    ); // an image costs 0.001
+    expect(
+      (await h.post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: PNG_1X1.toString("base64") })))
+        .body,
+    ).toMatch(/^OK\|/); // an image costs 0.001
   });
 });

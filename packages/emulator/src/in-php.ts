@@ -6,10 +6,14 @@ import { PRICE_UNITS } from "./money.ts";
 import { codeReply, okReply, replyStyleOf } from "./protocol-reply.ts";
 import type { ProtocolParams } from "./request-params.ts";
 import { latencyFor } from "./settings.ts";
-import { validateSubmission, type ValidSubmission } from "./submission.ts";
+import { type ValidSubmission, validateSubmission } from "./submission.ts";
 import type { ProviderTask } from "./task-book.ts";
 
-function issueAnswer(sub: ValidSubmission, id: string, params: Record<string, string>): Pick<ProviderTask, "answer" | "answerExtra"> {
+function issueAnswer(
+  sub: ValidSubmission,
+  id: string,
+  params: Record<string, string>,
+): Pick<ProviderTask, "answer" | "answerExtra"> {
   switch (sub.method) {
     case "userrecaptcha":
     case "userrecaptcha_v3":
@@ -59,7 +63,8 @@ export async function handleInPhp(state: EmulatorState, call: ProtocolParams): P
   if (state.tasks.inFlight(key) >= state.accounts.threads(key)) return reject("ERROR_NO_SLOT_AVAILABLE");
 
   const now = state.now();
-  const jitter = state.settings.latencyJitterMs > 0 ? Math.floor(state.random() * (state.settings.latencyJitterMs + 1)) : 0;
+  const jitter =
+    state.settings.latencyJitterMs > 0 ? Math.floor(state.random() * (state.settings.latencyJitterMs + 1)) : 0;
   const id = state.tasks.nextId();
   const fingerprint = fingerprintOf(sub.protocolMethod, sub.fingerprintParams);
   state.tasks.add({

@@ -1,24 +1,24 @@
 import { fileURLToPath } from "node:url";
 
+export type { EmulatorConfigView, EmulatorTaskView } from "./control-api.ts";
 export { createEmulator, type Emulator } from "./emulator.ts";
-export { fingerprintOf, FINGERPRINT_EXCLUDED } from "./fingerprint.ts";
-export type { EmulatorStats } from "./stats.ts";
-export type { EmulatorTaskView, EmulatorConfigView } from "./control-api.ts";
+export { EmulatorEnv, loadEmulatorEnv } from "./env.ts";
+export { FINGERPRINT_EXCLUDED, fingerprintOf } from "./fingerprint.ts";
+export { formatMoney, PRICE_UNITS } from "./money.ts";
 export {
+  DEFAULT_BALANCE,
+  DEFAULT_KEYS,
+  DEFAULT_MAX_IMAGE_BYTES,
+  EmulatorConfigError,
+  EmulatorConfigPatch,
   EmulatorMethod,
+  type EmulatorOptions,
+  EmulatorSettings,
   FaultConfig,
   KeyConfig,
   LatencyConfig,
-  EmulatorSettings,
-  EmulatorConfigPatch,
-  EmulatorConfigError,
-  DEFAULT_KEYS,
-  DEFAULT_BALANCE,
-  DEFAULT_MAX_IMAGE_BYTES,
-  type EmulatorOptions,
 } from "./settings.ts";
-export { loadEmulatorEnv, EmulatorEnv } from "./env.ts";
-export { PRICE_UNITS, formatMoney } from "./money.ts";
+export type { EmulatorStats } from "./stats.ts";
 export { SLOT_HOLD_AFTER_READY_MS, TASK_RETENTION_MS } from "./task-book.ts";
 
 /**
@@ -27,4 +27,6 @@ export { SLOT_HOLD_AFTER_READY_MS, TASK_RETENTION_MS } from "./task-book.ts";
  * to host 2captcha.com over plain http to that address (path and query kept). Without the
  * variable it changes nothing.
  */
-export const redirect2captchaPreload: string = fileURLToPath(new URL("./testing/redirect-2captcha.cjs", import.meta.url));
+export const redirect2captchaPreload: string = fileURLToPath(
+  new URL("./testing/redirect-2captcha.cjs", import.meta.url),
+);

@@ -38,7 +38,9 @@ describe("main", () => {
     const started = JSON.parse(line) as { event: string; url: string };
     expect(started.event).toBe("emulator.started");
     expect(started.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    const reply = await fetch(`${started.url}/in.php?key=main-test-key&method=turnstile&sitekey=s&pageurl=https://x.test`);
+    const reply = await fetch(
+      `${started.url}/in.php?key=main-test-key&method=turnstile&sitekey=s&pageurl=https://x.test`,
+    );
     expect(await reply.text()).toMatch(/^OK\|\d+$/);
     proc.kill("SIGTERM");
     expect(await proc.exited).toBe(0);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { fileURLToPath } from "node:url";
 import { redirect2captchaPreload } from "./index.ts";
-import { PNG_1X1, startEmulator, type Harness } from "./testing/emulator-harness.ts";
+import { type Harness, PNG_1X1, startEmulator } from "./testing/emulator-harness.ts";
 
 const CLIENT_SCRIPT = fileURLToPath(new URL("./testing/solve-with-official-client.cjs", import.meta.url));
 const KEY = "official-client-key";
@@ -25,7 +25,11 @@ async function runOfficialClient(emulatorUrl: string, job: unknown): Promise<Cli
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   if (code !== 0) throw new Error(`official client exited ${code}: ${err}`);
   // the client's APIError console.logs unknown codes to stdout, so the result line is marked
   const line = out.split("\n").find((l) => l.startsWith("EMU_RESULT "));
@@ -41,7 +45,11 @@ describe("the official @2captcha/captcha-solver client against the emulator", ()
   let shift = 0;
   const LATENCY = 60_000;
   beforeAll(async () => {
-    h = await startEmulator({ keys: { [KEY]: { threads: 5, balance: 3 } }, latencyMs: LATENCY, now: () => Date.now() + shift });
+    h = await startEmulator({
+      keys: { [KEY]: { threads: 5, balance: 3 } },
+      latencyMs: LATENCY,
+      now: () => Date.now() + shift,
+    });
   });
   afterAll(async () => {
     await h.stop();
@@ -64,8 +72,16 @@ describe("the official @2captcha/captcha-solver client against the emulator", ()
       pollingFrequency: 50,
       balance: true,
       tasks: [
-        { name: "recaptcha", call: "recaptcha", params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://example.test/rc" } },
-        { name: "turnstile", call: "cloudflareTurnstile", params: { sitekey: "0x4AAAAAAAVrOwQWPlm3Bnr5", pageurl: "https://example.test/ts" } },
+        {
+          name: "recaptcha",
+          call: "recaptcha",
+          params: { googlekey: "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", pageurl: "https://example.test/rc" },
+        },
+        {
+          name: "turnstile",
+          call: "cloudflareTurnstile",
+          params: { sitekey: "0x4AAAAAAAVrOwQWPlm3Bnr5", pageurl: "https://example.test/ts" },
+        },
         { name: "image", call: "imageCaptcha", params: { body: PNG_1X1.toString("base64"), numeric: 1 } },
       ],
     }).finally(() => {

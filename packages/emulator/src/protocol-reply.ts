@@ -24,7 +24,9 @@ const JSON_TYPE = "application/json";
  */
 export function okReply(style: ReplyStyle, value: string, extra: Record<string, string> = {}): Response {
   if (style.json) {
-    return new Response(JSON.stringify({ status: 1, request: value, ...extra }), { headers: headers(style, JSON_TYPE) });
+    return new Response(JSON.stringify({ status: 1, request: value, ...extra }), {
+      headers: headers(style, JSON_TYPE),
+    });
   }
   return new Response(`OK|${value}`, { headers: headers(style, PLAIN) });
 }

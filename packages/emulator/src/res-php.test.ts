@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { TURNSTILE_USER_AGENT } from "./answers.ts";
-import { PNG_1X1, startEmulator, type Harness } from "./testing/emulator-harness.ts";
+import { type Harness, PNG_1X1, startEmulator } from "./testing/emulator-harness.ts";
 
 const open: Harness[] = [];
 async function emu(opts: Parameters<typeof startEmulator>[0] = {}): Promise<Harness> {
@@ -74,7 +74,13 @@ describe("res.php get", () => {
 
   test("geetest answers a JSON string with the challenge sent, validate and seccode", async () => {
     const h = await emu();
-    const id = await h.submit({ key: KEY, method: "geetest", gt: "gt1", challenge: "challenge-42", pageurl: "https://x.test" });
+    const id = await h.submit({
+      key: KEY,
+      method: "geetest",
+      gt: "gt1",
+      challenge: "challenge-42",
+      pageurl: "https://x.test",
+    });
     const body = (await h.get("/res.php", get(id))).body;
     expect(body).toStartWith("OK|");
     const answer = JSON.parse(body.slice(3)) as Record<string, string>;
@@ -103,11 +109,15 @@ describe("res.php get", () => {
     const pending = await h.submit(TURNSTILE);
     const token = h.emulator.task(ready)!.answer!;
     const ids = `${ready},${pending},1`;
-    expect((await h.get("/res.php", { key: KEY, action: "get", ids })).body).toBe(`${token}|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID`);
+    expect((await h.get("/res.php", { key: KEY, action: "get", ids })).body).toBe(
+      `${token}|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID`,
+    );
     expect((await h.get("/res.php", { key: KEY, action: "get", ids, json: "1" })).body).toBe(
       `{"status":1,"request":"${token}|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID"}`,
     );
-    expect((await h.get("/res.php", { key: KEY, action: "get", ids: `${ready},abc` })).body).toBe("ERROR_WRONG_ID_FORMAT");
+    expect((await h.get("/res.php", { key: KEY, action: "get", ids: `${ready},abc` })).body).toBe(
+      "ERROR_WRONG_ID_FORMAT",
+    );
   });
 
   test("get2 answers the answer and the price", async () => {
@@ -126,7 +136,9 @@ describe("res.php get", () => {
     expect((await h.get("/res.php", get("12ab"))).body).toBe("ERROR_WRONG_ID_FORMAT");
     expect((await h.get("/res.php", { key: KEY, action: "get" })).body).toBe("ERROR_WRONG_ID_FORMAT");
     expect((await h.get("/res.php", get("123"))).body).toBe("ERROR_WRONG_CAPTCHA_ID");
-    expect((await h.get("/res.php", get("123", { json: "1" }))).body).toBe('{"status":0,"request":"ERROR_WRONG_CAPTCHA_ID"}');
+    expect((await h.get("/res.php", get("123", { json: "1" }))).body).toBe(
+      '{"status":0,"request":"ERROR_WRONG_CAPTCHA_ID"}',
+    );
     expect((await h.get("/res.php", { key: "other", action: "get", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
   });
 
@@ -143,7 +155,9 @@ describe("res.php other actions", () => {
   test("getbalance answers the balance as a number, charged per solved answer read", async () => {
     const h = await emu({ keys: { [KEY]: { threads: 5, balance: 12.345 } } });
     expect((await h.get("/res.php", { key: KEY, action: "getbalance" })).body).toBe("12.345");
-    expect((await h.get("/res.php", { key: KEY, action: "getbalance", json: "1" })).body).toBe('{"status":1,"request":"12.345"}');
+    expect((await h.get("/res.php", { key: KEY, action: "getbalance", json: "1" })).body).toBe(
+      '{"status":1,"request":"12.345"}',
+    );
     const id = await h.submit(RECAPTCHA);
     await h.get("/res.php", get(id));
     await h.get("/res.php", get(id)); // a second read is not charged again

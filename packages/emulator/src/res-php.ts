@@ -1,7 +1,7 @@
 import type { EmulatorState } from "./emulator-state.ts";
 import { delay, rolls, transportFault } from "./faults.ts";
 import { formatMoney, PRICE_UNITS } from "./money.ts";
-import { bareReply, codeReply, okReply, replyStyleOf, type ReplyStyle } from "./protocol-reply.ts";
+import { bareReply, codeReply, okReply, type ReplyStyle, replyStyleOf } from "./protocol-reply.ts";
 import type { ProtocolParams } from "./request-params.ts";
 import type { ProviderTask } from "./task-book.ts";
 
@@ -12,7 +12,10 @@ type Lookup = { ok: true; task: ProviderTask } | { ok: false; code: string };
 /** The ids a get/get2 call names: `ids=1,2,3` (bulk) wins over `id`; null when malformed. */
 function requestedIds(params: Record<string, string>): { ids: string[]; bulk: boolean } | null {
   if (params.ids !== undefined) {
-    const ids = params.ids.split(",").map((s) => s.trim()).filter(Boolean);
+    const ids = params.ids
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (ids.length === 0 || !ids.every((id) => PROVIDER_ID.test(id))) return null;
     return { ids, bulk: true };
   }
@@ -34,7 +37,13 @@ function readResult(state: EmulatorState, key: string, id: string): Lookup {
   return { ok: true, task };
 }
 
-function report(state: EmulatorState, style: ReplyStyle, key: string, kind: "bad" | "good", rawId: string | undefined): Response {
+function report(
+  state: EmulatorState,
+  style: ReplyStyle,
+  key: string,
+  kind: "bad" | "good",
+  rawId: string | undefined,
+): Response {
   const id = rawId?.trim();
   if (!id || !PROVIDER_ID.test(id)) return codeReply(style, "ERROR_WRONG_ID_FORMAT");
   const task = state.tasks.get(id);
@@ -45,7 +54,13 @@ function report(state: EmulatorState, style: ReplyStyle, key: string, kind: "bad
   return bareReply(style, "OK_REPORT_RECORDED", 1);
 }
 
-function get(state: EmulatorState, style: ReplyStyle, key: string, action: "get" | "get2", params: Record<string, string>): Response {
+function get(
+  state: EmulatorState,
+  style: ReplyStyle,
+  key: string,
+  action: "get" | "get2",
+  params: Record<string, string>,
+): Response {
   const req = requestedIds(params);
   if (!req || (req.bulk && action === "get2")) return codeReply(style, "ERROR_WRONG_ID_FORMAT");
   const faults = state.settings.faults;

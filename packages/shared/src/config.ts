@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { fieldErrors } from "./schemas/zod-issues.ts";
 import { parseRegions } from "./regions/home.ts";
+import { fieldErrors } from "./schemas/zod-issues.ts";
 import { REGION_PATTERN } from "./subjects.ts";
 
 /** Raised when configuration does not parse; the message names every variable at fault. */
@@ -46,9 +46,12 @@ export const envBool = (def: boolean) =>
     .transform((v) => v === "1" || v === "true" || v === "yes");
 
 export const envList = () =>
-  z
-    .string()
-    .transform((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
+  z.string().transform((s) =>
+    s
+      .split(",")
+      .map((x) => x.trim())
+      .filter(Boolean),
+  );
 
 /** A variable holding JSON, checked by `schema`; an error names the variable and the field inside it. */
 export const envJson = <S extends z.ZodType>(schema: S) =>
@@ -91,12 +94,26 @@ export const PipelineEnv = z.enum(["production", "dev"]).default("production");
 export type PipelineEnv = z.infer<typeof PipelineEnv>;
 
 /** The callback signing masters the dev stack, tests and bench use: public, so refused outside dev. */
-export const DEV_WEBHOOK_SECRETS: readonly string[] = ["dev-webhook-secret-0001", "e2e-webhook-secret-0001", "regions-webhook-secret"];
+export const DEV_WEBHOOK_SECRETS: readonly string[] = [
+  "dev-webhook-secret-0001",
+  "e2e-webhook-secret-0001",
+  "regions-webhook-secret",
+];
 
 /** Adds an issue on `field` when `value` is one of the public dev secrets and the process is not a dev one. */
-export function refuseDevSecret(env: PipelineEnv, field: string, value: string | undefined, ctx: z.RefinementCtx): void {
+export function refuseDevSecret(
+  env: PipelineEnv,
+  field: string,
+  value: string | undefined,
+  ctx: z.RefinementCtx,
+): void {
   if (env !== "dev" && value !== undefined && DEV_WEBHOOK_SECRETS.includes(value))
-    ctx.addIssue({ code: "custom", path: [field], message: "is a published dev secret: generate one (openssl rand -hex 32); PIPELINE_ENV=dev allows it on dev stacks only" });
+    ctx.addIssue({
+      code: "custom",
+      path: [field],
+      message:
+        "is a published dev secret: generate one (openssl rand -hex 32); PIPELINE_ENV=dev allows it on dev stacks only",
+    });
 }
 
 /** The variables every service shares: NATS, Postgres and the region (one subject token). */

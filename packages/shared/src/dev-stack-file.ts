@@ -42,7 +42,8 @@ export type CredentialsFile = Record<NatsRole | "system" | "leaf", NatsCredentia
 export function readNatsCredentials(file: string, role: NatsRole): NatsCredentials {
   const parsed = JSON.parse(readFileSync(file, "utf8")) as Partial<CredentialsFile>;
   const c = parsed[role];
-  if (!c || typeof c.user !== "string" || typeof c.password !== "string") throw new Error(`${file}: no credentials for role "${role}"`);
+  if (!c || typeof c.user !== "string" || typeof c.password !== "string")
+    throw new Error(`${file}: no credentials for role "${role}"`);
   return c;
 }
 
@@ -89,8 +90,16 @@ export function devStackDatabaseUrl(stack: DevStack, role: NatsRole | undefined)
  * (with the role's own Postgres login) and the role's NATS user. A variable the environment
  * already sets wins, and NATS credentials are only added when the environment names none of its own.
  */
-export function devStackEnv(stack: DevStack, role: NatsRole | undefined, env: Record<string, string | undefined>): Record<string, string> {
-  const out: Record<string, string> = { ...stack.env, NATS_URL: stack.natsUrl, DATABASE_URL: env.DATABASE_URL ? env.DATABASE_URL : devStackDatabaseUrl(stack, role) };
+export function devStackEnv(
+  stack: DevStack,
+  role: NatsRole | undefined,
+  env: Record<string, string | undefined>,
+): Record<string, string> {
+  const out: Record<string, string> = {
+    ...stack.env,
+    NATS_URL: stack.natsUrl,
+    DATABASE_URL: env.DATABASE_URL ? env.DATABASE_URL : devStackDatabaseUrl(stack, role),
+  };
   if (role && stack.natsCredentials && !env.NATS_USER && !env.NATS_CREDS && NATS_ROLES.includes(role)) {
     const c = readNatsCredentials(stack.natsCredentials, role);
     out.NATS_USER = c.user;

@@ -11,7 +11,9 @@ export class MissingBinaryError extends Error {
 
 /** The first `name` on PATH (and the sbin folders, which root's PATH may lack). */
 export function onPath(name: string): string | undefined {
-  const dirs = (process.env.PATH ?? "").split(":").concat(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"]);
+  const dirs = (process.env.PATH ?? "")
+    .split(":")
+    .concat(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"]);
   for (const d of dirs) {
     const p = join(d, name);
     if (d && existsSync(p)) return p;

@@ -1,4 +1,4 @@
-import pino, { type Logger, type DestinationStream } from "pino";
+import pino, { type DestinationStream, type Logger } from "pino";
 
 export type { Logger };
 

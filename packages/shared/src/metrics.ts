@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 export { Counter, Gauge, Histogram, Registry };
 
@@ -8,7 +8,8 @@ export function createRegistry(app: string): Registry {
   registry.setDefaultLabels({ app });
   collectDefaultMetrics({ register: registry });
   // prom-client names these gauges `_total`, which promtool rejects; the resource counts stay.
-  for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"]) registry.removeSingleMetric(name);
+  for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"])
+    registry.removeSingleMetric(name);
   return registry;
 }
 

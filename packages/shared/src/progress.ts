@@ -23,7 +23,10 @@ export interface ProgressOptions {
 }
 
 /** Whether a bar would be drawn on `stream` (a terminal, not CI; PROGRESS=0/1 overrides). */
-export function progressEnabled(stream: NodeJS.WriteStream = process.stderr, env: Record<string, string | undefined> = process.env): boolean {
+export function progressEnabled(
+  stream: NodeJS.WriteStream = process.stderr,
+  env: Record<string, string | undefined> = process.env,
+): boolean {
   if (env.PROGRESS === "0") return false;
   if (env.PROGRESS === "1") return true;
   return stream.isTTY === true && !env.CI;
@@ -31,7 +34,9 @@ export function progressEnabled(stream: NodeJS.WriteStream = process.stderr, env
 
 /** The format: a bar and ETA with a total, a counter and elapsed time without. */
 export function progressFormat(label: string, unit: string, total: number | undefined): string {
-  return total && total > 0 ? `${label} [{bar}] {percentage}% {value}/{total} ${unit} | ETA {eta_formatted}` : `${label} {value} ${unit} | {duration_formatted}`;
+  return total && total > 0
+    ? `${label} [{bar}] {percentage}% {value}/{total} ${unit} | ETA {eta_formatted}`
+    : `${label} {value} ${unit} | {duration_formatted}`;
 }
 
 export function progressBar(label: string, total: number | undefined, o: ProgressOptions = {}): Progress {
@@ -40,7 +45,15 @@ export function progressBar(label: string, total: number | undefined, o: Progres
   const unit = o.unit ?? "";
   let known = total && total > 0 ? total : undefined;
   const make = () => {
-    const b = new SingleBar({ format: progressFormat(label, unit, known), stream, hideCursor: true, etaBuffer: 50, fps: 5, clearOnComplete: false, barsize: 30 });
+    const b = new SingleBar({
+      format: progressFormat(label, unit, known),
+      stream,
+      hideCursor: true,
+      etaBuffer: 50,
+      fps: 5,
+      clearOnComplete: false,
+      barsize: 30,
+    });
     b.start(known ?? 0, 0);
     return b;
   };

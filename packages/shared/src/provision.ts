@@ -7,7 +7,14 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { openConfigBucket, openRegionBucket } from "./kv/buckets.ts";
 import { openWorkersBucket } from "./kv/heartbeats.ts";
 import { connectNats, type NatsAuth, type NatsConnection } from "./nats/connection.ts";
-import { bodiesStreamConfig, ensureNotifierConsumers, ensureStream, ensureStreamPresent, ensureStreams, type TopologyOptions } from "./nats/topology.ts";
+import {
+  bodiesStreamConfig,
+  ensureNotifierConsumers,
+  ensureStream,
+  ensureStreamPresent,
+  ensureStreams,
+  type TopologyOptions,
+} from "./nats/topology.ts";
 import { openRolloutBucket } from "./shards/assignment.ts";
 import { buckets, streams } from "./subjects.ts";
 
@@ -34,10 +41,19 @@ export interface Provisioned {
 export async function provisionRegion(nc: NatsConnection, o: ProvisionOptions): Promise<Provisioned> {
   const jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, o);
-  const bodies = bodiesStreamConfig({ region: o.region, ...(o.replicas ? { replicas: o.replicas } : {}), ...(o.bodiesMaxAgeMs ? { maxAgeMs: o.bodiesMaxAgeMs } : {}) });
+  const bodies = bodiesStreamConfig({
+    region: o.region,
+    ...(o.replicas ? { replicas: o.replicas } : {}),
+    ...(o.bodiesMaxAgeMs ? { maxAgeMs: o.bodiesMaxAgeMs } : {}),
+  });
   if (o.bodiesMaxAgeMs) await ensureStream(jsm, bodies);
   else await ensureStreamPresent(jsm, bodies);
-  await Promise.all([openConfigBucket(nc, o.region), openWorkersBucket(nc, o.region), openRegionBucket(nc, o.region), openRolloutBucket(nc, o.region)]);
+  await Promise.all([
+    openConfigBucket(nc, o.region),
+    openWorkersBucket(nc, o.region),
+    openRegionBucket(nc, o.region),
+    openRolloutBucket(nc, o.region),
+  ]);
   const consumers = await ensureNotifierConsumers(jsm, o.region);
   return {
     streams: [streams.tasks(o.region), streams.events(o.region), streams.dlq(o.region), streams.bodies(o.region)],
@@ -47,7 +63,12 @@ export async function provisionRegion(nc: NatsConnection, o: ProvisionOptions): 
 }
 
 /** provisionRegion for each region, over a connection of its own as `auth` (an administering user), closed after. */
-export async function provisionRegionsAt(url: string, auth: NatsAuth, regions: string[], o: Omit<ProvisionOptions, "region"> = {}): Promise<void> {
+export async function provisionRegionsAt(
+  url: string,
+  auth: NatsAuth,
+  regions: string[],
+  o: Omit<ProvisionOptions, "region"> = {},
+): Promise<void> {
   const nc = await connectNats(url, "provision", auth);
   try {
     for (const region of regions) await provisionRegion(nc, { ...o, region });

@@ -1,5 +1,13 @@
 import { expect, test } from "bun:test";
-import { assertRegion, eventKindOf, isFinalEventKind, laneFilter, shardOf, subjectOfEvent, taskSubject } from "./subjects.ts";
+import {
+  assertRegion,
+  eventKindOf,
+  isFinalEventKind,
+  laneFilter,
+  shardOf,
+  subjectOfEvent,
+  taskSubject,
+} from "./subjects.ts";
 
 test("a task's shard is stable and within range", () => {
   const id = "0190a000-0000-7000-8000-000000000001";
@@ -34,5 +42,11 @@ test("a final event of a task with a callback goes to its hook subject; the kind
   expect(subjectOfEvent("fsn1", { kind: "solving", data: { callback: true } })).toBe("events.fsn1.solving");
   expect(eventKindOf("events.fsn1.completed.hook")).toBe("completed");
   expect(eventKindOf("events.fsn1.solving")).toBe("solving");
-  expect(["completed", "failed", "cancelled", "solving", "adopted"].map(isFinalEventKind)).toEqual([true, true, true, false, false]);
+  expect(["completed", "failed", "cancelled", "solving", "adopted"].map(isFinalEventKind)).toEqual([
+    true,
+    true,
+    true,
+    false,
+    false,
+  ]);
 });

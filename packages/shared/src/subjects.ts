@@ -87,7 +87,9 @@ export function hookEventSubject(region: string, kind: string): string {
 
 /** Where an event is published: a final event whose `data.callback` is true on its hook subject, every other on `events.<region>.<kind>`. */
 export function subjectOfEvent(region: string, ev: { kind: string; data?: { callback?: unknown } | null }): string {
-  return ev.data?.callback === true && isFinalEventKind(ev.kind) ? hookEventSubject(region, ev.kind) : eventSubject(region, ev.kind);
+  return ev.data?.callback === true && isFinalEventKind(ev.kind)
+    ? hookEventSubject(region, ev.kind)
+    : eventSubject(region, ev.kind);
 }
 
 /** The kind an event's subject names (`events.<region>.<kind>[.hook]`). */

@@ -45,12 +45,21 @@ test("one client's secret rotates alone: raising its generation changes its secr
   expect(clientSigningSecrets([m], "bbbb", gens)).toEqual([clientWebhookSecret(m, "bbbb")]);
   // During the move both verify; once `previous` is removed, the old secret no longer does.
   const body = '{"task":1}';
-  const during = { timestamp: "1700000000", signature: signatureHeader(clientSigningSecrets([m], "aaaa", gens), 1_700_000_000, body) };
+  const during = {
+    timestamp: "1700000000",
+    signature: signatureHeader(clientSigningSecrets([m], "aaaa", gens), 1_700_000_000, body),
+  };
   expect(verifyWebhook(a0!, during, body, 1_700_000_000)).toBe(true);
   expect(verifyWebhook(a1!, during, body, 1_700_000_000)).toBe(true);
-  const after = { timestamp: "1700000000", signature: signatureHeader(clientSigningSecrets([m], "aaaa", { aaaa: { current: 1 } }), 1_700_000_000, body) };
+  const after = {
+    timestamp: "1700000000",
+    signature: signatureHeader(clientSigningSecrets([m], "aaaa", { aaaa: { current: 1 } }), 1_700_000_000, body),
+  };
   expect(verifyWebhook(a0!, after, body, 1_700_000_000)).toBe(false);
   expect(verifyWebhook(a1!, after, body, 1_700_000_000)).toBe(true);
   // With a master rotation too: the previous master signs at the client's current generation.
-  expect(clientSigningSecrets(["master-2", m], "aaaa", { aaaa: { current: 1 } })).toEqual([clientWebhookSecret("master-2", "aaaa", 1), a1!]);
+  expect(clientSigningSecrets(["master-2", m], "aaaa", { aaaa: { current: 1 } })).toEqual([
+    clientWebhookSecret("master-2", "aaaa", 1),
+    a1!,
+  ]);
 });

@@ -28,9 +28,15 @@ export function clientWebhookSecret(master: string, clientId: string, generation
 export const WebhookGenerations = z.record(
   z.string().regex(/^[0-9a-f]{16,64}$/, "a client id (hex, GET /v1/usage)"),
   z
-    .object({ current: z.number().int().min(0).max(1_000_000), previous: z.number().int().min(0).max(1_000_000).optional() })
+    .object({
+      current: z.number().int().min(0).max(1_000_000),
+      previous: z.number().int().min(0).max(1_000_000).optional(),
+    })
     .strict()
-    .refine((g) => g.previous === undefined || g.previous !== g.current, { message: "previous must differ from current", path: ["previous"] }),
+    .refine((g) => g.previous === undefined || g.previous !== g.current, {
+      message: "previous must differ from current",
+      path: ["previous"],
+    }),
 );
 export type WebhookGenerations = z.infer<typeof WebhookGenerations>;
 
@@ -39,7 +45,11 @@ export type WebhookGenerations = z.infer<typeof WebhookGenerations>;
  * master at the client's current generation, then (during a rotation) its previous generation
  * and the previous master at the current generation. A receiver holding any of them verifies it.
  */
-export function clientSigningSecrets(masters: readonly string[], clientId: string, generations: WebhookGenerations = {}): string[] {
+export function clientSigningSecrets(
+  masters: readonly string[],
+  clientId: string,
+  generations: WebhookGenerations = {},
+): string[] {
   const g = generations[clientId] ?? { current: 0 };
   const [current, ...older] = masters;
   if (current === undefined) return [];
@@ -66,7 +76,13 @@ export function signWebhook(secret: string, timestamp: number, body: string): st
  * Checks a callback's signature and its age (replays older than `toleranceSec` are refused).
  * For receivers; the pipeline's own tests use it too.
  */
-export function verifyWebhook(secret: string, headers: { timestamp: string | null; signature: string | null }, body: string, nowSec = Math.floor(Date.now() / 1000), toleranceSec = 300): boolean {
+export function verifyWebhook(
+  secret: string,
+  headers: { timestamp: string | null; signature: string | null },
+  body: string,
+  nowSec = Math.floor(Date.now() / 1000),
+  toleranceSec = 300,
+): boolean {
   const ts = Number(headers.timestamp);
   if (!Number.isInteger(ts) || Math.abs(nowSec - ts) > toleranceSec || !headers.signature) return false;
   const want = Buffer.from(signWebhook(secret, ts, body));

@@ -1,6 +1,6 @@
-import { sql } from "drizzle-orm";
 import type { Db } from "@pipeline/shared/db";
 import { Counter, createRegistry, Gauge, Histogram, HTTP_BUCKETS, metricsResponse } from "@pipeline/shared/metrics";
+import { sql } from "drizzle-orm";
 
 /**
  * The gateway's Prometheus metrics. Task counts by state are read from Postgres at most every
@@ -15,15 +15,44 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
   const taskCounts = () => {
     if (!counts || now() - counts.at >= every) {
       reads++;
-      counts = { at: now(), rows: db.execute<{ state: string; type: string; n: number }>(sql`select state, type, count(*)::int as n from tasks group by state, type`).then((r) => [...r]).catch(() => []) };
+      counts = {
+        at: now(),
+        rows: db
+          .execute<{ state: string; type: string; n: number }>(
+            sql`select state, type, count(*)::int as n from tasks group by state, type`,
+          )
+          .then((r) => [...r])
+          .catch(() => []),
+      };
     }
     return counts.rows;
   };
   const registry = createRegistry("gateway");
-  const http = new Histogram({ name: "gateway_http_request_duration_seconds", help: "HTTP requests by method, route and status", labelNames: ["method", "route", "status"], buckets: HTTP_BUCKETS, registers: [registry] });
-  const submitted = new Counter({ name: "gateway_tasks_submitted_total", help: "Submissions by type and result (accepted, replayed, rejected)", labelNames: ["type", "result"], registers: [registry] });
-  const authFailures = new Counter({ name: "gateway_auth_failures_total", help: "Failed authentications: an unknown API key, or a source refused while throttled", labelNames: ["result"], registers: [registry] });
-  const quotaRefusals = new Counter({ name: "gateway_quota_refusals_total", help: "Requests refused by an API key's quota, by quota", labelNames: ["quota"], registers: [registry] });
+  const http = new Histogram({
+    name: "gateway_http_request_duration_seconds",
+    help: "HTTP requests by method, route and status",
+    labelNames: ["method", "route", "status"],
+    buckets: HTTP_BUCKETS,
+    registers: [registry],
+  });
+  const submitted = new Counter({
+    name: "gateway_tasks_submitted_total",
+    help: "Submissions by type and result (accepted, replayed, rejected)",
+    labelNames: ["type", "result"],
+    registers: [registry],
+  });
+  const authFailures = new Counter({
+    name: "gateway_auth_failures_total",
+    help: "Failed authentications: an unknown API key, or a source refused while throttled",
+    labelNames: ["result"],
+    registers: [registry],
+  });
+  const quotaRefusals = new Counter({
+    name: "gateway_quota_refusals_total",
+    help: "Requests refused by an API key's quota, by quota",
+    labelNames: ["quota"],
+    registers: [registry],
+  });
   new Gauge({
     name: "pipeline_tasks",
     help: "Tasks by state and type (from Postgres)",
@@ -37,7 +66,8 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
   });
   return {
     registry,
-    request: (method: string, route: string, status: number, seconds: number) => http.observe({ method, route, status: String(status) }, seconds),
+    request: (method: string, route: string, status: number, seconds: number) =>
+      http.observe({ method, route, status: String(status) }, seconds),
     submitted: (type: string, result: "accepted" | "replayed" | "rejected") => submitted.inc({ type, result }),
     quotaRefused: (quota: string) => quotaRefusals.inc({ quota }),
     authFailure: (result: "unknown_key" | "throttled") => authFailures.inc({ result }),

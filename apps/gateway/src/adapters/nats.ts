@@ -1,8 +1,8 @@
 import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
 import { createPubAckPublisher, publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
-import type { BodyMessage } from "@pipeline/shared/tasks";
 import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, subjectOfEvent } from "@pipeline/shared/subjects";
+import type { BodyMessage } from "@pipeline/shared/tasks";
 
 export interface TaskQueue {
   /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
@@ -26,10 +26,22 @@ export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: 
       return { duplicate: ack.duplicate };
     },
     async publishEvent(ev) {
-      await publishWithRetry(js, subjectOfEvent(region, ev), JSON.stringify(ev), `${ev.taskId}:${ev.version}:${ev.kind}`, deadlineMs);
+      await publishWithRetry(
+        js,
+        subjectOfEvent(region, ev),
+        JSON.stringify(ev),
+        `${ev.taskId}:${ev.version}:${ev.kind}`,
+        deadlineMs,
+      );
     },
     async publishBody(msg) {
-      await publishWithRetry(js, bodySubject(region, msg.taskId), JSON.stringify(msg), `${msg.taskId}:body`, deadlineMs);
+      await publishWithRetry(
+        js,
+        bodySubject(region, msg.taskId),
+        JSON.stringify(msg),
+        `${msg.taskId}:body`,
+        deadlineMs,
+      );
     },
     async ping() {
       if (nc.isClosed()) throw new Error("NATS connection closed");

@@ -3,8 +3,8 @@
 // row's delete, the quota figures, the task counts of /metrics) works with its grants alone.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
-import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createGatewayMetrics } from "./metrics.ts";
 import { createTaskStore, type QueuedRow } from "./pg.ts";
 import { createUsageSource } from "./usage.ts";
@@ -72,12 +72,16 @@ test("the quota figures and the task counts of /metrics, as pipeline_gateway", a
   const since = await usage.createdSince(["client-q"], day, new Date(day.getTime() + 86_400_000), 0);
   expect(since.rows.reduce((n, r) => n + r.n, 0)).toBe(3);
   const metrics = createGatewayMetrics(gateway.db, { countsEveryMs: 0 });
-  expect(await (await metrics.response()).text()).toMatch(/pipeline_tasks\{state="queued",type="turnstile"[^}]*\} [1-9]/);
+  expect(await (await metrics.response()).text()).toMatch(
+    /pipeline_tasks\{state="queued",type="turnstile"[^}]*\} [1-9]/,
+  );
 });
 
 test("what the gateway's role may not do stays refused through its own pool (DELETE, the solver's columns)", async () => {
   const row = queued();
   await createTaskStore(gateway.db).insertQueued(row);
   await expect(gateway.sql`delete from tasks where id = ${row.id}`).rejects.toMatchObject({ code: "42501" });
-  await expect(gateway.sql`update tasks set token = 'forged' where id = ${row.id}`).rejects.toMatchObject({ code: "42501" });
+  await expect(gateway.sql`update tasks set token = 'forged' where id = ${row.id}`).rejects.toMatchObject({
+    code: "42501",
+  });
 });

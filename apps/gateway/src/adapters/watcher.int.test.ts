@@ -4,10 +4,10 @@
 // subscription is not lost to a waiter (it is woken once the subscription is in place and
 // re-reads); the subscription closes after the linger.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
+import { type JetStreamClient, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { eventually, startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject } from "@pipeline/shared/subjects";
-import { eventually, startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { createTaskWatcher } from "./nats.ts";
 
 const REGION = "gwwatch";
@@ -29,7 +29,11 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-const event = (taskId: string, kind = "completed") => js.publish(eventSubject(REGION, kind), JSON.stringify({ taskId, kind, state: kind, version: 3, region: REGION, at: new Date().toISOString() }));
+const event = (taskId: string, kind = "completed") =>
+  js.publish(
+    eventSubject(REGION, kind),
+    JSON.stringify({ taskId, kind, state: kind, version: 3, region: REGION, at: new Date().toISOString() }),
+  );
 
 test("nobody waiting: no event reaches the gateway; a wait is woken by its own task's event, not another's", async () => {
   const watcher = createTaskWatcher(gw, REGION, { lingerMs: 60_000 });
@@ -100,8 +104,17 @@ test("a long-poll's watch (finalOnly) is woken by its task's final events (plain
     expect(await poll.wait(5_000)).toBe("event");
     expect(await stream.wait(5_000)).toBe("event");
     const publish = (kind: string, version: number, subject = eventSubject(REGION, kind)) =>
-      js.publish(subject, JSON.stringify({ taskId: id, kind, state: "solving", version, region: REGION, at: new Date().toISOString() }), { msgID: `${id}:${version}:${kind}` });
-    for (const [kind, version] of [["accepted", 0], ["solving", 1], ["submitted", 1], ["retrying", 2]] as const) {
+      js.publish(
+        subject,
+        JSON.stringify({ taskId: id, kind, state: "solving", version, region: REGION, at: new Date().toISOString() }),
+        { msgID: `${id}:${version}:${kind}` },
+      );
+    for (const [kind, version] of [
+      ["accepted", 0],
+      ["solving", 1],
+      ["submitted", 1],
+      ["retrying", 2],
+    ] as const) {
       const s = stream.wait(5_000);
       const p = poll.wait(300);
       await publish(kind, version);
@@ -120,10 +133,32 @@ test("a long-poll's watch (finalOnly) is woken by its task's final events (plain
     // An adoption is not final: the long-poll sleeps on; its final event, published under an id
     // of another form (the task id then read from the body), wakes it.
     p = poll.wait(300);
-    await js.publish(eventSubject(REGION, "adopted"), JSON.stringify({ taskId: id, kind: "adopted", state: "queued", version: 5, region: REGION, at: new Date().toISOString() }), { msgID: `adopted:${id}:1` });
+    await js.publish(
+      eventSubject(REGION, "adopted"),
+      JSON.stringify({
+        taskId: id,
+        kind: "adopted",
+        state: "queued",
+        version: 5,
+        region: REGION,
+        at: new Date().toISOString(),
+      }),
+      { msgID: `adopted:${id}:1` },
+    );
     expect(await p).toBe("timeout");
     p = poll.wait(5_000);
-    await js.publish(eventSubject(REGION, "completed"), JSON.stringify({ taskId: id, kind: "completed", state: "completed", version: 6, region: REGION, at: new Date().toISOString() }), { msgID: `other-form:${id}` });
+    await js.publish(
+      eventSubject(REGION, "completed"),
+      JSON.stringify({
+        taskId: id,
+        kind: "completed",
+        state: "completed",
+        version: 6,
+        region: REGION,
+        at: new Date().toISOString(),
+      }),
+      { msgID: `other-form:${id}` },
+    );
     expect(await p).toBe("event");
     poll.close();
     stream.close();

@@ -57,7 +57,10 @@ describe("peppered client ids (issue 14.8)", () => {
     const rw = ownerRewrites([KEY, KEY, "beta-key-0123456789abcdef0123456789"], PEPPER);
     expect(rw).toEqual([
       { from: sha256Prefix(KEY), to: createApiKeys([KEY], { pepper: PEPPER }).clientOf(KEY)! },
-      { from: sha256Prefix("beta-key-0123456789abcdef0123456789"), to: pepperedClientId(PEPPER, "beta-key-0123456789abcdef0123456789") },
+      {
+        from: sha256Prefix("beta-key-0123456789abcdef0123456789"),
+        to: pepperedClientId(PEPPER, "beta-key-0123456789abcdef0123456789"),
+      },
     ]);
     expect(JSON.stringify(rw)).not.toContain("key-0123");
   });

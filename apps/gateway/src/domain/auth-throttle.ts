@@ -35,7 +35,13 @@ export function keyFingerprint(key: string): string {
   return Bun.hash.xxHash64(key).toString(36);
 }
 
-export function createAuthThrottle(o: { maxFailures: number; maxPerSource?: number; windowMs: number; maxSources?: number; now?: () => number }): AuthThrottle {
+export function createAuthThrottle(o: {
+  maxFailures: number;
+  maxPerSource?: number;
+  windowMs: number;
+  maxSources?: number;
+  now?: () => number;
+}): AuthThrottle {
   const now = o.now ?? Date.now;
   const maxSources = o.maxSources ?? 100_000;
   const maxPerSource = o.maxPerSource ?? o.maxFailures * 10;

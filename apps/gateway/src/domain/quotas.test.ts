@@ -1,5 +1,12 @@
 import { describe, expect, test } from "bun:test";
-import { createQuotas, isRefusal, QuotasConfig, type QuotaRefusal, type Reservation, type UsageSource } from "./quotas.ts";
+import {
+  createQuotas,
+  isRefusal,
+  type QuotaRefusal,
+  QuotasConfig,
+  type Reservation,
+  type UsageSource,
+} from "./quotas.ts";
 
 const A = "aaaaaaaaaaaaaaaa";
 const B = "bbbbbbbbbbbbbbbb";
@@ -28,7 +35,14 @@ function fakeSource() {
       return { settledTo: new Date(settledTo), rows: [...rows.values()] };
     },
   };
-  return { source, open, created, reads: () => reads, resetReads: () => (reads = { open: 0, spend: 0 }), setClock: (t: number) => (clock = t) };
+  return {
+    source,
+    open,
+    created,
+    reads: () => reads,
+    resetReads: () => (reads = { open: 0, spend: 0 }),
+    setClock: (t: number) => (clock = t),
+  };
 }
 
 const refusal = (r: QuotaRefusal | Reservation) => (isRefusal(r) ? r : undefined);
@@ -37,8 +51,13 @@ describe("per API key quotas (issue 14.6)", () => {
   test("the submission rate is a token bucket per key: a burst, then 429 with Retry-After; another key is not affected", async () => {
     let t = 10 * DAY;
     const f = fakeSource();
-    const q = createQuotas({ config: QuotasConfig.parse({ default: { submitsPerSecond: 2, burst: 3 } }), source: f.source, now: () => t });
-    for (let i = 0; i < 3; i++) expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined();
+    const q = createQuotas({
+      config: QuotasConfig.parse({ default: { submitsPerSecond: 2, burst: 3 } }),
+      source: f.source,
+      now: () => t,
+    });
+    for (let i = 0; i < 3; i++)
+      expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined();
     const r = refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }));
     expect(r).toMatchObject({ kind: "submitsPerSecond", status: 429, field: "quota.submitsPerSecond", retryAfter: 1 });
     expect(refusal(await q.admitSubmit(B, { type: "turnstile", priority: "normal" }))).toBeUndefined();
@@ -53,16 +72,28 @@ describe("per API key quotas (issue 14.6)", () => {
     let t = 10 * DAY;
     const f = fakeSource();
     f.open.set(A, 3);
-    const q = createQuotas({ config: QuotasConfig.parse({ default: { maxInFlight: 5 }, keys: { [B]: { maxInFlight: 1 } } }), source: f.source, refreshMs: 2000, now: () => t });
+    const q = createQuotas({
+      config: QuotasConfig.parse({ default: { maxInFlight: 5 }, keys: { [B]: { maxInFlight: 1 } } }),
+      source: f.source,
+      refreshMs: 2000,
+      now: () => t,
+    });
     const one = await q.admitSubmit(A, { type: "turnstile", priority: "normal" });
     expect(refusal(one)).toBeUndefined();
     expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined();
-    expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toMatchObject({ kind: "maxInFlight", status: 429, field: "quota.maxInFlight", retryAfter: 1 });
+    expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toMatchObject({
+      kind: "maxInFlight",
+      status: 429,
+      field: "quota.maxInFlight",
+      retryAfter: 1,
+    });
     (one as Reservation).release();
     expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined();
     // A key's own entry is laid over the default.
     expect(refusal(await q.admitSubmit(B, { type: "turnstile", priority: "normal" }))).toBeUndefined();
-    expect(refusal(await q.admitSubmit(B, { type: "turnstile", priority: "normal" }))).toMatchObject({ kind: "maxInFlight" });
+    expect(refusal(await q.admitSubmit(B, { type: "turnstile", priority: "normal" }))).toMatchObject({
+      kind: "maxInFlight",
+    });
     expect(f.reads().open).toBe(1);
     // The next read sees tasks finished (and this gateway's acceptances, now in the table): not counted twice.
     f.open.set(A, 2);
@@ -77,7 +108,12 @@ describe("per API key quotas (issue 14.6)", () => {
     f.setClock(t);
     // Spent earlier today through another gateway: 3 image tasks (0.5 each).
     for (let i = 0; i < 3; i++) f.created.push({ owner: A, type: "image", at: 10 * DAY + 1000 * i });
-    const q = createQuotas({ config: QuotasConfig.parse({ default: { dailySpend: 2.5 } }), prices: { image: 0.5, turnstile: 0.25 }, source: f.source, now: () => t });
+    const q = createQuotas({
+      config: QuotasConfig.parse({ default: { dailySpend: 2.5 } }),
+      prices: { image: 0.5, turnstile: 0.25 },
+      source: f.source,
+      now: () => t,
+    });
     expect(refusal(await q.admitSubmit(A, { type: "image", priority: "normal" }))).toBeUndefined(); // 2.0
     expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined(); // 2.25
     expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined(); // 2.5
@@ -96,7 +132,13 @@ describe("per API key quotas (issue 14.6)", () => {
     let t = 10 * DAY + 3600_000;
     const f = fakeSource();
     f.setClock(t);
-    const q = createQuotas({ config: QuotasConfig.parse({ default: { dailySpend: 100 } }), prices: { turnstile: 1 }, source: f.source, refreshMs: 1000, now: () => t });
+    const q = createQuotas({
+      config: QuotasConfig.parse({ default: { dailySpend: 100 } }),
+      prices: { turnstile: 1 },
+      source: f.source,
+      refreshMs: 1000,
+      now: () => t,
+    });
     for (let i = 0; i < 5; i++) f.created.push({ owner: A, type: "turnstile", at: t - 60_000 + i });
     for (let i = 0; i < 2; i++) f.created.push({ owner: A, type: "turnstile", at: t - 1000 + i }); // not settled yet
     expect((await q.usage(A)).spendToday).toBe(7);
@@ -115,17 +157,33 @@ describe("per API key quotas (issue 14.6)", () => {
     const t = 10 * DAY;
     const f = fakeSource();
     f.setClock(t);
-    const q = createQuotas({ config: QuotasConfig.parse({ default: { highLane: false, maxRedrives: 2, dailySpend: 10 } }), prices: { turnstile: 1 }, source: f.source, now: () => t });
-    expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "high" }))).toMatchObject({ kind: "highLane", status: 403, field: "priority" });
+    const q = createQuotas({
+      config: QuotasConfig.parse({ default: { highLane: false, maxRedrives: 2, dailySpend: 10 } }),
+      prices: { turnstile: 1 },
+      source: f.source,
+      now: () => t,
+    });
+    expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "high" }))).toMatchObject({
+      kind: "highLane",
+      status: 403,
+      field: "priority",
+    });
     expect(refusal(await q.admitSubmit(A, { type: "turnstile", priority: "normal" }))).toBeUndefined();
     expect(refusal(await q.admitRedrive(A, { type: "turnstile", redrives: 1 }))).toBeUndefined();
-    expect(refusal(await q.admitRedrive(A, { type: "turnstile", redrives: 2 }))).toMatchObject({ kind: "maxRedrives", status: 403, field: "path.id" });
+    expect(refusal(await q.admitRedrive(A, { type: "turnstile", redrives: 2 }))).toMatchObject({
+      kind: "maxRedrives",
+      status: 403,
+      field: "path.id",
+    });
     expect((await q.usage(A)).spendToday).toBe(2);
     expect((await q.usage(A)).limits).toMatchObject({ highLane: false, maxRedrives: 2, dailySpend: 10 });
   });
 
   test("QUOTAS names the field at fault; keys are client ids, never keys", () => {
-    expect(QuotasConfig.safeParse({ default: { maxInFlight: -1 } }).error?.issues[0]?.path).toEqual(["default", "maxInFlight"]);
+    expect(QuotasConfig.safeParse({ default: { maxInFlight: -1 } }).error?.issues[0]?.path).toEqual([
+      "default",
+      "maxInFlight",
+    ]);
     expect(QuotasConfig.safeParse({ keys: { "client-a-key": {} } }).success).toBe(false);
     expect(QuotasConfig.safeParse({ default: { maxInflight: 3 } }).success).toBe(false);
   });
@@ -138,10 +196,27 @@ test("during the transition to peppered ids a key's figures add its legacy id's 
   f.setClock(t);
   f.open.set(NEW, 1);
   f.open.set(A, 2);
-  f.created.push({ owner: NEW, type: "turnstile", at: 10 * DAY + 1 }, { owner: A, type: "turnstile", at: 10 * DAY + 2 }, { owner: B, type: "turnstile", at: 10 * DAY + 3 });
+  f.created.push(
+    { owner: NEW, type: "turnstile", at: 10 * DAY + 1 },
+    { owner: A, type: "turnstile", at: 10 * DAY + 2 },
+    { owner: B, type: "turnstile", at: 10 * DAY + 3 },
+  );
   const config = QuotasConfig.parse({ keys: { [A]: { maxInFlight: 4, dailySpend: 10 } } });
-  const q = createQuotas({ config, prices: { turnstile: 1 }, source: f.source, now: () => t, ownersOf: (id) => (id === NEW ? [NEW, A] : [id]) });
-  expect(await q.usage(NEW)).toMatchObject({ clientId: NEW, inFlight: 3, spendToday: 2, limits: { maxInFlight: 4, dailySpend: 10 } });
+  const q = createQuotas({
+    config,
+    prices: { turnstile: 1 },
+    source: f.source,
+    now: () => t,
+    ownersOf: (id) => (id === NEW ? [NEW, A] : [id]),
+  });
+  expect(await q.usage(NEW)).toMatchObject({
+    clientId: NEW,
+    inFlight: 3,
+    spendToday: 2,
+    limits: { maxInFlight: 4, dailySpend: 10 },
+  });
   expect(refusal(await q.admitSubmit(NEW, { type: "turnstile", priority: "normal" }))).toBeUndefined();
-  expect(refusal(await q.admitSubmit(NEW, { type: "turnstile", priority: "normal" }))).toMatchObject({ kind: "maxInFlight" });
+  expect(refusal(await q.admitSubmit(NEW, { type: "turnstile", priority: "normal" }))).toMatchObject({
+    kind: "maxInFlight",
+  });
 });

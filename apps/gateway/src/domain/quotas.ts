@@ -1,5 +1,5 @@
+import { type Priority, TaskType } from "@pipeline/shared/schemas";
 import { z } from "zod";
-import { TaskType, type Priority } from "@pipeline/shared/schemas";
 
 /**
  * Per API key quotas (issue 14.6): a submission rate, tasks in flight, a daily spend in provider
@@ -27,7 +27,14 @@ export const QuotasConfig = z
   .object({
     default: Quota.default({}),
     /** By client id (what `GET /v1/usage` and `GET /v1/webhook-secret` show: 32 hex characters with API_KEY_PEPPER, 16 legacy), never by key. */
-    keys: z.record(z.string().regex(/^(?:[0-9a-f]{16}|[0-9a-f]{32})$/, "must be a client id (32 hex characters, or 16 for a legacy id)"), Quota).default({}),
+    keys: z
+      .record(
+        z
+          .string()
+          .regex(/^(?:[0-9a-f]{16}|[0-9a-f]{32})$/, "must be a client id (32 hex characters, or 16 for a legacy id)"),
+        Quota,
+      )
+      .default({}),
   })
   .strict();
 export type QuotasConfig = z.infer<typeof QuotasConfig>;
@@ -56,7 +63,12 @@ export interface UsageSource {
    * database's now() - settleMs (at least `from`, at most `dayEnd`): rows before it are counted
    * for good (`settled`), rows after it are re-read next time.
    */
-  createdSince(owners: readonly string[], from: Date, dayEnd: Date, settleMs: number): Promise<{ settledTo: Date; rows: Array<{ type: string; settled: boolean; n: number }> }>;
+  createdSince(
+    owners: readonly string[],
+    from: Date,
+    dayEnd: Date,
+    settleMs: number,
+  ): Promise<{ settledTo: Date; rows: Array<{ type: string; settled: boolean; n: number }> }>;
 }
 
 export interface Reservation {
@@ -98,14 +110,24 @@ export function isRefusal(r: QuotaRefusal | Reservation): r is QuotaRefusal {
  * added locally, so a burst cannot run past a limit on one gateway; other gateways' show up at the
  * next read. Redrives are counted by the gateway that made them (their rows are not new).
  */
-export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; source: UsageSource; refreshMs?: number; now?: () => number; ownersOf?: (clientId: string) => readonly string[] }): Quotas {
+export function createQuotas(o: {
+  config?: QuotasConfig;
+  prices?: TaskPrices;
+  source: UsageSource;
+  refreshMs?: number;
+  now?: () => number;
+  ownersOf?: (clientId: string) => readonly string[];
+}): Quotas {
   const cfg = o.config ?? { default: {}, keys: {} };
   const prices = o.prices ?? {};
   const refreshMs = o.refreshMs ?? 2000;
   const now = o.now ?? Date.now;
   // A client's rows, and its QUOTAS entry, may still be under its legacy id during the transition to peppered ids (issue 14.8).
   const ownersOf = o.ownersOf ?? ((clientId: string) => [clientId]);
-  const limitsOf = (clientId: string) => ({ ...cfg.default, ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId] });
+  const limitsOf = (clientId: string) => ({
+    ...cfg.default,
+    ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId],
+  });
   const priceOf = (type: string) => prices[type as TaskType] ?? 0;
   const dayOf = (t: number) => Math.floor(t / DAY_MS);
   const needsOpen = [cfg.default, ...Object.values(cfg.keys)].some((q) => q.maxInFlight !== undefined);
@@ -129,7 +151,11 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
     }
     await open.read;
   };
-  const inFlightOf = (clientId: string) => Math.max(0, ownersOf(clientId).reduce((n, id) => n + (open.counts.get(id) ?? 0), 0) + (openLocal.get(clientId) ?? 0));
+  const inFlightOf = (clientId: string) =>
+    Math.max(
+      0,
+      ownersOf(clientId).reduce((n, id) => n + (open.counts.get(id) ?? 0), 0) + (openLocal.get(clientId) ?? 0),
+    );
 
   // Spend: per key and UTC day, rows settled for good + rows still recent + local charges since the read.
   interface Spend {
@@ -158,7 +184,12 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
     if (!s.read) {
       s.read = (async () => {
         const localBefore = s.local;
-        const { settledTo, rows } = await o.source.createdSince(ownersOf(clientId), new Date(s.settledTo), new Date((s.day + 1) * DAY_MS), SETTLE_MS);
+        const { settledTo, rows } = await o.source.createdSince(
+          ownersOf(clientId),
+          new Date(s.settledTo),
+          new Date((s.day + 1) * DAY_MS),
+          SETTLE_MS,
+        );
         let settled = 0;
         let recent = 0;
         for (const r of rows) {
@@ -198,17 +229,34 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
   const untilMidnight = () => Math.max(1, Math.ceil(((dayOf(now()) + 1) * DAY_MS - now()) / 1000));
 
   /** In-flight and spend checks shared by submissions and redrives; counts the task when admitted. */
-  const admitCounted = async (clientId: string, q: Quota, type: string, what: "submit" | "redrive"): Promise<QuotaRefusal | Reservation> => {
+  const admitCounted = async (
+    clientId: string,
+    q: Quota,
+    type: string,
+    what: "submit" | "redrive",
+  ): Promise<QuotaRefusal | Reservation> => {
     if (q.maxInFlight !== undefined) {
       await readOpen();
       if (inFlightOf(clientId) >= q.maxInFlight)
-        return { kind: "maxInFlight", status: 429, field: "quota.maxInFlight", message: `this API key has ${q.maxInFlight} tasks in flight, its limit; wait for some to finish`, retryAfter: 1 };
+        return {
+          kind: "maxInFlight",
+          status: 429,
+          field: "quota.maxInFlight",
+          message: `this API key has ${q.maxInFlight} tasks in flight, its limit; wait for some to finish`,
+          retryAfter: 1,
+        };
     }
     const price = priceOf(type);
     if (q.dailySpend !== undefined) {
       await readSpend(clientId);
       if (spentOf(clientId) + price > q.dailySpend + 1e-9)
-        return { kind: "dailySpend", status: 429, field: "quota.dailySpend", message: `this API key's daily spend limit (${q.dailySpend}) is reached; it resets at 00:00 UTC`, retryAfter: untilMidnight() };
+        return {
+          kind: "dailySpend",
+          status: 429,
+          field: "quota.dailySpend",
+          message: `this API key's daily spend limit (${q.dailySpend}) is reached; it resets at 00:00 UTC`,
+          retryAfter: untilMidnight(),
+        };
     }
     openLocal.set(clientId, (openLocal.get(clientId) ?? 0) + 1);
     const s = spendOf(clientId);
@@ -233,17 +281,35 @@ export function createQuotas(o: { config?: QuotasConfig; prices?: TaskPrices; so
     active: needsOpen || needsSpend,
     async admitSubmit(clientId, req) {
       const q = limitsOf(clientId);
-      if (req.priority === "high" && q.highLane === false) return { kind: "highLane", status: 403, field: "priority", message: "this API key may not use the high lane; submit with priority normal or low" };
+      if (req.priority === "high" && q.highLane === false)
+        return {
+          kind: "highLane",
+          status: 403,
+          field: "priority",
+          message: "this API key may not use the high lane; submit with priority normal or low",
+        };
       if (q.submitsPerSecond !== undefined) {
         const wait = takeToken(clientId, q.submitsPerSecond, q.burst ?? Math.max(1, Math.ceil(q.submitsPerSecond)));
-        if (wait !== undefined) return { kind: "submitsPerSecond", status: 429, field: "quota.submitsPerSecond", message: `this API key may submit ${q.submitsPerSecond} tasks per second`, retryAfter: wait };
+        if (wait !== undefined)
+          return {
+            kind: "submitsPerSecond",
+            status: 429,
+            field: "quota.submitsPerSecond",
+            message: `this API key may submit ${q.submitsPerSecond} tasks per second`,
+            retryAfter: wait,
+          };
       }
       return admitCounted(clientId, q, req.type, "submit");
     },
     async admitRedrive(clientId, task) {
       const q = limitsOf(clientId);
       if (q.maxRedrives !== undefined && task.redrives >= q.maxRedrives)
-        return { kind: "maxRedrives", status: 403, field: "path.id", message: `this task was redriven ${task.redrives} times, the limit of this API key` };
+        return {
+          kind: "maxRedrives",
+          status: 403,
+          field: "path.id",
+          message: `this task was redriven ${task.redrives} times, the limit of this API key`,
+        };
       return admitCounted(clientId, q, task.type, "redrive");
     },
     async usage(clientId) {

@@ -24,8 +24,16 @@ describe("task id", () => {
     expect(deriveTaskId("c1", "k-1")).toBe("1936e44b-09ff-839f-88a1-5bf864ad176c");
     expect(deriveTaskId("0123456789abcdef0123456789abcdef", "order-42")).toBe("51699463-9d56-83bf-97f0-a9bfe0108de9");
     expect(deriveTaskId("ü", "k")).toBe("18dccd48-e90c-8d10-b212-bf5f53d50df1");
-    expect(requestHash({ type: "turnstile", priority: "normal", params: { sitekey: "0x4AAA", pageurl: "https://example.com/a?b=ü" } })).toBe("9e5858520a84830586d1992d657fc18d504208a326ac0a603f34d819c5f57e26");
-    expect(requestHash({ b: [1, { y: 1, x: 2 }, undefined, null], a: undefined, é: "\u2028" })).toBe("4bdf640a341b14513b9a773fc566d183747b89f3639134279346081ed06c8036");
+    expect(
+      requestHash({
+        type: "turnstile",
+        priority: "normal",
+        params: { sitekey: "0x4AAA", pageurl: "https://example.com/a?b=ü" },
+      }),
+    ).toBe("9e5858520a84830586d1992d657fc18d504208a326ac0a603f34d819c5f57e26");
+    expect(requestHash({ b: [1, { y: 1, x: 2 }, undefined, null], a: undefined, é: "\u2028" })).toBe(
+      "4bdf640a341b14513b9a773fc566d183747b89f3639134279346081ed06c8036",
+    );
     expect(requestHash({})).toBe("44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
     expect(canonicalJson([1, undefined, null])).toBe("[1,,null]");
   });

@@ -1,4 +1,5 @@
 import { sha256 } from "@pipeline/shared/sha256";
+
 // Both hashes are stored or derived (the id of a retried request, a row's request_hash): their
 // bytes must never change (task-id.test.ts pins them).
 

@@ -20,6 +20,7 @@ export function isProviderAccountCode(code: string): boolean {
  */
 export function toTaskView(...args: Parameters<typeof sharedTaskView>): ReturnType<typeof sharedTaskView> {
   const view = sharedTaskView(...args);
-  if (view.error && isProviderAccountCode(view.error.code)) view.error = { code: "PROVIDER_ERROR", message: "the provider could not take this task; submit it again later" };
+  if (view.error && isProviderAccountCode(view.error.code))
+    view.error = { code: "PROVIDER_ERROR", message: "the provider could not take this task; submit it again later" };
   return view;
 }

@@ -1,12 +1,12 @@
-import { parseCidr } from "@pipeline/shared/net";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { openDatabase, type Database } from "@pipeline/shared/db";
-import { createLogger } from "@pipeline/shared/log";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { freePort } from "@pipeline/devstack";
-import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { streams } from "@pipeline/shared/subjects";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
+import { parseCidr } from "@pipeline/shared/net";
+import { streams } from "@pipeline/shared/subjects";
 import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
 import { createTaskStore } from "../adapters/pg.ts";
 import { createApiKeys } from "../domain/api-keys.ts";
@@ -27,7 +27,13 @@ beforeAll(async () => {
   await ensureStreams(jsm, { region: REGION });
   database = openDatabase(tdb.url, { max: 5 });
   app = createApp({
-    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+    config: {
+      REGION,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+    },
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
@@ -41,7 +47,10 @@ afterAll(async () => {
   await Promise.all([nats.dispose(), tdb.drop()]);
 });
 
-const turnstile = { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" } };
+const turnstile = {
+  type: "turnstile",
+  params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" },
+};
 async function post(body: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return app.request("/v1/tasks", {
     method: "POST",
@@ -75,7 +84,10 @@ describe("POST /v1/tasks", () => {
     expect(((await b.json()) as { id: string }).id).toBe(ida);
     expect(b.headers.get("idempotent-replayed")).toBe("true");
     const before = await counts();
-    const c = await post({ ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/other" } }, { "idempotency-key": "order-1" });
+    const c = await post(
+      { ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/other" } },
+      { "idempotency-key": "order-1" },
+    );
     expect(c.status).toBe(422);
     expect(c.headers.get("content-type")).toContain("application/problem+json");
     expect(((await c.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("header.idempotency-key");
@@ -83,25 +95,70 @@ describe("POST /v1/tasks", () => {
   });
 
   const bad: Array<[string, () => Response | Promise<Response>, number, string]> = [
-    ["missing key", () => app.request("/v1/tasks", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(turnstile) }), 401, "header.authorization"],
+    [
+      "missing key",
+      () =>
+        app.request("/v1/tasks", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(turnstile),
+        }),
+      401,
+      "header.authorization",
+    ],
     ["wrong key", () => post(turnstile, { authorization: "Bearer nope-nope" }), 401, "header.authorization"],
     ["unknown type", () => post({ type: "hcaptcha", params: {} }), 400, "type"],
     ["missing sitekey", () => post({ type: "turnstile", params: { pageurl: "https://e.com" } }), 400, "params.sitekey"],
     ["malformed JSON", () => post("{ nope"), 400, "(body)"],
-    ["not JSON", () => post("a=b", { "content-type": "application/x-www-form-urlencoded" }), 415, "header.content-type"],
+    [
+      "not JSON",
+      () => post("a=b", { "content-type": "application/x-www-form-urlencoded" }),
+      415,
+      "header.content-type",
+    ],
     ["oversized body", () => post({ type: "image", params: { body: "A".repeat(70 * 1024) } }), 413, "(body)"],
-    ["oversized image", () => post({ type: "image", params: { body: Buffer.alloc(5000, 1).toString("base64") } }), 400, "params.body"],
+    [
+      "oversized image",
+      () => post({ type: "image", params: { body: Buffer.alloc(5000, 1).toString("base64") } }),
+      400,
+      "params.body",
+    ],
     ["bad idempotency key", () => post(turnstile, { "idempotency-key": "has space" }), 400, "header.idempotency-key"],
     ["bad priority", () => post({ ...turnstile, priority: "urgent" }), 400, "priority"],
     // The SSRF policy (docs/security.md): a callback may only go to a public https host.
-    ["loopback callbackUrl", () => post({ ...turnstile, callbackUrl: "https://127.0.0.1:8443/hook" }), 400, "callbackUrl"],
-    ["hex loopback callbackUrl", () => post({ ...turnstile, callbackUrl: "https://0x7f000001/hook" }), 400, "callbackUrl"],
+    [
+      "loopback callbackUrl",
+      () => post({ ...turnstile, callbackUrl: "https://127.0.0.1:8443/hook" }),
+      400,
+      "callbackUrl",
+    ],
+    [
+      "hex loopback callbackUrl",
+      () => post({ ...turnstile, callbackUrl: "https://0x7f000001/hook" }),
+      400,
+      "callbackUrl",
+    ],
     ["IPv6 loopback callbackUrl", () => post({ ...turnstile, callbackUrl: "https://[::1]/hook" }), 400, "callbackUrl"],
     ["private callbackUrl", () => post({ ...turnstile, callbackUrl: "https://10.0.0.7/hook" }), 400, "callbackUrl"],
-    ["cloud metadata callbackUrl", () => post({ ...turnstile, callbackUrl: "https://169.254.169.254/latest/meta-data/" }), 400, "callbackUrl"],
+    [
+      "cloud metadata callbackUrl",
+      () => post({ ...turnstile, callbackUrl: "https://169.254.169.254/latest/meta-data/" }),
+      400,
+      "callbackUrl",
+    ],
     ["localhost callbackUrl", () => post({ ...turnstile, callbackUrl: "https://localhost/hook" }), 400, "callbackUrl"],
-    ["callbackUrl with userinfo", () => post({ ...turnstile, callbackUrl: "https://user:pass@hooks.example.com/hook" }), 400, "callbackUrl"],
-    ["plain http callbackUrl", () => post({ ...turnstile, callbackUrl: "http://hooks.example.com/hook" }), 400, "callbackUrl"],
+    [
+      "callbackUrl with userinfo",
+      () => post({ ...turnstile, callbackUrl: "https://user:pass@hooks.example.com/hook" }),
+      400,
+      "callbackUrl",
+    ],
+    [
+      "plain http callbackUrl",
+      () => post({ ...turnstile, callbackUrl: "http://hooks.example.com/hook" }),
+      400,
+      "callbackUrl",
+    ],
   ];
   for (const [name, send, status, field] of bad) {
     test(`${name}: ${status} problem+json naming ${field}, no row, no message`, async () => {
@@ -109,7 +166,12 @@ describe("POST /v1/tasks", () => {
       const res = await send();
       expect(res.status).toBe(status);
       expect(res.headers.get("content-type")).toContain("application/problem+json");
-      const problem = (await res.json()) as { status: number; title: string; requestId: string; errors: Array<{ field: string }> };
+      const problem = (await res.json()) as {
+        status: number;
+        title: string;
+        requestId: string;
+        errors: Array<{ field: string }>;
+      };
       expect(problem.status).toBe(status);
       expect(problem.requestId).toBeTruthy();
       expect(problem.errors.map((e) => e.field)).toContain(field);
@@ -123,7 +185,9 @@ describe("callbackUrl", () => {
     const res = await post({ ...turnstile, callbackUrl: "https://hooks.example.com/cb?x=1" });
     expect(res.status).toBe(202);
     const { id } = (await res.json()) as { id: string };
-    const [row] = (await database.sql`select callback_url from tasks where id = ${id}`) as unknown as [{ callback_url: string }];
+    const [row] = (await database.sql`select callback_url from tasks where id = ${id}`) as unknown as [
+      { callback_url: string },
+    ];
     expect(row.callback_url).toBe("https://hooks.example.com/cb?x=1");
   });
 
@@ -132,12 +196,22 @@ describe("callbackUrl", () => {
     expect(res.status).toBe(400);
     const text = await res.text();
     expect(text).not.toContain("s3cret");
-    expect((JSON.parse(text) as { errors: unknown }).errors).toEqual([{ field: "callbackUrl", message: "must not point to a loopback address (127.0.0.1)" }]);
+    expect((JSON.parse(text) as { errors: unknown }).errors).toEqual([
+      { field: "callbackUrl", message: "must not point to a loopback address (127.0.0.1)" },
+    ]);
   });
 
   test("WEBHOOK_ALLOW_HTTP and WEBHOOK_ALLOW_PRIVATE (dev and tests) let http://127.0.0.1 through", async () => {
     const dev = createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_ALLOW_HTTP: true, WEBHOOK_ALLOW_PRIVATE: true },
+      config: {
+        REGION,
+        MAX_BODY_BYTES: 64 * 1024,
+        IMAGE_MAX_BYTES: 4096,
+        MAX_WAIT_SECONDS: 5,
+        TASK_DEADLINE_MS: 600_000,
+        WEBHOOK_ALLOW_HTTP: true,
+        WEBHOOK_ALLOW_PRIVATE: true,
+      },
       store: createTaskStore(database.db),
       queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
@@ -198,13 +272,19 @@ describe("GET /v1/tasks/:id", () => {
     const res = await app.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-a-key" } });
     expect(((await res.json()) as { result: { token: string } }).result.token).toBe("T-NS");
     expect(res.headers.get("cache-control")).toBe("no-store");
-    expect((await app.request(`/v1/tasks/nope`, { headers: { authorization: "Bearer client-a-key" } })).headers.get("cache-control")).toBe("no-store");
+    expect(
+      (await app.request(`/v1/tasks/nope`, { headers: { authorization: "Bearer client-a-key" } })).headers.get(
+        "cache-control",
+      ),
+    ).toBe("no-store");
     const sse = await app.request(`/v1/tasks/${id}/events`, { headers: { authorization: "Bearer client-a-key" } });
     expect(sse.headers.get("cache-control")).toContain("no-store");
     await sse.text();
     const failed = (await (await post(turnstile)).json()) as { id: string };
     await database.sql`update tasks set state='failed', error_code='ERROR_ZERO_BALANCE', error_message='balance 0.00 USD on account 4711', completed_at=now(), version=version+1 where id=${failed.id}`;
-    const text = await (await app.request(`/v1/tasks/${failed.id}`, { headers: { authorization: "Bearer client-a-key" } })).text();
+    const text = await (
+      await app.request(`/v1/tasks/${failed.id}`, { headers: { authorization: "Bearer client-a-key" } })
+    ).text();
     expect(text).not.toContain("ZERO_BALANCE");
     expect(text).not.toContain("4711");
     expect((JSON.parse(text) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
@@ -221,7 +301,10 @@ test("health, readiness and the OpenAPI document", async () => {
   const ready = await app.request("/readyz");
   expect(ready.status).toBe(200);
   expect(await ready.json()).toMatchObject({ nats: "ok", postgres: "ok" });
-  const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown>; components: { schemas: { TaskRequest: unknown } } };
+  const doc = (await (await app.request("/openapi.json")).json()) as {
+    paths: Record<string, unknown>;
+    components: { schemas: { TaskRequest: unknown } };
+  };
   expect(Object.keys(doc.paths)).toContain("/v1/tasks");
   expect(JSON.stringify(doc.components.schemas.TaskRequest)).toContain("turnstile");
 });
@@ -231,7 +314,13 @@ test("readiness says down without the driver's error text (no host, user or data
   const broken = openDatabase(`postgres://secret_user@127.0.0.1:${port}/secret_db`, { max: 1 });
   try {
     const down = createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      config: {
+        REGION,
+        MAX_BODY_BYTES: 64 * 1024,
+        IMAGE_MAX_BYTES: 4096,
+        MAX_WAIT_SECONDS: 5,
+        TASK_DEADLINE_MS: 600_000,
+      },
       store: createTaskStore(broken.db),
       queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
@@ -258,7 +347,21 @@ test("/readyz is answered from a cached check: 200 requests on both listeners wi
   const queue = { ...realQueue, ping: () => (pings.nats++, realQueue.ping()) };
   const log = createLogger("gateway-test", { level: "silent" });
   const readiness = createReadiness({ store, queue, log });
-  const clients = createApp({ config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 }, store, queue, watcher: createTaskWatcher(nc, REGION), apiKeys: createApiKeys(["client-a-key"]), log, readiness });
+  const clients = createApp({
+    config: {
+      REGION,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+    },
+    store,
+    queue,
+    watcher: createTaskWatcher(nc, REGION),
+    apiKeys: createApiKeys(["client-a-key"]),
+    log,
+    readiness,
+  });
   const ops = createMetricsApp({ store, queue, log, readiness });
   const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? clients : ops).request("/readyz")));
   expect(answers.every((r) => r.status === 200)).toBe(true);
@@ -290,7 +393,17 @@ describe("waiting requests: caps, client aborts, wake-ups, stream lifetime (issu
     const store = createTaskStore(database.db);
     watcher = createTaskWatcher(nc, REGION);
     capped = createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 30, TASK_DEADLINE_MS: 600_000, LONG_POLL_MAX_PER_KEY: 2, LONG_POLL_MAX_TOTAL: 3, LONG_POLL_RECHECK_MS: 5000, SSE_MAX_SECONDS: 1 },
+      config: {
+        REGION,
+        MAX_BODY_BYTES: 64 * 1024,
+        IMAGE_MAX_BYTES: 4096,
+        MAX_WAIT_SECONDS: 30,
+        TASK_DEADLINE_MS: 600_000,
+        LONG_POLL_MAX_PER_KEY: 2,
+        LONG_POLL_MAX_TOTAL: 3,
+        LONG_POLL_RECHECK_MS: 5000,
+        SSE_MAX_SECONDS: 1,
+      },
       // Counts the task reads, to see what a waiting request costs Postgres.
       store: { ...store, get: (id: string) => (reads++, store.get(id)) },
       queue: createTaskQueue(nc, REGION, 2000),
@@ -300,8 +413,20 @@ describe("waiting requests: caps, client aborts, wake-ups, stream lifetime (issu
     });
   });
   const queued = async (key = "client-a-key") =>
-    ((await (await capped.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(turnstile) })).json()) as { id: string }).id;
-  const waitOn = async (id: string, key: string, signal?: AbortSignal): Promise<Response> => capped.request(`/v1/tasks/${id}?wait=30`, { headers: { authorization: `Bearer ${key}` }, ...(signal ? { signal } : {}) });
+    (
+      (await (
+        await capped.request("/v1/tasks", {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify(turnstile),
+        })
+      ).json()) as { id: string }
+    ).id;
+  const waitOn = async (id: string, key: string, signal?: AbortSignal): Promise<Response> =>
+    capped.request(`/v1/tasks/${id}?wait=30`, {
+      headers: { authorization: `Bearer ${key}` },
+      ...(signal ? { signal } : {}),
+    });
 
   test("a key holds at most LONG_POLL_MAX_PER_KEY waits, the gateway LONG_POLL_MAX_TOTAL: then 429 with Retry-After, naming query.wait", async () => {
     const id = await queued();
@@ -317,7 +442,9 @@ describe("waiting requests: caps, client aborts, wake-ups, stream lifetime (issu
     await Bun.sleep(200);
     expect((await waitOn(await queued("client-c-key"), "client-c-key")).status).toBe(429);
     // A read without ?wait is never capped.
-    expect((await capped.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-a-key" } })).status).toBe(200);
+    expect(
+      (await capped.request(`/v1/tasks/${id}`, { headers: { authorization: "Bearer client-a-key" } })).status,
+    ).toBe(200);
     for (const a of aborts) a.abort();
     await Promise.allSettled([...held, other]);
   });
@@ -396,25 +523,41 @@ test("the tasks-by-state gauge reads Postgres at most once per interval, whateve
 test("POST /retry of a failed task whose params retention erased is a 409 naming path.id, and changes nothing", async () => {
   const { id } = (await (await post(turnstile)).json()) as { id: string };
   await database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', params = '{}'::jsonb, version = version + 1 where id = ${id}`;
-  const [before] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
-  const res = await app.request(`/v1/tasks/${id}/retry`, { method: "POST", headers: { authorization: "Bearer client-a-key" } });
+  const [before] = await database.sql<
+    { state: string; redrives: number; version: number }[]
+  >`select state, redrives, version from tasks where id = ${id}`;
+  const res = await app.request(`/v1/tasks/${id}/retry`, {
+    method: "POST",
+    headers: { authorization: "Bearer client-a-key" },
+  });
   expect(res.status).toBe(409);
   expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("path.id");
-  const [after] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+  const [after] = await database.sql<
+    { state: string; redrives: number; version: number }[]
+  >`select state, redrives, version from tasks where id = ${id}`;
   expect(after).toEqual(before!);
 });
 
 test("GET /v1/webhook-secret hands each client its own signing secret (and the previous one during a rotation); none without a master (issue 14.3)", async () => {
   const { clientWebhookSecret } = await import("@pipeline/shared/webhooks");
   const signed = createApp({
-    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: "master-secret-0002", WEBHOOK_SECRET_PREVIOUS: "master-secret-0001" },
+    config: {
+      REGION,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+      WEBHOOK_SECRET: "master-secret-0002",
+      WEBHOOK_SECRET_PREVIOUS: "master-secret-0001",
+    },
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
     log: createLogger("gateway-test", { level: "silent" }),
   });
-  const get = (a: ReturnType<typeof createApp>, key?: string) => a.request("/v1/webhook-secret", { headers: key ? { authorization: `Bearer ${key}` } : {} });
+  const get = (a: ReturnType<typeof createApp>, key?: string) =>
+    a.request("/v1/webhook-secret", { headers: key ? { authorization: `Bearer ${key}` } : {} });
   const ra = await get(signed, "client-a-key");
   const rb = await get(signed, "client-b-key");
   expect(ra.status).toBe(200);
@@ -437,14 +580,26 @@ test("GET /v1/webhook-secret after one client's secret is rotated alone (WEBHOOK
   const a = apiKeys.clientOf("client-a-key")!;
   const b = apiKeys.clientOf("client-b-key")!;
   const app = createApp({
-    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: "master-secret-0002", WEBHOOK_CLIENT_GENERATIONS: { [a]: { current: 1, previous: 0 } } },
+    config: {
+      REGION,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+      WEBHOOK_SECRET: "master-secret-0002",
+      WEBHOOK_CLIENT_GENERATIONS: { [a]: { current: 1, previous: 0 } },
+    },
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys,
     log: createLogger("gateway-test", { level: "silent" }),
   });
-  const get = async (key: string) => (await app.request("/v1/webhook-secret", { headers: { authorization: `Bearer ${key}` } })).json() as Promise<{ secret: string; previous?: string }>;
+  const get = async (key: string) =>
+    (await app.request("/v1/webhook-secret", { headers: { authorization: `Bearer ${key}` } })).json() as Promise<{
+      secret: string;
+      previous?: string;
+    }>;
   const ra = await get("client-a-key");
   expect(ra.secret).toBe(clientWebhookSecret("master-secret-0002", a, 1));
   expect(ra.previous).toBe(clientWebhookSecret("master-secret-0002", a));
@@ -457,15 +612,30 @@ describe("failed authentication is throttled per (address, key) and per address"
   const lines: string[] = [];
   const throttled = (extra: Partial<Parameters<typeof createApp>[0]["config"]> = {}) =>
     createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, AUTH_FAIL_MAX: 3, AUTH_FAIL_MAX_PER_SOURCE: 5, AUTH_FAIL_WINDOW_MS: 60_000, ...extra },
+      config: {
+        REGION,
+        MAX_BODY_BYTES: 64 * 1024,
+        IMAGE_MAX_BYTES: 4096,
+        MAX_WAIT_SECONDS: 5,
+        TASK_DEADLINE_MS: 600_000,
+        AUTH_FAIL_MAX: 3,
+        AUTH_FAIL_MAX_PER_SOURCE: 5,
+        AUTH_FAIL_WINDOW_MS: 60_000,
+        ...extra,
+      },
       store: createTaskStore(database.db),
       queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(["client-a-key", "client-b-key"]),
       log: createLogger("gateway-test", { level: "info", destination: { write: (l: string) => void lines.push(l) } }),
     });
-  const get = (a: ReturnType<typeof createApp>, ip: string, key?: string, path = "/v1/webhook-secret", headers: Record<string, string> = {}) =>
-    a.request(path, { headers: { ...headers, ...(key ? { authorization: `Bearer ${key}` } : {}) } }, from(ip));
+  const get = (
+    a: ReturnType<typeof createApp>,
+    ip: string,
+    key?: string,
+    path = "/v1/webhook-secret",
+    headers: Record<string, string> = {},
+  ) => a.request(path, { headers: { ...headers, ...(key ? { authorization: `Bearer ${key}` } : {}) } }, from(ip));
   const TASK = "/v1/tasks/00000000-0000-4000-8000-000000000000";
 
   test("a key guesser (a new key each time) gets 429 with Retry-After at its address after AUTH_FAIL_MAX_PER_SOURCE failures, even with a good key; other addresses are not affected; no key is logged", async () => {
@@ -477,7 +647,9 @@ describe("failed authentication is throttled per (address, key) and per address"
     const refused = await get(a, "203.0.113.5", "client-a-key", TASK);
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(59);
-    expect(((await refused.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("header.authorization");
+    expect(((await refused.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe(
+      "header.authorization",
+    );
     // The facade answers 2Captcha's code for it.
     const facade = await a.request("/res.php?key=client-a-key&action=getbalance", {}, from("203.0.113.5"));
     expect(await facade.text()).toBe("IP_BANNED");
@@ -498,26 +670,40 @@ describe("failed authentication is throttled per (address, key) and per address"
     // Today's per-address throttle refused everything from the address here.
     for (let i = 0; i < 20; i++) expect((await get(a, "192.0.2.44", "revoked-key-of-x", TASK)).status).toBe(429);
     expect((await get(a, "192.0.2.44", "client-a-key", TASK)).status).toBe(404);
-    expect(await (await a.request("/res.php?key=client-b-key&action=getbalance", {}, from("192.0.2.44"))).text()).not.toBe("IP_BANNED");
+    expect(
+      await (await a.request("/res.php?key=client-b-key&action=getbalance", {}, from("192.0.2.44"))).text(),
+    ).not.toBe("IP_BANNED");
   });
 
   test("behind the load balancer (GATEWAY_TRUSTED_PROXIES), 20 bad requests of one client do not lock out the others: the reviewer's lockout", async () => {
     const LB = "10.0.1.5";
     const a = throttled({ GATEWAY_TRUSTED_PROXIES: [parseCidr("10.0.1.0/24")!] });
     const via = (client: string) => ({ "x-forwarded-for": client });
-    for (let i = 0; i < 20; i++) expect((await get(a, LB, `wrong-key-${i}`, TASK, via("198.51.100.20"))).status).toBe(i < 5 ? 401 : 429);
+    for (let i = 0; i < 20; i++)
+      expect((await get(a, LB, `wrong-key-${i}`, TASK, via("198.51.100.20"))).status).toBe(i < 5 ? 401 : 429);
     // Every other client of the load balancer is served, with the REST API and the facade.
     expect((await get(a, LB, "client-a-key", TASK, via("198.51.100.30"))).status).toBe(404);
-    const facade = await a.request("/res.php?key=client-b-key&action=getbalance", { headers: via("198.51.100.31") }, from(LB));
+    const facade = await a.request(
+      "/res.php?key=client-b-key&action=getbalance",
+      { headers: via("198.51.100.31") },
+      from(LB),
+    );
     expect(await facade.text()).not.toBe("IP_BANNED");
     // The guesser's own address stays refused, whichever client address it forges to the left.
-    expect((await get(a, LB, "client-a-key", TASK, { "x-forwarded-for": "203.0.113.99, 198.51.100.20" })).status).toBe(429);
+    expect((await get(a, LB, "client-a-key", TASK, { "x-forwarded-for": "203.0.113.99, 198.51.100.20" })).status).toBe(
+      429,
+    );
   });
 
   test("facade guesses count too", async () => {
     const a = throttled();
-    for (let i = 0; i < 5; i++) expect(await (await a.request(`/res.php?key=guess-${i}&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("ERROR_WRONG_USER_KEY");
-    expect(await (await a.request(`/res.php?key=guess-x&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe("IP_BANNED");
+    for (let i = 0; i < 5; i++)
+      expect(await (await a.request(`/res.php?key=guess-${i}&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe(
+        "ERROR_WRONG_USER_KEY",
+      );
+    expect(await (await a.request(`/res.php?key=guess-x&action=getbalance`, {}, from("192.0.2.9"))).text()).toBe(
+      "IP_BANNED",
+    );
   });
 
   test("X-Forwarded-For is believed only from a trusted proxy, and only as far as the chain runs through trusted proxies; an unknown proxy is warned about once", async () => {
@@ -526,7 +712,8 @@ describe("failed authentication is throttled per (address, key) and per address"
     const trusted = [parseCidr("10.0.1.0/24")!, parseCidr("fd00::/8")!];
     const h = new Hono();
     h.get("/", (c) => c.text(`${sourceOf(c, trusted)} ${sourceOf(c, [])}`));
-    const ask = async (peer: string, xff?: string) => (await h.request("/", { headers: xff ? { "x-forwarded-for": xff } : {} }, from(peer))).text();
+    const ask = async (peer: string, xff?: string) =>
+      (await h.request("/", { headers: xff ? { "x-forwarded-for": xff } : {} }, from(peer))).text();
     expect(await ask("10.0.1.5", "1.2.3.4, 203.0.113.5")).toBe("203.0.113.5 10.0.1.5");
     // Two trusted hops (the load balancer behind another of ours): the first untrusted from the right.
     expect(await ask("10.0.1.5", "1.2.3.4, 203.0.113.5, 10.0.1.9")).toBe("203.0.113.5 10.0.1.5");
@@ -551,7 +738,21 @@ test("/metrics is not served on the clients' listener; the metrics app serves it
   const store = createTaskStore(database.db);
   const queue = createTaskQueue(nc, REGION, 2000);
   const log = createLogger("gateway-test", { level: "silent" });
-  const clients = createApp({ config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 }, store, queue, watcher: createTaskWatcher(nc, REGION), apiKeys: createApiKeys(["client-a-key"]), log, metrics });
+  const clients = createApp({
+    config: {
+      REGION,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+    },
+    store,
+    queue,
+    watcher: createTaskWatcher(nc, REGION),
+    apiKeys: createApiKeys(["client-a-key"]),
+    log,
+    metrics,
+  });
   const res = await clients.request("/metrics");
   expect(res.status).toBe(404);
   expect(await res.text()).not.toContain("gateway_");
@@ -559,7 +760,9 @@ test("/metrics is not served on the clients' listener; the metrics app serves it
   const ops = createMetricsApp({ store, queue, log, metrics });
   const scraped = await ops.request("/metrics");
   expect(scraped.status).toBe(200);
-  expect(await scraped.text()).toMatch(/gateway_http_request_duration_seconds_count\{[^}]*method="GET",route="\/v1\/tasks\/:id",status="404"\} 1/);
+  expect(await scraped.text()).toMatch(
+    /gateway_http_request_duration_seconds_count\{[^}]*method="GET",route="\/v1\/tasks\/:id",status="404"\} 1/,
+  );
   expect((await ops.request("/readyz")).status).toBe(200);
   expect((await ops.request("/healthz")).status).toBe(200);
   // The clients' listener keeps its health checks (the load balancer's probe).
@@ -567,7 +770,13 @@ test("/metrics is not served on the clients' listener; the metrics app serves it
 });
 
 describe("per API key quotas over HTTP, figures from Postgres (issue 14.6)", () => {
-  const K = { flight: "quota-inflight-key", spend: "quota-spend-key", rate: "quota-rate-key", lane: "quota-lane-key", free: "quota-free-key" };
+  const K = {
+    flight: "quota-inflight-key",
+    spend: "quota-spend-key",
+    rate: "quota-rate-key",
+    lane: "quota-lane-key",
+    free: "quota-free-key",
+  };
   let q: ReturnType<typeof createApp>;
   beforeAll(async () => {
     const { createQuotas, QuotasConfig } = await import("../domain/quotas.ts");
@@ -583,19 +792,40 @@ describe("per API key quotas over HTTP, figures from Postgres (issue 14.6)", () 
       },
     });
     q = createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      config: {
+        REGION,
+        MAX_BODY_BYTES: 64 * 1024,
+        IMAGE_MAX_BYTES: 4096,
+        MAX_WAIT_SECONDS: 5,
+        TASK_DEADLINE_MS: 600_000,
+      },
       store: createTaskStore(database.db),
       queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys(Object.values(K)),
       log: createLogger("gateway-test", { level: "silent" }),
-      quotas: createQuotas({ config, prices: { turnstile: 0.001 }, source: createUsageSource(database.db), refreshMs: 100 }),
+      quotas: createQuotas({
+        config,
+        prices: { turnstile: 0.001 },
+        source: createUsageSource(database.db),
+        refreshMs: 100,
+      }),
     });
   });
   const submit = (key: string, body: unknown = turnstile, headers: Record<string, string> = {}) =>
-    q.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    q.request("/v1/tasks", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
   const problem = async (res: Response) => (await res.json()) as { status: number; errors: Array<{ field: string }> };
-  const usage = async (key: string) => (await (await q.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as { clientId: string; inFlight: number; spendToday: number; limits: Record<string, unknown> };
+  const usage = async (key: string) =>
+    (await (await q.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      clientId: string;
+      inFlight: number;
+      spendToday: number;
+      limits: Record<string, unknown>;
+    };
 
   test("tasks in flight: the third is 429 naming quota.maxInFlight with Retry-After, nothing stored; a finished task frees a place; an Idempotency-Key replay is still answered", async () => {
     const first = (await (await submit(K.flight, turnstile, { "idempotency-key": "q-1" })).json()) as { id: string };
@@ -624,7 +854,13 @@ describe("per API key quotas over HTTP, figures from Postgres (issue 14.6)", () 
     const midnight = Math.ceil((Math.ceil(Date.now() / 86_400_000) * 86_400_000 - Date.now()) / 1000);
     expect(Math.abs(wait - midnight)).toBeLessThan(5);
     expect((await problem(res)).errors[0]!.field).toBe("quota.dailySpend");
-    expect(await (await q.request(`/in.php?key=${K.spend}&method=turnstile&sitekey=0x4AAAAAAAC3DHQFLr1GavRN&pageurl=https://example.com/x`)).text()).toBe("ERROR_ZERO_BALANCE");
+    expect(
+      await (
+        await q.request(
+          `/in.php?key=${K.spend}&method=turnstile&sitekey=0x4AAAAAAAC3DHQFLr1GavRN&pageurl=https://example.com/x`,
+        )
+      ).text(),
+    ).toBe("ERROR_ZERO_BALANCE");
     const u = await usage(K.spend);
     expect(u.spendToday).toBe(0.003);
     expect(u.limits).toMatchObject({ dailySpend: 0.003 });
@@ -648,16 +884,22 @@ describe("per API key quotas over HTTP, figures from Postgres (issue 14.6)", () 
 
   test("redrives per task: the second redrive of a task is 403 naming path.id, and nothing changes", async () => {
     const { id } = (await (await submit(K.free)).json()) as { id: string };
-    const fail = () => database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id = ${id}`;
-    const retry = () => q.request(`/v1/tasks/${id}/retry`, { method: "POST", headers: { authorization: `Bearer ${K.free}` } });
+    const fail = () =>
+      database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id = ${id}`;
+    const retry = () =>
+      q.request(`/v1/tasks/${id}/retry`, { method: "POST", headers: { authorization: `Bearer ${K.free}` } });
     await fail();
     expect((await retry()).status).toBe(202);
     await fail();
-    const [before] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+    const [before] = await database.sql<
+      { state: string; redrives: number; version: number }[]
+    >`select state, redrives, version from tasks where id = ${id}`;
     const res = await retry();
     expect(res.status).toBe(403);
     expect((await problem(res)).errors[0]!.field).toBe("path.id");
-    const [after] = await database.sql<{ state: string; redrives: number; version: number }[]>`select state, redrives, version from tasks where id = ${id}`;
+    const [after] = await database.sql<
+      { state: string; redrives: number; version: number }[]
+    >`select state, redrives, version from tasks where id = ${id}`;
     expect(after).toEqual(before!);
   });
 
@@ -680,25 +922,48 @@ test("two gateways share a key's in-flight and spend figures through Postgres (e
   const key = "quota-two-gateways-key";
   const gateway = () =>
     createApp({
-      config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+      config: {
+        REGION,
+        MAX_BODY_BYTES: 64 * 1024,
+        IMAGE_MAX_BYTES: 4096,
+        MAX_WAIT_SECONDS: 5,
+        TASK_DEADLINE_MS: 600_000,
+      },
       store: createTaskStore(database.db),
       queue: createTaskQueue(nc, REGION, 2000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys([key]),
       log: createLogger("gateway-test", { level: "silent" }),
-      quotas: createQuotas({ config: QuotasConfig.parse({ default: { maxInFlight: 3, dailySpend: 10 } }), prices: { turnstile: 2 }, source: createUsageSource(database.db), refreshMs: 200 }),
+      quotas: createQuotas({
+        config: QuotasConfig.parse({ default: { maxInFlight: 3, dailySpend: 10 } }),
+        prices: { turnstile: 2 },
+        source: createUsageSource(database.db),
+        refreshMs: 200,
+      }),
     });
   const [one, two] = [gateway(), gateway()];
-  const submit = (g: ReturnType<typeof createApp>) => g.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(turnstile) });
+  const submit = (g: ReturnType<typeof createApp>) =>
+    g.request("/v1/tasks", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(turnstile),
+    });
   // The second gateway reads its figures first (nothing yet), then the first takes three tasks.
-  expect((await (await two.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as { inFlight: number }).toMatchObject({ inFlight: 0 });
+  expect(
+    (await (await two.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      inFlight: number;
+    },
+  ).toMatchObject({ inFlight: 0 });
   for (let i = 0; i < 3; i++) expect((await submit(one)).status).toBe(202);
   expect((await submit(one)).status).toBe(429);
   await Bun.sleep(250);
   const res = await submit(two);
   expect(res.status).toBe(429);
   expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("quota.maxInFlight");
-  const u = (await (await two.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as { inFlight: number; spendToday: number };
+  const u = (await (await two.request("/v1/usage", { headers: { authorization: `Bearer ${key}` } })).json()) as {
+    inFlight: number;
+    spendToday: number;
+  };
   expect(u).toMatchObject({ inFlight: 3, spendToday: 6 });
   // Finished tasks leave the count; the spend stays: 6 + 2 + 2 = 10, then the cap.
   await database.sql`update tasks set state = 'completed', completed_at = now(), version = version + 1 where owner = ${(await import("../domain/api-keys.ts")).clientIdOf(key)}`;
@@ -712,12 +977,18 @@ test("two gateways share a key's in-flight and spend figures through Postgres (e
 });
 
 describe("another client's key, and request limits (issue 14, untested until now)", () => {
-  const as = (key: string, path: string, init: RequestInit = {}) => app.request(path, { ...init, headers: { authorization: `Bearer ${key}`, ...(init.headers as Record<string, string>) } });
+  const as = (key: string, path: string, init: RequestInit = {}) =>
+    app.request(path, {
+      ...init,
+      headers: { authorization: `Bearer ${key}`, ...(init.headers as Record<string, string>) },
+    });
 
   test("DELETE, retry and the event stream of a task with another client's key are 404, and change nothing", async () => {
     const { id } = (await (await post(turnstile)).json()) as { id: string };
     await database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id = ${id}`;
-    const [before] = await database.sql<{ state: string; version: number; redrives: number }[]>`select state, version, redrives from tasks where id = ${id}`;
+    const [before] = await database.sql<
+      { state: string; version: number; redrives: number }[]
+    >`select state, version, redrives from tasks where id = ${id}`;
     const del = await as("client-b-key", `/v1/tasks/${id}`, { method: "DELETE" });
     const retry = await as("client-b-key", `/v1/tasks/${id}/retry`, { method: "POST" });
     const sse = await as("client-b-key", `/v1/tasks/${id}/events`);
@@ -725,7 +996,9 @@ describe("another client's key, and request limits (issue 14, untested until now
       expect(r.status).toBe(404);
       expect(r.headers.get("content-type")).toContain("application/problem+json");
     }
-    const [after] = await database.sql<{ state: string; version: number; redrives: number }[]>`select state, version, redrives from tasks where id = ${id}`;
+    const [after] = await database.sql<
+      { state: string; version: number; redrives: number }[]
+    >`select state, version, redrives from tasks where id = ${id}`;
     expect(after).toEqual(before!);
     // The owner still can.
     expect((await as("client-a-key", `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(202);
@@ -733,13 +1006,18 @@ describe("another client's key, and request limits (issue 14, untested until now
 
   test("an Idempotency-Key used by another client is another task: no replay of the first client's task, no 422 telling it exists", async () => {
     const a = await post(turnstile, { "idempotency-key": "shared-order-7" });
-    const b = await post({ ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/b" } }, { "idempotency-key": "shared-order-7", authorization: "Bearer client-b-key" });
+    const b = await post(
+      { ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/b" } },
+      { "idempotency-key": "shared-order-7", authorization: "Bearer client-b-key" },
+    );
     expect(a.status).toBe(202);
     expect(b.status).toBe(202);
     expect(b.headers.get("idempotent-replayed")).toBeNull();
     const [ida, idb] = [((await a.json()) as { id: string }).id, ((await b.json()) as { id: string }).id];
     expect(idb).not.toBe(ida);
-    const rows = await database.sql<{ id: string; owner: string }[]>`select id, owner from tasks where id in (${ida}, ${idb})`;
+    const rows = await database.sql<
+      { id: string; owner: string }[]
+    >`select id, owner from tasks where id in (${ida}, ${idb})`;
     expect(new Set(rows.map((r) => r.owner)).size).toBe(2);
   });
 
@@ -763,7 +1041,12 @@ describe("another client's key, and request limits (issue 14, untested until now
           ctl.enqueue(chunk);
         },
       });
-      const res = await fetch(`${base}/v1/tasks`, { method: "POST", headers: { authorization: "Bearer client-a-key", "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+      const res = await fetch(`${base}/v1/tasks`, {
+        method: "POST",
+        headers: { authorization: "Bearer client-a-key", "content-type": "application/json" },
+        body,
+        duplex: "half",
+      } as RequestInit);
       expect(res.status).toBe(413);
       expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("(body)");
       expect(await counts()).toEqual(before);
@@ -771,7 +1054,15 @@ describe("another client's key, and request limits (issue 14, untested until now
 
     test("an oversized request header is refused before any route runs (431), and nothing is stored", async () => {
       const before = await counts();
-      const res = await fetch(`${base}/v1/tasks`, { method: "POST", headers: { authorization: "Bearer client-a-key", "content-type": "application/json", "x-filler": "x".repeat(64 * 1024) }, body: JSON.stringify(turnstile) });
+      const res = await fetch(`${base}/v1/tasks`, {
+        method: "POST",
+        headers: {
+          authorization: "Bearer client-a-key",
+          "content-type": "application/json",
+          "x-filler": "x".repeat(64 * 1024),
+        },
+        body: JSON.stringify(turnstile),
+      });
       expect(res.status).toBe(431);
       expect(await counts()).toEqual(before);
     });

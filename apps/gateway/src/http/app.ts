@@ -1,6 +1,6 @@
+import { isConnectionError } from "@pipeline/shared/db";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { isConnectionError } from "@pipeline/shared/db";
 import { createGatewayDeps, type GatewayDeps, type GatewayParts } from "../deps.ts";
 import { createAuthenticator } from "./auth.ts";
 import type { GatewayEnvVars } from "./env.ts";
@@ -45,13 +45,20 @@ export function createApp(parts: GatewayParts) {
   app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((err, c) => {
     if (err instanceof ProblemError) return problemResponse(c, err);
-    if (err instanceof HTTPException) return problemResponse(c, new ProblemError(err.status as 400, err.message || "HTTP Error"));
+    if (err instanceof HTTPException)
+      return problemResponse(c, new ProblemError(err.status as 400, err.message || "HTTP Error"));
     if (isConnectionError(err)) {
       deps.log.warn({ requestId: c.get("requestId"), err: err.message }, "database unavailable");
       c.header("retry-after", "1");
-      return problemResponse(c, new ProblemError(503, "Database Unavailable", "Postgres is unreachable right now; retry shortly"));
+      return problemResponse(
+        c,
+        new ProblemError(503, "Database Unavailable", "Postgres is unreachable right now; retry shortly"),
+      );
     }
-    deps.log.error({ requestId: c.get("requestId"), err: { name: err.name, message: err.message, stack: err.stack } }, "unhandled error");
+    deps.log.error(
+      { requestId: c.get("requestId"), err: { name: err.name, message: err.message, stack: err.stack } },
+      "unhandled error",
+    );
     return problemResponse(c, new ProblemError(500, "Internal Server Error", "unexpected error; quote the requestId"));
   });
   return app;

@@ -1,11 +1,15 @@
+import { type Cidr, inAnyCidr } from "@pipeline/shared/net";
 import type { Context } from "hono";
-import { createAuthThrottle, type AuthThrottle } from "../domain/auth-throttle.ts";
-import { bearerToken } from "../domain/api-keys.ts";
 import type { GatewayDeps } from "../deps.ts";
+import { bearerToken } from "../domain/api-keys.ts";
+import { type AuthThrottle, createAuthThrottle } from "../domain/auth-throttle.ts";
 import { ProblemError } from "./problem.ts";
-import { inAnyCidr, type Cidr } from "@pipeline/shared/net";
 
-export type AuthResult = { ok: true; clientId: string } | { ok: false; reason: "missing" } | { ok: false; reason: "unknown" } | { ok: false; reason: "throttled"; retryAfter: number };
+export type AuthResult =
+  | { ok: true; clientId: string }
+  | { ok: false; reason: "missing" }
+  | { ok: false; reason: "unknown" }
+  | { ok: false; reason: "throttled"; retryAfter: number };
 
 /**
  * API key authentication shared by the REST routes and the 2Captcha facade, with failed
@@ -39,7 +43,10 @@ export function sourceOf(c: Context, trustedProxies: readonly Cidr[]): string {
   const peer = peerOf(c);
   if (peer === undefined) return "unknown";
   if (trustedProxies.length === 0 || !inAnyCidr(peer, trustedProxies)) return peer;
-  const hops = (c.req.header("x-forwarded-for") ?? "").split(",").map((h) => h.trim()).filter(Boolean);
+  const hops = (c.req.header("x-forwarded-for") ?? "")
+    .split(",")
+    .map((h) => h.trim())
+    .filter(Boolean);
   for (let i = hops.length - 1; i >= 0; i--) if (!inAnyCidr(hops[i]!, trustedProxies)) return hops[i]!;
   return peer;
 }
@@ -55,12 +62,19 @@ function unknownProxyWatch(deps: Pick<GatewayDeps, "log">, trusted: readonly Cid
     const peer = peerOf(c);
     if (peer === undefined || seen.has(peer) || inAnyCidr(peer, trusted)) return;
     seen.add(peer);
-    deps.log.warn({ peer }, "requests carry X-Forwarded-For from a peer that is not in GATEWAY_TRUSTED_PROXIES: every client behind it shares one address for the failed-login throttle (set GATEWAY_TRUSTED_PROXIES to the load balancer's address)");
+    deps.log.warn(
+      { peer },
+      "requests carry X-Forwarded-For from a peer that is not in GATEWAY_TRUSTED_PROXIES: every client behind it shares one address for the failed-login throttle (set GATEWAY_TRUSTED_PROXIES to the load balancer's address)",
+    );
   };
 }
 
 export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | "config" | "metrics">): Authenticator {
-  const throttle = createAuthThrottle({ maxFailures: deps.config.AUTH_FAIL_MAX ?? 20, maxPerSource: deps.config.AUTH_FAIL_MAX_PER_SOURCE, windowMs: deps.config.AUTH_FAIL_WINDOW_MS ?? 60_000 });
+  const throttle = createAuthThrottle({
+    maxFailures: deps.config.AUTH_FAIL_MAX ?? 20,
+    maxPerSource: deps.config.AUTH_FAIL_MAX_PER_SOURCE,
+    windowMs: deps.config.AUTH_FAIL_WINDOW_MS ?? 60_000,
+  });
   const trusted = deps.config.GATEWAY_TRUSTED_PROXIES ?? [];
   const watchUnknownProxy = unknownProxyWatch(deps, trusted);
   const check = (c: Context, key: string | undefined): AuthResult => {
@@ -91,12 +105,24 @@ export function createAuthenticator(deps: Pick<GatewayDeps, "apiKeys" | "log" | 
       const r = check(c, key);
       if (r.ok) return r.clientId;
       if (r.reason === "throttled")
-        throw new ProblemError(429, "Too Many Failed Authentications", "too many failed authentications of this key, or of any key from this address; retry later", [{ field: "header.authorization", message: "too many failed authentications" }], {
-          "retry-after": String(r.retryAfter),
-        });
-      throw new ProblemError(401, "Unauthorized", r.reason === "missing" ? "send Authorization: Bearer <api key>" : "unknown API key", [{ field: "header.authorization", message: "missing or unknown API key" }], {
-        "www-authenticate": 'Bearer realm="captcha-pipeline"',
-      });
+        throw new ProblemError(
+          429,
+          "Too Many Failed Authentications",
+          "too many failed authentications of this key, or of any key from this address; retry later",
+          [{ field: "header.authorization", message: "too many failed authentications" }],
+          {
+            "retry-after": String(r.retryAfter),
+          },
+        );
+      throw new ProblemError(
+        401,
+        "Unauthorized",
+        r.reason === "missing" ? "send Authorization: Bearer <api key>" : "unknown API key",
+        [{ field: "header.authorization", message: "missing or unknown API key" }],
+        {
+          "www-authenticate": 'Bearer realm="captcha-pipeline"',
+        },
+      );
     },
   };
 }

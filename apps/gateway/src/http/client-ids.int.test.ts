@@ -3,16 +3,16 @@
 // after it without a rewrite of the owners (what the transition and `recovery rewrite-owners` are for).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { legacyClientId, pepperedClientId } from "@pipeline/shared/client-ids";
-import { openDatabase, type Database } from "@pipeline/shared/db";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { clientWebhookSecret, signatureHeader, verifyWebhook } from "@pipeline/shared/webhooks";
 import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
 import { createTaskStore } from "../adapters/pg.ts";
 import { createUsageSource } from "../adapters/usage.ts";
-import { createApiKeys, type ClientIdOptions } from "../domain/api-keys.ts";
+import { type ClientIdOptions, createApiKeys } from "../domain/api-keys.ts";
 import { createQuotas, QuotasConfig } from "../domain/quotas.ts";
 import { createApp } from "./app.ts";
 
@@ -32,13 +32,27 @@ const gateway = (ids: ClientIdOptions): App => {
   const apiKeys = createApiKeys([KA, KB, KQ], ids);
   const config = QuotasConfig.parse({ keys: { [legacyClientId(KQ)]: { maxInFlight: 3, dailySpend: 10 } } });
   return createApp({
-    config: { REGION, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, WEBHOOK_SECRET: MASTER, SSE_MAX_SECONDS: 1 },
+    config: {
+      REGION,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+      WEBHOOK_SECRET: MASTER,
+      SSE_MAX_SECONDS: 1,
+    },
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, REGION, 2000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys,
     log: createLogger("gateway-test", { level: "silent" }),
-    quotas: createQuotas({ config, prices: { turnstile: 1 }, source: createUsageSource(database.db), refreshMs: 100, ownersOf: apiKeys.ownersOf }),
+    quotas: createQuotas({
+      config,
+      prices: { turnstile: 1 },
+      source: createUsageSource(database.db),
+      refreshMs: 100,
+      ownersOf: apiKeys.ownersOf,
+    }),
   });
 };
 let before: App;
@@ -60,11 +74,23 @@ afterAll(async () => {
   await Promise.all([nats.dispose(), tdb.drop()]);
 });
 
-const turnstile = { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" } };
-const as = (app: App, key: string, path: string, init: RequestInit = {}) => app.request(path, { ...init, headers: { authorization: `Bearer ${key}`, ...(init.headers as Record<string, string>) } });
+const turnstile = {
+  type: "turnstile",
+  params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" },
+};
+const as = (app: App, key: string, path: string, init: RequestInit = {}) =>
+  app.request(path, {
+    ...init,
+    headers: { authorization: `Bearer ${key}`, ...(init.headers as Record<string, string>) },
+  });
 const submit = async (app: App, key: string, headers: Record<string, string> = {}, body: unknown = turnstile) =>
-  as(app, key, "/v1/tasks", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
-const ownerOf = async (id: string) => (await database.sql<{ owner: string }[]>`select owner from tasks where id = ${id}`)[0]?.owner;
+  as(app, key, "/v1/tasks", {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+const ownerOf = async (id: string) =>
+  (await database.sql<{ owner: string }[]>`select owner from tasks where id = ${id}`)[0]?.owner;
 const rows = async () => (await database.sql<{ n: number }[]>`select count(*)::int as n from tasks`)[0]!.n;
 
 describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
@@ -121,7 +147,16 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(((await again.json()) as { id: string }).id).toBe(id);
     expect(await rows()).toBe(n);
-    expect((await submit(during, KA, { "idempotency-key": "order-77" }, { ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/other" } })).status).toBe(422);
+    expect(
+      (
+        await submit(
+          during,
+          KA,
+          { "idempotency-key": "order-77" },
+          { ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/other" } },
+        )
+      ).status,
+    ).toBe(422);
     const b = await submit(during, KB, { "idempotency-key": "order-77" });
     expect(b.status).toBe(202);
     expect(((await b.json()) as { id: string }).id).not.toBe(id);
@@ -129,14 +164,27 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
     // A key first used after the switch: its task is the new id's, and its retry that task.
     const fresh = (await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string };
     expect(await ownerOf(fresh.id)).toBe(pepperedClientId(PEPPER, KA));
-    expect(((await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string }).id).toBe(fresh.id);
+    expect(((await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string }).id).toBe(
+      fresh.id,
+    );
     expect(await rows()).toBe(n + 2);
   });
 
   test("quotas and GET /v1/usage: the figures add the legacy id's rows, a QUOTAS entry under the legacy id applies, the usage shows the new id", async () => {
     for (let i = 0; i < 2; i++) expect((await submit(before, KQ)).status).toBe(202);
-    const usage = async () => (await (await as(during, KQ, "/v1/usage")).json()) as { clientId: string; inFlight: number; spendToday: number; limits: Record<string, unknown> };
-    expect(await usage()).toMatchObject({ clientId: pepperedClientId(PEPPER, KQ), inFlight: 2, spendToday: 2, limits: { maxInFlight: 3, dailySpend: 10 } });
+    const usage = async () =>
+      (await (await as(during, KQ, "/v1/usage")).json()) as {
+        clientId: string;
+        inFlight: number;
+        spendToday: number;
+        limits: Record<string, unknown>;
+      };
+    expect(await usage()).toMatchObject({
+      clientId: pepperedClientId(PEPPER, KQ),
+      inFlight: 2,
+      spendToday: 2,
+      limits: { maxInFlight: 3, dailySpend: 10 },
+    });
     expect((await submit(during, KQ)).status).toBe(202);
     const refused = await submit(during, KQ);
     expect(refused.status).toBe(429);
@@ -149,18 +197,32 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
     const r = await as(during, KA, "/v1/webhook-secret");
     expect(r.status).toBe(200);
     const s = (await r.json()) as { clientId: string; secret: string; previous: string; legacyClientId: string };
-    expect(s).toEqual({ clientId: pepperedClientId(PEPPER, KA), secret: clientWebhookSecret(MASTER, pepperedClientId(PEPPER, KA)), previous: clientWebhookSecret(MASTER, legacyClientId(KA)), legacyClientId: legacyClientId(KA) });
+    expect(s).toEqual({
+      clientId: pepperedClientId(PEPPER, KA),
+      secret: clientWebhookSecret(MASTER, pepperedClientId(PEPPER, KA)),
+      previous: clientWebhookSecret(MASTER, legacyClientId(KA)),
+      legacyClientId: legacyClientId(KA),
+    });
     // What the solvers sign with: HMAC(WEBHOOK_SECRET, "callbacks:<the task row's owner>").
     const body = '{"id":"x"}';
     const ts = Math.floor(Date.now() / 1000);
     for (const owner of [legacyClientId(KA), pepperedClientId(PEPPER, KA)]) {
       const signature = signatureHeader([clientWebhookSecret(MASTER, owner)], ts, body);
-      expect([s.secret, s.previous].some((secret) => verifyWebhook(secret, { timestamp: String(ts), signature }, body))).toBe(true);
+      expect(
+        [s.secret, s.previous].some((secret) => verifyWebhook(secret, { timestamp: String(ts), signature }, body)),
+      ).toBe(true);
     }
     const otherSig = signatureHeader([clientWebhookSecret(MASTER, legacyClientId(KB))], ts, body);
-    expect([s.secret, s.previous].some((secret) => verifyWebhook(secret, { timestamp: String(ts), signature: otherSig }, body))).toBe(false);
+    expect(
+      [s.secret, s.previous].some((secret) =>
+        verifyWebhook(secret, { timestamp: String(ts), signature: otherSig }, body),
+      ),
+    ).toBe(false);
     // After the transition: the new id's secret only.
     const done = (await (await as(after, KA, "/v1/webhook-secret")).json()) as Record<string, string>;
-    expect(done).toEqual({ clientId: pepperedClientId(PEPPER, KA), secret: clientWebhookSecret(MASTER, pepperedClientId(PEPPER, KA)) });
+    expect(done).toEqual({
+      clientId: pepperedClientId(PEPPER, KA),
+      secret: clientWebhookSecret(MASTER, pepperedClientId(PEPPER, KA)),
+    });
   });
 });

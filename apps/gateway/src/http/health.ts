@@ -6,7 +6,9 @@ import { createReadiness, type Readiness } from "./readiness.ts";
  * `/healthz` (the process answers) and `/readyz` (NATS and Postgres reachable, from a check cached
  * for a second: `readiness`, shared by the clients' and the metrics listener when given).
  */
-export function healthRoutes(deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"]; readiness?: Readiness }) {
+export function healthRoutes(
+  deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"]; readiness?: Readiness },
+) {
   const app = new Hono();
   const readiness = deps.readiness ?? createReadiness(deps);
   app.get("/healthz", (c) => c.json({ status: "ok" }));

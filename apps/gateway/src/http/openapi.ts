@@ -1,11 +1,12 @@
+import { Problem, TaskAccepted, TaskView, taskRequest } from "@pipeline/shared/schemas";
 import { z } from "zod";
-import { Problem, TaskAccepted, taskRequest, TaskView } from "@pipeline/shared/schemas";
 
 /** OpenAPI 3.1 document generated from the same zod schemas that validate requests. */
 export function openApiDocument(opts: { imageMaxBytes: number }) {
   const schema = (s: z.ZodType, io: "input" | "output" = "output") => z.toJSONSchema(s, { io, unrepresentable: "any" });
   const problem = { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } };
-  const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [String(c), { description: "problem", content: problem }]));
+  const errors = (...codes: number[]) =>
+    Object.fromEntries(codes.map((c) => [String(c), { description: "problem", content: problem }]));
   return {
     openapi: "3.1.0",
     info: { title: "captcha-pipeline gateway", version: "1.0.0" },
@@ -23,9 +24,20 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
       "/v1/tasks": {
         post: {
           summary: "Submit a task; 202 once it is in Postgres and acknowledged by JetStream",
-          parameters: [{ name: "Idempotency-Key", in: "header", required: false, schema: { type: "string", maxLength: 255 } }],
-          requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/TaskRequest" } } } },
-          responses: { "202": { description: "accepted", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskAccepted" } } } }, ...errors(400, 401, 403, 413, 415, 422, 429, 503) },
+          parameters: [
+            { name: "Idempotency-Key", in: "header", required: false, schema: { type: "string", maxLength: 255 } },
+          ],
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: { $ref: "#/components/schemas/TaskRequest" } } },
+          },
+          responses: {
+            "202": {
+              description: "accepted",
+              content: { "application/json": { schema: { $ref: "#/components/schemas/TaskAccepted" } } },
+            },
+            ...errors(400, 401, 403, 413, 415, 422, 429, 503),
+          },
         },
       },
       "/v1/tasks/{id}": {
@@ -35,17 +47,34 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
             { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } },
             { name: "wait", in: "query", required: false, schema: { type: "integer", minimum: 0 } },
           ],
-          responses: { "200": { description: "the task", content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } } }, ...errors(400, 401, 404, 429) },
+          responses: {
+            "200": {
+              description: "the task",
+              content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } },
+            },
+            ...errors(400, 401, 404, 429),
+          },
         },
       },
       "/v1/usage": {
         get: {
           summary: "The calling API key's own figures (tasks in flight, spend today) and quotas",
-          responses: { "200": { description: "{clientId, day, inFlight, spendToday, limits, prices}", content: { "application/json": { schema: { type: "object" } } } }, ...errors(401, 429) },
+          responses: {
+            "200": {
+              description: "{clientId, day, inFlight, spendToday, limits, prices}",
+              content: { "application/json": { schema: { type: "object" } } },
+            },
+            ...errors(401, 429),
+          },
         },
       },
       "/healthz": { get: { security: [], responses: { "200": { description: "alive" } } } },
-      "/readyz": { get: { security: [], responses: { "200": { description: "NATS and Postgres reachable" }, "503": { description: "not ready" } } } },
+      "/readyz": {
+        get: {
+          security: [],
+          responses: { "200": { description: "NATS and Postgres reachable" }, "503": { description: "not ready" } },
+        },
+      },
     },
   };
 }

@@ -1,6 +1,6 @@
+import type { FieldError } from "@pipeline/shared/schemas";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { FieldError } from "@pipeline/shared/schemas";
 
 /** An expected HTTP failure, rendered as RFC 9457 problem+json by the app's onError. */
 export class ProblemError extends Error {
@@ -16,7 +16,11 @@ export class ProblemError extends Error {
   }
 }
 
-const slug = (title: string) => title.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
+const slug = (title: string) =>
+  title
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-|-$/g, "");
 
 /** Renders problem+json with the request id, so a client can quote it in a report. */
 export function problemResponse(c: Context, p: ProblemError): Response {

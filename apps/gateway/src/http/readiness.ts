@@ -17,7 +17,10 @@ export interface Readiness {
  * every caller that asks meanwhile: however often the load balancers, Prometheus or anyone on the
  * network ask `/readyz`, Postgres and NATS see at most one ping per `ttlMs` from it.
  */
-export function createReadiness(deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"] }, o: { ttlMs?: number; timeoutMs?: number; now?: () => number } = {}): Readiness {
+export function createReadiness(
+  deps: Pick<GatewayDeps, "store" | "queue"> & { log?: GatewayDeps["log"] },
+  o: { ttlMs?: number; timeoutMs?: number; now?: () => number } = {},
+): Readiness {
   const ttlMs = o.ttlMs ?? 1000;
   const timeoutMs = o.timeoutMs ?? 2000;
   const now = o.now ?? Date.now;
@@ -34,7 +37,10 @@ export function createReadiness(deps: Pick<GatewayDeps, "store" | "queue"> & { l
     }
   };
   const run = async (): Promise<ReadinessReport> => {
-    const [nats, postgres] = await Promise.all([probe("nats", () => deps.queue.ping()), probe("postgres", () => deps.store.ping())]);
+    const [nats, postgres] = await Promise.all([
+      probe("nats", () => deps.queue.ping()),
+      probe("postgres", () => deps.store.ping()),
+    ]);
     const report = { ready: nats === "ok" && postgres === "ok", nats, postgres };
     last = { at: now(), report };
     return report;

@@ -20,7 +20,10 @@ export function requestIdOf(given: string | undefined): string {
  */
 export function requestFrame(deps: Pick<GatewayDeps, "config" | "metrics" | "log">): MiddlewareHandler<GatewayEnvVars> {
   const maxSize = deps.config.MAX_BODY_BYTES;
-  const tooLarge = () => new ProblemError(413, "Payload Too Large", `the body exceeds ${maxSize} bytes`, [{ field: "(body)", message: `at most ${maxSize} bytes` }]);
+  const tooLarge = () =>
+    new ProblemError(413, "Payload Too Large", `the body exceeds ${maxSize} bytes`, [
+      { field: "(body)", message: `at most ${maxSize} bytes` },
+    ]);
   const streamed = bodyLimit({
     maxSize,
     onError: () => {
@@ -58,6 +61,9 @@ export function requestFrame(deps: Pick<GatewayDeps, "config" | "metrics" | "log
     const route = routePath(c, -1) || "unmatched";
     deps.metrics?.request(c.req.method, route, c.res.status, seconds);
     if (route !== "/metrics" && route !== "/healthz" && deps.log.isLevelEnabled("info"))
-      deps.log.info({ requestId: id, method: c.req.method, route, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+      deps.log.info(
+        { requestId: id, method: c.req.method, route, status: c.res.status, ms: Math.round(seconds * 1000) },
+        "request",
+      );
   };
 }

@@ -4,7 +4,7 @@
 // task without a callback).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventSubject, hookEventSubject, streams } from "@pipeline/shared/subjects";
-import { startGatewayTestStack, type GatewayTestStack } from "../testing/stack.ts";
+import { type GatewayTestStack, startGatewayTestStack } from "../testing/stack.ts";
 
 const REGION = "gwcancel";
 let s: GatewayTestStack;
@@ -22,7 +22,11 @@ async function submitAndCancel(callbackUrl?: string): Promise<string> {
   const res = await s.app.request("/v1/tasks", {
     method: "POST",
     headers,
-    body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/cancel" }, ...(callbackUrl ? { callbackUrl } : {}) }),
+    body: JSON.stringify({
+      type: "turnstile",
+      params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/cancel" },
+      ...(callbackUrl ? { callbackUrl } : {}),
+    }),
   });
   expect(res.status).toBe(202);
   const { id } = (await res.json()) as { id: string };
@@ -35,8 +39,19 @@ async function submitAndCancel(callbackUrl?: string): Promise<string> {
 test("a task with a callback URL: its cancelled event on the hook subject; without one: on the plain subject", async () => {
   const hooked = await submitAndCancel("https://hooks.example.com/cancelled");
   const plain = await submitAndCancel();
-  const onHook = await s.jsm.streams.getMessage(streams.events(REGION), { last_by_subj: hookEventSubject(REGION, "cancelled") });
-  expect(onHook!.json<{ taskId: string; kind: string; data: { callback: boolean } }>()).toMatchObject({ taskId: hooked, kind: "cancelled", data: { callback: true } });
-  const onPlain = await s.jsm.streams.getMessage(streams.events(REGION), { last_by_subj: eventSubject(REGION, "cancelled") });
-  expect(onPlain!.json<{ taskId: string; data: { callback: boolean } }>()).toMatchObject({ taskId: plain, data: { callback: false } });
+  const onHook = await s.jsm.streams.getMessage(streams.events(REGION), {
+    last_by_subj: hookEventSubject(REGION, "cancelled"),
+  });
+  expect(onHook!.json<{ taskId: string; kind: string; data: { callback: boolean } }>()).toMatchObject({
+    taskId: hooked,
+    kind: "cancelled",
+    data: { callback: true },
+  });
+  const onPlain = await s.jsm.streams.getMessage(streams.events(REGION), {
+    last_by_subj: eventSubject(REGION, "cancelled"),
+  });
+  expect(onPlain!.json<{ taskId: string; data: { callback: boolean } }>()).toMatchObject({
+    taskId: plain,
+    data: { callback: false },
+  });
 });

@@ -12,7 +12,9 @@ export class CancelError extends Error {
   }
 }
 
-export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"> & { config: Pick<GatewayDeps["config"], "REGION"> };
+export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"> & {
+  config: Pick<GatewayDeps["config"], "REGION">;
+};
 
 /**
  * Cancels `row`, a task of `clientId` homed in this region: the row first (only an unfinished
@@ -29,7 +31,15 @@ export async function cancelTask(deps: CancelDeps, clientId: string, row: TaskRo
   }
   await deps.queue
     // data.callback: a task with a callback URL has its final event on the hook subject (the notifier's).
-    .publishEvent({ taskId: row.id, kind: "cancelled", state: "cancelled", version: cancelled.version, region: deps.config.REGION, at: new Date().toISOString(), data: { callback: Boolean(cancelled.callbackUrl) } })
+    .publishEvent({
+      taskId: row.id,
+      kind: "cancelled",
+      state: "cancelled",
+      version: cancelled.version,
+      region: deps.config.REGION,
+      at: new Date().toISOString(),
+      data: { callback: Boolean(cancelled.callbackUrl) },
+    })
     .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "cancelled event not published"));
   return cancelled;
 }

@@ -30,11 +30,23 @@ export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys
  * then the message is published under a new message id. A failed publish puts the row back as it
  * was and releases the quota (`queue_unavailable`); the `redriven` event's failure is only logged.
  */
-export async function redriveTask(deps: RedriveDeps, clientId: string, row: TaskRow): Promise<{ id: string; status: "queued" }> {
+export async function redriveTask(
+  deps: RedriveDeps,
+  clientId: string,
+  row: TaskRow,
+): Promise<{ id: string; status: "queued" }> {
   // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): nothing is left to solve.
-  if (row.state === "failed" && row.params !== null && typeof row.params === "object" && Object.keys(row.params).length === 0) throw new RedriveError("params_erased", row.state);
+  if (
+    row.state === "failed" &&
+    row.params !== null &&
+    typeof row.params === "object" &&
+    Object.keys(row.params).length === 0
+  )
+    throw new RedriveError("params_erased", row.state);
   if (row.state !== "failed") throw new RedriveError("not_failed", row.state);
-  const admitted = deps.quotas ? await deps.quotas.admitRedrive(clientId, { type: row.type, redrives: row.redrives }) : undefined;
+  const admitted = deps.quotas
+    ? await deps.quotas.admitRedrive(clientId, { type: row.type, redrives: row.redrives })
+    : undefined;
   if (admitted && isRefusal(admitted)) throw new RedriveError("quota", row.state, admitted);
   // The shared core (@pipeline/shared/tasks): requeue, publish under a new message id, undo on failure, event.
   const r = await redriveFailedTask(
@@ -45,7 +57,12 @@ export async function redriveTask(deps: RedriveDeps, clientId: string, row: Task
         admitted?.release();
         await deps.store.undoRedrive(redriven);
       },
-      publishEvent: (ev) => deps.queue.publishEvent(ev).catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "redriven event not published")),
+      publishEvent: (ev) =>
+        deps.queue
+          .publishEvent(ev)
+          .catch((err) =>
+            deps.log.warn({ taskId: row.id, err: (err as Error).message }, "redriven event not published"),
+          ),
     },
     deps.config.REGION,
   );

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connectNats } from "@pipeline/shared/nats";
 import { bodySubject, eventSubject, streams } from "@pipeline/shared/subjects";
-import { startGatewayTestStack, type GatewayTestStack } from "../testing/stack.ts";
+import { type GatewayTestStack, startGatewayTestStack } from "../testing/stack.ts";
 
 const REGION = "gwbody";
 let s: GatewayTestStack;
@@ -42,10 +42,15 @@ test("an image task's accepted event carries no body, only its sha256 and size; 
   expect(m).not.toBeNull();
   const raw = m!.string();
   expect(raw).not.toContain(image);
-  const ev = m!.json<{ taskId: string; data: { params: Record<string, unknown>; bodies: Array<{ field: string; sha256: string; size: number }> } }>();
+  const ev = m!.json<{
+    taskId: string;
+    data: { params: Record<string, unknown>; bodies: Array<{ field: string; sha256: string; size: number }> };
+  }>();
   expect(ev.taskId).toBe(id);
   expect(ev.data.params).toEqual({ phrase: true, numeric: 1 });
-  expect(ev.data.bodies).toEqual([{ field: "body", sha256: createHash("sha256").update(image).digest("hex"), size: image.length }]);
+  expect(ev.data.bodies).toEqual([
+    { field: "body", sha256: createHash("sha256").update(image).digest("hex"), size: image.length },
+  ]);
   // BODIES: the body, under the task's subject, kept only for its retention.
   const b = await jsm.streams.getMessage(streams.bodies(REGION), { last_by_subj: bodySubject(REGION, id) });
   expect(b?.json()).toEqual({ taskId: id, bodies: { body: image } });
@@ -58,10 +63,15 @@ test("a token task's accepted event is unchanged: its params, no body reference"
   const res = await app.request("/v1/tasks", {
     method: "POST",
     headers: { authorization: "Bearer client-a-key", "content-type": "application/json" },
-    body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" } }),
+    body: JSON.stringify({
+      type: "turnstile",
+      params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" },
+    }),
   });
   expect(res.status).toBe(202);
-  const ev = (await jsm.streams.getMessage(streams.events(REGION), { last_by_subj: eventSubject(REGION, "accepted") }))!.json<{ data: Record<string, unknown> }>();
+  const ev = (await jsm.streams.getMessage(streams.events(REGION), {
+    last_by_subj: eventSubject(REGION, "accepted"),
+  }))!.json<{ data: Record<string, unknown> }>();
   expect(ev.data.params).toEqual({ sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/login" });
   expect(ev.data.bodies).toBeUndefined();
 });
@@ -70,14 +80,20 @@ test("the gateway's user publishes bodies but cannot read them back; the solver'
   const solver = await connectNats(nats.url, "gwbody-solver", nats.auth("solver"));
   try {
     for (const nc of [gw, solver]) {
-      const m = await (await jetstreamManager(nc)).streams.getMessage(streams.bodies(REGION), { seq: 1 }).catch((e: Error) => e);
+      const m = await (await jetstreamManager(nc)).streams
+        .getMessage(streams.bodies(REGION), { seq: 1 })
+        .catch((e: Error) => e);
       expect(m).toBeInstanceOf(Error);
-      const c = await jetstream(nc, { timeout: 2000 }).consumers.get(streams.bodies(REGION)).catch((e: Error) => e);
+      const c = await jetstream(nc, { timeout: 2000 })
+        .consumers.get(streams.bodies(REGION))
+        .catch((e: Error) => e);
       const next = c instanceof Error ? c : await c.next({ expires: 1000 }).catch((e: Error) => e);
       expect(next === null || next instanceof Error).toBe(true);
     }
     // A solver cannot publish a forged body either.
-    await expect(jetstream(solver, { timeout: 2000 }).publish(bodySubject(REGION, crypto.randomUUID()), "{}")).rejects.toThrow();
+    await expect(
+      jetstream(solver, { timeout: 2000 }).publish(bodySubject(REGION, crypto.randomUUID()), "{}"),
+    ).rejects.toThrow();
   } finally {
     await solver.close();
   }

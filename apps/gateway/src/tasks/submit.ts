@@ -1,13 +1,13 @@
-import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
-import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
-import { splitBodies } from "@pipeline/shared/tasks";
 import type { TaskRow } from "@pipeline/shared/db";
+import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
+import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
+import { splitBodies } from "@pipeline/shared/tasks";
 import type { TaskStore } from "../adapters/pg.ts";
-import { ownedBy } from "../domain/api-keys.ts";
 import type { GatewayDeps } from "../deps.ts";
+import { ownedBy } from "../domain/api-keys.ts";
+import { isRefusal, type QuotaRefusal, type Quotas, type Reservation } from "../domain/quotas.ts";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
-import { isRefusal, type QuotaRefusal, type Quotas, type Reservation } from "../domain/quotas.ts";
 
 /** Why a submission was not accepted; `code` is what callers map to their own protocol. */
 export class SubmitError extends Error {
@@ -42,7 +42,12 @@ export interface Submitted {
  * resolving only after the PubAck. On a failed publish the fresh row is removed and a
  * `queue_unavailable` SubmitError thrown, so an unaccepted request leaves nothing behind.
  */
-export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined): Promise<Submitted> {
+export async function submitTask(
+  deps: SubmitDeps,
+  clientId: string,
+  req: TaskRequest,
+  idempotencyKey: string | undefined,
+): Promise<Submitted> {
   const region = deps.config.REGION;
   const regions = deps.config.regions ?? [region];
   const id = withHomeRegion(deriveTaskId(clientId, idempotencyKey), regions, region);
@@ -75,10 +80,16 @@ export async function submitTask(deps: SubmitDeps, clientId: string, req: TaskRe
  * row replicated here), or, during the transition to peppered client ids (API_KEY_LEGACY_IDS),
  * derived from the client's legacy id before the switch (issue 14.8). Undefined: none.
  */
-async function earlierTask(deps: SubmitDeps, clientId: string, idempotencyKey: string, id: string): Promise<TaskRow | undefined> {
+async function earlierTask(
+  deps: SubmitDeps,
+  clientId: string,
+  idempotencyKey: string,
+  id: string,
+): Promise<TaskRow | undefined> {
   const regions = deps.config.regions ?? [deps.config.REGION];
   const candidates = homeRegionVariants(id, regions).filter((other) => other !== id);
-  for (const legacy of deps.apiKeys.ownersOf(clientId).slice(1)) candidates.push(...homeRegionVariants(deriveTaskId(legacy, idempotencyKey), regions));
+  for (const legacy of deps.apiKeys.ownersOf(clientId).slice(1))
+    candidates.push(...homeRegionVariants(deriveTaskId(legacy, idempotencyKey), regions));
   if (candidates.length === 0) return undefined;
   // One query for every candidate, the first of them found in this order answering.
   const found = new Map((await deps.store.getMany(candidates)).map((r) => [r.id, r]));
@@ -89,7 +100,15 @@ async function earlierTask(deps: SubmitDeps, clientId: string, idempotencyKey: s
   return undefined;
 }
 
-async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskRequest, idempotencyKey: string | undefined, id: string, hash: string, notNew: () => void): Promise<Submitted> {
+async function insertAndPublish(
+  deps: SubmitDeps,
+  clientId: string,
+  req: TaskRequest,
+  idempotencyKey: string | undefined,
+  id: string,
+  hash: string,
+  notNew: () => void,
+): Promise<Submitted> {
   const inserted = await deps.store.insertQueued({
     id,
     owner: clientId,
@@ -124,7 +143,17 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
       version: 0,
       region: deps.config.REGION,
       at: inserted.createdAt.toISOString(),
-      data: { owner: clientId, type: req.type, priority: req.priority, params: split.params, ...(split.refs.length ? { bodies: split.refs } : {}), requestHash: hash, idempotencyKey: idempotencyKey ?? null, callbackUrl: req.callbackUrl ?? null, deadlineAt: inserted.deadlineAt?.toISOString() ?? null },
+      data: {
+        owner: clientId,
+        type: req.type,
+        priority: req.priority,
+        params: split.params,
+        ...(split.refs.length ? { bodies: split.refs } : {}),
+        requestHash: hash,
+        idempotencyKey: idempotencyKey ?? null,
+        callbackUrl: req.callbackUrl ?? null,
+        deadlineAt: inserted.deadlineAt?.toISOString() ?? null,
+      },
     })
     .catch((err) => deps.log.error({ taskId: id, err: (err as Error).message }, "accepted event not published"));
   await Promise.all([publishOrThrow(deps, message, true), event]);
@@ -132,9 +161,16 @@ async function insertAndPublish(deps: SubmitDeps, clientId: string, req: TaskReq
 }
 
 /** A second request with an Idempotency-Key: the task it created, never a second one. */
-async function replay(deps: SubmitDeps, existing: NonNullable<Awaited<ReturnType<TaskStore["get"]>>>, clientId: string, hash: string): Promise<Submitted> {
-  if (!ownedBy(deps.apiKeys, clientId, existing.owner)) throw new SubmitError("id_collision", "task id collision; retry");
-  if (existing.requestHash !== hash) throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
+async function replay(
+  deps: SubmitDeps,
+  existing: NonNullable<Awaited<ReturnType<TaskStore["get"]>>>,
+  clientId: string,
+  hash: string,
+): Promise<Submitted> {
+  if (!ownedBy(deps.apiKeys, clientId, existing.owner))
+    throw new SubmitError("id_collision", "task id collision; retry");
+  if (existing.requestHash !== hash)
+    throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
   // The first attempt may have died between insert and publish: publishing again is free (same
   // Nats-Msg-Id). Only the task's home region queues it: a row replicated from another region is
   // that region's work (or its adopter's), never this region's queue's.
@@ -142,28 +178,49 @@ async function replay(deps: SubmitDeps, existing: NonNullable<Awaited<ReturnType
   if (existing.state === "queued" && existing.region === deps.config.REGION) {
     const split = splitBodies(existing.type, (existing.params ?? {}) as Record<string, unknown>);
     if (split.refs.length) await publishBodyOrThrow(deps, existing.id, split.values, false);
-    await publishOrThrow(deps, { id: existing.id, type: existing.type as TaskRequest["type"], priority: existing.priority as TaskRequest["priority"] }, false);
+    await publishOrThrow(
+      deps,
+      {
+        id: existing.id,
+        type: existing.type as TaskRequest["type"],
+        priority: existing.priority as TaskRequest["priority"],
+      },
+      false,
+    );
   }
   return { id: existing.id, status: toTaskView(existing, deps.now()).status, replayed: true };
 }
 
 /** The task's bodies on BODIES; a failure removes a fresh row and refuses the task, as a failed task publish does. */
-async function publishBodyOrThrow(deps: SubmitDeps, id: string, bodies: Record<string, string>, fresh = true): Promise<void> {
+async function publishBodyOrThrow(
+  deps: SubmitDeps,
+  id: string,
+  bodies: Record<string, string>,
+  fresh = true,
+): Promise<void> {
   try {
     await deps.queue.publishBody({ taskId: id, bodies });
   } catch (err) {
     if (fresh) await deps.store.deleteUnpublished(id).catch(() => {});
     deps.log.warn({ taskId: id, err: (err as Error).message }, "image body not published; task not accepted");
-    throw new SubmitError("queue_unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", { cause: err });
+    throw new SubmitError("queue_unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", {
+      cause: err,
+    });
   }
 }
 
-async function publishOrThrow(deps: SubmitDeps, message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] }, fresh: boolean): Promise<void> {
+async function publishOrThrow(
+  deps: SubmitDeps,
+  message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] },
+  fresh: boolean,
+): Promise<void> {
   try {
     await deps.queue.publishTask(message);
   } catch (err) {
     if (fresh) await deps.store.deleteUnpublished(message.id).catch(() => {});
     deps.log.warn({ taskId: message.id, err: (err as Error).message }, "publish failed; task not accepted");
-    throw new SubmitError("queue_unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", { cause: err });
+    throw new SubmitError("queue_unavailable", "the task was not accepted; retry (with the same Idempotency-Key)", {
+      cause: err,
+    });
   }
 }

@@ -1,11 +1,11 @@
 // For the gateway's integration tests: a nats-server with the region's streams, a database with
 // the migrations, the gateway's app wired to both as in service.ts (connected as the gateway's own
 // NATS user), an admin connection to inspect the streams. Not used outside tests.
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { openDatabase, type Database } from "@pipeline/shared/db";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
 import { createTaskStore } from "../adapters/pg.ts";
 import { createApiKeys } from "../domain/api-keys.ts";
@@ -36,7 +36,13 @@ export async function startGatewayTestStack(region: string): Promise<GatewayTest
   // The app's store connects as the gateway's own database role (issue 34), as in production.
   const gatewayDb = openDatabase(tdb.appUrls.gateway, { max: 5, appName: "gateway" });
   const app = createApp({
-    config: { REGION: region, MAX_BODY_BYTES: 64 * 1024, IMAGE_MAX_BYTES: 4096, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
+    config: {
+      REGION: region,
+      MAX_BODY_BYTES: 64 * 1024,
+      IMAGE_MAX_BYTES: 4096,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+    },
     store: createTaskStore(gatewayDb.db),
     queue: createTaskQueue(gw, region, 2000),
     watcher: createTaskWatcher(gw, region),

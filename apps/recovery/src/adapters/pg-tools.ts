@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
-import postgres from "postgres";
 import { findPgClientTools } from "@pipeline/shared/host-binaries";
+import postgres from "postgres";
 
 /** Raised when pg_dump / pg_restore fails; carries the tool's last lines of stderr (no URL, no password). */
 export class PgToolError extends Error {
@@ -43,7 +43,10 @@ async function run(bin: string, args: string[], env: Record<string, string>): Pr
     p.on("error", reject);
     p.on("exit", (code) => {
       if (code === 0) resolve();
-      else reject(new PgToolError(`${bin.split("/").pop()} exited ${code}: ${err.trim().split("\n").slice(-3).join(" | ")}`));
+      else
+        reject(
+          new PgToolError(`${bin.split("/").pop()} exited ${code}: ${err.trim().split("\n").slice(-3).join(" | ")}`),
+        );
     });
   });
 }
@@ -51,13 +54,21 @@ async function run(bin: string, args: string[], env: Record<string, string>): Pr
 /** `pg_dump -Fc` of the whole database into `file`. */
 export async function pgDump(url: string, file: string): Promise<void> {
   const c = connectionArgs(url);
-  await run(findPgClientTools().pgDump, ["--format=custom", "--no-owner", "--no-privileges", `--file=${file}`, `--dbname=${c.url}`], c.env);
+  await run(
+    findPgClientTools().pgDump,
+    ["--format=custom", "--no-owner", "--no-privileges", `--file=${file}`, `--dbname=${c.url}`],
+    c.env,
+  );
 }
 
 /** `pg_restore` of a custom-format dump into `url`, stopping at the first error. */
 export async function pgRestore(file: string, url: string): Promise<void> {
   const c = connectionArgs(url);
-  await run(findPgClientTools().pgRestore, ["--no-owner", "--no-privileges", "--exit-on-error", `--dbname=${c.url}`, file], c.env);
+  await run(
+    findPgClientTools().pgRestore,
+    ["--no-owner", "--no-privileges", "--exit-on-error", `--dbname=${c.url}`, file],
+    c.env,
+  );
 }
 
 /** Relations (tables, views, sequences) outside the system schemas: 0 for an empty database. */

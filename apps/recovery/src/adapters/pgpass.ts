@@ -35,7 +35,12 @@ export function passfilePassword(url: string, env: Record<string, string | undef
     return undefined;
   }
   const u = new URL(url);
-  const want = [u.hostname, u.port || "5432", decodeURIComponent(u.pathname.replace(/^\//, "")), decodeURIComponent(u.username) || env.PGUSER || env.USER || ""];
+  const want = [
+    u.hostname,
+    u.port || "5432",
+    decodeURIComponent(u.pathname.replace(/^\//, "")),
+    decodeURIComponent(u.username) || env.PGUSER || env.USER || "",
+  ];
   for (const line of text.split(/\r?\n/)) {
     if (!line.trim() || line.startsWith("#")) continue;
     const f = fields(line);

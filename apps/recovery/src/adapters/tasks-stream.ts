@@ -41,7 +41,10 @@ export async function scanTasksStream(jsm: JetStreamManager, region: string): Pr
     // whoever published it, not to this scan.
     const last = info.state.last_seq;
     while (seq <= last) {
-      const m = await jsm.streams.getMessage(name, { seq, next_by_subj: taskSubjects(region) } as unknown as MsgRequest);
+      const m = await jsm.streams.getMessage(name, {
+        seq,
+        next_by_subj: taskSubjects(region),
+      } as unknown as MsgRequest);
       if (!m || m.seq > last) break;
       messages++;
       try {
@@ -69,7 +72,13 @@ export interface RepublishRow {
  * (reason, version) twice is deduplicated by JetStream, which makes a repeated run harmless.
  * Returns true when JetStream stored a new message.
  */
-export async function republishTask(js: JetStreamClient, region: string, row: RepublishRow, reason: "sweep" | "rebuild" | "adopt", deadlineMs: number): Promise<boolean> {
+export async function republishTask(
+  js: JetStreamClient,
+  region: string,
+  row: RepublishRow,
+  reason: "sweep" | "rebuild" | "adopt",
+  deadlineMs: number,
+): Promise<boolean> {
   const msg = { id: row.id, type: row.type as TaskType, priority: row.priority as Priority };
   const ack = await publishTaskMessage(js, region, msg, `${row.id}:${reason}:${row.version}`, deadlineMs);
   return !ack.duplicate;

@@ -2,16 +2,34 @@
 // Postgres, the snapshots, the provider and the buckets; the checks (checks.ts) turn what they read
 // into verdicts; this file composes them and renders the screen.
 import type { JetStreamManager } from "@nats-io/jetstream";
-import type postgres from "postgres";
-import type { NatsConnection } from "@pipeline/shared/nats";
 import type { Heartbeat } from "@pipeline/shared/kv";
+import type { NatsConnection } from "@pipeline/shared/nats";
+import type postgres from "postgres";
 import type { RecoveryConfig } from "../config.ts";
 import { redactUrl } from "../redact-url.ts";
-import { natsChecks, newestSnapshot, offHostCheck, overallLevel, postgresChecks, providerCheck, regionsUnreadable, snapshotCheck, workersChecks } from "./checks.ts";
-import type { Assessment, Check } from "./model.ts";
-import { openHandles, probeJetStream, probePostgres, probeProvider, probeRegionState, probeSnapshots, probeWorkers } from "./probes.ts";
-import { regionChecks } from "./regions.ts";
+import {
+  natsChecks,
+  newestSnapshot,
+  offHostCheck,
+  overallLevel,
+  postgresChecks,
+  providerCheck,
+  regionsUnreadable,
+  snapshotCheck,
+  workersChecks,
+} from "./checks.ts";
 import { eventsCheck, probeEventsSizing } from "./events-sizing.ts";
+import type { Assessment, Check } from "./model.ts";
+import {
+  openHandles,
+  probeJetStream,
+  probePostgres,
+  probeProvider,
+  probeRegionState,
+  probeSnapshots,
+  probeWorkers,
+} from "./probes.ts";
+import { regionChecks } from "./regions.ts";
 
 export type { Assessment, Check, LaneInfo, Level } from "./model.ts";
 export { providerBalance } from "./probes.ts";
@@ -49,7 +67,12 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
   const sizing =
     d.jsm instanceof Error || d.snapshotIntervalMs === undefined
       ? undefined
-      : await probeEventsSizing(d.jsm, { region: d.region, snapshotDir: d.snapshotDir, snapshotIntervalMs: d.snapshotIntervalMs, snapshotMaxAgeMs: d.snapshotMaxAgeMs }).catch(() => undefined);
+      : await probeEventsSizing(d.jsm, {
+          region: d.region,
+          snapshotDir: d.snapshotDir,
+          snapshotIntervalMs: d.snapshotIntervalMs,
+          snapshotMaxAgeMs: d.snapshotMaxAgeMs,
+        }).catch(() => undefined);
   const checks: Check[] = [
     ...natsChecks(nats, d.natsServer),
     ...(sizing ? [eventsCheck(sizing)] : []),
@@ -87,11 +110,16 @@ export async function assessLive(config: RecoveryConfig, connect: () => Promise<
     const { nc, jsm } = h;
     const workers = nc instanceof Error ? undefined : await probeWorkers(nc, config.REGION);
     const remotes = config.regions.filter((r) => r !== config.REGION);
-    const region = remotes.length && !(nc instanceof Error) && !(jsm instanceof Error) ? await probeRegionState(nc, jsm, config.REGION, remotes) : undefined;
+    const region =
+      remotes.length && !(nc instanceof Error) && !(jsm instanceof Error)
+        ? await probeRegionState(nc, jsm, config.REGION, remotes)
+        : undefined;
     return await assess({
       ...(workers ? { workers } : {}),
       ...(region ? { regionChecks: region instanceof Error ? [regionsUnreadable(region)] : regionChecks(region) } : {}),
-      ...(nc instanceof Error || !nc.info ? {} : { natsServer: { version: nc.info.version, url: redactUrl(config.NATS_URL) } }),
+      ...(nc instanceof Error || !nc.info
+        ? {}
+        : { natsServer: { version: nc.info.version, url: redactUrl(config.NATS_URL) } }),
       region: config.REGION,
       jsm,
       sql: h.sql,
@@ -111,14 +139,20 @@ export async function assessLive(config: RecoveryConfig, connect: () => Promise<
 export function renderAssessment(a: Assessment): string {
   const mark = { ok: "ok  ", warn: "WARN", fail: "FAIL" } as const;
   const order = { fail: 0, warn: 1, ok: 2 } as const;
-  const lines = [`recovery assess: region ${a.region} at ${a.at}: ${a.level === "ok" ? "all good" : a.level === "warn" ? "look when you can" : "NEEDS A HUMAN"}`, ""];
+  const lines = [
+    `recovery assess: region ${a.region} at ${a.at}: ${a.level === "ok" ? "all good" : a.level === "warn" ? "look when you can" : "NEEDS A HUMAN"}`,
+    "",
+  ];
   for (const c of [...a.checks].sort((x, y) => order[x.level] - order[y.level])) {
     lines.push(`  ${mark[c.level]}  ${c.name.padEnd(9)} ${c.summary}`);
     if (c.hint && c.level !== "ok") lines.push(`        ${"".padEnd(9)} -> ${c.hint}`);
   }
   if (a.queue?.lanes.length) {
     lines.push("", "  lane consumer                     lag(pending)  in-flight  redelivered  waiting-pulls");
-    for (const l of a.queue.lanes) lines.push(`  ${l.consumer.padEnd(34)}${String(l.pending).padStart(12)}${String(l.ackPending).padStart(11)}${String(l.redelivered).padStart(13)}${String(l.waitingPulls).padStart(15)}`);
+    for (const l of a.queue.lanes)
+      lines.push(
+        `  ${l.consumer.padEnd(34)}${String(l.pending).padStart(12)}${String(l.ackPending).padStart(11)}${String(l.redelivered).padStart(13)}${String(l.waitingPulls).padStart(15)}`,
+      );
   }
   return lines.join("\n");
 }

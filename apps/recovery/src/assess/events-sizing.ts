@@ -53,7 +53,14 @@ export interface EventsSizing {
 /** Below this much history the measured rate means little: only max_age is judged. */
 const MIN_SAMPLE_MS = 60_000;
 
-const human = (ms: number) => (ms === Number.POSITIVE_INFINITY ? "unbounded" : ms >= 2 * 3600_000 ? `${Math.round(ms / 360_000) / 10} h` : ms >= 120_000 ? `${Math.round(ms / 60_000)} min` : `${Math.round(ms / 1000)} s`);
+const human = (ms: number) =>
+  ms === Number.POSITIVE_INFINITY
+    ? "unbounded"
+    : ms >= 2 * 3600_000
+      ? `${Math.round(ms / 360_000) / 10} h`
+      : ms >= 120_000
+        ? `${Math.round(ms / 60_000)} min`
+        : `${Math.round(ms / 1000)} s`;
 
 export function eventsSizing(i: SizingInput): EventsSizing {
   const e = i.events;
@@ -72,9 +79,30 @@ export function eventsSizing(i: SizingInput): EventsSizing {
   const full = Math.max(bytesRatio ?? 0, messagesRatio ?? 0);
   const figures = `${e.messages} events, ${Math.round(e.bytes / 1024)} kB${bytesRatio === null ? "" : ` (${Math.round(bytesRatio * 100)}% of max_bytes)`}, oldest ${oldestAgeMs === null ? "none" : human(oldestAgeMs)}; limits hold ${human(holdsMs)} at this rate, a restore needs ${human(needMs)}`;
   const base = { events: e, snapshotSeq: s?.lastSeq ?? null };
-  if (lostAfterSnapshot) return { ...base, bytesRatio, messagesRatio, oldestAgeMs, holdsMs, needMs, lostAfterSnapshot, level: "fail", summary: `events after the newest snapshot (seq ${(s?.lastSeq ?? 0) + 1}..${e.firstSeq - 1}) are gone: ${figures}` };
+  if (lostAfterSnapshot)
+    return {
+      ...base,
+      bytesRatio,
+      messagesRatio,
+      oldestAgeMs,
+      holdsMs,
+      needMs,
+      lostAfterSnapshot,
+      level: "fail",
+      summary: `events after the newest snapshot (seq ${(s?.lastSeq ?? 0) + 1}..${e.firstSeq - 1}) are gone: ${figures}`,
+    };
   const level = holdsMs < needMs || full > 0.8 ? "warn" : "ok";
-  return { ...base, bytesRatio, messagesRatio, oldestAgeMs, holdsMs, needMs, lostAfterSnapshot, level, summary: figures };
+  return {
+    ...base,
+    bytesRatio,
+    messagesRatio,
+    oldestAgeMs,
+    holdsMs,
+    needMs,
+    lostAfterSnapshot,
+    level,
+    summary: figures,
+  };
 }
 
 export function eventsCheck(s: EventsSizing): Check {
@@ -86,7 +114,10 @@ export function eventsCheck(s: EventsSizing): Check {
 }
 
 /** Reads EVENTS' state and limits and the newest snapshot, and sizes them. */
-export async function probeEventsSizing(jsm: JetStreamManager, o: { region: string; snapshotDir: string; snapshotIntervalMs: number; snapshotMaxAgeMs: number }): Promise<EventsSizing> {
+export async function probeEventsSizing(
+  jsm: JetStreamManager,
+  o: { region: string; snapshotDir: string; snapshotIntervalMs: number; snapshotMaxAgeMs: number },
+): Promise<EventsSizing> {
   const info = await jsm.streams.info(streams.events(o.region));
   const st = info.state;
   const newest = listSnapshots(o.snapshotDir)[0]?.manifest;
@@ -105,6 +136,8 @@ export async function probeEventsSizing(jsm: JetStreamManager, o: { region: stri
     now: Date.now(),
     snapshotIntervalMs: o.snapshotIntervalMs,
     snapshotMaxAgeMs: o.snapshotMaxAgeMs,
-    ...(newest && newest.events.stream === streams.events(o.region) ? { snapshot: { lastSeq: newest.events.lastSeq, at: Date.parse(newest.createdAt) } } : {}),
+    ...(newest && newest.events.stream === streams.events(o.region)
+      ? { snapshot: { lastSeq: newest.events.lastSeq, at: Date.parse(newest.createdAt) } }
+      : {}),
   });
 }

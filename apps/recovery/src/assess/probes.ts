@@ -2,13 +2,13 @@
 // (tasks by state, stuck and stale rows), the snapshot directory, the provider's balance, and the
 // workers and region buckets. Each probe keeps what it read before an error, so the verdicts
 // (checks.ts) show as much as could be seen.
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import type postgres from "postgres";
-import { openDatabase, type Database } from "@pipeline/shared/db";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { type Database, openDatabase } from "@pipeline/shared/db";
+import { type Heartbeat, liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/kv";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { parseProviderReply } from "@pipeline/shared/provider";
-import { liveWorkers, openRegionBucket, openWorkersBucket, type Heartbeat } from "@pipeline/shared/kv";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
+import type postgres from "postgres";
 import type { RecoveryConfig } from "../config.ts";
 import { redactUrl } from "../redact-url.ts";
 import { listSnapshots, type Snapshot } from "../snapshot/manifest.ts";
@@ -34,7 +34,14 @@ async function probeQueue(jsm: JetStreamManager, region: string): Promise<NonNul
   if (!info) return { stream: name, exists: false, messages: 0, lanes: [] };
   const lanes: LaneInfo[] = [];
   for await (const c of jsm.consumers.list(name)) {
-    lanes.push({ consumer: c.name, filter: c.config.filter_subject ?? "", pending: c.num_pending, ackPending: c.num_ack_pending, redelivered: c.num_redelivered, waitingPulls: c.num_waiting });
+    lanes.push({
+      consumer: c.name,
+      filter: c.config.filter_subject ?? "",
+      pending: c.num_pending,
+      ackPending: c.num_ack_pending,
+      redelivered: c.num_redelivered,
+      waitingPulls: c.num_waiting,
+    });
   }
   lanes.sort((a, b) => a.consumer.localeCompare(b.consumer));
   return { stream: name, exists: true, messages: info.state.messages, lanes };
@@ -42,10 +49,17 @@ async function probeQueue(jsm: JetStreamManager, region: string): Promise<NonNul
 
 /** The last breaker event in EVENTS, or null when there is none. */
 async function probeBreaker(jsm: JetStreamManager, region: string): Promise<Assessment["breaker"]> {
-  const last = await jsm.streams.getMessage(streams.events(region), { last_by_subj: eventSubject(region, "breaker") }).catch(() => null);
+  const last = await jsm.streams
+    .getMessage(streams.events(region), { last_by_subj: eventSubject(region, "breaker") })
+    .catch(() => null);
   if (!last) return null;
   const b = last.json() as { at?: string; data?: { state?: string; reason?: string | null; worker?: string } };
-  return { state: b.data?.state ?? "unknown", reason: b.data?.reason ?? null, worker: b.data?.worker ?? null, at: b.at ?? last.time.toISOString() };
+  return {
+    state: b.data?.state ?? "unknown",
+    reason: b.data?.reason ?? null,
+    worker: b.data?.worker ?? null,
+    at: b.at ?? last.time.toISOString(),
+  };
 }
 
 /** The queue, then the DLQ (absent counts as empty), then the breaker; stops at the first JetStream error. */
@@ -78,9 +92,19 @@ export async function probePostgres(sql: postgres.Sql, staleAfterMs: number): Pr
   try {
     const [v] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
     p.server = { version: v?.v ?? null };
-    const states = await sql<{ state: string; n: number }[]>`select state, count(*)::int as n from tasks group by state`;
+    const states = await sql<
+      { state: string; n: number }[]
+    >`select state, count(*)::int as n from tasks group by state`;
     const stale = `${staleAfterMs} milliseconds`;
-    const [s] = await sql<{ stuck: number; stuck_old: number; oldest_stuck: number | null; stale_queued: number; oldest_queued: number | null }[]>`
+    const [s] = await sql<
+      {
+        stuck: number;
+        stuck_old: number;
+        oldest_stuck: number | null;
+        stale_queued: number;
+        oldest_queued: number | null;
+      }[]
+    >`
         select
           count(*) filter (where state = 'solving' and (lease_until is null or lease_until < now()))::int as stuck,
           count(*) filter (where state = 'solving' and (lease_until is null or lease_until < now() - ${stale}::interval))::int as stuck_old,
@@ -114,11 +138,20 @@ export interface SnapshotsProbe {
 /** The snapshots in `dir` and, when copies go to `offHostDomain`, the newest one copied. */
 export function probeSnapshots(dir: string, offHostDomain: string | undefined): SnapshotsProbe {
   const snapshots = listSnapshots(dir);
-  return { dir, snapshots, copied: offHostDomain ? snapshots.find((s) => offHostRecord(s)) : undefined, now: Date.now() };
+  return {
+    dir,
+    snapshots,
+    copied: offHostDomain ? snapshots.find((s) => offHostRecord(s)) : undefined,
+    now: Date.now(),
+  };
 }
 
 /** Asks the provider for the balance (`res.php`, action=getbalance, key in the POST body). */
-export async function providerBalance(url: string, key: string, timeoutMs: number): Promise<{ reachable: boolean; balance: string | null; error: string | null }> {
+export async function providerBalance(
+  url: string,
+  key: string,
+  timeoutMs: number,
+): Promise<{ reachable: boolean; balance: string | null; error: string | null }> {
   try {
     const res = await fetch(`${url.replace(/\/+$/, "")}/res.php`, {
       method: "POST",
@@ -129,14 +162,26 @@ export async function providerBalance(url: string, key: string, timeoutMs: numbe
     const r = parseProviderReply(res.status, await res.text());
     if (r.kind === "ok") return { reachable: true, balance: r.value, error: null };
     if (r.kind === "error") return { reachable: true, balance: null, error: r.code };
-    return { reachable: r.kind !== "transport", balance: null, error: r.kind === "transport" ? r.reason : "unexpected reply" };
+    return {
+      reachable: r.kind !== "transport",
+      balance: null,
+      error: r.kind === "transport" ? r.reason : "unexpected reply",
+    };
   } catch (err) {
-    return { reachable: false, balance: null, error: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}` };
+    return {
+      reachable: false,
+      balance: null,
+      error: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}`,
+    };
   }
 }
 
 /** The provider's balance; null when there is no key to ask with. */
-export async function probeProvider(provider: { url: string; key: string | undefined; timeoutMs: number }): Promise<Assessment["provider"]> {
+export async function probeProvider(provider: {
+  url: string;
+  key: string | undefined;
+  timeoutMs: number;
+}): Promise<Assessment["provider"]> {
   if (!provider.key) return null;
   const r = await providerBalance(provider.url, provider.key, provider.timeoutMs);
   return { url: redactUrl(provider.url), ...r, ...(r.error ? { error: redactUrl(r.error) } : {}) };
@@ -151,11 +196,18 @@ export interface LiveHandles {
 }
 
 /** Connects to NATS (through `connect`) and Postgres independently: one down still lets the other be read. */
-export async function openHandles(config: RecoveryConfig, connect: () => Promise<NatsConnection>): Promise<LiveHandles> {
+export async function openHandles(
+  config: RecoveryConfig,
+  connect: () => Promise<NatsConnection>,
+): Promise<LiveHandles> {
   const nc = await connect().catch((e: Error) => e);
   const jsm = nc instanceof Error ? nc : await jetstreamManager(nc).catch((e: Error) => e);
-  const database: Database | undefined = config.DATABASE_URL ? openDatabase(config.DATABASE_URL, { max: 2, appName: "recovery-assess" }) : undefined;
-  const sql = database ? await database.sql`select 1`.then(() => database.sql).catch((e: Error) => e) : new Error("DATABASE_URL is not set");
+  const database: Database | undefined = config.DATABASE_URL
+    ? openDatabase(config.DATABASE_URL, { max: 2, appName: "recovery-assess" })
+    : undefined;
+  const sql = database
+    ? await database.sql`select 1`.then(() => database.sql).catch((e: Error) => e)
+    : new Error("DATABASE_URL is not set");
   return {
     nc,
     jsm,
@@ -176,7 +228,12 @@ export function probeWorkers(nc: NatsConnection, region: string): Promise<Heartb
 }
 
 /** The lease and the mirrors of the other regions; an Error when the region bucket cannot be read. */
-export function probeRegionState(nc: NatsConnection, jsm: JetStreamManager, region: string, remotes: string[]): Promise<RegionsProbe | Error> {
+export function probeRegionState(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  region: string,
+  remotes: string[],
+): Promise<RegionsProbe | Error> {
   return openRegionBucket(nc, region)
     .then((kv) => probeRegions(jsm, kv, region, remotes))
     .catch((e: Error) => e);

@@ -4,7 +4,12 @@ import { regionChecks } from "./regions.ts";
 const now = 1_000_000;
 
 test("a held lease and an active mirror are ok", () => {
-  const c = regionChecks({ local: "fsn1", now, lease: { holder: "fsn1", epoch: 3, validUntil: now + 5000 }, mirrors: [{ remote: "hel1", lag: 0, activeMs: 200, replicaPending: 0 }] });
+  const c = regionChecks({
+    local: "fsn1",
+    now,
+    lease: { holder: "fsn1", epoch: 3, validUntil: now + 5000 },
+    mirrors: [{ remote: "hel1", lag: 0, activeMs: 200, replicaPending: 0 }],
+  });
   expect(c.map((x) => [x.name, x.level])).toEqual([
     ["lease", "ok"],
     ["replica", "ok"],
@@ -12,7 +17,18 @@ test("a held lease and an active mirror are ok", () => {
 });
 
 test("a lapsed lease fails, a lease taken by the other region warns, a stalled mirror warns even without an error", () => {
-  expect(regionChecks({ local: "fsn1", now, lease: { holder: "fsn1", epoch: 3, validUntil: now - 4000 }, mirrors: [] })[0]).toMatchObject({ level: "fail", summary: expect.stringContaining("lapsed 4 s ago") });
-  expect(regionChecks({ local: "fsn1", now, lease: { holder: "hel1", epoch: 4, validUntil: 0 }, mirrors: [] })[0]).toMatchObject({ level: "warn", summary: expect.stringContaining("held by hel1") });
-  expect(regionChecks({ local: "fsn1", now, lease: undefined, mirrors: [{ remote: "hel1", lag: 12, activeMs: 60_000, replicaPending: 3 }] }).map((x) => x.level)).toEqual(["fail", "warn"]);
+  expect(
+    regionChecks({ local: "fsn1", now, lease: { holder: "fsn1", epoch: 3, validUntil: now - 4000 }, mirrors: [] })[0],
+  ).toMatchObject({ level: "fail", summary: expect.stringContaining("lapsed 4 s ago") });
+  expect(
+    regionChecks({ local: "fsn1", now, lease: { holder: "hel1", epoch: 4, validUntil: 0 }, mirrors: [] })[0],
+  ).toMatchObject({ level: "warn", summary: expect.stringContaining("held by hel1") });
+  expect(
+    regionChecks({
+      local: "fsn1",
+      now,
+      lease: undefined,
+      mirrors: [{ remote: "hel1", lag: 12, activeMs: 60_000, replicaPending: 3 }],
+    }).map((x) => x.level),
+  ).toEqual(["fail", "warn"]);
 });

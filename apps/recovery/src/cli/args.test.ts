@@ -1,6 +1,6 @@
 // The CLI's argument parsing: refusals that must happen before anything connects (issue 14).
 import { expect, test } from "bun:test";
-import { runDrill, type DrillOptions } from "../drill/run-drill.ts";
+import { type DrillOptions, runDrill } from "../drill/run-drill.ts";
 import { parseCommand } from "./args.ts";
 
 test("drills that destroy live state (queue-loss, db-loss) are refused without --yes, naming it", () => {
@@ -12,7 +12,8 @@ test("drills that destroy live state (queue-loss, db-loss) are refused without -
     expect(parseCommand(["drill", scenario, "--rate", "5", "--yes", "--json"]).ok).toBe(true);
   }
   // The others destroy nothing: no confirmation asked.
-  for (const scenario of ["worker-crash", "key-compromise", "config-corruption"]) expect(parseCommand(["drill", scenario]).ok).toBe(true);
+  for (const scenario of ["worker-crash", "key-compromise", "config-corruption"])
+    expect(parseCommand(["drill", scenario]).ok).toBe(true);
 });
 
 test("runDrill itself refuses an unconfirmed destructive scenario before touching anything", async () => {

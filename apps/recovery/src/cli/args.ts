@@ -13,7 +13,14 @@ const Domain = z.string().regex(/^[A-Za-z0-9_-]+$/, "a JetStream domain (a regio
 export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("assess"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("migrate"), args: z.tuple([]), json: Flag }).strict(),
-  z.object({ command: z.literal("recover-stale"), args: z.tuple([]), json: Flag, "older-than": z.coerce.number().int().min(0).optional() }).strict(),
+  z
+    .object({
+      command: z.literal("recover-stale"),
+      args: z.tuple([]),
+      json: Flag,
+      "older-than": z.coerce.number().int().min(0).optional(),
+    })
+    .strict(),
   z.object({ command: z.literal("rebuild-queue"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("snapshot"), args: z.tuple([]), json: Flag }).strict(),
   z.object({ command: z.literal("snapshots"), args: z.tuple([]), json: Flag }).strict(),
@@ -35,25 +42,55 @@ export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("retention"), args: z.tuple([]), json: Flag }).strict(),
   /** Without --yes: a dry run (counts, nothing changed). */
   z.object({ command: z.literal("rewrite-owners"), args: z.tuple([]), yes: Flag, json: Flag, by: Actor.by }).strict(),
-  z.object({ command: z.literal("verify"), args: z.tuple([z.string().min(1)], { error: "verify takes one snapshot (a name, `latest`, or a path)" }), json: Flag }).strict(),
+  z
+    .object({
+      command: z.literal("verify"),
+      args: z.tuple([z.string().min(1)], { error: "verify takes one snapshot (a name, `latest`, or a path)" }),
+      json: Flag,
+    })
+    .strict(),
   z
     .object({
       command: z.literal("config"),
       args: z.union(
-        [z.tuple([z.literal("show")]), z.tuple([z.literal("history")]), z.tuple([z.literal("set"), z.string().min(1)]), z.tuple([z.literal("rollback")]), z.tuple([z.literal("rollback"), z.coerce.number().int().positive()])],
+        [
+          z.tuple([z.literal("show")]),
+          z.tuple([z.literal("history")]),
+          z.tuple([z.literal("set"), z.string().min(1)]),
+          z.tuple([z.literal("rollback")]),
+          z.tuple([z.literal("rollback"), z.coerce.number().int().positive()]),
+        ],
         { error: "config takes: show | history | set <file.json|-> | rollback [revision]" },
       ),
       json: Flag,
       ...Actor,
     })
     .strict(),
-  z.object({ command: z.literal("rotate-key"), args: z.tuple([]), to: z.string().regex(KEY_NAME, "a key name of the solvers' key file"), wait: Ms, json: Flag, ...Actor }).strict(),
+  z
+    .object({
+      command: z.literal("rotate-key"),
+      args: z.tuple([]),
+      to: z.string().regex(KEY_NAME, "a key name of the solvers' key file"),
+      wait: Ms,
+      json: Flag,
+      ...Actor,
+    })
+    .strict(),
   z.object({ command: z.literal("workers"), args: z.tuple([]), json: Flag }).strict(),
-  z.object({ command: z.literal("audit"), args: z.tuple([]), limit: z.coerce.number().int().min(1).max(1000).optional(), json: Flag }).strict(),
+  z
+    .object({
+      command: z.literal("audit"),
+      args: z.tuple([]),
+      limit: z.coerce.number().int().min(1).max(1000).optional(),
+      json: Flag,
+    })
+    .strict(),
   z
     .object({
       command: z.literal("drill"),
-      args: z.tuple([z.enum(SCENARIOS, { error: `drill takes one of: ${SCENARIOS.join(", ")}` })], { error: `drill takes one of: ${SCENARIOS.join(", ")}` }),
+      args: z.tuple([z.enum(SCENARIOS, { error: `drill takes one of: ${SCENARIOS.join(", ")}` })], {
+        error: `drill takes one of: ${SCENARIOS.join(", ")}`,
+      }),
       rate: z.coerce.number().min(0.5).max(1000).optional(),
       baseline: Ms,
       timeout: Ms,
@@ -110,18 +147,35 @@ export const USAGE = `usage: bun run recovery <command> [options]
   Environment: NATS_URL, DATABASE_URL, REGION, SNAPSHOT_DIR, PROVIDER_URL, PROVIDER_KEY; drills also GATEWAY_URL and
   DRILL_API_KEY (see apps/recovery/README.md).`;
 
-const VALUE_FLAGS = ["into", "from", "events-from", "older-than", "by", "reason", "to", "wait", "limit", "rate", "baseline", "timeout"];
+const VALUE_FLAGS = [
+  "into",
+  "from",
+  "events-from",
+  "older-than",
+  "by",
+  "reason",
+  "to",
+  "wait",
+  "limit",
+  "rate",
+  "baseline",
+  "timeout",
+];
 
 /** Splits argv into command, positionals and flags (`--a`, `--a value`, `--a=value`). */
 export function tokenize(argv: string[]): Record<string, unknown> {
   const [command = "help", ...rest] = argv;
-  const out: Record<string, unknown> = { command: command === "--help" || command === "-h" ? "help" : command, args: [] as string[] };
+  const out: Record<string, unknown> = {
+    command: command === "--help" || command === "-h" ? "help" : command,
+    args: [] as string[],
+  };
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i]!;
     if (a.startsWith("--")) {
       const eq = a.indexOf("=");
       if (eq > 0) out[a.slice(2, eq)] = a.slice(eq + 1);
-      else if (rest[i + 1] !== undefined && !rest[i + 1]!.startsWith("--") && VALUE_FLAGS.includes(a.slice(2))) out[a.slice(2)] = rest[++i];
+      else if (rest[i + 1] !== undefined && !rest[i + 1]!.startsWith("--") && VALUE_FLAGS.includes(a.slice(2)))
+        out[a.slice(2)] = rest[++i];
       else out[a.slice(2)] = true;
     } else (out.args as string[]).push(a);
   }

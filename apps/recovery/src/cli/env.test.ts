@@ -21,7 +21,9 @@ test("SUDO_USER counts only under sudo (uid 0); USER is not read at all", () => 
   try {
     // (Bun's os.userInfo().username would say "someone-else": it reads USER.)
     const account = spawnSync("id", ["-un"], { encoding: "utf8" }).stdout.trim();
-    expect(actorOf(undefined)).toBe(`${process.getuid?.() === 0 && process.env.SUDO_USER ? process.env.SUDO_USER : account}@${hostname()}`);
+    expect(actorOf(undefined)).toBe(
+      `${process.getuid?.() === 0 && process.env.SUDO_USER ? process.env.SUDO_USER : account}@${hostname()}`,
+    );
     expect(actorOf(undefined)).not.toContain("someone-else");
   } finally {
     if (before === undefined) delete process.env.USER;

@@ -2,7 +2,7 @@
 import { spawnSync } from "node:child_process";
 import { hostname } from "node:os";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, natsAuthFromEnv, type NatsConnection } from "@pipeline/shared/nats";
+import { connectNats, type NatsConnection, natsAuthFromEnv } from "@pipeline/shared/nats";
 import type { RecoveryConfig } from "../config.ts";
 import { redactUrl } from "../redact-url.ts";
 
@@ -13,7 +13,8 @@ export interface CliEnv {
 }
 
 /** Prints the value as JSON (`--json`) or the text for people; the userinfo of any URL in it redacted. */
-export const print = (json: boolean | undefined, value: unknown, text: string) => console.log(redactUrl(json ? JSON.stringify(value, null, 2) : text));
+export const print = (json: boolean | undefined, value: unknown, text: string) =>
+  console.log(redactUrl(json ? JSON.stringify(value, null, 2) : text));
 
 /**
  * The authenticated user of this process: the account of its uid (not `USER`, which anyone can
@@ -27,7 +28,10 @@ export function loginOf(o: { uid: number; username: string; sudoUser: string | u
  * Who is acting, as audited: the login and the host; `--by` (a name the operator gives) is kept in
  * front but never replaces the login (`ops@host (login alice)`).
  */
-export function actorOf(by: string | undefined, o: { uid: number; username: string; sudoUser: string | undefined; host: string } = currentUser()): string {
+export function actorOf(
+  by: string | undefined,
+  o: { uid: number; username: string; sudoUser: string | undefined; host: string } = currentUser(),
+): string {
   const login = loginOf(o);
   return by && by !== login ? `${by}@${o.host} (login ${login})` : `${login}@${o.host}`;
 }
@@ -51,11 +55,15 @@ export async function natsWithin({ config, log }: CliEnv, ms: number): Promise<N
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     return await Promise.race([
-      connectNats(config.NATS_URL, "recovery-cli", natsAuthFromEnv(config), (e) => log.error({ err: e.message }, "nats error")),
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no NATS at ${redactUrl(config.NATS_URL)} within ${ms} ms`)), ms))),
+      connectNats(config.NATS_URL, "recovery-cli", natsAuthFromEnv(config), (e) =>
+        log.error({ err: e.message }, "nats error"),
+      ),
+      new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => reject(new Error(`no NATS at ${redactUrl(config.NATS_URL)} within ${ms} ms`)), ms)),
+      ),
     ]);
   } finally {
     clearTimeout(timer);
   }
 }
-

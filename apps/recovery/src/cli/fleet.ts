@@ -15,7 +15,11 @@ export interface Fleet {
 }
 
 /** Opens the context and both buckets, runs `fn`, and closes the context whatever happens. */
-export async function withFleet(env: CliEnv, by: string | undefined, fn: (f: Fleet) => Promise<number>): Promise<number> {
+export async function withFleet(
+  env: CliEnv,
+  by: string | undefined,
+  fn: (f: Fleet) => Promise<number>,
+): Promise<number> {
   const ctx = await openContext(env.config, env.log, "recovery-cli");
   try {
     const configKv = await openConfigBucket(ctx.nc, env.config.REGION);

@@ -9,7 +9,16 @@ import { join } from "node:path";
 const dir = mkdtempSync(join(tmpdir(), "recovery-redaction-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const cli = join(import.meta.dir, "..", "cli.ts");
-const env = { PATH: process.env.PATH ?? "", HOME: dir, NATS_URL: "nats://127.0.0.1:1", DATABASE_URL: "postgres://dbuser:db-secret@127.0.0.1:1/x", SNAPSHOT_DIR: dir, PROVIDER_URL: "http://puser:provider-secret@127.0.0.1:1/", PROVIDER_KEY: "k", LOG_LEVEL: "silent" };
+const env = {
+  PATH: process.env.PATH ?? "",
+  HOME: dir,
+  NATS_URL: "nats://127.0.0.1:1",
+  DATABASE_URL: "postgres://dbuser:db-secret@127.0.0.1:1/x",
+  SNAPSHOT_DIR: dir,
+  PROVIDER_URL: "http://puser:provider-secret@127.0.0.1:1/",
+  PROVIDER_KEY: "k",
+  LOG_LEVEL: "silent",
+};
 const run = (...args: string[]) => {
   const r = spawnSync(process.execPath, [cli, ...args], { env, encoding: "utf8", timeout: 30_000 });
   return { code: r.status, out: `${r.stdout}${r.stderr}`, err: r.stderr };

@@ -12,7 +12,9 @@ const noFile = { PGPASSFILE: join(dir, "none") };
 
 test("--into with a password still works, with a warning that it is visible in the process list", () => {
   const warned: string[] = [];
-  expect(restoreTarget({ into: "postgres://u:pw@h:5432/d", env: noFile, warn: (l) => warned.push(l) })).toBe("postgres://u:pw@h:5432/d");
+  expect(restoreTarget({ into: "postgres://u:pw@h:5432/d", env: noFile, warn: (l) => warned.push(l) })).toBe(
+    "postgres://u:pw@h:5432/d",
+  );
   expect(warned).toEqual([INTO_PASSWORD_WARNING]);
   expect(INTO_PASSWORD_WARNING).toContain("process list");
   expect(INTO_PASSWORD_WARNING).not.toContain("pw");
@@ -21,9 +23,13 @@ test("--into with a password still works, with a warning that it is visible in t
 test("the target from RESTORE_INTO_URL (no argument at all), or --into without a password: no warning", () => {
   const warned: string[] = [];
   const warn = (l: string) => warned.push(l);
-  expect(restoreTarget({ into: undefined, env: { ...noFile, RESTORE_INTO_URL: "postgres://u:pw@h/d" }, warn })).toBe("postgres://u:pw@h/d");
+  expect(restoreTarget({ into: undefined, env: { ...noFile, RESTORE_INTO_URL: "postgres://u:pw@h/d" }, warn })).toBe(
+    "postgres://u:pw@h/d",
+  );
   // With PGPASSWORD the URL stays as given (the driver and the pg tools read the variable).
-  expect(restoreTarget({ into: "postgres://u@h/d", env: { ...noFile, PGPASSWORD: "pw" }, warn })).toBe("postgres://u@h/d");
+  expect(restoreTarget({ into: "postgres://u@h/d", env: { ...noFile, PGPASSWORD: "pw" }, warn })).toBe(
+    "postgres://u@h/d",
+  );
   expect(warned).toEqual([]);
 });
 
@@ -33,7 +39,17 @@ test("without any target: a usage error naming --into and RESTORE_INTO_URL", () 
 
 test("the password from the passfile (PGPASSFILE): first matching line, wildcards and escapes; ignored when others can read it", () => {
   const file = join(dir, "pgpass");
-  writeFileSync(file, ["# comment", "other:5432:*:u:nope", "h:5432:d\\:x:u:colon-db", "h:*:d:u:pa\\:ss:word", "*:*:*:*:fallback", ""].join("\n"));
+  writeFileSync(
+    file,
+    [
+      "# comment",
+      "other:5432:*:u:nope",
+      "h:5432:d\\:x:u:colon-db",
+      "h:*:d:u:pa\\:ss:word",
+      "*:*:*:*:fallback",
+      "",
+    ].join("\n"),
+  );
   chmodSync(file, 0o600);
   const env = { PGPASSFILE: file };
   expect(passfilePassword("postgres://u@h/d", env)).toBe("pa:ss:word");

@@ -13,9 +13,16 @@ export const INTO_PASSWORD_WARNING =
  * the driver and the pg tools) or, failing that, from the passfile (filled in here, in memory only:
  * the pg tools get it through PGPASSWORD, never an argument).
  */
-export function restoreTarget(o: { into: string | undefined; env: Record<string, string | undefined>; warn: (line: string) => void }): string {
+export function restoreTarget(o: {
+  into: string | undefined;
+  env: Record<string, string | undefined>;
+  warn: (line: string) => void;
+}): string {
   const url = o.into ?? o.env.RESTORE_INTO_URL;
-  if (!url) throw new UsageError("restore needs a target database: --into <url> (its password through PGPASSWORD or a passfile) or RESTORE_INTO_URL");
+  if (!url)
+    throw new UsageError(
+      "restore needs a target database: --into <url> (its password through PGPASSWORD or a passfile) or RESTORE_INTO_URL",
+    );
   if (o.into && hasPassword(o.into)) o.warn(INTO_PASSWORD_WARNING);
   if (hasPassword(url) || o.env.PGPASSWORD) return url;
   const password = passfilePassword(url, o.env);

@@ -4,7 +4,14 @@ import { esc, fillBuckets, fmtMs, latencyChart, niceMax, throughputChart } from 
 test("fillBuckets: exactly 15 minutes, oldest first, empty minutes zero", () => {
   const now = Date.UTC(2026, 11, 4, 5, 0, 30);
   const minute = Math.floor(now / 60_000);
-  const b = fillBuckets([{ minute, n: 3, p50: 100, p95: 200 }, { minute: minute - 14, n: 1, p50: 50, p95: 50 }, { minute: minute - 20, n: 9, p50: 1, p95: 1 }], now);
+  const b = fillBuckets(
+    [
+      { minute, n: 3, p50: 100, p95: 200 },
+      { minute: minute - 14, n: 1, p50: 50, p95: 50 },
+      { minute: minute - 20, n: 9, p50: 1, p95: 1 },
+    ],
+    now,
+  );
   expect(b.length).toBe(15);
   expect(b[0]).toEqual({ t: (minute - 14) * 60_000, n: 1, p50: 50, p95: 50 });
   expect(b[14]).toEqual({ t: minute * 60_000, n: 3, p50: 100, p95: 200 });
@@ -20,7 +27,13 @@ test("niceMax, fmtMs, esc", () => {
 
 test("charts: labelled SVG, one bar per minute, lines broken where nothing finished", () => {
   const now = Date.UTC(2026, 11, 4, 5, 0, 0);
-  const b = fillBuckets([{ minute: Math.floor(now / 60_000), n: 5, p50: 800, p95: 1500 }, { minute: Math.floor(now / 60_000) - 1, n: 2, p50: 700, p95: 900 }], now);
+  const b = fillBuckets(
+    [
+      { minute: Math.floor(now / 60_000), n: 5, p50: 800, p95: 1500 },
+      { minute: Math.floor(now / 60_000) - 1, n: 2, p50: 700, p95: 900 },
+    ],
+    now,
+  );
   const t = throughputChart(b);
   expect(t).toContain('role="img"');
   expect(t).toContain("aria-label=");

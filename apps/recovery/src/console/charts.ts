@@ -12,7 +12,11 @@ export interface Bucket {
 }
 
 /** Fills the minutes with nothing in them: exactly `minutes` buckets, oldest first, the last one being `now`'s. */
-export function fillBuckets(rows: Array<{ minute: number; n: number; p50: number | null; p95: number | null }>, now: number, minutes = 15): Bucket[] {
+export function fillBuckets(
+  rows: Array<{ minute: number; n: number; p50: number | null; p95: number | null }>,
+  now: number,
+  minutes = 15,
+): Bucket[] {
   const last = Math.floor(now / 60_000);
   const byMinute = new Map(rows.map((r) => [r.minute, r]));
   const out: Bucket[] = [];
@@ -25,7 +29,10 @@ export function fillBuckets(rows: Array<{ minute: number; n: number; p50: number
 
 /** Escapes text for HTML content and attribute values. */
 export function esc(v: unknown): string {
-  return String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+  return String(v ?? "").replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!,
+  );
 }
 
 /** A duration in ms for people: 850 ms, 4.2 s, 3 min 5 s. */
@@ -54,7 +61,14 @@ export function niceMax(max: number): number {
 
 const hhmm = (t: number) => new Date(t).toISOString().slice(11, 16);
 
-function frame(title: string, ymax: number, fmtY: (v: number) => string, buckets: Bucket[], body: string, legend = ""): string {
+function frame(
+  title: string,
+  ymax: number,
+  fmtY: (v: number) => string,
+  buckets: Bucket[],
+  body: string,
+  legend = "",
+): string {
   const ih = H - PAD.t - PAD.b;
   const grid = [0, 0.5, 1]
     .map((f) => {
@@ -102,8 +116,21 @@ export function latencyChart(buckets: Bucket[]): string {
       cur.push(`${(PAD.l + i * step).toFixed(1)},${(PAD.t + ih - (v / ymax) * ih).toFixed(1)}`);
     });
     if (cur.length) segs.push(cur.join(" "));
-    return segs.map((p) => (p.includes(" ") ? `<polyline points="${p}" class="${cls}"/>` : `<circle cx="${p.split(",")[0]}" cy="${p.split(",")[1]}" r="2" class="${cls}"/>`)).join("");
+    return segs
+      .map((p) =>
+        p.includes(" ")
+          ? `<polyline points="${p}" class="${cls}"/>`
+          : `<circle cx="${p.split(",")[0]}" cy="${p.split(",")[1]}" r="2" class="${cls}"/>`,
+      )
+      .join("");
   };
   const legend = `<text x="${W - PAD.r}" y="${PAD.t + 10}" text-anchor="end"><tspan class="p50t">p50</tspan> <tspan class="p95t">p95</tspan></text>`;
-  return frame("p50 and p95 solve time per minute, last 15 minutes", ymax, axisMs, buckets, line((b) => b.p50, "p50") + line((b) => b.p95, "p95"), legend);
+  return frame(
+    "p50 and p95 solve time per minute, last 15 minutes",
+    ymax,
+    axisMs,
+    buckets,
+    line((b) => b.p50, "p50") + line((b) => b.p95, "p95"),
+    legend,
+  );
 }

@@ -6,16 +6,16 @@
 import { createHash } from "node:crypto";
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import type postgres from "postgres";
-import { liveWorkers, type Heartbeat } from "@pipeline/shared/kv";
+import { type Heartbeat, liveWorkers } from "@pipeline/shared/kv";
+import { describeIssues, TERMINAL_STATES, taskEventOf } from "@pipeline/shared/schemas";
 import { readAssignment, shareOf } from "@pipeline/shared/shards";
 import { isFinalEventKind, streams } from "@pipeline/shared/subjects";
-import { describeIssues, taskEventOf, TERMINAL_STATES } from "@pipeline/shared/schemas";
+import type postgres from "postgres";
 import { z } from "zod";
 import type { Assessment } from "../assess/assess.ts";
 import type { RegionsProbe } from "../assess/regions.ts";
 import { listSnapshots } from "../snapshot/manifest.ts";
-import { fillBuckets, type Bucket } from "./charts.ts";
+import { type Bucket, fillBuckets } from "./charts.ts";
 
 export const WINDOW_MINUTES = 15;
 
@@ -25,19 +25,44 @@ export interface ConsoleState {
   regions: string[];
   /** Rows of the tasks table by (region, state, type). */
   tasks: Array<{ region: string; state: string; type: string; n: number }>;
-  window: { minutes: number; buckets: Bucket[]; completed: number; perMinute: number; p50: number | null; p95: number | null };
+  window: {
+    minutes: number;
+    buckets: Bucket[];
+    completed: number;
+    perMinute: number;
+    p50: number | null;
+    p95: number | null;
+  };
   provider: { solved: number; calls: number; callsPerSolved: number | null; extraPaid: number };
   fleet: { workers: Array<Heartbeat & { waiting: number; heartbeatAgeMs: number }>; error: string | null };
   keys: Array<{ keyRef: string; names: string[]; threads: number; inUse: number; balance: string | null }>;
-  dlq: { stream: number | null; failed: Array<{ id: string; type: string; region: string; at: string; code: string | null; reason: string | null; redrives: number; home: boolean }> };
+  dlq: {
+    stream: number | null;
+    failed: Array<{
+      id: string;
+      type: string;
+      region: string;
+      at: string;
+      code: string | null;
+      reason: string | null;
+      redrives: number;
+      home: boolean;
+    }>;
+  };
   recovery: {
     snapshot: { name: string; at: string; ageSec: number } | null;
     drills: Array<{ scenario: string; at: string; rpo: unknown; rtoMs: unknown; passed: unknown; actor: string }>;
     assess: { at: string; level: string; checks: Array<{ name: string; level: string; summary: string }> } | null;
   };
-  regionsView: { lease: { holder: string; epoch: number; validForMs: number } | null | string; mirrors: Array<{ remote: string; lag?: number; activeMs?: number | null; error?: string }> } | null;
+  regionsView: {
+    lease: { holder: string; epoch: number; validForMs: number } | null | string;
+    mirrors: Array<{ remote: string; lag?: number; activeMs?: number | null; error?: string }>;
+  } | null;
   /** The shard assignment of issue 15 (`rollout_<region>`): shards per solver version; null before the first solver wrote it. */
-  rollouts: { shards: number; share: Record<string, number>; updatedAt: string; by: string; revision: number } | null | { error: string };
+  rollouts:
+    | { shards: number; share: Record<string, number>; updatedAt: string; by: string; revision: number }
+    | null
+    | { error: string };
   /** The rollout service's record (`rollout_control`, key `current`): null when there has been none. */
   rollout?: RolloutView | null | { error: string };
 }
@@ -46,7 +71,12 @@ export interface ConsoleState {
 export const RolloutView = z
   .object({
     id: z.string(),
-    plan: z.object({ version: z.string(), stable: z.string(), regions: z.array(z.string()), steps: z.array(z.number()) }),
+    plan: z.object({
+      version: z.string(),
+      stable: z.string(),
+      regions: z.array(z.string()),
+      steps: z.array(z.number()),
+    }),
     state: z.string(),
     region: z.number().int(),
     step: z.number().int(),
@@ -54,7 +84,17 @@ export const RolloutView = z
     reason: z.string().optional(),
     log: z.array(z.object({ at: z.string(), action: z.string(), why: z.string() }).passthrough()).optional(),
   })
-  .transform((r) => ({ id: r.id, version: r.plan.version, stable: r.plan.stable, state: r.state, region: r.plan.regions[r.region] ?? "?", percent: r.plan.steps[r.step] ?? 0, applied: r.applied ?? true, reason: r.reason, last: r.log?.at(-1) }));
+  .transform((r) => ({
+    id: r.id,
+    version: r.plan.version,
+    stable: r.plan.stable,
+    state: r.state,
+    region: r.plan.regions[r.region] ?? "?",
+    percent: r.plan.steps[r.step] ?? 0,
+    applied: r.applied ?? true,
+    reason: r.reason,
+    last: r.log?.at(-1),
+  }));
 export type RolloutView = z.infer<typeof RolloutView>;
 
 export interface DataDeps {
@@ -82,11 +122,19 @@ export const keyRefOf = (key: string) => `key_${createHash("sha256").update(key)
 const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 /** The live solvers, each with its tasks waiting on the provider and its heartbeat's age. */
-async function fleetOf(d: DataDeps, waiting: Array<{ owner: string; n: number }>, now: number): Promise<ConsoleState["fleet"]> {
+async function fleetOf(
+  d: DataDeps,
+  waiting: Array<{ owner: string; n: number }>,
+  now: number,
+): Promise<ConsoleState["fleet"]> {
   const fleet: ConsoleState["fleet"] = { workers: [], error: null };
   try {
     const waitingBy = new Map(waiting.map((w) => [w.owner, w.n]));
-    fleet.workers = (await liveWorkers(d.workersKv, now)).workers.map((w) => ({ ...w, waiting: waitingBy.get(w.workerId) ?? 0, heartbeatAgeMs: Math.max(0, now - Date.parse(w.at)) }));
+    fleet.workers = (await liveWorkers(d.workersKv, now)).workers.map((w) => ({
+      ...w,
+      waiting: waitingBy.get(w.workerId) ?? 0,
+      heartbeatAgeMs: Math.max(0, now - Date.parse(w.at)),
+    }));
   } catch (err) {
     fleet.error = (err as Error).message;
   }
@@ -107,7 +155,14 @@ async function readRollouts(d: DataDeps): Promise<ConsoleState["rollouts"]> {
   try {
     const kv = await d.rolloutKv?.();
     const a = kv ? await readAssignment(kv) : undefined;
-    if (a) return { shards: a.assignment.owners.length, share: shareOf(a.assignment), updatedAt: a.assignment.updatedAt, by: a.assignment.by, revision: a.revision };
+    if (a)
+      return {
+        shards: a.assignment.owners.length,
+        share: shareOf(a.assignment),
+        updatedAt: a.assignment.updatedAt,
+        by: a.assignment.by,
+        revision: a.revision,
+      };
     return null;
   } catch (err) {
     // No bucket yet (no solver of this version line ran here): nothing to show, not an error.
@@ -130,7 +185,9 @@ async function readRollout(d: DataDeps): Promise<ConsoleState["rollout"]> {
 export async function collectState(d: DataDeps, now = Date.now()): Promise<ConsoleState> {
   const sql = d.sql;
   const [tasks, buckets, totals, provider, waiting, slots, failed, drills] = await Promise.all([
-    sql<{ region: string; state: string; type: string; n: number }[]>`select region, state, type, count(*)::int as n from tasks group by 1, 2, 3 order by 1, 2, 3`,
+    sql<
+      { region: string; state: string; type: string; n: number }[]
+    >`select region, state, type, count(*)::int as n from tasks group by 1, 2, 3 order by 1, 2, 3`,
     sql<{ minute: number; n: number; p50: number | null; p95: number | null }[]>`
       select floor(extract(epoch from completed_at) / 60)::bigint::int as minute, count(*)::int as n,
              percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at) * 1000) as p50,
@@ -146,14 +203,26 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
       select count(*)::int as solved, coalesce(sum(provider_submissions + provider_polls), 0)::int as calls,
              coalesce(sum(greatest(provider_submissions - 1, 0)), 0)::int as extra
       from tasks where state in ('completed', 'expired')`,
-    sql<{ owner: string; n: number }[]>`select lease_owner as owner, count(*)::int as n from tasks where state = 'solving' and provider_id is not null and lease_owner is not null group by 1`,
+    sql<
+      { owner: string; n: number }[]
+    >`select lease_owner as owner, count(*)::int as n from tasks where state = 'solving' and provider_id is not null and lease_owner is not null group by 1`,
     // The plan per key as the live solvers lease it (provider_slot_blocks), and its provider tasks
     // in flight (what the plan counts: a provider id, solving or retrying).
     sql<{ key_ref: string; threads: number; in_use: number }[]>`
       select b.key_ref, max(b.threads)::int as threads,
              (select count(*)::int from tasks t where t.provider_key_ref = b.key_ref and t.provider_id is not null and t.state in ('solving', 'retrying')) as in_use
       from provider_slot_blocks b where b.lease_until > now() group by b.key_ref order by 1`,
-    sql<{ id: string; type: string; region: string; at: Date; code: string | null; reason: string | null; redrives: number }[]>`
+    sql<
+      {
+        id: string;
+        type: string;
+        region: string;
+        at: Date;
+        code: string | null;
+        reason: string | null;
+        redrives: number;
+      }[]
+    >`
       select id, type, region, coalesce(completed_at, updated_at) as at, error_code as code, error_message as reason, redrives
       from tasks where state = 'failed' order by coalesce(completed_at, updated_at) desc limit 50`,
     sql<{ at: Date; actor: string; detail: Record<string, unknown> }[]>`
@@ -166,7 +235,13 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
   const refs = new Set([...slots.map((s) => s.key_ref), ...fleet.workers.map((w) => w.keyRef)]);
   const keys = [...refs].sort().map((ref) => {
     const s = slots.find((x) => x.key_ref === ref);
-    return { keyRef: ref, names: namesOf(ref), threads: s?.threads ?? 0, inUse: s?.in_use ?? 0, balance: ref === ourRef ? (a?.provider?.balance ?? null) : null };
+    return {
+      keyRef: ref,
+      names: namesOf(ref),
+      threads: s?.threads ?? 0,
+      inUse: s?.in_use ?? 0,
+      balance: ref === ourRef ? (a?.provider?.balance ?? null) : null,
+    };
   });
   const dlqStream = await dlqMessages(d);
   const rollouts = await readRollouts(d);
@@ -182,15 +257,49 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     region: d.region,
     regions: d.regions,
     tasks,
-    window: { minutes: WINDOW_MINUTES, buckets: fillBuckets(buckets, now, WINDOW_MINUTES), completed, perMinute: completed / WINDOW_MINUTES, p50: num(t.p50), p95: num(t.p95) },
-    provider: { solved: p.solved, calls: p.calls, callsPerSolved: p.solved ? p.calls / p.solved : null, extraPaid: p.extra },
+    window: {
+      minutes: WINDOW_MINUTES,
+      buckets: fillBuckets(buckets, now, WINDOW_MINUTES),
+      completed,
+      perMinute: completed / WINDOW_MINUTES,
+      p50: num(t.p50),
+      p95: num(t.p95),
+    },
+    provider: {
+      solved: p.solved,
+      calls: p.calls,
+      callsPerSolved: p.solved ? p.calls / p.solved : null,
+      extraPaid: p.extra,
+    },
     fleet,
     keys,
-    dlq: { stream: dlqStream, failed: failed.map((f) => ({ ...f, at: new Date(f.at).toISOString(), home: f.region === d.region })) },
+    dlq: {
+      stream: dlqStream,
+      failed: failed.map((f) => ({ ...f, at: new Date(f.at).toISOString(), home: f.region === d.region })),
+    },
     recovery: {
-      snapshot: newest ? { name: newest.manifest.name, at: newest.manifest.createdAt, ageSec: Math.round((now - Date.parse(newest.manifest.createdAt)) / 1000) } : null,
-      drills: drills.map((r) => ({ scenario: String(r.detail.scenario), at: new Date(r.at).toISOString(), rpo: r.detail.rpo, rtoMs: r.detail.rtoMs, passed: r.detail.passed, actor: r.actor })),
-      assess: a ? { at: a.at, level: a.level, checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })) } : null,
+      snapshot: newest
+        ? {
+            name: newest.manifest.name,
+            at: newest.manifest.createdAt,
+            ageSec: Math.round((now - Date.parse(newest.manifest.createdAt)) / 1000),
+          }
+        : null,
+      drills: drills.map((r) => ({
+        scenario: String(r.detail.scenario),
+        at: new Date(r.at).toISOString(),
+        rpo: r.detail.rpo,
+        rtoMs: r.detail.rtoMs,
+        passed: r.detail.passed,
+        actor: r.actor,
+      })),
+      assess: a
+        ? {
+            at: a.at,
+            level: a.level,
+            checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })),
+          }
+        : null,
     },
     regionsView: regionsViewOf(d.regions, probe),
     rollouts,
@@ -202,13 +311,35 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
 export function regionsViewOf(regions: string[], probe: RegionsProbe | null): ConsoleState["regionsView"] {
   if (regions.length < 2 || !probe) return null;
   return {
-    lease: probe.lease instanceof Error ? probe.lease.message : probe.lease ? { holder: probe.lease.holder, epoch: probe.lease.epoch, validForMs: probe.lease.validUntil - probe.now } : null,
-    mirrors: probe.mirrors.map((m) => ("error" in m ? { remote: m.remote, error: m.error } : { remote: m.remote, lag: m.lag, activeMs: m.activeMs })),
+    lease:
+      probe.lease instanceof Error
+        ? probe.lease.message
+        : probe.lease
+          ? { holder: probe.lease.holder, epoch: probe.lease.epoch, validForMs: probe.lease.validUntil - probe.now }
+          : null,
+    mirrors: probe.mirrors.map((m) =>
+      "error" in m ? { remote: m.remote, error: m.error } : { remote: m.remote, lag: m.lag, activeMs: m.activeMs },
+    ),
   };
 }
 
 /** Event fields a timeline may show; anything else (the token, the user agent) is never sent to a page. */
-const SHOWN = ["worker", "attempt", "providerId", "keyRef", "code", "deadLetter", "delayMs", "redrives", "deadlineAt", "from", "epoch", "expiresAt", "completedAt", "by"] as const;
+const SHOWN = [
+  "worker",
+  "attempt",
+  "providerId",
+  "keyRef",
+  "code",
+  "deadLetter",
+  "delayMs",
+  "redrives",
+  "deadlineAt",
+  "from",
+  "epoch",
+  "expiresAt",
+  "completedAt",
+  "by",
+] as const;
 
 export function safeEventData(data: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -240,7 +371,15 @@ export interface Timeline {
     deadlineAt: string | null;
     hasToken: boolean;
   };
-  events: Array<{ seq: number; at: string; kind: string; state: string; version: number; region: string; data: Record<string, unknown> }>;
+  events: Array<{
+    seq: number;
+    at: string;
+    kind: string;
+    state: string;
+    version: number;
+    region: string;
+    data: Record<string, unknown>;
+  }>;
   /** Events were read from the task's acceptance on; true when the read stopped at its limit (the next read goes on from there) or failed. */
   truncated: boolean;
   audit: Array<{ at: string; actor: string; action: string; detail: unknown }>;
@@ -308,12 +447,20 @@ export interface TimelineDeps {
  * true when it read to the end of the stream. No consumer is created when the stream holds
  * nothing past the cursor.
  */
-async function readNewEvents(d: TimelineDeps, task: Timeline["task"], cursor: EventsCursor, maxScan: number): Promise<boolean> {
+async function readNewEvents(
+  d: TimelineDeps,
+  task: Timeline["task"],
+  cursor: EventsCursor,
+  maxScan: number,
+): Promise<boolean> {
   const stream = streams.events(task.region);
   const lastSeq = (await d.jsm.streams.info(stream)).state.last_seq;
   if (cursor.nextSeq > lastSeq) return true;
   const from = new Date(Date.parse(task.createdAt) - 5000).toISOString();
-  const start = cursor.nextSeq > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: cursor.nextSeq } : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from };
+  const start =
+    cursor.nextSeq > 0
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: cursor.nextSeq }
+      : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from };
   const consumer = await d.js.consumers.get(stream, start);
   let scanned = 0;
   let atEnd = false;
@@ -326,7 +473,16 @@ async function readNewEvents(d: TimelineDeps, task: Timeline["task"], cursor: Ev
         scanned++;
         cursor.nextSeq = m.seq + 1;
         const ev = taskEventOf(m);
-        if (ev?.taskId === task.id) cursor.events.push({ seq: m.seq, at: ev.at, kind: ev.kind, state: ev.state, version: ev.version, region: ev.region, data: safeEventData(ev.data) });
+        if (ev?.taskId === task.id)
+          cursor.events.push({
+            seq: m.seq,
+            at: ev.at,
+            kind: ev.kind,
+            state: ev.state,
+            version: ev.version,
+            region: ev.region,
+            data: safeEventData(ev.data),
+          });
         if (m.info.pending === 0) atEnd = true;
         if (atEnd || scanned >= maxScan) break;
       }
@@ -354,7 +510,12 @@ function settled(task: Timeline["task"], cursor: EventsCursor, readToEnd: boolea
  * messages, creates no consumer when the stream gained nothing, and none at all once the task is
  * settled at its row's version.
  */
-export async function taskTimeline(d: TimelineDeps, id: string, cursor: EventsCursor = newEventsCursor(), maxScan = 50_000): Promise<Timeline | undefined> {
+export async function taskTimeline(
+  d: TimelineDeps,
+  id: string,
+  cursor: EventsCursor = newEventsCursor(),
+  maxScan = 50_000,
+): Promise<Timeline | undefined> {
   const task = await taskRow(d.sql, id);
   if (!task) return undefined;
   let truncated = false;

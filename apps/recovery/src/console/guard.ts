@@ -49,7 +49,11 @@ export function sameOrigin(f: OriginFacts): boolean {
     } catch {
       return false;
     }
-    return (u.protocol === "http:" || u.protocol === "https:") && u.origin === f.origin.toLowerCase() && u.host === f.host.trim().toLowerCase();
+    return (
+      (u.protocol === "http:" || u.protocol === "https:") &&
+      u.origin === f.origin.toLowerCase() &&
+      u.host === f.host.trim().toLowerCase()
+    );
   }
   return f.fetchSite === "same-origin" || (f.origin === undefined && f.bearer);
 }

@@ -2,7 +2,7 @@
 // filtering and the two-region view (the browser test covers the live page).
 import { expect, test } from "bun:test";
 import { fillBuckets } from "./charts.ts";
-import { regionsViewOf, safeEventData, type ConsoleState } from "./data.ts";
+import { type ConsoleState, regionsViewOf, safeEventData } from "./data.ts";
 import { renderLive, renderTimeline } from "./page.ts";
 
 const now = Date.UTC(2026, 11, 4, 5, 0, 0);
@@ -20,14 +20,29 @@ const state = (over: Partial<ConsoleState> = {}): ConsoleState => ({
   provider: { solved: 9, calls: 20, callsPerSolved: 20 / 9, extraPaid: 1 },
   fleet: { workers: [], error: null },
   keys: [{ keyRef: "key_abc", names: ["default"], threads: 50, inUse: 3, balance: "12.5" }],
-  dlq: { stream: 1, failed: [{ id: "01a23f44-13cb-7216-a127-dd1fd3eb3b01", type: "image", region: "fsn1", at: new Date(now).toISOString(), code: "ERROR_X", reason: hostile, redrives: 0, home: true }] },
+  dlq: {
+    stream: 1,
+    failed: [
+      {
+        id: "01a23f44-13cb-7216-a127-dd1fd3eb3b01",
+        type: "image",
+        region: "fsn1",
+        at: new Date(now).toISOString(),
+        code: "ERROR_X",
+        reason: hostile,
+        redrives: 0,
+        home: true,
+      },
+    ],
+  },
   recovery: { snapshot: null, drills: [], assess: null },
   regionsView: null,
   rollouts: null,
   ...over,
 });
 
-const fig = (html: string, name: string) => new RegExp(`data-figure="${name.replace(/\./g, "\\.")}">([^<]*)<`).exec(html)?.[1];
+const fig = (html: string, name: string) =>
+  new RegExp(`data-figure="${name.replace(/\./g, "\\.")}">([^<]*)<`).exec(html)?.[1];
 
 test("figures per region, type and state, totals, provider calls", () => {
   const html = renderLive(state(), { name: "a", role: "viewer" });
@@ -55,11 +70,47 @@ test("redrive buttons only for operators and home tasks; text from rows is escap
 });
 
 test("timelines never carry a token: event data is filtered to named fields", () => {
-  expect(safeEventData({ token: "TOKEN-1", userAgent: "UA", providerId: "77", worker: "w1", expiresAt: "x" })).toEqual({ providerId: "77", worker: "w1", expiresAt: "x" });
+  expect(safeEventData({ token: "TOKEN-1", userAgent: "UA", providerId: "77", worker: "w1", expiresAt: "x" })).toEqual({
+    providerId: "77",
+    worker: "w1",
+    expiresAt: "x",
+  });
   const html = renderTimeline(
     {
-      task: { id: "01a23f44-13cb-7216-a127-dd1fd3eb3b01", region: "fsn1", type: "turnstile", priority: "normal", state: "completed", version: 2, attempts: 1, redrives: 0, providerId: "77", providerKeyRef: "key_abc", providerSubmissions: 1, providerPolls: 2, leaseOwner: null, submitOwner: "w1", errorCode: null, errorMessage: null, createdAt: "2026-12-04T05:00:00.000Z", startedAt: null, completedAt: null, deadlineAt: null, hasToken: true },
-      events: [{ seq: 5, at: "2026-12-04T05:00:01.000Z", kind: "completed", state: "completed", version: 2, region: "fsn1", data: safeEventData({ token: "TOKEN-1", providerId: "77" }) }],
+      task: {
+        id: "01a23f44-13cb-7216-a127-dd1fd3eb3b01",
+        region: "fsn1",
+        type: "turnstile",
+        priority: "normal",
+        state: "completed",
+        version: 2,
+        attempts: 1,
+        redrives: 0,
+        providerId: "77",
+        providerKeyRef: "key_abc",
+        providerSubmissions: 1,
+        providerPolls: 2,
+        leaseOwner: null,
+        submitOwner: "w1",
+        errorCode: null,
+        errorMessage: null,
+        createdAt: "2026-12-04T05:00:00.000Z",
+        startedAt: null,
+        completedAt: null,
+        deadlineAt: null,
+        hasToken: true,
+      },
+      events: [
+        {
+          seq: 5,
+          at: "2026-12-04T05:00:01.000Z",
+          kind: "completed",
+          state: "completed",
+          version: 2,
+          region: "fsn1",
+          data: safeEventData({ token: "TOKEN-1", providerId: "77" }),
+        },
+      ],
       truncated: false,
       audit: [],
     },
@@ -72,12 +123,25 @@ test("timelines never carry a token: event data is filtered to named fields", ()
 });
 
 test("rollouts: shard share per version from the assignment; none before the first solver", () => {
-  const html = renderLive(state({ rollouts: { shards: 16, share: { v1: 12, v2: 4 }, updatedAt: "2026-12-04T05:00:00.000Z", by: "solver w1", revision: 3 } }), { name: "v", role: "viewer" });
+  const html = renderLive(
+    state({
+      rollouts: {
+        shards: 16,
+        share: { v1: 12, v2: 4 },
+        updatedAt: "2026-12-04T05:00:00.000Z",
+        by: "solver w1",
+        revision: 3,
+      },
+    }),
+    { name: "v", role: "viewer" },
+  );
   expect(fig(html, "rollout.v1.shards")).toBe("12");
   expect(fig(html, "rollout.v2.percent")).toBe("25%");
   expect(html).toContain('aria-label="share of version v2"');
   expect(renderLive(state(), { name: "v", role: "viewer" })).toContain("no shard assignment yet");
-  expect(renderLive(state({ rollouts: { error: "timeout" } }), { name: "v", role: "viewer" })).toContain("unreadable: timeout");
+  expect(renderLive(state({ rollouts: { error: "timeout" } }), { name: "v", role: "viewer" })).toContain(
+    "unreadable: timeout",
+  );
 });
 
 test("two regions: the lease holder and each mirror's lag; one region: none", () => {
@@ -88,19 +152,59 @@ test("two regions: the lease holder and each mirror's lag; one region: none", ()
     mirrors: [{ remote: "hel1", lag: 12, activeMs: 300, replicaPending: 0 }],
     now: 10_000,
   });
-  expect(v).toEqual({ lease: { holder: "fsn1", epoch: 3, validForMs: 5000 }, mirrors: [{ remote: "hel1", lag: 12, activeMs: 300 }] });
+  expect(v).toEqual({
+    lease: { holder: "fsn1", epoch: 3, validForMs: 5000 },
+    mirrors: [{ remote: "hel1", lag: 12, activeMs: 300 }],
+  });
   const html = renderLive(state({ regions: ["fsn1", "hel1"], regionsView: v }), { name: "v", role: "viewer" });
   expect(fig(html, "lease.holder")).toBe("fsn1");
   expect(fig(html, "mirror.hel1.lag")).toBe("12");
-  expect(regionsViewOf(["fsn1", "hel1"], { local: "fsn1", lease: new Error("down"), mirrors: [{ remote: "hel1", error: "not found" }], now: 0 })).toEqual({ lease: "down", mirrors: [{ remote: "hel1", error: "not found" }] });
+  expect(
+    regionsViewOf(["fsn1", "hel1"], {
+      local: "fsn1",
+      lease: new Error("down"),
+      mirrors: [{ remote: "hel1", error: "not found" }],
+      now: 0,
+    }),
+  ).toEqual({ lease: "down", mirrors: [{ remote: "hel1", error: "not found" }] });
 });
 
 test("the rollout service's record: state, step and the last decision, escaped; none before the first rollout", () => {
-  const html = renderLive(state({ rollout: { id: "v2-1", version: "v2", stable: "v1", state: "rolledBack", region: "fsn1", percent: 5, applied: true, reason: `gate failed in fsn1 at 5%: ${hostile}`, last: { at: "2026-12-04T05:00:00.000Z", action: "rollback", why: "task failure rate 45.5% vs stable 0.0%" } } }), { name: "v", role: "viewer" });
+  const html = renderLive(
+    state({
+      rollout: {
+        id: "v2-1",
+        version: "v2",
+        stable: "v1",
+        state: "rolledBack",
+        region: "fsn1",
+        percent: 5,
+        applied: true,
+        reason: `gate failed in fsn1 at 5%: ${hostile}`,
+        last: { at: "2026-12-04T05:00:00.000Z", action: "rollback", why: "task failure rate 45.5% vs stable 0.0%" },
+      },
+    }),
+    { name: "v", role: "viewer" },
+  );
   expect(fig(html, "rollout.state")).toBe("rolledBack");
   expect(html).toContain("rollback: task failure rate 45.5% vs stable 0.0%");
   expect(html).not.toContain("<script>alert(1)");
-  const running = renderLive(state({ rollout: { id: "v2-2", version: "v2", stable: "v1", state: "running", region: "hel1", percent: 25, applied: false, reason: undefined, last: undefined } }), { name: "v", role: "viewer" });
+  const running = renderLive(
+    state({
+      rollout: {
+        id: "v2-2",
+        version: "v2",
+        stable: "v1",
+        state: "running",
+        region: "hel1",
+        percent: 25,
+        applied: false,
+        reason: undefined,
+        last: undefined,
+      },
+    }),
+    { name: "v", role: "viewer" },
+  );
   expect(fig(running, "rollout.percent")).toBe("25%");
   expect(running).toContain("(moving shards)");
   expect(renderLive(state(), { name: "v", role: "viewer" })).toContain("no rollout has run");

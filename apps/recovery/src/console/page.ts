@@ -11,13 +11,17 @@ const badge = (level: string) => `<span class="badge ${esc(level)}">${esc(level)
 const ago = (ms: number) => (ms < 1000 ? "now" : `${fmtMs(ms)} ago`);
 
 function table(caption: string, head: string[], rows: string[][], empty: string, id?: string): string {
-  const body = rows.length ? rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("") : `<tr><td colspan="${head.length}" class="empty">${esc(empty)}</td></tr>`;
+  const body = rows.length
+    ? rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("")
+    : `<tr><td colspan="${head.length}" class="empty">${esc(empty)}</td></tr>`;
   return `<div class="scroll"><table${id ? ` id="${id}"` : ""}><caption>${esc(caption)}</caption><thead><tr>${head.map((h) => `<th scope="col">${esc(h)}</th>`).join("")}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
 
 function tasksPanel(s: ConsoleState): string {
   const states: readonly string[] = VisibleState.options;
-  const present = [...new Set([...states.filter((x) => s.tasks.some((t) => t.state === x)), ...s.tasks.map((t) => t.state)])];
+  const present = [
+    ...new Set([...states.filter((x) => s.tasks.some((t) => t.state === x)), ...s.tasks.map((t) => t.state)]),
+  ];
   const groups = new Map<string, Map<string, number>>();
   for (const t of s.tasks) {
     const k = `${t.region}\u0000${t.type}`;
@@ -31,8 +35,14 @@ function tasksPanel(s: ConsoleState): string {
   });
   const totals = new Map<string, number>();
   for (const t of s.tasks) totals.set(t.state, (totals.get(t.state) ?? 0) + t.n);
-  if (rows.length > 1) rows.push(["<strong>all</strong>", "", ...present.map((st) => `<strong>${fig(`tasks.all.${st}`, totals.get(st) ?? 0)}</strong>`)]);
-  const summary = present.map((st) => `${esc(st)} ${fig(`tasks.total.${st}`, totals.get(st) ?? 0)}`).join(" · ") || "no task yet";
+  if (rows.length > 1)
+    rows.push([
+      "<strong>all</strong>",
+      "",
+      ...present.map((st) => `<strong>${fig(`tasks.all.${st}`, totals.get(st) ?? 0)}</strong>`),
+    ]);
+  const summary =
+    present.map((st) => `${esc(st)} ${fig(`tasks.total.${st}`, totals.get(st) ?? 0)}`).join(" · ") || "no task yet";
   return `<section aria-labelledby="h-tasks" class="card wide"><h2 id="h-tasks">Tasks by state and type</h2><p>${summary}</p>${table("tasks by region, type and state (rows of the tasks table)", ["region", "type", ...present], rows, "no task yet")}</section>`;
 }
 
@@ -61,7 +71,13 @@ function fleetPanel(s: ConsoleState): string {
 }
 
 function keysPanel(s: ConsoleState): string {
-  const rows = s.keys.map((k) => [fig(`key.${k.keyRef}.name`, k.names.join(", ") || "(no live solver uses it)"), esc(k.keyRef), fig(`key.${k.keyRef}.threads`, k.threads), fig(`key.${k.keyRef}.inUse`, k.inUse), esc(k.balance ?? "unknown")]);
+  const rows = s.keys.map((k) => [
+    fig(`key.${k.keyRef}.name`, k.names.join(", ") || "(no live solver uses it)"),
+    esc(k.keyRef),
+    fig(`key.${k.keyRef}.threads`, k.threads),
+    fig(`key.${k.keyRef}.inUse`, k.inUse),
+    esc(k.balance ?? "unknown"),
+  ]);
   return `<section aria-labelledby="h-keys" class="card"><h2 id="h-keys">Provider keys</h2>${table("provider keys by name and hash reference (never the key)", ["name", "reference", "thread plan", "threads in use", "balance"], rows, "no provider key in use")}</section>`;
 }
 
@@ -81,8 +97,17 @@ function dlqPanel(s: ConsoleState, who: Principal): string {
 
 function recoveryPanel(s: ConsoleState): string {
   const r = s.recovery;
-  const snap = r.snapshot ? `${fig("snapshot.name", r.snapshot.name)}, ${fig("snapshot.age", fmtMs(r.snapshot.ageSec * 1000))} old` : fig("snapshot.name", "no snapshot yet");
-  const drills = r.drills.map((d) => [esc(d.scenario), esc(d.at.replace("T", " ").slice(0, 19)), esc(d.rpo ?? "?"), esc(typeof d.rtoMs === "number" ? fmtMs(d.rtoMs) : "?"), badge(d.passed ? "ok" : "fail"), esc(d.actor)]);
+  const snap = r.snapshot
+    ? `${fig("snapshot.name", r.snapshot.name)}, ${fig("snapshot.age", fmtMs(r.snapshot.ageSec * 1000))} old`
+    : fig("snapshot.name", "no snapshot yet");
+  const drills = r.drills.map((d) => [
+    esc(d.scenario),
+    esc(d.at.replace("T", " ").slice(0, 19)),
+    esc(d.rpo ?? "?"),
+    esc(typeof d.rtoMs === "number" ? fmtMs(d.rtoMs) : "?"),
+    badge(d.passed ? "ok" : "fail"),
+    esc(d.actor),
+  ]);
   const checks = r.assess ? r.assess.checks.map((c) => [esc(c.name), badge(c.level), esc(c.summary)]) : [];
   return `<section aria-labelledby="h-recovery" class="card wide"><h2 id="h-recovery">Recovery</h2><p>last snapshot: ${snap}</p>
 ${table("last drill of each kind (audit_log)", ["drill", "at (UTC)", "RPO", "RTO", "passed", "by"], drills, "no drill run yet")}
@@ -91,10 +116,20 @@ ${table("assess verdicts", ["check", "level", "summary"], checks, "assess has no
 }
 
 function regionsPanel(s: ConsoleState): string {
-  if (!s.regionsView) return `<section aria-labelledby="h-regions" class="card"><h2 id="h-regions">Regions</h2><p>one region: ${fig("region", s.region)} (REGIONS names one)</p></section>`;
+  if (!s.regionsView)
+    return `<section aria-labelledby="h-regions" class="card"><h2 id="h-regions">Regions</h2><p>one region: ${fig("region", s.region)} (REGIONS names one)</p></section>`;
   const l = s.regionsView.lease;
-  const lease = typeof l === "string" ? `unreadable: ${esc(l)}` : l ? `held by ${fig("lease.holder", l.holder)} (epoch ${esc(l.epoch)}, valid for ${esc(fmtMs(l.validForMs))})` : "no lease seen";
-  const rows = s.regionsView.mirrors.map((m) => [esc(m.remote), m.error ? `<span class="fail">${esc(m.error)}</span>` : fig(`mirror.${m.remote}.lag`, m.lag ?? 0), esc(m.activeMs === undefined || m.activeMs === null ? "–" : ago(m.activeMs))]);
+  const lease =
+    typeof l === "string"
+      ? `unreadable: ${esc(l)}`
+      : l
+        ? `held by ${fig("lease.holder", l.holder)} (epoch ${esc(l.epoch)}, valid for ${esc(fmtMs(l.validForMs))})`
+        : "no lease seen";
+  const rows = s.regionsView.mirrors.map((m) => [
+    esc(m.remote),
+    m.error ? `<span class="fail">${esc(m.error)}</span>` : fig(`mirror.${m.remote}.lag`, m.lag ?? 0),
+    esc(m.activeMs === undefined || m.activeMs === null ? "–" : ago(m.activeMs)),
+  ]);
   return `<section aria-labelledby="h-regions" class="card"><h2 id="h-regions">Regions</h2><p>${esc(s.regions.join(", "))}; this region ${esc(s.region)}; lease ${lease}</p>${table("mirrors of other regions' events", ["region", "replication lag (events)", "link last active"], rows, "no mirror")}</section>`;
 }
 
@@ -104,20 +139,30 @@ function rolloutLine(s: ConsoleState): string {
   if (!r) return `<p class="muted">no rollout has run (<code>npm run rollout -- start &lt;version&gt;</code>)</p>`;
   if ("error" in r) return `<p class="fail">rollout record unreadable: ${esc(r.error)}</p>`;
   const live = r.state === "running" || r.state === "paused";
-  const where = live ? ` at ${fig("rollout.percent", `${r.percent}%`)} in ${esc(r.region)}${r.applied ? "" : " (moving shards)"}` : "";
+  const where = live
+    ? ` at ${fig("rollout.percent", `${r.percent}%`)} in ${esc(r.region)}${r.applied ? "" : " (moving shards)"}`
+    : "";
   const cls = r.state === "rolledBack" || r.state === "aborted" ? "fail" : r.state === "promoted" ? "ok" : "";
-  const last = r.last ? `<p>last: ${esc(r.last.at.replace("T", " ").slice(0, 19))} ${esc(r.last.action)}: ${esc(r.last.why)}</p>` : "";
+  const last = r.last
+    ? `<p>last: ${esc(r.last.at.replace("T", " ").slice(0, 19))} ${esc(r.last.action)}: ${esc(r.last.why)}</p>`
+    : "";
   return `<p>rollout ${esc(r.id)}: ${esc(r.version)} replacing ${esc(r.stable)}, <span class="${cls}" data-figure="rollout.state">${esc(r.state)}</span>${where}${r.reason ? ` (${esc(r.reason)})` : ""}</p>${last}<p class="muted">pause, resume, promote, abort: <code>npm run rollout -- &lt;command&gt;</code> (apps/rollout/README.md)</p>`;
 }
 
 function rolloutsPanel(s: ConsoleState): string {
   const r = s.rollouts;
   const later = rolloutLine(s);
-  if (r === null) return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p>no shard assignment yet (the first solver of the region writes it)</p>${later}</section>`;
-  if ("error" in r) return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p class="fail">shard assignment unreadable: ${esc(r.error)}</p>${later}</section>`;
+  if (r === null)
+    return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p>no shard assignment yet (the first solver of the region writes it)</p>${later}</section>`;
+  if ("error" in r)
+    return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p class="fail">shard assignment unreadable: ${esc(r.error)}</p>${later}</section>`;
   const rows = Object.entries(r.share)
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([v, n]) => [esc(v), fig(`rollout.${v}.shards`, n), `<meter min="0" max="${r.shards}" value="${n}" aria-label="share of version ${esc(v)}">${n}/${r.shards}</meter> ${fig(`rollout.${v}.percent`, `${Math.round((n / r.shards) * 100)}%`)}`]);
+    .map(([v, n]) => [
+      esc(v),
+      fig(`rollout.${v}.shards`, n),
+      `<meter min="0" max="${r.shards}" value="${n}" aria-label="share of version ${esc(v)}">${n}/${r.shards}</meter> ${fig(`rollout.${v}.percent`, `${Math.round((n / r.shards) * 100)}%`)}`,
+    ]);
   return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2>${table(`shards of TASKS_${s.region.toUpperCase()} per solver version (rollout_${s.region}, revision ${r.revision}, ${r.updatedAt.replace("T", " ").slice(0, 19)} by ${r.by})`, ["version", "shards", "share"], rows, "no version")}${later}</section>`;
 }
 
@@ -149,8 +194,24 @@ export function renderTimeline(t: Timeline | undefined, id: string): string {
     ["deadline", k.deadlineAt ?? "–"],
     ["token", k.hasToken ? "stored (never shown)" : "none"],
   ];
-  const rows = t.events.map((e) => [esc(e.seq), esc(e.at.replace("T", " ").slice(0, 23)), `<strong>${esc(e.kind)}</strong>`, esc(e.state), esc(e.version), esc(Object.entries(e.data).map(([a, b]) => `${a}=${typeof b === "string" ? b : JSON.stringify(b)}`).join(" "))]);
-  const audit = t.audit.map((a) => [esc(a.at.replace("T", " ").slice(0, 19)), esc(a.actor), esc(a.action), esc(JSON.stringify(a.detail))]);
+  const rows = t.events.map((e) => [
+    esc(e.seq),
+    esc(e.at.replace("T", " ").slice(0, 23)),
+    `<strong>${esc(e.kind)}</strong>`,
+    esc(e.state),
+    esc(e.version),
+    esc(
+      Object.entries(e.data)
+        .map(([a, b]) => `${a}=${typeof b === "string" ? b : JSON.stringify(b)}`)
+        .join(" "),
+    ),
+  ]);
+  const audit = t.audit.map((a) => [
+    esc(a.at.replace("T", " ").slice(0, 19)),
+    esc(a.actor),
+    esc(a.action),
+    esc(JSON.stringify(a.detail)),
+  ]);
   return `<h3>Task <code data-figure="timeline.id">${esc(k.id)}</code> <span data-figure="timeline.heading-state">${esc(k.state)}</span></h3>
 <dl class="facts">${facts.map(([a, b]) => `<div><dt>${esc(a)}</dt><dd data-figure="timeline.${esc(a.replace(/[^a-z]+/g, "-"))}">${esc(b)}</dd></div>`).join("")}</dl>
 ${table(`events of the task (EVENTS_${k.region.toUpperCase()})${t.truncated ? ", read stopped at its limit" : ""}`, ["seq", "at (UTC)", "event", "state", "version", "detail"], rows, "no event found", "timeline-events")}

@@ -6,11 +6,11 @@
 // publish fails the row goes back to failed. The solver's guarded claim stays the only writer
 // after that.
 import type { JetStreamClient } from "@nats-io/jetstream";
-import type postgres from "postgres";
+import type { Db } from "@pipeline/shared/db";
 import { publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
 import { eventSubject } from "@pipeline/shared/subjects";
 import { redriveFailedTask } from "@pipeline/shared/tasks";
-import type { Db } from "@pipeline/shared/db";
+import type postgres from "postgres";
 import { recordAudit } from "../fleet/audit.ts";
 
 export type RedriveResult =
@@ -27,28 +27,57 @@ export interface RedriveDeps {
 }
 
 export async function redriveTask(d: RedriveDeps, id: string, actor: string): Promise<RedriveResult> {
-  const [cur] = await d.sql<{ state: string; region: string; purged: boolean }[]>`select state, region, params = '{}'::jsonb as purged from tasks where id = ${id}`;
+  const [cur] = await d.sql<
+    { state: string; region: string; purged: boolean }[]
+  >`select state, region, params = '{}'::jsonb as purged from tasks where id = ${id}`;
   if (!cur) return { ok: false, status: 404, reason: "no such task" };
   // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): there is nothing left to solve.
-  if (cur.purged) return { ok: false, status: 409, reason: "the task's params were erased by retention (TASK_RETENTION_DAYS); the client must submit it again" };
-  if (cur.region !== d.region) return { ok: false, status: 409, reason: `the task lives in region ${cur.region}; redrive it from that region's console` };
+  if (cur.purged)
+    return {
+      ok: false,
+      status: 409,
+      reason: "the task's params were erased by retention (TASK_RETENTION_DAYS); the client must submit it again",
+    };
+  if (cur.region !== d.region)
+    return {
+      ok: false,
+      status: 409,
+      reason: `the task lives in region ${cur.region}; redrive it from that region's console`,
+    };
   // The shared core (@pipeline/shared/tasks): requeue, publish under a new message id, undo on failure, event.
   const r = await redriveFailedTask(
     {
       requeue: async () => {
-        const [row] = await d.sql<{ id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]>`
+        const [row] = await d.sql<
+          { id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]
+        >`
           update tasks set state = 'queued', version = version + 1, attempts = 0, redrives = redrives + 1, provider_id = null,
             deadline_at = now() + ${`${d.deadlineMs} milliseconds`}::interval, completed_at = null, updated_at = now()
           where id = ${id} and state = 'failed' and params <> '{}'::jsonb
           returning id, type, priority, version, redrives, deadline_at`;
-        return row && { id: row.id, type: row.type, priority: row.priority, version: row.version, redrives: row.redrives, deadlineAt: row.deadline_at };
+        return (
+          row && {
+            id: row.id,
+            type: row.type,
+            priority: row.priority,
+            version: row.version,
+            redrives: row.redrives,
+            deadlineAt: row.deadline_at,
+          }
+        );
       },
       publishTask: (msg, msgID) => publishTaskMessage(d.js, d.region, msg, msgID, d.publishDeadlineMs),
       undo: async (row) => {
         await d.sql`update tasks set state = 'failed', version = version + 1, completed_at = now(), updated_at = now() where id = ${id} and state = 'queued' and version = ${row.version}`;
       },
       publishEvent: (ev) =>
-        publishWithRetry(d.js, eventSubject(d.region, ev.kind), JSON.stringify(ev), `${id}:${ev.version}:${ev.kind}`, d.publishDeadlineMs).then(
+        publishWithRetry(
+          d.js,
+          eventSubject(d.region, ev.kind),
+          JSON.stringify(ev),
+          `${id}:${ev.version}:${ev.kind}`,
+          d.publishDeadlineMs,
+        ).then(
           () => {},
           () => {},
         ),
@@ -56,8 +85,17 @@ export async function redriveTask(d: RedriveDeps, id: string, actor: string): Pr
     d.region,
     { by: actor },
   );
-  if (!r.ok && r.code === "not_failed") return { ok: false, status: 409, reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven` };
+  if (!r.ok && r.code === "not_failed")
+    return {
+      ok: false,
+      status: 409,
+      reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven`,
+    };
   if (!r.ok) return { ok: false, status: 503, reason: "the queue did not take the task; it stays failed, try again" };
-  await recordAudit(d.db, { actor, action: "task.redrive", detail: { taskId: id, redrives: r.row.redrives, via: "console" } });
+  await recordAudit(d.db, {
+    actor,
+    action: "task.redrive",
+    detail: { taskId: id, redrives: r.row.redrives, via: "console" },
+  });
   return { ok: true, id, redrives: r.row.redrives, deadlineAt: r.deadlineAt };
 }

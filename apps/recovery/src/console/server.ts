@@ -7,25 +7,25 @@
 // (421), a POST must come from the console's own origin (403), and an address that failed too many
 // sign-ins waits (429, throttle.ts). The log names the connection's address, never X-Forwarded-For.
 import { readFileSync } from "node:fs";
-import { Hono, type Context } from "hono";
-import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { Kvm, type KV } from "@nats-io/kv";
+import { type KV, Kvm } from "@nats-io/kv";
 import { ConfigError } from "@pipeline/shared/config";
-import type { Logger } from "@pipeline/shared/log";
 import { liveWorkers, openRegionBucket, openWorkersBucket } from "@pipeline/shared/kv";
+import type { Logger } from "@pipeline/shared/log";
 import { buckets } from "@pipeline/shared/subjects";
-import { assess, type Assessment } from "../assess/assess.ts";
-import { probeRegions, regionChecks, type RegionsProbe } from "../assess/regions.ts";
+import { type Context, Hono } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { type Assessment, assess } from "../assess/assess.ts";
+import { probeRegions, type RegionsProbe, regionChecks } from "../assess/regions.ts";
 import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
 import { redactUrl } from "../redact-url.ts";
-import { collectState, taskTimeline, type ConsoleState } from "./data.ts";
-import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
+import { type ConsoleState, collectState, taskTimeline } from "./data.ts";
 import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
+import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 import { redriveTask } from "./redrive.ts";
-import { signInThrottle, type SignInThrottle } from "./throttle.ts";
-import { timelineCache, type TimelineCache } from "./timeline-cache.ts";
-import { parseTokens, sessions, type Session } from "./tokens.ts";
+import { type SignInThrottle, signInThrottle } from "./throttle.ts";
+import { type TimelineCache, timelineCache } from "./timeline-cache.ts";
+import { parseTokens, type Session, sessions } from "./tokens.ts";
 
 export interface ConsoleServer {
   url: string;
@@ -41,7 +41,9 @@ export function consoleTokens(config: Pick<RecoveryConfig, "CONSOLE_TOKENS" | "C
   try {
     return parseTokens([config.CONSOLE_TOKENS ?? "", file].join("\n"));
   } catch (err) {
-    throw new ConfigError(`invalid configuration:\n  CONSOLE_TOKENS / CONSOLE_TOKENS_FILE: ${(err as Error).message}`, ["CONSOLE_TOKENS"]);
+    throw new ConfigError(`invalid configuration:\n  CONSOLE_TOKENS / CONSOLE_TOKENS_FILE: ${(err as Error).message}`, [
+      "CONSOLE_TOKENS",
+    ]);
   }
 }
 
@@ -69,13 +71,22 @@ interface ConsoleDeps {
  * assess probes the provider and walks the consumers: re-run every 10 s in the background, not
  * per request. With several regions, the region probe too.
  */
-function backgroundAssess(config: RecoveryConfig, ctx: RecoveryContext, workersKv: KV, regionKv: KV | undefined, remotes: string[], log: Logger) {
+function backgroundAssess(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  workersKv: KV,
+  regionKv: KV | undefined,
+  remotes: string[],
+  log: Logger,
+) {
   let lastAssess: Assessment | null = null;
   let lastProbe: RegionsProbe | null = null;
   const runAssess = async () => {
     try {
       if (regionKv) lastProbe = await probeRegions(ctx.jsm, regionKv, config.REGION, remotes);
-      const workers = await liveWorkers(workersKv).then((w) => w.workers).catch((e: Error) => e);
+      const workers = await liveWorkers(workersKv)
+        .then((w) => w.workers)
+        .catch((e: Error) => e);
       lastAssess = await assess({
         region: config.REGION,
         jsm: ctx.jsm,
@@ -119,7 +130,10 @@ function securityHeaders(app: Hono<Env>): void {
     c.header("x-frame-options", "DENY");
     c.header("x-content-type-options", "nosniff");
     c.header("referrer-policy", "no-referrer");
-    c.header("content-security-policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+    c.header(
+      "content-security-policy",
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
   });
 }
 
@@ -127,11 +141,24 @@ function securityHeaders(app: Hono<Env>): void {
 function requestGuards(app: Hono<Env>, { config }: ConsoleDeps): void {
   app.use("*", async (c, next) => {
     // DNS rebinding: a page of another name resolving to this address is not served.
-    if (!allowedHost(c.req.header("host"), config.consoleHostNames)) return c.text("misdirected request: not one of the console's host names (CONSOLE_HOST_NAMES)", 421);
+    if (!allowedHost(c.req.header("host"), config.consoleHostNames))
+      return c.text("misdirected request: not one of the console's host names (CONSOLE_HOST_NAMES)", 421);
     const method = c.req.method;
     if (method !== "GET" && method !== "HEAD" && method !== "OPTIONS") {
-      const facts = { origin: c.req.header("origin"), fetchSite: c.req.header("sec-fetch-site"), host: c.req.header("host"), bearer: /^Bearer /.test(c.req.header("authorization") ?? "") };
-      if (!sameOrigin(facts)) return c.json({ error: "cross-origin request refused: a POST must come from the console's own page (Origin) or a script with its token" }, 403);
+      const facts = {
+        origin: c.req.header("origin"),
+        fetchSite: c.req.header("sec-fetch-site"),
+        host: c.req.header("host"),
+        bearer: /^Bearer /.test(c.req.header("authorization") ?? ""),
+      };
+      if (!sameOrigin(facts))
+        return c.json(
+          {
+            error:
+              "cross-origin request refused: a POST must come from the console's own page (Origin) or a script with its token",
+          },
+          403,
+        );
     }
     await next();
   });
@@ -141,7 +168,9 @@ function requestGuards(app: Hono<Env>, { config }: ConsoleDeps): void {
 function throttled(c: Context<Env>, d: ConsoleDeps, wait: number, html: boolean) {
   d.log.warn({ from: peer(c), retryAfterSec: wait }, "console: sign-in throttled");
   c.header("retry-after", String(wait));
-  return html ? c.html(renderLogin(d.config.REGION, "Too many failed sign-ins from this address; try again later."), 429) : c.json({ error: "too many failed sign-ins from this address; try again later" }, 429);
+  return html
+    ? c.html(renderLogin(d.config.REGION, "Too many failed sign-ins from this address; try again later."), 429)
+    : c.json({ error: "too many failed sign-ins from this address; try again later" }, 429);
 }
 
 /** The public routes: assets, sign-in (throttled per address), sign-out (the session is revoked). */
@@ -163,7 +192,11 @@ function signIn(app: Hono<Env>, d: ConsoleDeps): void {
       return c.html(renderLogin(config.REGION, "That is not a console token."), 401);
     }
     log.info({ who: who.name, role: who.role, from: peer(c) }, "console: signed in");
-    const secure = secureCookie({ consoleHost: config.CONSOLE_HOST, mode: config.CONSOLE_COOKIE_SECURE, protocol: new URL(c.req.url).protocol });
+    const secure = secureCookie({
+      consoleHost: config.CONSOLE_HOST,
+      mode: config.CONSOLE_COOKIE_SECURE,
+      protocol: new URL(c.req.url).protocol,
+    });
     setCookie(c, COOKIE, session.issue(who), { httpOnly: true, sameSite: "Strict", path: "/console", secure });
     return c.redirect("/console", 303);
   });
@@ -193,7 +226,8 @@ function gate(app: Hono<Env>, d: ConsoleDeps): void {
       who = p && { ...p, sid: `bearer:${p.name}` };
     } else who = session.verify(getCookie(c, COOKIE));
     if (!who) {
-      if (c.req.path.startsWith("/console/api/") || c.req.method !== "GET") return c.json({ error: "a console token is required (a viewer or operator entry of CONSOLE_TOKENS)" }, 401);
+      if (c.req.path.startsWith("/console/api/") || c.req.method !== "GET")
+        return c.json({ error: "a console token is required (a viewer or operator entry of CONSOLE_TOKENS)" }, 401);
       return c.redirect("/console/login", 302);
     }
     c.set("who", who);
@@ -203,7 +237,9 @@ function gate(app: Hono<Env>, d: ConsoleDeps): void {
 
 /** The page, its live part, the state as JSON, and a task's timeline (JSON and HTML). */
 function pages(app: Hono<Env>, { config, state, timelines }: ConsoleDeps): void {
-  app.get("/console", async (c) => c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION)));
+  app.get("/console", async (c) =>
+    c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION)),
+  );
   app.get("/console/", (c) => c.redirect("/console", 301));
   app.get("/console/live", async (c) => c.html(renderLive(await state(), c.get("who"))));
   app.get("/console/api/state", async (c) => c.json(await state()));
@@ -227,11 +263,19 @@ function redrive(app: Hono<Env>, { config, ctx, log, invalidate }: ConsoleDeps):
     const who = c.get("who");
     if (who.role !== "operator") return c.json({ reason: "the operator role is needed to redrive" }, 403);
     // A header a cross-site form cannot send (with the SameSite=Strict cookie: no CSRF).
-    if (c.req.header("x-console-action") !== "redrive") return c.json({ reason: "missing x-console-action: redrive" }, 400);
+    if (c.req.header("x-console-action") !== "redrive")
+      return c.json({ reason: "missing x-console-action: redrive" }, 400);
     const id = c.req.param("id");
     if (!UUID.test(id)) return c.json({ reason: "not a task id" }, 400);
     const r = await redriveTask(
-      { sql: ctx.database.sql, db: ctx.database.db, js: ctx.js, region: config.REGION, deadlineMs: config.TASK_DEADLINE_MS, publishDeadlineMs: config.PUBLISH_DEADLINE_MS },
+      {
+        sql: ctx.database.sql,
+        db: ctx.database.db,
+        js: ctx.js,
+        region: config.REGION,
+        deadlineMs: config.TASK_DEADLINE_MS,
+        publishDeadlineMs: config.PUBLISH_DEADLINE_MS,
+      },
       id,
       `console:${who.name}`,
     );
@@ -258,22 +302,33 @@ function consoleApp(d: ConsoleDeps): Hono<Env> {
   return app;
 }
 
-export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<ConsoleServer | undefined> {
+export async function startConsole(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  log: Logger,
+): Promise<ConsoleServer | undefined> {
   const tokens = consoleTokens(config);
   if (tokens.length === 0) {
     log.info("console off: no CONSOLE_TOKENS / CONSOLE_TOKENS_FILE entry");
     return undefined;
   }
   const session = sessions();
-  const throttle = signInThrottle({ maxFailures: config.CONSOLE_SIGNIN_MAX_FAILURES, windowMs: config.CONSOLE_SIGNIN_WINDOW_MS });
-  const timelines = timelineCache((id, cursor) => taskTimeline({ sql: ctx.database.sql, js: ctx.js, jsm: ctx.jsm }, id, cursor));
+  const throttle = signInThrottle({
+    maxFailures: config.CONSOLE_SIGNIN_MAX_FAILURES,
+    windowMs: config.CONSOLE_SIGNIN_WINDOW_MS,
+  });
+  const timelines = timelineCache((id, cursor) =>
+    taskTimeline({ sql: ctx.database.sql, js: ctx.js, jsm: ctx.jsm }, id, cursor),
+  );
   const workersKv: KV = await openWorkersBucket(ctx.nc, config.REGION);
   // The rollout bucket is opened, never created, here (the first solver creates it).
   let rolloutKv: KV | undefined;
-  const rollout = async () => (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
+  const rollout = async () =>
+    (rolloutKv ??= await new Kvm(ctx.nc).open(buckets.rollout(config.REGION)).catch(() => undefined));
   // The rollout service's record, when it runs in this region (apps/rollout/src/adapters/store.ts: `rollout_control`).
   let controlKv: KV | undefined;
-  const rolloutControl = async () => (controlKv ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined));
+  const rolloutControl = async () =>
+    (controlKv ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined));
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
   const background = backgroundAssess(config, ctx, workersKv, regionKv, remotes, log);
@@ -296,9 +351,16 @@ export async function startConsole(config: RecoveryConfig, ctx: RecoveryContext,
   );
 
   const app = consoleApp({ config, ctx, log, tokens, session, throttle, timelines, state, invalidate });
-  const server = Bun.serve({ hostname: config.CONSOLE_HOST, port: config.CONSOLE_PORT, fetch: (req, srv) => app.fetch(req, { ip: srv.requestIP(req)?.address ?? "unknown" }) });
+  const server = Bun.serve({
+    hostname: config.CONSOLE_HOST,
+    port: config.CONSOLE_PORT,
+    fetch: (req, srv) => app.fetch(req, { ip: srv.requestIP(req)?.address ?? "unknown" }),
+  });
   const url = `http://${config.CONSOLE_HOST.includes(":") ? `[${config.CONSOLE_HOST}]` : config.CONSOLE_HOST}:${server.port}/console`;
-  log.info({ url, hostNames: config.consoleHostNames, tokens: tokens.map((t) => `${t.name}:${t.role}`) }, "console listening");
+  log.info(
+    { url, hostNames: config.consoleHostNames, tokens: tokens.map((t) => `${t.name}:${t.role}`) },
+    "console listening",
+  );
   return {
     url,
     async stop() {

@@ -18,7 +18,12 @@ export interface SignInThrottle {
  * A fixed-window failure counter per source. Memory is bounded: past `maxSources` sources, the
  * expired entries go first, then the oldest.
  */
-export function signInThrottle(o: { maxFailures: number; windowMs: number; maxSources?: number; now?: () => number }): SignInThrottle {
+export function signInThrottle(o: {
+  maxFailures: number;
+  windowMs: number;
+  maxSources?: number;
+  now?: () => number;
+}): SignInThrottle {
   const counts = windowedCounts(o.windowMs, o.maxSources ?? 10_000, o.now);
   return {
     blocked(source) {

@@ -1,7 +1,7 @@
 // The timelines a session watches (issue 34): one events cursor per (session, task), so the page's
 // refresh every 2 s reads only what EVENTS gained since the last one, and nothing once the task is
 // settled. Reads of one cursor run one after another (the refresh and a click may overlap).
-import { newEventsCursor, type EventsCursor, type Timeline } from "./data.ts";
+import { type EventsCursor, newEventsCursor, type Timeline } from "./data.ts";
 
 interface Watched {
   cursor: EventsCursor;

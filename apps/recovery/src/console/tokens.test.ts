@@ -5,7 +5,9 @@ const op = "op-token-0123456789abcdef";
 const view = "view-token-0123456789abcdef";
 
 test("parseTokens: name:role:token entries, comma or newline separated, tokens with colons", () => {
-  const t = parseTokens(`alice:operator:${op}\n# a comment, with commas: a:b:c\nbob:viewer:${view}, carol:viewer:a:b:c:0123456789abcdef`);
+  const t = parseTokens(
+    `alice:operator:${op}\n# a comment, with commas: a:b:c\nbob:viewer:${view}, carol:viewer:a:b:c:0123456789abcdef`,
+  );
   expect(t.map((p) => `${p.name}/${p.role}`)).toEqual(["alice/operator", "bob/viewer", "carol/viewer"]);
   expect(t.check(op)).toEqual({ name: "alice", role: "operator" });
   expect(t.check(view)).toEqual({ name: "bob", role: "viewer" });

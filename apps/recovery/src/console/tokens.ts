@@ -33,13 +33,19 @@ export function parseTokens(text: string): Principal[] & { check(token: string):
   parts.forEach((p, i) => {
     const [name, role, ...rest] = p.split(":");
     const token = rest.join(":");
-    if (!name || !NAME.test(name)) throw new TokenConfigError(`console token entry ${i + 1}: a name of letters, digits, _ . @ - is required`);
-    if (role !== "viewer" && role !== "operator") throw new TokenConfigError(`console token entry ${i + 1} (${name}): role must be viewer or operator`);
-    if (token.length < 16) throw new TokenConfigError(`console token entry ${i + 1} (${name}): the token must have at least 16 characters`);
-    if (entries.some((e) => e.name === name)) throw new TokenConfigError(`console token entry ${i + 1} (${name}): name used twice`);
+    if (!name || !NAME.test(name))
+      throw new TokenConfigError(`console token entry ${i + 1}: a name of letters, digits, _ . @ - is required`);
+    if (role !== "viewer" && role !== "operator")
+      throw new TokenConfigError(`console token entry ${i + 1} (${name}): role must be viewer or operator`);
+    if (token.length < 16)
+      throw new TokenConfigError(`console token entry ${i + 1} (${name}): the token must have at least 16 characters`);
+    if (entries.some((e) => e.name === name))
+      throw new TokenConfigError(`console token entry ${i + 1} (${name}): name used twice`);
     entries.push({ name, role, digest: digest(token) });
   });
-  const principals = entries.map(({ name, role }) => ({ name, role })) as Principal[] & { check(token: string): Principal | undefined };
+  const principals = entries.map(({ name, role }) => ({ name, role })) as Principal[] & {
+    check(token: string): Principal | undefined;
+  };
   principals.check = (token: string) => {
     const d = digest(token);
     let found: Principal | undefined;

@@ -55,7 +55,10 @@ async function submitTask(base: string, headers: Headers, runId: string, i: numb
     const res = await fetch(`${base}/v1/tasks`, {
       method: "POST",
       headers: { ...headers, "idempotency-key": `drill-${runId}-${i}` },
-      body: JSON.stringify({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://drill.example/${runId}/${i}` } }),
+      body: JSON.stringify({
+        type: "turnstile",
+        params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://drill.example/${runId}/${i}` },
+      }),
       signal: AbortSignal.timeout(20_000),
     });
     const body = await res.json().catch(() => undefined);
@@ -114,7 +117,10 @@ export function startDrillLoad(o: DrillLoadOptions) {
     refused: () => refused,
     sent: () => sent,
     /** Completion times so far (for the rate). */
-    completions: () => [...tasks.values()].filter((t) => t.status === "completed" && t.finishedAt !== undefined).map((t) => t.finishedAt!),
+    completions: () =>
+      [...tasks.values()]
+        .filter((t) => t.status === "completed" && t.finishedAt !== undefined)
+        .map((t) => t.finishedAt!),
     /** Stops submitting; then waits (up to `waitMs`) for every acknowledged task to finish. */
     async finish(waitMs: number): Promise<void> {
       submitting = false;

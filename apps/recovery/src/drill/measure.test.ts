@@ -31,8 +31,14 @@ test("still low at the end: not recovered (null)", () => {
 });
 
 test("RPO counts lost, failed and unfinished acknowledged tasks; refused ones were never acknowledged", () => {
-  expect(rpoOf({ acknowledged: 100, completed: 97, lost: 1, failed: 1, unfinished: 1, refused: 40, tokensLost: 0 })).toBe(3);
-  expect(rpoOf({ acknowledged: 100, completed: 100, lost: 0, failed: 0, unfinished: 0, refused: 40, tokensLost: 0 })).toBe(0);
+  expect(
+    rpoOf({ acknowledged: 100, completed: 97, lost: 1, failed: 1, unfinished: 1, refused: 40, tokensLost: 0 }),
+  ).toBe(3);
+  expect(
+    rpoOf({ acknowledged: 100, completed: 100, lost: 0, failed: 0, unfinished: 0, refused: 40, tokensLost: 0 }),
+  ).toBe(0);
   // A task completed without its token (restored from EVENTS) is not lost: it is counted apart.
-  expect(rpoOf({ acknowledged: 100, completed: 98, lost: 0, failed: 0, unfinished: 0, refused: 0, tokensLost: 2 })).toBe(0);
+  expect(
+    rpoOf({ acknowledged: 100, completed: 98, lost: 0, failed: 0, unfinished: 0, refused: 0, tokensLost: 2 }),
+  ).toBe(0);
 });

@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
 import { FINAL_STATUSES } from "@pipeline/shared/schemas";
 import { recordAudit } from "../fleet/audit.ts";
-import { DrillError, faultFor, type FaultDeps } from "./faults/index.ts";
-import { startDrillLoad, type DrillLoad, type Tracked } from "./load.ts";
-import { ratePerSec, recoveryMs, rpoOf, type RpoFigures } from "./measure.ts";
-import { CATCH_UP_TARGET_MS, RTO_TARGET_MS, unconfirmedDrill, type Scenario } from "./scenarios.ts";
+import { DrillError, type FaultDeps, faultFor } from "./faults/index.ts";
+import { type DrillLoad, startDrillLoad, type Tracked } from "./load.ts";
+import { type RpoFigures, ratePerSec, recoveryMs, rpoOf } from "./measure.ts";
+import { CATCH_UP_TARGET_MS, RTO_TARGET_MS, type Scenario, unconfirmedDrill } from "./scenarios.ts";
 
 /** A completed task whose token is not held any more (restored from EVENTS, which carry none). */
 const tokenLost = (t: { status: string; code?: string }) => t.status === "expired" && t.code === "TOKEN_UNAVAILABLE";
@@ -55,7 +55,10 @@ export interface DrillReport {
 /** The baseline: `ms` of load, with a progress bar on a terminal (quiet when piped). */
 async function baseline(scenario: Scenario, ms: number, loadStart: number): Promise<void> {
   const bar = progressBar(`drill ${scenario}: baseline`, Math.round(ms / 1000), { unit: "s" });
-  const tick = setInterval(() => bar.update(Math.min(Math.round((Date.now() - loadStart) / 1000), Math.round(ms / 1000))), 250);
+  const tick = setInterval(
+    () => bar.update(Math.min(Math.round((Date.now() - loadStart) / 1000), Math.round(ms / 1000))),
+    250,
+  );
   await Bun.sleep(ms);
   clearInterval(tick);
   bar.update(Math.round(ms / 1000));
@@ -66,8 +69,19 @@ async function baseline(scenario: Scenario, ms: number, loadStart: number): Prom
  * Waits until completions are back at the normal rate for `stableMs` (and at least `stableMs`
  * after the remedy), or gives up at `giveUp`; shows the completions on a terminal.
  */
-async function awaitNormalRate(o: { scenario: Scenario; load: DrillLoad; faultAt: number; remedyMs: number; baselinePerSec: number; stableMs: number; giveUp: number; step: (what: string) => void }): Promise<void> {
-  const bar = progressBar(`drill ${o.scenario}: waiting for the normal rate, tasks completed`, undefined, { unit: "tasks" });
+async function awaitNormalRate(o: {
+  scenario: Scenario;
+  load: DrillLoad;
+  faultAt: number;
+  remedyMs: number;
+  baselinePerSec: number;
+  stableMs: number;
+  giveUp: number;
+  step: (what: string) => void;
+}): Promise<void> {
+  const bar = progressBar(`drill ${o.scenario}: waiting for the normal rate, tasks completed`, undefined, {
+    unit: "tasks",
+  });
   for (;;) {
     const now = Date.now();
     bar.update(o.load.completions().length);
@@ -90,13 +104,19 @@ function rpoFigures(all: Tracked[], refused: number): RpoFigures {
     lost: all.filter((t) => t.status === "missing").length,
     failed: all.filter((t) => ["failed", "cancelled", "expired"].includes(t.status) && !tokenLost(t)).length,
     tokensLost: all.filter(tokenLost).length,
-    unfinished: all.filter((t) => t.status !== "missing" && !(FINAL_STATUSES as readonly string[]).includes(t.status)).length,
+    unfinished: all.filter((t) => t.status !== "missing" && !(FINAL_STATUSES as readonly string[]).includes(t.status))
+      .length,
     refused,
   };
 }
 
 /** The report of a run: RPO, RTO and catch-up against the scenario's targets. */
-function drillReport(o: DrillOptions, run: Pick<DrillReport, "runId" | "faultAt" | "figures" | "rtoMs" | "remedyMs" | "catchUpMs" | "steps" | "detail"> & { baselinePerSec: number }): DrillReport {
+function drillReport(
+  o: DrillOptions,
+  run: Pick<DrillReport, "runId" | "faultAt" | "figures" | "rtoMs" | "remedyMs" | "catchUpMs" | "steps" | "detail"> & {
+    baselinePerSec: number;
+  },
+): DrillReport {
   const rpo = rpoOf(run.figures);
   return {
     scenario: o.scenario,
@@ -113,7 +133,12 @@ function drillReport(o: DrillOptions, run: Pick<DrillReport, "runId" | "faultAt"
     catchUpTargetMs: CATCH_UP_TARGET_MS[o.scenario],
     steps: run.steps,
     detail: run.detail,
-    passed: rpo === 0 && run.rtoMs !== null && run.rtoMs <= RTO_TARGET_MS[o.scenario] && run.catchUpMs !== null && run.catchUpMs <= CATCH_UP_TARGET_MS[o.scenario],
+    passed:
+      rpo === 0 &&
+      run.rtoMs !== null &&
+      run.rtoMs <= RTO_TARGET_MS[o.scenario] &&
+      run.catchUpMs !== null &&
+      run.catchUpMs <= CATCH_UP_TARGET_MS[o.scenario],
   };
 }
 
@@ -153,15 +178,30 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
   const remedyMs = Date.now() - faultAt;
   step("remedy applied");
   await o.afterInject?.();
-  await awaitNormalRate({ scenario: o.scenario, load, faultAt, remedyMs, baselinePerSec, stableMs: o.stableMs ?? 4000, giveUp: faultAt + o.timeoutMs, step });
+  await awaitNormalRate({
+    scenario: o.scenario,
+    load,
+    faultAt,
+    remedyMs,
+    baselinePerSec,
+    stableMs: o.stableMs ?? 4000,
+    giveUp: faultAt + o.timeoutMs,
+    step,
+  });
   const loadEnd = Date.now();
   await load.finish(Math.max(30_000, o.timeoutMs / 2));
   const figures = rpoFigures([...load.tasks.values()], load.refused());
   const rtoMs = recoveryMs(load.completions(), { faultAt, endAt: loadEnd, baselinePerSec });
   const before = acknowledgedBeforeFault.map((id) => load.tasks.get(id)!);
-  const catchUpMs = before.every((t) => t.finishedAt !== undefined) ? Math.max(0, ...before.map((t) => t.finishedAt! - faultAt)) : null;
+  const catchUpMs = before.every((t) => t.finishedAt !== undefined)
+    ? Math.max(0, ...before.map((t) => t.finishedAt! - faultAt))
+    : null;
   const report = drillReport(o, { runId, faultAt, baselinePerSec, figures, rtoMs, remedyMs, catchUpMs, steps, detail });
-  await recordAudit(o.ctx.database.db, { actor: o.actor, action: "drill", detail: { scenario: o.scenario, runId, rpo: report.rpo, rtoMs, passed: report.passed } }).catch(() => {});
+  await recordAudit(o.ctx.database.db, {
+    actor: o.actor,
+    action: "drill",
+    detail: { scenario: o.scenario, runId, rpo: report.rpo, rtoMs, passed: report.passed },
+  }).catch(() => {});
   return report;
 }
 
@@ -171,7 +211,11 @@ export function renderDrillReport(r: DrillReport): string {
   return [
     `drill ${r.scenario} (${r.runId}): ${r.passed ? "PASSED" : "FAILED"}`,
     `  RPO ${r.rpo} acknowledged task(s) lost or failed  (acknowledged ${f.acknowledged}: completed ${f.completed}, lost ${f.lost}, failed ${f.failed}, unfinished ${f.unfinished}; refused while down ${f.refused})`,
-    ...(f.tokensLost ? [`  ${f.tokensLost} task(s) completed after the snapshot came back completed without their token (events carry none: retention; their clients solve again)`] : []),
+    ...(f.tokensLost
+      ? [
+          `  ${f.tokensLost} task(s) completed after the snapshot came back completed without their token (events carry none: retention; their clients solve again)`,
+        ]
+      : []),
     `  RTO ${sec(r.rtoMs)} (target ${sec(r.rtoTargetMs)}): completions back at >= 50% of the normal ${r.baselinePerSec}/s`,
     `  remedy applied after ${sec(r.remedyMs)}; every task acknowledged before the fault done after ${sec(r.catchUpMs)} (target ${sec(r.catchUpTargetMs)})`,
     "  steps:",

@@ -38,14 +38,21 @@ export function readProc(pid: number): ProcInfo | undefined {
 }
 
 /** Pure: may the drill kill `pid`, given what /proc says of it? */
-export function checkVictim(pid: number, region: string, heartbeatStartedAt: string, info: ProcInfo | undefined): VictimCheck {
+export function checkVictim(
+  pid: number,
+  region: string,
+  heartbeatStartedAt: string,
+  info: ProcInfo | undefined,
+): VictimCheck {
   if (!Number.isInteger(pid) || pid <= 1) return { ok: false, why: `pid ${pid} is not a single process` };
   if (!info) return { ok: false, why: `no process ${pid} on this host` };
   const cmd = info.cmdline.join(" ");
-  if (!/apps\/solver\/src\/main\.ts|(^|\/)solver(-[\w.-]+)?(\s|$)/.test(cmd)) return { ok: false, why: `pid ${pid} is not a solver (${info.cmdline[0] ?? "?"})` };
+  if (!/apps\/solver\/src\/main\.ts|(^|\/)solver(-[\w.-]+)?(\s|$)/.test(cmd))
+    return { ok: false, why: `pid ${pid} is not a solver (${info.cmdline[0] ?? "?"})` };
   const itsRegion = info.environ.REGION ?? "local";
   if (itsRegion !== region) return { ok: false, why: `pid ${pid} is a solver of region ${itsRegion}, not ${region}` };
   const hb = Date.parse(heartbeatStartedAt);
-  if (info.startedAt && Number.isFinite(hb) && info.startedAt.getTime() > hb + 5000) return { ok: false, why: `pid ${pid} started after the heartbeat's solver did: the pid was reused` };
+  if (info.startedAt && Number.isFinite(hb) && info.startedAt.getTime() > hb + 5000)
+    return { ok: false, why: `pid ${pid} started after the heartbeat's solver did: the pid was reused` };
   return { ok: true, why: "a solver of this region" };
 }

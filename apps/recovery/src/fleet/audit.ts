@@ -1,5 +1,5 @@
+import { type AuditRow, auditLog, type Db } from "@pipeline/shared/db";
 import { desc } from "drizzle-orm";
-import { auditLog, type AuditRow, type Db } from "@pipeline/shared/db";
 
 export interface AuditEntry {
   actor: string;

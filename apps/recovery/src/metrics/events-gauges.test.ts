@@ -3,14 +3,25 @@
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { findPromtool } from "@pipeline/devstack";
-import { eventsSizing, type EventsFigures } from "../assess/events-sizing.ts";
+import { type EventsFigures, eventsSizing } from "../assess/events-sizing.ts";
 import { createRecoveryMetrics } from "./registry.ts";
 
 const now = Date.parse("2026-12-04T10:00:00Z");
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;
 // 1 GiB max, 7 days max age; 100 MB held over the last hour (100 MB/h).
-const events = (o: Partial<EventsFigures> = {}): EventsFigures => ({ stream: "EVENTS_T", bytes: 100e6, messages: 100_000, firstSeq: 1, lastSeq: 100_000, firstAt: now - HOUR, maxBytes: 1024 ** 3, maxMessages: -1, maxAgeMs: 7 * DAY, ...o });
+const events = (o: Partial<EventsFigures> = {}): EventsFigures => ({
+  stream: "EVENTS_T",
+  bytes: 100e6,
+  messages: 100_000,
+  firstSeq: 1,
+  lastSeq: 100_000,
+  firstAt: now - HOUR,
+  maxBytes: 1024 ** 3,
+  maxMessages: -1,
+  maxAgeMs: 7 * DAY,
+  ...o,
+});
 const snapshots = { now, snapshotIntervalMs: 5 * 60_000, snapshotMaxAgeMs: 15 * 60_000 };
 
 test("the service's /metrics carries the EVENTS figures, and promtool accepts them", async () => {

@@ -5,9 +5,9 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import postgres from "postgres";
-import { legacyClientId, ownerRewrites, pepperedClientId } from "@pipeline/shared/client-ids";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import { legacyClientId, ownerRewrites, pepperedClientId } from "@pipeline/shared/client-ids";
+import postgres from "postgres";
 import { rewriteOwners } from "./rewrite-owners.ts";
 
 const PEPPER = "rewrite-pepper-0123456789abcdef0123456789";
@@ -30,11 +30,18 @@ afterAll(async () => {
 async function task(owner: string, delivery = false): Promise<string> {
   const id = crypto.randomUUID();
   await sql`insert into tasks (id, owner, request_hash, region, type, priority, params, state) values (${id}, ${owner}, 'h', 'local', 'turnstile', 'normal', '{}'::jsonb, 'queued')`;
-  if (delivery) await sql`insert into webhook_deliveries (delivery_id, task_id, state, owner, host) values (${`${id}:completed:0`}, ${id}, 'completed', ${owner}, 'hooks.example.com')`;
+  if (delivery)
+    await sql`insert into webhook_deliveries (delivery_id, task_id, state, owner, host) values (${`${id}:completed:0`}, ${id}, 'completed', ${owner}, 'hooks.example.com')`;
   return id;
 }
-const owners = async () => Object.fromEntries((await sql<{ id: string; owner: string }[]>`select id, owner from tasks`).map((r) => [r.id, r.owner]));
-const deliveryOwners = async () => (await sql<{ owner: string }[]>`select owner from webhook_deliveries order by delivery_id`).map((r) => r.owner).sort();
+const owners = async () =>
+  Object.fromEntries(
+    (await sql<{ id: string; owner: string }[]>`select id, owner from tasks`).map((r) => [r.id, r.owner]),
+  );
+const deliveryOwners = async () =>
+  (await sql<{ owner: string }[]>`select owner from webhook_deliveries order by delivery_id`)
+    .map((r) => r.owner)
+    .sort();
 
 test("rewrite-owners: a dry run counts and changes nothing; --yes rewrites tasks, webhook_deliveries and audit_log in one go; a second run changes 0 rows", async () => {
   const a = [await task(legacyClientId(KA), true), await task(legacyClientId(KA))];
@@ -56,9 +63,15 @@ test("rewrite-owners: a dry run counts and changes nothing; --yes rewrites tasks
   expect(now[b]).toBe(pepperedClientId(PEPPER, KB));
   expect(now[stranger]).toBe(STRANGER);
   expect(await deliveryOwners()).toEqual([pepperedClientId(PEPPER, KA), pepperedClientId(PEPPER, KB), STRANGER].sort());
-  const audit = await sql<{ action: string; actor: string; detail: Record<string, unknown> }[]>`select action, actor, detail from audit_log order by id`;
+  const audit = await sql<
+    { action: string; actor: string; detail: Record<string, unknown> }[]
+  >`select action, actor, detail from audit_log order by id`;
   expect(audit[0]!.detail).toEqual({ owner: pepperedClientId(PEPPER, KB) });
-  expect(audit[1]).toMatchObject({ action: "owners.rewrite", actor: "ops@test", detail: { tasks: 3, webhook_deliveries: 2, audit_log: 1, clients: 2 } });
+  expect(audit[1]).toMatchObject({
+    action: "owners.rewrite",
+    actor: "ops@test",
+    detail: { tasks: 3, webhook_deliveries: 2, audit_log: 1, clients: 2 },
+  });
 
   const again = await rewriteOwners(sql, rewrites, { apply: true });
   expect(again.counts).toEqual({ tasks: 0, webhook_deliveries: 0, audit_log: 0 });
@@ -68,9 +81,22 @@ test("rewrite-owners: a dry run counts and changes nothing; --yes rewrites tasks
 test("the CLI: without --yes a dry run (nothing changed), with --yes the counts per table; never a key nor the pepper; missing API_KEY_PEPPER is a usage error", async () => {
   const id = await task(legacyClientId(KB));
   const cli = join(import.meta.dir, "..", "cli.ts");
-  const env = { PATH: process.env.PATH ?? "", HOME: dir, DATABASE_URL: tdb.url, NATS_URL: "nats://127.0.0.1:1", SNAPSHOT_DIR: dir, LOG_LEVEL: "silent", API_KEYS: `${KA},${KB}`, API_KEY_PEPPER: PEPPER };
+  const env = {
+    PATH: process.env.PATH ?? "",
+    HOME: dir,
+    DATABASE_URL: tdb.url,
+    NATS_URL: "nats://127.0.0.1:1",
+    SNAPSHOT_DIR: dir,
+    LOG_LEVEL: "silent",
+    API_KEYS: `${KA},${KB}`,
+    API_KEY_PEPPER: PEPPER,
+  };
   const run = (e: Record<string, string>, ...args: string[]) => {
-    const r = spawnSync(process.execPath, [cli, "rewrite-owners", ...args], { env: e, encoding: "utf8", timeout: 30_000 });
+    const r = spawnSync(process.execPath, [cli, "rewrite-owners", ...args], {
+      env: e,
+      encoding: "utf8",
+      timeout: 30_000,
+    });
     return { code: r.status, out: `${r.stdout}${r.stderr}` };
   };
   const dry = run(env);

@@ -27,22 +27,33 @@ const AUDIT_FIELDS = ["owner", "clientId"] as const;
  * state change, and the stale sweep keys on `updated_at`). Works on the database `sql` is
  * connected to: each region's database (its replicated rows of other regions included) needs its own run.
  */
-export async function rewriteOwners(sql: postgres.Sql, rewrites: ReadonlyArray<{ from: string; to: string }>, o: { apply: boolean; actor?: string }): Promise<RewriteResult> {
+export async function rewriteOwners(
+  sql: postgres.Sql,
+  rewrites: ReadonlyArray<{ from: string; to: string }>,
+  o: { apply: boolean; actor?: string },
+): Promise<RewriteResult> {
   const from = rewrites.map((r) => r.from);
   const to = rewrites.map((r) => r.to);
   const counts = await sql.begin(async (tx) => {
     const map = () => tx`(select * from unnest(${from}::text[], ${to}::text[]) as m(legacy, peppered))`;
     if (!o.apply) {
       const [t] = await tx<{ n: number }[]>`select count(*)::int as n from tasks where owner = any(${from}::text[])`;
-      const [w] = await tx<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where owner = any(${from}::text[])`;
-      const [a] = await tx<{ n: number }[]>`select count(*)::int as n from audit_log where detail->>'owner' = any(${from}::text[]) or detail->>'clientId' = any(${from}::text[])`;
+      const [w] = await tx<
+        { n: number }[]
+      >`select count(*)::int as n from webhook_deliveries where owner = any(${from}::text[])`;
+      const [a] = await tx<
+        { n: number }[]
+      >`select count(*)::int as n from audit_log where detail->>'owner' = any(${from}::text[]) or detail->>'clientId' = any(${from}::text[])`;
       return { tasks: t!.n, webhook_deliveries: w!.n, audit_log: a!.n };
     }
     const tasks = await tx`update tasks t set owner = m.peppered from ${map()} m where t.owner = m.legacy`;
-    const deliveries = await tx`update webhook_deliveries d set owner = m.peppered from ${map()} m where d.owner = m.legacy`;
+    const deliveries =
+      await tx`update webhook_deliveries d set owner = m.peppered from ${map()} m where d.owner = m.legacy`;
     const audited = new Set<number>();
     for (const field of AUDIT_FIELDS) {
-      const rows = await tx<{ id: number }[]>`update audit_log a set detail = jsonb_set(a.detail, ${[field]}::text[], to_jsonb(m.peppered)) from ${map()} m where a.detail->>${field} = m.legacy returning a.id`;
+      const rows = await tx<
+        { id: number }[]
+      >`update audit_log a set detail = jsonb_set(a.detail, ${[field]}::text[], to_jsonb(m.peppered)) from ${map()} m where a.detail->>${field} = m.legacy returning a.id`;
       for (const r of rows) audited.add(Number(r.id));
     }
     const c = { tasks: tasks.count, webhook_deliveries: deliveries.count, audit_log: audited.size };

@@ -1,7 +1,7 @@
 import { ensureStreams } from "@pipeline/shared/nats";
 import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
-import { republishTask, scanTasksStream, type RepublishRow } from "../adapters/tasks-stream.ts";
+import { type RepublishRow, republishTask, scanTasksStream } from "../adapters/tasks-stream.ts";
 import type { RecoveryContext } from "../context.ts";
 
 export interface RebuildReport {
@@ -51,7 +51,17 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
   const name = streams.tasks(ctx.region);
   const before = await scanTasksStream(ctx.jsm, ctx.region);
   await ensureStreams(ctx.jsm, { region: ctx.region, replicas: ctx.streamReplicas ?? 1 });
-  const report: RebuildReport = { at: new Date(started).toISOString(), stream: name, created: !before.exists, open: 0, republished: 0, withMessage: 0, duplicates: 0, deferred: 0, ms: 0 };
+  const report: RebuildReport = {
+    at: new Date(started).toISOString(),
+    stream: name,
+    created: !before.exists,
+    open: 0,
+    republished: 0,
+    withMessage: 0,
+    duplicates: 0,
+    deferred: 0,
+    ms: 0,
+  };
   const openRows = async (ids?: string[]) =>
     ctx.database.sql<OpenRow[]>`
       select id, type, priority, version,
@@ -63,7 +73,10 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
   // Rows are read after the stream exists: a row inserted later is published by its gateway.
   const rows = await openRows();
   report.open = rows.length;
-  ctx.log.debug({ created: report.created, open: rows.length, young: rows.filter((r) => r.young).length }, "rebuild: stream ensured, rows read");
+  ctx.log.debug(
+    { created: report.created, open: rows.length, young: rows.filter((r) => r.young).length },
+    "rebuild: stream ensured, rows read",
+  );
   const publish = async (list: OpenRow[], label: string) => {
     const scan = await scanTasksStream(ctx.jsm, ctx.region);
     ctx.log.debug({ rows: list.length, messages: scan.messages }, "rebuild: pass");
@@ -83,7 +96,10 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
       bar.done();
     }
   };
-  await publish(rows.filter((r) => !r.young), "rebuild-queue");
+  await publish(
+    rows.filter((r) => !r.young),
+    "rebuild-queue",
+  );
   const young = rows.filter((r) => r.young);
   report.deferred = young.length;
   if (young.length > 0) {
@@ -92,6 +108,9 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
     await publish(await openRows(young.map((r) => r.id)), "rebuild-queue (fresh rows)");
   }
   report.ms = Date.now() - started;
-  ctx.log.warn({ stream: name, created: report.created, republished: report.republished, open: report.open }, "TASKS rebuilt from Postgres");
+  ctx.log.warn(
+    { stream: name, created: report.created, republished: report.republished, open: report.open },
+    "TASKS rebuilt from Postgres",
+  );
   return report;
 }

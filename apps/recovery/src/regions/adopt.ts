@@ -35,9 +35,23 @@ export interface AdoptReport {
  * it fenced itself, its checkpoint stuck behind the cut: the keeper adopts those only after
  * ADOPT_UNCERTAIN_MS, by when a healed link has brought the checkpoint (docs/regions.md).
  */
-export async function adoptRegion(d: AdoptDeps, remote: string, epoch: number, phase: "resumable" | "all" = "all"): Promise<AdoptReport> {
+export async function adoptRegion(
+  d: AdoptDeps,
+  remote: string,
+  epoch: number,
+  phase: "resumable" | "all" = "all",
+): Promise<AdoptReport> {
   const started = Date.now();
-  const rows = await d.sql<{ id: string; type: string; priority: string; state: TaskEvent["state"]; version: number; provider_id: string | null }[]>`
+  const rows = await d.sql<
+    {
+      id: string;
+      type: string;
+      priority: string;
+      state: TaskEvent["state"];
+      version: number;
+      provider_id: string | null;
+    }[]
+  >`
     select id, type, priority, state, version, provider_id from tasks
     where region = ${remote} and state in ('queued', 'retrying', 'solving') and (${phase} = 'all' or provider_id is not null)
     order by case priority when 'high' then 0 when 'normal' then 1 else 2 end, created_at`;
@@ -46,12 +60,34 @@ export async function adoptRegion(d: AdoptDeps, remote: string, epoch: number, p
   // the event first (idempotent by its message id), then the row's home, then the message. A
   // crash after the row moved and before the message is a stale row the sweep re-publishes.
   for (const r of rows) {
-    const ev: TaskEvent = { taskId: r.id, kind: "adopted", state: r.state, version: r.version, region: d.local, at, data: { from: remote, epoch } };
-    await publishWithRetry(d.js, eventSubject(d.local, "adopted"), JSON.stringify(ev), `adopted:${r.id}:${epoch}`, d.publishDeadlineMs);
-    const moved = await d.sql`update tasks set region = ${d.local}, lease_owner = null, lease_until = null, updated_at = now() where id = ${r.id} and region = ${remote}`;
+    const ev: TaskEvent = {
+      taskId: r.id,
+      kind: "adopted",
+      state: r.state,
+      version: r.version,
+      region: d.local,
+      at,
+      data: { from: remote, epoch },
+    };
+    await publishWithRetry(
+      d.js,
+      eventSubject(d.local, "adopted"),
+      JSON.stringify(ev),
+      `adopted:${r.id}:${epoch}`,
+      d.publishDeadlineMs,
+    );
+    const moved =
+      await d.sql`update tasks set region = ${d.local}, lease_owner = null, lease_until = null, updated_at = now() where id = ${r.id} and region = ${remote}`;
     if (moved.count === 1) await republishTask(d.js, d.local, r, "adopt", d.publishDeadlineMs);
   }
-  const report = { remote, epoch, phase, adopted: rows.length, withProviderId: rows.filter((r) => r.provider_id).length, ms: Date.now() - started };
+  const report = {
+    remote,
+    epoch,
+    phase,
+    adopted: rows.length,
+    withProviderId: rows.filter((r) => r.provider_id).length,
+    ms: Date.now() - started,
+  };
   d.log.warn(report, "adopted another region's unfinished tasks");
   return report;
 }

@@ -5,7 +5,15 @@
 // in @pipeline/shared/regions (lease.ts); this file only reads, writes and times.
 import type { KV, KvEntry } from "@nats-io/kv";
 import type { Logger } from "@pipeline/shared/log";
-import { Lease, ownLeaseAction, otherLeaseAction, validUntil, type LeaseTiming, type LeaseView, type Observed } from "@pipeline/shared/regions";
+import {
+  Lease,
+  type LeaseTiming,
+  type LeaseView,
+  type Observed,
+  otherLeaseAction,
+  ownLeaseAction,
+  validUntil,
+} from "@pipeline/shared/regions";
 
 export interface KeeperDeps {
   /** The witness's `leases` bucket (a quorum a cut-off region cannot reach). */
@@ -61,7 +69,11 @@ async function observe(k: Keeper, region: string): Promise<Observed | undefined>
     return undefined;
   }
   const parsed = Lease.safeParse(parseJson(e));
-  const o: Observed = { lease: parsed.success ? parsed.data : undefined, revision: e.revision, changedAt: prev && prev.revision === e.revision ? prev.changedAt : k.mono() };
+  const o: Observed = {
+    lease: parsed.success ? parsed.data : undefined,
+    revision: e.revision,
+    changedAt: prev && prev.revision === e.revision ? prev.changedAt : k.mono(),
+  };
   k.seen[region] = o;
   return o;
 }
@@ -112,8 +124,15 @@ async function watchRemotes(k: Keeper): Promise<void> {
     const o = await observe(k, remote);
     const other = otherLeaseAction(remote, o, k.mono(), d.timing);
     if (other.kind === "takeover") {
-      await d.witness.update(key(remote), JSON.stringify({ holder: d.region, epoch: other.epoch, renewedAt: k.wall() } satisfies Lease), o!.revision);
-      d.log.error({ remote, epoch: other.epoch, stillForMs: Math.round(k.mono() - o!.changedAt) }, "region silent past its lease: taken over; adopting its unfinished tasks");
+      await d.witness.update(
+        key(remote),
+        JSON.stringify({ holder: d.region, epoch: other.epoch, renewedAt: k.wall() } satisfies Lease),
+        o!.revision,
+      );
+      d.log.error(
+        { remote, epoch: other.epoch, stillForMs: Math.round(k.mono() - o!.changedAt) },
+        "region silent past its lease: taken over; adopting its unfinished tasks",
+      );
       await adoptIfOwed(k, remote, await observe(k, remote));
     } else await adoptIfOwed(k, remote, o);
   }
@@ -133,7 +152,11 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
     } catch (err) {
       const msg = (err as Error).message;
       // Unreachable witness: no renewal, so the solvers' view lapses at its validUntil by itself.
-      if (msg !== lastError) d.log.error({ region: d.region, err: msg }, "lease round failed (witness unreachable or a concurrent change); solvers stop submitting when the lease view lapses");
+      if (msg !== lastError)
+        d.log.error(
+          { region: d.region, err: msg },
+          "lease round failed (witness unreachable or a concurrent change); solvers stop submitting when the lease view lapses",
+        );
       lastError = msg;
     }
   };

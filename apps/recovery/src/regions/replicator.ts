@@ -3,16 +3,28 @@
 // restore replay uses. The rows keep their home region (`tasks.region`), so this region's gateway
 // answers reads of them and recognizes an Idempotency-Key they were accepted with, while its
 // queue, sweeps and solvers leave them alone (they belong to their home region, or to its adopter).
-import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  type ConsumerMessages,
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Logger } from "@pipeline/shared/log";
-import { bodiesMirrorConfig, DEFAULT_BODIES_MAX_AGE_MS, ensureConsumer, ensureStream, eventsMirrorConfig } from "@pipeline/shared/nats";
-import { taskEventOf, type TaskEvent } from "@pipeline/shared/schemas";
+import {
+  bodiesMirrorConfig,
+  DEFAULT_BODIES_MAX_AGE_MS,
+  ensureConsumer,
+  ensureStream,
+  eventsMirrorConfig,
+} from "@pipeline/shared/nats";
+import { type TaskEvent, taskEventOf } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { BodyRefs } from "@pipeline/shared/tasks";
 import type postgres from "postgres";
-import { applyEvent, noneApplied, type Applied } from "../snapshot/apply-event.ts";
-import { bodySource, type BodyLookup, type BodySource } from "../snapshot/bodies.ts";
+import { type Applied, applyEvent, noneApplied } from "../snapshot/apply-event.ts";
+import { type BodyLookup, type BodySource, bodySource } from "../snapshot/bodies.ts";
 
 export interface ReplicatorDeps {
   js: JetStreamClient;
@@ -47,10 +59,20 @@ export async function startReplicator(d: ReplicatorDeps): Promise<Replicator> {
   const stream = streams.events(d.remote);
   await ensureStream(d.jsm, eventsMirrorConfig(d.remote, d.replicas ?? 1));
   // Its image bodies, mirrored the same way: an `accepted` event names them, BODIES holds them.
-  await ensureStream(d.jsm, bodiesMirrorConfig(d.remote, d.replicas ?? 1, d.bodiesMaxAgeMs ?? DEFAULT_BODIES_MAX_AGE_MS));
+  await ensureStream(
+    d.jsm,
+    bodiesMirrorConfig(d.remote, d.replicas ?? 1, d.bodiesMaxAgeMs ?? DEFAULT_BODIES_MAX_AGE_MS),
+  );
   const bodies = bodySource(d.jsm);
   const durable = replicaConsumer(d.local);
-  await ensureConsumer(d.jsm, stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 1000 });
+  await ensureConsumer(d.jsm, stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(30_000),
+    max_deliver: -1,
+    max_ack_pending: 1000,
+  });
   const consumer = await d.js.consumers.get(stream, durable);
   const counts = noneApplied();
   let last = 0;
@@ -75,7 +97,11 @@ export async function startReplicator(d: ReplicatorDeps): Promise<Replicator> {
             continue;
           }
           const r = await applyEvent(d.sql, ev, body);
-          if (r === "bodyUnavailable") d.log.warn({ remote: d.remote, taskId: ev.taskId }, "replicator: image body gone from the mirror of BODIES; task rebuilt failed (BODY_UNAVAILABLE)");
+          if (r === "bodyUnavailable")
+            d.log.warn(
+              { remote: d.remote, taskId: ev.taskId },
+              "replicator: image body gone from the mirror of BODIES; task rebuilt failed (BODY_UNAVAILABLE)",
+            );
           if (r === "missing") {
             // Its `accepted` is further on in the stream (published right after the task message).
             counts.missing++;

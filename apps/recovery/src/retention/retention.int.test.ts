@@ -1,8 +1,8 @@
 // Retention against real Postgres: rows of every age and state; only what the policy names goes,
 // in batches, and the metrics count it.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import postgres from "postgres";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import postgres from "postgres";
 import { createRecoveryMetrics } from "../metrics/registry.ts";
 import { runRetention } from "./retention.ts";
 
@@ -44,35 +44,105 @@ async function insert(name: string, r: Row): Promise<string> {
     values (${id}, ${name}, 'h', ${r.region ?? "local"}, ${r.type ?? "turnstile"}, 'normal', ${JSON.stringify(params)}::text::jsonb, ${r.state}, 3,
             ${r.token ? `TOKEN-${name}` : null}, ${r.expiresIn === undefined || r.expiresIn === null ? null : new Date(now + r.expiresIn)},
             ${r.callback ? "https://hooks.example.com/cb?secret=1" : null}, ${created}, ${finished ?? created}, ${finished})`;
-  if (r.delivery) await sql`insert into webhook_deliveries (delivery_id, task_id, state, status, owner, host) values (${`${id}:${r.state}:0`}, ${id}, ${r.state}, ${r.delivery}, ${name}, 'hooks.example.com')`;
+  if (r.delivery)
+    await sql`insert into webhook_deliveries (delivery_id, task_id, state, status, owner, host) values (${`${id}:${r.state}:0`}, ${id}, ${r.state}, ${r.delivery}, ${name}, 'hooks.example.com')`;
   return id;
 }
 
 test("retention erases expired tokens after the grace, params and callback URLs after TASK_RETENTION_DAYS, rows after ROW_RETENTION_DAYS; nothing else; counted", async () => {
   const ids = {
-    expiredPastGrace: await insert("expiredPastGrace", { state: "completed", finishedAgo: 3 * HOUR, token: true, expiresIn: -2 * HOUR, callback: true }),
-    expiredInGrace: await insert("expiredInGrace", { state: "completed", finishedAgo: HOUR, token: true, expiresIn: -30 * 60_000 }),
-    valid: await insert("valid", { state: "completed", finishedAgo: 60_000, token: true, expiresIn: 60_000, callback: true, delivery: "pending" }),
-    imageOld: await insert("imageOld", { state: "completed", finishedAgo: 8 * DAY, token: true, expiresIn: null, type: "image" }),
-    imageYoung: await insert("imageYoung", { state: "completed", finishedAgo: 6 * DAY, token: true, expiresIn: null, type: "image" }),
+    expiredPastGrace: await insert("expiredPastGrace", {
+      state: "completed",
+      finishedAgo: 3 * HOUR,
+      token: true,
+      expiresIn: -2 * HOUR,
+      callback: true,
+    }),
+    expiredInGrace: await insert("expiredInGrace", {
+      state: "completed",
+      finishedAgo: HOUR,
+      token: true,
+      expiresIn: -30 * 60_000,
+    }),
+    valid: await insert("valid", {
+      state: "completed",
+      finishedAgo: 60_000,
+      token: true,
+      expiresIn: 60_000,
+      callback: true,
+      delivery: "pending",
+    }),
+    imageOld: await insert("imageOld", {
+      state: "completed",
+      finishedAgo: 8 * DAY,
+      token: true,
+      expiresIn: null,
+      type: "image",
+    }),
+    imageYoung: await insert("imageYoung", {
+      state: "completed",
+      finishedAgo: 6 * DAY,
+      token: true,
+      expiresIn: null,
+      type: "image",
+    }),
     failedOld: await insert("failedOld", { state: "failed", finishedAgo: 8 * DAY, callback: true, delivery: "failed" }),
-    replicaOld: await insert("replicaOld", { state: "cancelled", finishedAgo: 8 * DAY, callback: true, region: "other" }),
-    pendingOld: await insert("pendingOld", { state: "completed", finishedAgo: 8 * DAY, token: true, expiresIn: -8 * DAY, callback: true, delivery: "pending" }),
-    cancelledAncient: await insert("cancelledAncient", { state: "cancelled", finishedAgo: 31 * DAY, callback: true, delivery: "delivered" }),
+    replicaOld: await insert("replicaOld", {
+      state: "cancelled",
+      finishedAgo: 8 * DAY,
+      callback: true,
+      region: "other",
+    }),
+    pendingOld: await insert("pendingOld", {
+      state: "completed",
+      finishedAgo: 8 * DAY,
+      token: true,
+      expiresIn: -8 * DAY,
+      callback: true,
+      delivery: "pending",
+    }),
+    cancelledAncient: await insert("cancelledAncient", {
+      state: "cancelled",
+      finishedAgo: 31 * DAY,
+      callback: true,
+      delivery: "delivered",
+    }),
     failedAncient: await insert("failedAncient", { state: "failed", finishedAgo: 40 * DAY }),
-    completedAncient: await insert("completedAncient", { state: "completed", finishedAgo: 35 * DAY, token: true, expiresIn: -35 * DAY, delivery: "delivered" }),
+    completedAncient: await insert("completedAncient", {
+      state: "completed",
+      finishedAgo: 35 * DAY,
+      token: true,
+      expiresIn: -35 * DAY,
+      delivery: "delivered",
+    }),
     pendingAncient: await insert("pendingAncient", { state: "completed", finishedAgo: 31 * DAY, delivery: "pending" }),
     young29: await insert("young29", { state: "failed", finishedAgo: 29 * DAY }),
     unfinishedAncient: await insert("unfinishedAncient", { state: "queued", finishedAgo: null, callback: true }),
     solvingAncient: await insert("solvingAncient", { state: "solving", finishedAgo: null }),
   };
   // Four more ancient rows, so the deletes take several batches of 2.
-  for (let i = 0; i < 4; i++) await insert(`bulk${i}`, { state: "completed", finishedAgo: 50 * DAY, delivery: "delivered" });
+  for (let i = 0; i < 4; i++)
+    await insert(`bulk${i}`, { state: "completed", finishedAgo: 50 * DAY, delivery: "delivered" });
   const m = createRecoveryMetrics();
-  const r = await runRetention(sql, { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 2 }, m.retention);
+  const r = await runRetention(
+    sql,
+    { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 2 },
+    m.retention,
+  );
 
   const rows = new Map(
-    (await sql<{ id: string; token: string | null; params: Record<string, unknown>; callback_url: string | null; state: string; version: number }[]>`select id, token, params, callback_url, state, version from tasks`).map((x) => [x.id, x]),
+    (
+      await sql<
+        {
+          id: string;
+          token: string | null;
+          params: Record<string, unknown>;
+          callback_url: string | null;
+          state: string;
+          version: number;
+        }[]
+      >`select id, token, params, callback_url, state, version from tasks`
+    ).map((x) => [x.id, x]),
   );
   const get = (k: keyof typeof ids) => rows.get(ids[k]);
   const kept = (k: keyof typeof ids) => Object.keys(get(k)!.params).length > 0;
@@ -96,7 +166,8 @@ test("retention erases expired tokens after the grace, params and callback URLs 
   expect(kept("solvingAncient")).toBe(true);
   // Rows
   for (const k of ["cancelledAncient", "failedAncient", "completedAncient"] as const) expect(get(k)).toBeUndefined();
-  for (const k of ["pendingAncient", "young29", "unfinishedAncient", "solvingAncient"] as const) expect(get(k)).toBeDefined();
+  for (const k of ["pendingAncient", "young29", "unfinishedAncient", "solvingAncient"] as const)
+    expect(get(k)).toBeDefined();
   expect(rows.size).toBe(Object.keys(ids).length - 3);
   // No state or version moved.
   expect(get("failedOld")!.state).toBe("failed");
@@ -104,7 +175,10 @@ test("retention erases expired tokens after the grace, params and callback URLs 
   // The deleted tasks' callback records went with them; the others stayed.
   const deliveries = await sql<{ task_id: string; status: string }[]>`select task_id, status from webhook_deliveries`;
   expect(deliveries.some((d) => d.task_id === ids.cancelledAncient || d.task_id === ids.completedAncient)).toBe(false);
-  expect(deliveries.filter((d) => d.task_id === ids.pendingAncient || d.task_id === ids.failedOld || d.task_id === ids.valid).length).toBe(3);
+  expect(
+    deliveries.filter((d) => d.task_id === ids.pendingAncient || d.task_id === ids.failedOld || d.task_id === ids.valid)
+      .length,
+  ).toBe(3);
 
   expect(r).toMatchObject({ tokensErased: 3, paramsPurged: 4, rowsDeleted: 7, deliveriesDeleted: 6 });
   expect(r.batches).toBeGreaterThan(6); // 7 rows in batches of 2: 4 delete batches alone
@@ -116,7 +190,11 @@ test("retention erases expired tokens after the grace, params and callback URLs 
   expect(text).toContain('recovery_retention_runs_total{result="ok",app="recovery"} 1');
 
   // A second run finds nothing left to do.
-  const again = await runRetention(sql, { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 2 }, m.retention);
+  const again = await runRetention(
+    sql,
+    { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 2 },
+    m.retention,
+  );
   expect(again).toMatchObject({ tokensErased: 0, paramsPurged: 0, rowsDeleted: 0, deliveriesDeleted: 0 });
   expect(await m.registry.metrics()).toContain('recovery_retention_runs_total{result="ok",app="recovery"} 2');
 });
@@ -138,7 +216,10 @@ test("a batch waits for no locked row: a row a writer holds is skipped this run 
     expect(r.rowsDeleted).toBe(0);
     release();
     await tx;
-    expect((await runRetention(sql, { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 10 })).rowsDeleted).toBe(1);
+    expect(
+      (await runRetention(sql, { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 10 }))
+        .rowsDeleted,
+    ).toBe(1);
   } finally {
     await other.end({ timeout: 5 });
   }

@@ -39,9 +39,12 @@ export interface RetentionReport {
   ms: number;
 }
 
-
 /** Runs `step` (one batch, returns rows touched) until a batch comes back short. */
-async function drain(step: () => Promise<number>, batch: number, maxBatches: number): Promise<{ rows: number; batches: number }> {
+async function drain(
+  step: () => Promise<number>,
+  batch: number,
+  maxBatches: number,
+): Promise<{ rows: number; batches: number }> {
   let rows = 0;
   let batches = 0;
   for (;;) {
@@ -52,7 +55,11 @@ async function drain(step: () => Promise<number>, batch: number, maxBatches: num
   }
 }
 
-export async function runRetention(sql: postgres.Sql, p: RetentionPolicy, metrics?: RetentionMetrics): Promise<RetentionReport> {
+export async function runRetention(
+  sql: postgres.Sql,
+  p: RetentionPolicy,
+  metrics?: RetentionMetrics,
+): Promise<RetentionReport> {
   const started = Date.now();
   const batch = p.batch ?? 1000;
   const maxBatches = p.maxBatches ?? 1000;
@@ -62,9 +69,10 @@ export async function runRetention(sql: postgres.Sql, p: RetentionPolicy, metric
   try {
     // Rows first: nothing is rewritten that is about to go.
     let deliveriesDeleted = 0;
-    const rows = await drain(async () => {
-      // One statement: the rows and their (finished) deliveries go together.
-      const [r] = await sql<{ tasks: number; deliveries: number }[]>`
+    const rows = await drain(
+      async () => {
+        // One statement: the rows and their (finished) deliveries go together.
+        const [r] = await sql<{ tasks: number; deliveries: number }[]>`
         with gone as (
           delete from tasks t where t.id in (
             select id from tasks
@@ -74,30 +82,38 @@ export async function runRetention(sql: postgres.Sql, p: RetentionPolicy, metric
           returning t.id),
         deliveries as (delete from webhook_deliveries d using gone where d.task_id = gone.id returning 1)
         select (select count(*) from gone)::int as tasks, (select count(*) from deliveries)::int as deliveries`;
-      deliveriesDeleted += r?.deliveries ?? 0;
-      return r?.tasks ?? 0;
-    }, batch, maxBatches);
+        deliveriesDeleted += r?.deliveries ?? 0;
+        return r?.tasks ?? 0;
+      },
+      batch,
+      maxBatches,
+    );
     metrics?.rows("row_deleted", rows.rows);
     metrics?.rows("delivery_deleted", deliveriesDeleted);
     // Two statements, each an index range on tasks_token_expiry_idx: tokens past expiry + grace,
     // then answers without expiry (image tasks) of tasks finished TASK_RETENTION_DAYS ago.
     const erase = (which: "expired" | "no-expiry") =>
-      drain(async () => {
-        const r = await sql`
+      drain(
+        async () => {
+          const r = await sql`
           update tasks t set token = null, user_agent = null
           where t.id in (
             select id from tasks
             where token is not null and state = 'completed'
               and ${which === "expired" ? sql`token_expires_at < now() - ${grace}::interval` : sql`token_expires_at is null and coalesce(completed_at, updated_at) < now() - ${taskAge}::interval`}
             limit ${batch} for update skip locked)`;
-        return r.count;
-      }, batch, maxBatches);
+          return r.count;
+        },
+        batch,
+        maxBatches,
+      );
     const expiredTokens = await erase("expired");
     const answers = await erase("no-expiry");
     const tokens = { rows: expiredTokens.rows + answers.rows, batches: expiredTokens.batches + answers.batches };
     metrics?.rows("token_erased", tokens.rows);
-    const params = await drain(async () => {
-      const r = await sql`
+    const params = await drain(
+      async () => {
+        const r = await sql`
         update tasks t set params = '{}'::jsonb, callback_url = null
         where t.id in (
           select id from tasks
@@ -105,10 +121,20 @@ export async function runRetention(sql: postgres.Sql, p: RetentionPolicy, metric
             and (params <> '{}'::jsonb or callback_url is not null)
             and not exists (select 1 from webhook_deliveries d where d.status = 'pending' and d.task_id = tasks.id)
           limit ${batch} for update skip locked)`;
-      return r.count;
-    }, batch, maxBatches);
+        return r.count;
+      },
+      batch,
+      maxBatches,
+    );
     metrics?.rows("params_purged", params.rows);
-    const report = { tokensErased: tokens.rows, paramsPurged: params.rows, rowsDeleted: rows.rows, deliveriesDeleted, batches: tokens.batches + params.batches + rows.batches, ms: Date.now() - started };
+    const report = {
+      tokensErased: tokens.rows,
+      paramsPurged: params.rows,
+      rowsDeleted: rows.rows,
+      deliveriesDeleted,
+      batches: tokens.batches + params.batches + rows.batches,
+      ms: Date.now() - started,
+    };
     metrics?.run("ok", report.ms);
     return report;
   } catch (err) {

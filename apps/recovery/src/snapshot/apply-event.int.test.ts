@@ -1,11 +1,11 @@
 // Replaying `completed` events that carry no token (issue 16.3: the token stays in the row).
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import postgres from "postgres";
-import { openDatabase, schema, type Database } from "@pipeline/shared/db";
+import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import { type Database, openDatabase, schema } from "@pipeline/shared/db";
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { toTaskView } from "@pipeline/shared/tasks";
-import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
 import { eq } from "drizzle-orm";
+import postgres from "postgres";
 import { applyEvent } from "./apply-event.ts";
 
 let tdb: TestDatabase;
@@ -25,17 +25,44 @@ afterAll(async () => {
 const at = (ms = 0) => new Date(Date.now() + ms).toISOString();
 async function accepted(): Promise<string> {
   const taskId = crypto.randomUUID();
-  const ev: TaskEvent = { taskId, kind: "accepted", state: "queued", version: 1, region: "local", at: at(), data: { owner: "o", type: "turnstile", priority: "normal", params: { sitekey: "s", pageurl: "https://example.com" }, requestHash: "h" } };
+  const ev: TaskEvent = {
+    taskId,
+    kind: "accepted",
+    state: "queued",
+    version: 1,
+    region: "local",
+    at: at(),
+    data: {
+      owner: "o",
+      type: "turnstile",
+      priority: "normal",
+      params: { sitekey: "s", pageurl: "https://example.com" },
+      requestHash: "h",
+    },
+  };
   expect(await applyEvent(sql, ev)).toBe("inserted");
   return taskId;
 }
-const completed = (taskId: string, data: Record<string, unknown>): TaskEvent => ({ taskId, kind: "completed", state: "completed", version: 3, region: "local", at: at(), data });
+const completed = (taskId: string, data: Record<string, unknown>): TaskEvent => ({
+  taskId,
+  kind: "completed",
+  state: "completed",
+  version: 3,
+  region: "local",
+  at: at(),
+  data,
+});
 const row = async (id: string) => (await db.db.select().from(schema.tasks).where(eq(schema.tasks.id, id)))[0]!;
 
 test("a completed event with tokenStored (no token) restores the task as completed without its token: the client sees expired, TOKEN_UNAVAILABLE", async () => {
   const id = await accepted();
   const expiresAt = at(120_000);
-  expect(await applyEvent(sql, completed(id, { tokenStored: true, userAgent: null, expiresAt, completedAt: at(), providerId: "p-1" }))).toBe("applied");
+  expect(
+    await applyEvent(
+      sql,
+      completed(id, { tokenStored: true, userAgent: null, expiresAt, completedAt: at(), providerId: "p-1" }),
+    ),
+  ).toBe("applied");
   const r = await row(id);
   expect(r.state).toBe("completed");
   expect(r.version).toBe(3);
@@ -50,7 +77,9 @@ test("a completed event with tokenStored (no token) restores the task as complet
 
 test("an older completed event with the token still restores it; one with neither token nor tokenStored is skipped", async () => {
   const a = await accepted();
-  expect(await applyEvent(sql, completed(a, { token: "TOKEN-A", expiresAt: at(120_000), completedAt: at() }))).toBe("applied");
+  expect(await applyEvent(sql, completed(a, { token: "TOKEN-A", expiresAt: at(120_000), completedAt: at() }))).toBe(
+    "applied",
+  );
   expect((await row(a)).token).toBe("TOKEN-A");
   expect(toTaskView(await row(a), new Date()).result?.token).toBe("TOKEN-A");
   const b = await accepted();

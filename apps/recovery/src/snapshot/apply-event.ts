@@ -1,14 +1,21 @@
+import { type TaskEvent, taskRequest } from "@pipeline/shared/schemas";
+import { BodyRefs } from "@pipeline/shared/tasks";
 import type postgres from "postgres";
 import { z } from "zod";
-import { taskRequest, type TaskEvent } from "@pipeline/shared/schemas";
-import { BodyRefs } from "@pipeline/shared/tasks";
 import { BODY_UNAVAILABLE, type BodySource } from "./bodies.ts";
 
 /** What one event did to the rows. */
 export type Applied = "inserted" | "applied" | "stale" | "missing" | "skipped" | "bodyUnavailable";
 
 /** Every outcome at zero: the counters of a replay or replicator. */
-export const noneApplied = (): Record<Applied, number> => ({ inserted: 0, applied: 0, stale: 0, missing: 0, skipped: 0, bodyUnavailable: 0 });
+export const noneApplied = (): Record<Applied, number> => ({
+  inserted: 0,
+  applied: 0,
+  stale: 0,
+  missing: 0,
+  skipped: 0,
+  bodyUnavailable: 0,
+});
 
 /**
  * The task an `accepted` event carries, checked with the gateway's own schema (issue 14): the
@@ -35,7 +42,12 @@ type Accepted = z.infer<typeof Accepted>;
 /** Stands in for a body that is gone, so that the rest of the task is still checked. */
 const STAND_IN = "AAAA";
 const gatewayWouldPublish = (a: Accepted, params: Record<string, unknown>) =>
-  GatewayTask.safeParse({ type: a.type, priority: a.priority, params, ...(a.callbackUrl ? { callbackUrl: a.callbackUrl } : {}) }).success;
+  GatewayTask.safeParse({
+    type: a.type,
+    priority: a.priority,
+    params,
+    ...(a.callbackUrl ? { callbackUrl: a.callbackUrl } : {}),
+  }).success;
 const Str = z.string().nullable().optional().catch(null);
 /**
  * A `completed` event: `token` (older solvers) or `tokenStored: true` (the token stays in the
@@ -43,9 +55,24 @@ const Str = z.string().nullable().optional().catch(null);
  * `expired` (TOKEN_UNAVAILABLE, packages/shared/src/tasks/view.ts) and solves again.
  */
 const Completed = z
-  .object({ token: z.string().optional(), tokenStored: z.boolean().optional(), userAgent: Str, expiresAt: Str, completedAt: Str, providerId: Str })
+  .object({
+    token: z.string().optional(),
+    tokenStored: z.boolean().optional(),
+    userAgent: Str,
+    expiresAt: Str,
+    completedAt: Str,
+    providerId: Str,
+  })
   .refine((c) => c.token !== undefined || c.tokenStored === true, "a completed event carries token or tokenStored");
-const Loose = z.object({ code: Str, worker: Str, providerId: Str, keyRef: Str, deadLetter: Str, attempt: z.number().int().optional().catch(undefined), redrives: z.number().int().optional().catch(undefined) });
+const Loose = z.object({
+  code: Str,
+  worker: Str,
+  providerId: Str,
+  keyRef: Str,
+  deadLetter: Str,
+  attempt: z.number().int().optional().catch(undefined),
+  redrives: z.number().int().optional().catch(undefined),
+});
 
 type Tx = postgres.TransactionSql | postgres.Sql;
 
@@ -139,7 +166,12 @@ async function applyAccepted(sql: Tx, ev: TaskEvent, bodies: BodySource | undefi
   if (!d.success) return "skipped";
   const a = d.data;
   const refs = a.bodies ?? [];
-  const lookup = refs.length === 0 ? { ok: true as const, values: {} } : bodies ? await bodies(ev.region, ev.taskId, refs) : { ok: false as const, reason: "no BODIES to read" };
+  const lookup =
+    refs.length === 0
+      ? { ok: true as const, values: {} }
+      : bodies
+        ? await bodies(ev.region, ev.taskId, refs)
+        : { ok: false as const, reason: "no BODIES to read" };
   const standIn = Object.fromEntries(refs.map((r) => [r.field, STAND_IN]));
   if (!gatewayWouldPublish(a, { ...a.params, ...(lookup.ok ? lookup.values : standIn) })) return "skipped";
   const at = new Date(ev.at);

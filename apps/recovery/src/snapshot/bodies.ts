@@ -3,11 +3,17 @@
 // task on `bodies.<region>.<task id>`, for BODIES_MAX_AGE_MS. Read here by task id, from this
 // region's stream or from the other region's mirror of it, and checked against the event.
 import type { JetStreamManager } from "@nats-io/jetstream";
-import { checkBodies, type BodyRef } from "@pipeline/shared/tasks";
 import { bodySubject, streams } from "@pipeline/shared/subjects";
+import { type BodyRef, checkBodies } from "@pipeline/shared/tasks";
 
 /** A task's bodies, or why they cannot be had. */
-export type BodyLookup = { ok: true; values: Record<string, string> } | { ok: false; reason: string; /** BODIES itself could not be read (missing stream, NATS error): not a verdict on the body. */ unreadable?: true };
+export type BodyLookup =
+  | { ok: true; values: Record<string, string> }
+  | {
+      ok: false;
+      reason: string /** BODIES itself could not be read (missing stream, NATS error): not a verdict on the body. */;
+      unreadable?: true;
+    };
 
 /** Looks a task's bodies up: `region` is the task's home region (whose BODIES, or mirror of it, `jsm` reaches). */
 export type BodySource = (region: string, taskId: string, refs: BodyRef[]) => Promise<BodyLookup>;
@@ -47,7 +53,9 @@ export function strictBodySource(inner: BodySource): BodySource {
   return async (region, taskId, refs) => {
     const r = await inner(region, taskId, refs);
     if (!r.ok && r.unreadable)
-      throw new BodiesUnreadableError(`${r.reason}: the replay stopped rather than fail image tasks for it (the target holds a partial replay: recreate it empty, then restore again, with --events-from the region that holds this region's BODIES if this one's NATS is gone)`);
+      throw new BodiesUnreadableError(
+        `${r.reason}: the replay stopped rather than fail image tasks for it (the target holds a partial replay: recreate it empty, then restore again, with --events-from the region that holds this region's BODIES if this one's NATS is gone)`,
+      );
     return r;
   };
 }

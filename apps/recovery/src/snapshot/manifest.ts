@@ -78,7 +78,14 @@ export function resolveSnapshot(dir: string, ref: string): Snapshot {
     if (!s) throw new SnapshotError(`no snapshot in ${dir}`);
     return s;
   }
-  const candidates = [ref, `${ref}.json`, join(dir, ref), join(dir, `${ref}.json`), ref.replace(/\.dump$/, ".json"), join(dir, basename(ref).replace(/\.dump$/, ".json"))];
+  const candidates = [
+    ref,
+    `${ref}.json`,
+    join(dir, ref),
+    join(dir, `${ref}.json`),
+    ref.replace(/\.dump$/, ".json"),
+    join(dir, basename(ref).replace(/\.dump$/, ".json")),
+  ];
   for (const c of candidates) if (c.endsWith(".json") && existsSync(c)) return readManifest(resolve(c));
   throw new SnapshotError(`snapshot "${ref}" not found (looked in ${dir})`);
 }
@@ -87,5 +94,8 @@ export function resolveSnapshot(dir: string, ref: string): Snapshot {
 export async function checkIntegrity(s: Snapshot): Promise<void> {
   if (!existsSync(s.dumpPath)) throw new SnapshotError(`${s.manifest.name}: dump file ${s.dumpPath} is missing`);
   const sum = await sha256File(s.dumpPath);
-  if (sum !== s.manifest.sha256) throw new SnapshotError(`${s.manifest.name}: checksum mismatch (manifest ${s.manifest.sha256.slice(0, 12)}…, file ${sum.slice(0, 12)}…)`);
+  if (sum !== s.manifest.sha256)
+    throw new SnapshotError(
+      `${s.manifest.name}: checksum mismatch (manifest ${s.manifest.sha256.slice(0, 12)}…, file ${sum.slice(0, 12)}…)`,
+    );
 }

@@ -6,14 +6,24 @@
 // `snapshots` lists and `assess` checks. `restore --from <domain>` fetches a copy into the local
 // snapshot folder, checks it again and restores it as usual.
 import { createHash } from "node:crypto";
-import { chmodSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { jetstream } from "@nats-io/jetstream";
-import { Objm, type ObjectStore } from "@nats-io/obj";
+import { type ObjectStore, Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { z } from "zod";
-import { resolveSnapshot, SnapshotError, SnapshotManifest, type Snapshot } from "./manifest.ts";
+import { resolveSnapshot, type Snapshot, SnapshotError, SnapshotManifest } from "./manifest.ts";
 
 /** Where copies go: a bucket named after the source region, in the other region's domain. */
 export interface OffHostTarget {
@@ -63,7 +73,9 @@ export function offHostRecord(s: Snapshot): OffHostRecord | undefined {
 
 async function openStore(t: OffHostTarget, create: boolean): Promise<ObjectStore> {
   const objm = new Objm(jetstream(t.nc, { domain: t.domain, timeout: t.timeoutMs ?? 10_000 }));
-  return create ? objm.create(t.bucket, { description: "off-host copies of recovery snapshots (issue 16.4)" }) : objm.open(t.bucket);
+  return create
+    ? objm.create(t.bucket, { description: "off-host copies of recovery snapshots (issue 16.4)" })
+    : objm.open(t.bucket);
 }
 
 /** sha256 (hex) and size of an object, read back from the store. */
@@ -94,8 +106,19 @@ export async function copySnapshotOffHost(t: OffHostTarget, s: Snapshot, keep: n
   await store.putBlob({ name: `${m.name}.json` }, new TextEncoder().encode(`${JSON.stringify(m, null, 2)}\n`));
   const got = await digestOf(store, m.dumpFile);
   if (got.sha256 !== m.sha256 || got.bytes !== m.bytes)
-    throw new OffHostError(`${m.name}: the copy in ${t.domain}/${t.bucket} does not match (sha256 ${got.sha256.slice(0, 12)}…, ${got.bytes} B; manifest ${m.sha256.slice(0, 12)}…, ${m.bytes} B)`);
-  const record: OffHostRecord = { snapshot: m.name, domain: t.domain, bucket: t.bucket, dumpObject: m.dumpFile, sha256: got.sha256, bytes: got.bytes, verifiedAt: new Date().toISOString(), copyMs: Date.now() - started };
+    throw new OffHostError(
+      `${m.name}: the copy in ${t.domain}/${t.bucket} does not match (sha256 ${got.sha256.slice(0, 12)}…, ${got.bytes} B; manifest ${m.sha256.slice(0, 12)}…, ${m.bytes} B)`,
+    );
+  const record: OffHostRecord = {
+    snapshot: m.name,
+    domain: t.domain,
+    bucket: t.bucket,
+    dumpObject: m.dumpFile,
+    sha256: got.sha256,
+    bytes: got.bytes,
+    verifiedAt: new Date().toISOString(),
+    copyMs: Date.now() - started,
+  };
   const p = recordPath(s);
   writeFileSync(`${p}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
   renameSync(`${p}.tmp`, p);
@@ -142,9 +165,15 @@ export async function listOffHost(t: OffHostTarget): Promise<SnapshotManifest[]>
 export async function fetchOffHost(t: OffHostTarget, ref: string, dir: string): Promise<Snapshot> {
   const store = await openStore(t, false);
   const all = await manifestsIn(store);
-  const name = ref.replace(/\.(json|dump)$/, "").split("/").pop()!;
+  const name = ref
+    .replace(/\.(json|dump)$/, "")
+    .split("/")
+    .pop()!;
   const m = ref === "latest" ? all[0] : all.find((x) => x.name === name);
-  if (!m) throw new SnapshotError(`snapshot "${ref}" is not in ${t.domain}/${t.bucket}${all.length ? ` (newest: ${all[0]!.name})` : " (empty)"}`);
+  if (!m)
+    throw new SnapshotError(
+      `snapshot "${ref}" is not in ${t.domain}/${t.bucket}${all.length ? ` (newest: ${all[0]!.name})` : " (empty)"}`,
+    );
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
   const tmp = join(dir, `.${m.dumpFile}.fetch.tmp`);
@@ -161,7 +190,10 @@ export async function fetchOffHost(t: OffHostTarget, ref: string, dir: string): 
     chmodSync(tmp, 0o600);
     await r.error;
     const sum = h.digest("hex");
-    if (sum !== m.sha256) throw new SnapshotError(`${m.name}: the copy in ${t.domain}/${t.bucket} fails its checksum (manifest ${m.sha256.slice(0, 12)}…, copy ${sum.slice(0, 12)}…)`);
+    if (sum !== m.sha256)
+      throw new SnapshotError(
+        `${m.name}: the copy in ${t.domain}/${t.bucket} fails its checksum (manifest ${m.sha256.slice(0, 12)}…, copy ${sum.slice(0, 12)}…)`,
+      );
     renameSync(tmp, join(dir, m.dumpFile));
     const manifestTmp = join(dir, `.${m.name}.json.fetch.tmp`);
     writeFileSync(manifestTmp, `${JSON.stringify(m, null, 2)}\n`, { mode: 0o600 });

@@ -1,10 +1,10 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import type postgres from "postgres";
-import { TaskEvent, taskEventOf } from "@pipeline/shared/schemas";
 import { progressBar } from "@pipeline/shared/progress";
+import { TaskEvent, taskEventOf } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { applyEvent, noneApplied, type Applied } from "./apply-event.ts";
-import { bodySource, strictBodySource, type BodySource } from "./bodies.ts";
+import type postgres from "postgres";
+import { type Applied, applyEvent, noneApplied } from "./apply-event.ts";
+import { type BodySource, bodySource, strictBodySource } from "./bodies.ts";
 
 /** Raised when EVENTS cannot give back every event after the snapshot (aged out, or the stream was recreated). */
 export class ReplayGapError extends Error {
@@ -52,11 +52,16 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
   const started = Date.now();
   const name = streams.events(o.region);
   const info = await o.jsm.streams.info(name);
-  if (o.mirror && info.config.mirror?.name !== name) throw new ReplayGapError(`${name} in that domain is not a mirror of this region's EVENTS`);
+  if (o.mirror && info.config.mirror?.name !== name)
+    throw new ReplayGapError(`${name} in that domain is not a mirror of this region's EVENTS`);
   if (o.streamCreated && info.created !== o.streamCreated && !o.allowGap && !o.mirror)
-    throw new ReplayGapError(`${name} was recreated since the snapshot (created ${info.created}, snapshot saw ${o.streamCreated}): its sequences no longer match`);
+    throw new ReplayGapError(
+      `${name} was recreated since the snapshot (created ${info.created}, snapshot saw ${o.streamCreated}): its sequences no longer match`,
+    );
   if (info.state.first_seq > o.afterSeq + 1 && info.state.last_seq > o.afterSeq && !o.allowGap)
-    throw new ReplayGapError(`${name} no longer holds events ${o.afterSeq + 1}..${info.state.first_seq - 1} (max age or size reached): take snapshots more often than EVENTS keeps events`);
+    throw new ReplayGapError(
+      `${name} no longer holds events ${o.afterSeq + 1}..${info.state.first_seq - 1} (max age or size reached): take snapshots more often than EVENTS keeps events`,
+    );
   const counts = noneApplied();
   const bodies = strictBodySource(o.bodies ?? bodySource(o.jsm));
   const target = info.state.last_seq;
@@ -75,7 +80,10 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
       }
     });
   if (target > o.afterSeq) {
-    const consumer = await o.js.consumers.get(name, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: o.afterSeq + 1 });
+    const consumer = await o.js.consumers.get(name, {
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: o.afterSeq + 1,
+    });
     const messages = await consumer.consume({ max_messages: o.batch ?? 500 });
     // On a terminal: events replayed of those after the snapshot, with an estimate (quiet when piped).
     const bar = progressBar("restore: replaying EVENTS", target - o.afterSeq, { unit: "events" });

@@ -3,7 +3,7 @@ import { applyAppRoles } from "@pipeline/shared/db";
 import postgres from "postgres";
 import { describeUrl, pgRestore, userRelations } from "../adapters/pg-tools.ts";
 import { checkIntegrity, type Snapshot } from "./manifest.ts";
-import { replayEvents, type ReplayReport } from "./replay.ts";
+import { type ReplayReport, replayEvents } from "./replay.ts";
 
 /** Raised when the target database is not empty: restore never merges into live data. */
 export class TargetNotEmptyError extends Error {
@@ -23,7 +23,11 @@ export interface RestoreOptions {
   snapshot: Snapshot;
   intoUrl: string;
   /** EVENTS to replay from; without it, only the dump is restored. */
-  nats?: { js: JetStreamClient; jsm: JetStreamManager; /** js/jsm reach a mirror of EVENTS in another domain (see replayEvents). */ mirror?: boolean };
+  nats?: {
+    js: JetStreamClient;
+    jsm: JetStreamManager /** js/jsm reach a mirror of EVENTS in another domain (see replayEvents). */;
+    mirror?: boolean;
+  };
   allowGap?: boolean;
 }
 
@@ -39,7 +43,10 @@ export async function restoreSnapshot(o: RestoreOptions): Promise<RestoreReport>
   const m = o.snapshot.manifest;
   await checkIntegrity(o.snapshot);
   const existing = await userRelations(o.intoUrl);
-  if (existing > 0) throw new TargetNotEmptyError(`${describeUrl(o.intoUrl)} is not empty (${existing} relations); restore only into an empty database`);
+  if (existing > 0)
+    throw new TargetNotEmptyError(
+      `${describeUrl(o.intoUrl)} is not empty (${existing} relations); restore only into an empty database`,
+    );
   await pgRestore(o.snapshot.dumpPath, o.intoUrl);
   const restoreMs = Date.now() - started;
   const sql = postgres(o.intoUrl, { max: 2, onnotice: () => {} });
@@ -48,10 +55,28 @@ export async function restoreSnapshot(o: RestoreOptions): Promise<RestoreReport>
     // `recovery migrate` sets them, so the apps can use the database once they are pointed at it.
     await applyAppRoles(sql);
     const replay = o.nats
-      ? await replayEvents({ sql, js: o.nats.js, jsm: o.nats.jsm, region: m.region, afterSeq: m.events.lastSeq, streamCreated: m.events.streamCreated, ...(o.allowGap ? { allowGap: true } : {}), ...(o.nats.mirror ? { mirror: true } : {}) })
+      ? await replayEvents({
+          sql,
+          js: o.nats.js,
+          jsm: o.nats.jsm,
+          region: m.region,
+          afterSeq: m.events.lastSeq,
+          streamCreated: m.events.streamCreated,
+          ...(o.allowGap ? { allowGap: true } : {}),
+          ...(o.nats.mirror ? { mirror: true } : {}),
+        })
       : null;
-    const rows = await sql<{ state: string; n: number }[]>`select state, count(*)::int as n from tasks group by state order by state`;
-    return { snapshot: m.name, into: describeUrl(o.intoUrl), restoreMs, replay, tasks: Object.fromEntries(rows.map((r) => [r.state, r.n])), totalMs: Date.now() - started };
+    const rows = await sql<
+      { state: string; n: number }[]
+    >`select state, count(*)::int as n from tasks group by state order by state`;
+    return {
+      snapshot: m.name,
+      into: describeUrl(o.intoUrl),
+      restoreMs,
+      replay,
+      tasks: Object.fromEntries(rows.map((r) => [r.state, r.n])),
+      totalMs: Date.now() - started,
+    };
   } finally {
     await sql.end({ timeout: 5 });
   }

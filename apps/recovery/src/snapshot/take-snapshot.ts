@@ -1,11 +1,22 @@
-import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
 import { progressBar } from "@pipeline/shared/progress";
 import { streams } from "@pipeline/shared/subjects";
 import { describeUrl, pgDump } from "../adapters/pg-tools.ts";
-import { listSnapshots, sha256File, type Snapshot, type SnapshotManifest } from "./manifest.ts";
+import { listSnapshots, type Snapshot, type SnapshotManifest, sha256File } from "./manifest.ts";
 
 export interface SnapshotOptions {
   databaseUrl: string;

@@ -25,7 +25,9 @@ export async function verifySnapshot(s: Snapshot, serverUrl: string): Promise<Ve
     await restoreSnapshot({ snapshot: s, intoUrl: url });
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
-      const tables = await sql<{ name: string }[]>`select table_schema || '.' || table_name as name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema') and table_type = 'BASE TABLE' order by 1`;
+      const tables = await sql<
+        { name: string }[]
+      >`select table_schema || '.' || table_name as name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema') and table_type = 'BASE TABLE' order by 1`;
       const counts: Record<string, number> = {};
       for (const t of tables) {
         const [schema, table] = t.name.split(".") as [string, string];

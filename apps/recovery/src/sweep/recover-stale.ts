@@ -60,12 +60,23 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
         or (state in ('queued', 'retrying') and updated_at < now() - ${staleAfter}::interval))
     order by updated_at
     limit ${o.limit ?? 10_000}`;
-  const report: SweepReport = { at: new Date(started).toISOString(), candidates: candidates.length, withMessage: 0, changed: 0, republished: 0, duplicates: 0, scan: { messages: 0, ms: 0 }, ms: 0, tasks: [] };
+  const report: SweepReport = {
+    at: new Date(started).toISOString(),
+    candidates: candidates.length,
+    withMessage: 0,
+    changed: 0,
+    republished: 0,
+    duplicates: 0,
+    scan: { messages: 0, ms: 0 },
+    ms: 0,
+    tasks: [],
+  };
   if (candidates.length > 0) {
     // The scan comes after the query: a message acked in between belongs to a row that has
     // changed version, which the re-check below drops.
     const scan = await scanTasksStream(ctx.jsm, ctx.region);
-    if (!scan.exists) throw new QueueMissingError(`${streams.tasks(ctx.region)} does not exist: queue loss, run rebuild-queue`);
+    if (!scan.exists)
+      throw new QueueMissingError(`${streams.tasks(ctx.region)} does not exist: queue loss, run rebuild-queue`);
     report.scan = { messages: scan.messages, ms: scan.ms };
     const orphans = candidates.filter((r) => {
       if (!scan.ids.has(r.id)) return true;
@@ -97,7 +108,7 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
     }
   }
   report.ms = Date.now() - started;
-  if (report.republished > 0) ctx.log.warn({ republished: report.republished, candidates: report.candidates }, "stale sweep re-published tasks");
+  if (report.republished > 0)
+    ctx.log.warn({ republished: report.republished, candidates: report.candidates }, "stale sweep re-published tasks");
   return report;
 }
-

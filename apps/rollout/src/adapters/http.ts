@@ -9,7 +9,12 @@ export interface StatusListener {
 }
 
 /** Serves the controller's status and the metrics on `hostname:port` (port 0: any free one). */
-export function startStatusListener(o: { hostname: string; port: number; status: () => RolloutStatus; metrics: () => Response | Promise<Response> }): StatusListener {
+export function startStatusListener(o: {
+  hostname: string;
+  port: number;
+  status: () => RolloutStatus;
+  metrics: () => Response | Promise<Response>;
+}): StatusListener {
   const server = Bun.serve({
     hostname: o.hostname,
     port: o.port,

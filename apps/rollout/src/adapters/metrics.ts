@@ -13,7 +13,8 @@ export function createRolloutMetrics(status: () => RolloutStatus) {
     registers: [registry],
     collect() {
       this.reset();
-      for (const [region, r] of Object.entries(status().regions)) for (const [version, n] of Object.entries(r.share)) this.set({ region, version }, n);
+      for (const [region, r] of Object.entries(status().regions))
+        for (const [version, n] of Object.entries(r.share)) this.set({ region, version }, n);
     },
   });
   new Gauge({
@@ -23,7 +24,8 @@ export function createRolloutMetrics(status: () => RolloutStatus) {
     registers: [registry],
     collect() {
       this.reset();
-      for (const [region, r] of Object.entries(status().regions)) for (const [version, n] of Object.entries(r.processes)) this.set({ region, version }, n);
+      for (const [region, r] of Object.entries(status().regions))
+        for (const [version, n] of Object.entries(r.processes)) this.set({ region, version }, n);
     },
   });
   new Gauge({
@@ -36,9 +38,15 @@ export function createRolloutMetrics(status: () => RolloutStatus) {
       for (const s of RolloutState.options) this.set({ state: s }, s === cur ? 1 : 0);
     },
   });
-  const verdicts = new Counter({ name: "rollout_gate_verdicts_total", help: "Gate readings by region and verdict (pass, fail, wait)", labelNames: ["region", "verdict"], registers: [registry] });
+  const verdicts = new Counter({
+    name: "rollout_gate_verdicts_total",
+    help: "Gate readings by region and verdict (pass, fail, wait)",
+    labelNames: ["region", "verdict"],
+    registers: [registry],
+  });
   return {
-    verdict: (region: string, v: GateVerdict) => verdicts.inc({ region, verdict: v.pass === true ? "pass" : v.pass === false ? "fail" : "wait" }),
+    verdict: (region: string, v: GateVerdict) =>
+      verdicts.inc({ region, verdict: v.pass === true ? "pass" : v.pass === false ? "fail" : "wait" }),
     response: () => metricsResponse(registry),
   };
 }

@@ -2,11 +2,11 @@
 // solvers' heartbeats, EVENTS) and its database (the gate's task rows). One link per region, each
 // over its own connections: the gate needs each region's rows anyway, and a region the rollout
 // cannot reach simply holds its step (the record says why) instead of being judged blind.
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { auditLog, openDatabase, type Database } from "@pipeline/shared/db";
-import { connectNats, publishWithRetry, type NatsConnection } from "@pipeline/shared/nats";
+import { auditLog, type Database, openDatabase } from "@pipeline/shared/db";
 import { Heartbeat, openWorkersBucket } from "@pipeline/shared/kv";
+import { connectNats, type NatsConnection, publishWithRetry } from "@pipeline/shared/nats";
 import { openRolloutBucket, readAssignment, type ShardAssignment } from "@pipeline/shared/shards";
 import { eventSubject } from "@pipeline/shared/subjects";
 import type { RegionEndpoint } from "../config.ts";
@@ -75,7 +75,13 @@ export async function openRegionLink(e: RegionEndpoint, clientName: string): Pro
         from tasks where region = ${e.name} and created_at >= ${new Date(sinceMs).toISOString()}::timestamptz`;
     },
     async publish(event, msgId) {
-      await publishWithRetry(js, eventSubject(e.name, "rollout"), JSON.stringify({ kind: "rollout", region: e.name, at: new Date().toISOString(), data: event }), msgId, 5000);
+      await publishWithRetry(
+        js,
+        eventSubject(e.name, "rollout"),
+        JSON.stringify({ kind: "rollout", region: e.name, at: new Date().toISOString(), data: event }),
+        msgId,
+        5000,
+      );
     },
     async close() {
       await db?.close().catch(() => {});
@@ -85,12 +91,20 @@ export async function openRegionLink(e: RegionEndpoint, clientName: string): Pro
 }
 
 /** An entry in the home region's audit log. */
-export async function audit(db: Database | undefined, actor: string, action: string, detail: Record<string, unknown>): Promise<void> {
+export async function audit(
+  db: Database | undefined,
+  actor: string,
+  action: string,
+  detail: Record<string, unknown>,
+): Promise<void> {
   if (db) await db.db.insert(auditLog).values({ actor, action, detail });
 }
 
 /** The CLI's audit log: the home region's database over one connection, or nowhere without a URL. */
-export function openAuditLog(databaseUrl: string | undefined, actor: string): { write(action: string, detail: Record<string, unknown>): Promise<void>; close(): Promise<void> } {
+export function openAuditLog(
+  databaseUrl: string | undefined,
+  actor: string,
+): { write(action: string, detail: Record<string, unknown>): Promise<void>; close(): Promise<void> } {
   const db = databaseUrl ? openDatabase(databaseUrl, { max: 1, appName: "rollout-cli" }) : undefined;
   return {
     write: (action, detail) => audit(db, actor, action, detail),

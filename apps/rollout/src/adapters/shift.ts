@@ -2,7 +2,16 @@
 // the consumers (shrink before grow). Used by the CLI (`shift`, `reconcile`) and the controller.
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { consumerVersions, moveShards, readAssignment, reconcileConsumers, shardsToReach, shareOf, writeAssignment, type ShardAssignment } from "@pipeline/shared/shards";
+import {
+  consumerVersions,
+  moveShards,
+  readAssignment,
+  reconcileConsumers,
+  type ShardAssignment,
+  shardsToReach,
+  shareOf,
+  writeAssignment,
+} from "@pipeline/shared/shards";
 import { versionsOf } from "../domain/shares.ts";
 
 export interface ShiftResult {
@@ -12,7 +21,16 @@ export interface ShiftResult {
 }
 
 /** Gives `to` enough shards to own `count` (taken from the others), then reconciles every version's consumers. */
-export async function shiftTo(o: { jsm: JetStreamManager; kv: KV; region: string; to: string; count: number; by: string; ackWaitMs: number; versions?: string[] }): Promise<ShiftResult> {
+export async function shiftTo(o: {
+  jsm: JetStreamManager;
+  kv: KV;
+  region: string;
+  to: string;
+  count: number;
+  by: string;
+  ackWaitMs: number;
+  versions?: string[];
+}): Promise<ShiftResult> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const cur = await readAssignment(o.kv);
     if (!cur) throw new Error(`region ${o.region} has no shard assignment yet: start a solver first`);
@@ -26,7 +44,18 @@ export async function shiftTo(o: { jsm: JetStreamManager; kv: KV; region: string
       }
     }
     // Every version with consumers: the ones losing their last shard must shrink to idle too.
-    const { changed } = await reconcileConsumers(o.jsm, o.region, next, versionsOf(next, [o.to, ...cur.assignment.owners, ...(await consumerVersions(o.jsm, o.region)), ...(o.versions ?? [])]), o.ackWaitMs);
+    const { changed } = await reconcileConsumers(
+      o.jsm,
+      o.region,
+      next,
+      versionsOf(next, [
+        o.to,
+        ...cur.assignment.owners,
+        ...(await consumerVersions(o.jsm, o.region)),
+        ...(o.versions ?? []),
+      ]),
+      o.ackWaitMs,
+    );
     return { moved, share: shareOf(next), changed };
   }
   throw new Error("the assignment kept changing under us; try again");
@@ -39,6 +68,18 @@ export async function shiftAll(o: Omit<Parameters<typeof shiftTo>[0], "count">):
 }
 
 /** Makes the region's lane consumers match `a` for its owners, every version with consumers, and `also`. */
-export async function reconcileRegion(o: { jsm: JetStreamManager; region: string; assignment: ShardAssignment; also: string[]; ackWaitMs: number }): ReturnType<typeof reconcileConsumers> {
-  return reconcileConsumers(o.jsm, o.region, o.assignment, versionsOf(o.assignment, [...(await consumerVersions(o.jsm, o.region)), ...o.also]), o.ackWaitMs);
+export async function reconcileRegion(o: {
+  jsm: JetStreamManager;
+  region: string;
+  assignment: ShardAssignment;
+  also: string[];
+  ackWaitMs: number;
+}): ReturnType<typeof reconcileConsumers> {
+  return reconcileConsumers(
+    o.jsm,
+    o.region,
+    o.assignment,
+    versionsOf(o.assignment, [...(await consumerVersions(o.jsm, o.region)), ...o.also]),
+    o.ackWaitMs,
+  );
 }

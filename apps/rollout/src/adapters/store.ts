@@ -2,7 +2,7 @@
 // key `current`. Every write is a compare-and-set on the revision read, so the service and an
 // operator's command never overwrite each other; the bucket keeps 64 revisions besides the
 // record's own `log`, so `history` can show what the record was at each step.
-import { Kvm, type KV } from "@nats-io/kv";
+import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { describeIssues } from "@pipeline/shared/schemas";
 import { Rollout } from "../domain/plan.ts";
@@ -33,7 +33,10 @@ export function createRolloutStore(kv: KV): RolloutStore {
       const e = await kv.get(CURRENT_KEY);
       if (!e || e.operation !== "PUT") return undefined;
       const r = Rollout.safeParse(e.json());
-      if (!r.success) throw new Error(`the stored rollout record (revision ${e.revision}) does not parse: ${describeIssues(r.error)}`);
+      if (!r.success)
+        throw new Error(
+          `the stored rollout record (revision ${e.revision}) does not parse: ${describeIssues(r.error)}`,
+        );
       return { record: r.data, revision: e.revision };
     },
     async write(next, revision) {

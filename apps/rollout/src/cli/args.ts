@@ -3,7 +3,18 @@
 import { z } from "zod";
 
 /** One entry per command in cli/commands/index.ts. */
-export const VERBS = ["start", "status", "history", "pause", "resume", "promote", "abort", "serve", "shift", "reconcile"] as const;
+export const VERBS = [
+  "start",
+  "status",
+  "history",
+  "pause",
+  "resume",
+  "promote",
+  "abort",
+  "serve",
+  "shift",
+  "reconcile",
+] as const;
 export type Verb = (typeof VERBS)[number];
 
 export const USAGE = `usage: npm run rollout -- <command> [--json]
@@ -31,7 +42,10 @@ export interface CliArgs {
   also: string[];
 }
 
-export type Parsed = { kind: "help"; exitCode: 0 | 2 } | { kind: "unknown"; verb: string } | ({ kind: "command" } & CliArgs);
+export type Parsed =
+  | { kind: "help"; exitCode: 0 | 2 }
+  | { kind: "unknown"; verb: string }
+  | ({ kind: "command" } & CliArgs);
 
 const isVerb = (s: string): s is Verb => (VERBS as readonly string[]).includes(s);
 

@@ -29,12 +29,17 @@ export function show(ctx: Pick<CliContext, "json">, value: unknown, text: string
  * opens the record store and the audit log (DATABASE_URL, when set), runs `fn`, and closes
  * whatever was opened, whatever happens.
  */
-export async function withCliContext(o: { config: RolloutConfig; endpoints: RegionEndpoint[]; reach: Reach; json: boolean }, fn: (ctx: CliContext) => Promise<number>): Promise<number> {
+export async function withCliContext(
+  o: { config: RolloutConfig; endpoints: RegionEndpoint[]; reach: Reach; json: boolean },
+  fn: (ctx: CliContext) => Promise<number>,
+): Promise<number> {
   const by = `rollout-cli ${process.env.USER ?? "?"}`;
   const links: RegionLink[] = [];
   const auditLog = openAuditLog(o.config.DATABASE_URL, by);
   try {
-    for (const e of o.endpoints) if (e.name === o.config.REGION || o.reach === "all") links.push(await openRegionLink({ ...e, databaseUrl: undefined }, "rollout-cli"));
+    for (const e of o.endpoints)
+      if (e.name === o.config.REGION || o.reach === "all")
+        links.push(await openRegionLink({ ...e, databaseUrl: undefined }, "rollout-cli"));
     const home = links.find((l) => l.name === o.config.REGION)!;
     const store = createRolloutStore(await openControlBucket(home.nc));
     return await fn({ config: o.config, links, home, store, json: o.json, by, auditTo: auditLog.write });

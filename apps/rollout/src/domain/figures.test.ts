@@ -1,33 +1,71 @@
 import { describe, expect, test } from "bun:test";
 import { shardOf } from "@pipeline/shared/subjects";
-import { percentile, ProcessWindow, taskFigures, troubled, type WindowRow } from "./figures.ts";
+import { ProcessWindow, percentile, taskFigures, troubled, type WindowRow } from "./figures.ts";
 
-const row = (id: string, o: Partial<WindowRow> = {}): WindowRow => ({ id, state: "completed", attempts: 1, errorCode: null, providerSubmissions: 1, createdAtMs: 1000, completedAtMs: 2000, ...o });
+const row = (id: string, o: Partial<WindowRow> = {}): WindowRow => ({
+  id,
+  state: "completed",
+  attempts: 1,
+  errorCode: null,
+  providerSubmissions: 1,
+  createdAtMs: 1000,
+  completedAtMs: 2000,
+  ...o,
+});
 const ids = Array.from({ length: 200 }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`);
 
 describe("task figures split the same window by shard owner", () => {
   const owners = Array.from({ length: 16 }, (_, s) => (s < 4 ? "v2" : "v1"));
   test("every row counts once, for the version that owns its shard", () => {
-    const f = taskFigures(ids.map((id) => row(id)), owners, 5000);
+    const f = taskFigures(
+      ids.map((id) => row(id)),
+      owners,
+      5000,
+    );
     const v2 = ids.filter((id) => shardOf(id) < 4).length;
     expect(f.get("v2")!.tasks).toBe(v2);
     expect(f.get("v1")!.tasks).toBe(ids.length - v2);
   });
   test("failed, retrying or retried tasks are troubles; extra submissions beyond one are counted", () => {
-    expect([row("a", { state: "failed" }), row("a", { state: "retrying" }), row("a", { attempts: 2 }), row("a", { errorCode: "TRANSPORT" }), row("a")].map(troubled)).toEqual([true, true, true, true, false]);
-    const f = taskFigures([row(ids[0]!, { providerSubmissions: 3 }), row(ids[0]!, { providerSubmissions: 0, state: "queued", completedAtMs: null })], ["v1"], 11_000).get("v1")!;
+    expect(
+      [
+        row("a", { state: "failed" }),
+        row("a", { state: "retrying" }),
+        row("a", { attempts: 2 }),
+        row("a", { errorCode: "TRANSPORT" }),
+        row("a"),
+      ].map(troubled),
+    ).toEqual([true, true, true, true, false]);
+    const f = taskFigures(
+      [
+        row(ids[0]!, { providerSubmissions: 3 }),
+        row(ids[0]!, { providerSubmissions: 0, state: "queued", completedAtMs: null }),
+      ],
+      ["v1"],
+      11_000,
+    ).get("v1")!;
     expect(f.extraPaid).toBe(2);
     // The unfinished task counts with its age (10 s), not as fast.
     expect(f.p95Ms).toBe(10_000);
   });
   test("percentile by nearest rank", () => {
     expect(percentile([], 95)).toBeNull();
-    expect(percentile(Array.from({ length: 100 }, (_, i) => i + 1), 95)).toBe(95);
+    expect(
+      percentile(
+        Array.from({ length: 100 }, (_, i) => i + 1),
+        95,
+      ),
+    ).toBe(95);
   });
 });
 
 describe("the process window folds heartbeats into per-version counts", () => {
-  const beat = (workerId: string, version: string, startedAt: string, calls: number, errors = 0) => ({ workerId, version, startedAt, tally: { providerCalls: calls, providerErrors: errors } });
+  const beat = (workerId: string, version: string, startedAt: string, calls: number, errors = 0) => ({
+    workerId,
+    version,
+    startedAt,
+    tally: { providerCalls: calls, providerErrors: errors },
+  });
   const early = new Date(0).toISOString();
   test("counts only what happened after the window began", () => {
     const w = new ProcessWindow(10_000);

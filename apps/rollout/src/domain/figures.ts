@@ -17,7 +17,8 @@ export interface WindowRow {
 }
 
 /** A task that failed, is waiting for a retry, or needed one: the canary's failure, whatever became of it later. */
-export const troubled = (r: WindowRow) => r.state === "failed" || r.state === "retrying" || r.attempts > 1 || (r.errorCode !== null && r.errorCode !== "");
+export const troubled = (r: WindowRow) =>
+  r.state === "failed" || r.state === "retrying" || r.attempts > 1 || (r.errorCode !== null && r.errorCode !== "");
 
 /** p-th percentile (nearest rank) of `xs`, or null for none. */
 export function percentile(xs: number[], p: number): number | null {
@@ -45,7 +46,13 @@ export function taskFigures(rows: WindowRow[], owners: string[], nowMs: number):
     acc.set(version, a);
   }
   const out = new Map<string, TaskFigures>();
-  for (const [v, a] of acc) out.set(v, { tasks: a.tasks, failed: a.failed, extraPaid: a.extraPaid, p95Ms: roundOrNull(percentile(a.times, 95)) });
+  for (const [v, a] of acc)
+    out.set(v, {
+      tasks: a.tasks,
+      failed: a.failed,
+      extraPaid: a.extraPaid,
+      p95Ms: roundOrNull(percentile(a.times, 95)),
+    });
   return out;
 }
 
@@ -78,7 +85,13 @@ export class ProcessWindow {
       seen.add(b.workerId);
       const tally = { calls: b.tally?.providerCalls ?? 0, errors: b.tally?.providerErrors ?? 0 };
       const p = this.procs.get(b.workerId);
-      const fresh = () => ({ version: b.version, startedAt: b.startedAt, base: Date.parse(b.startedAt) >= this.startMs ? ZERO : tally, last: tally, gone: false });
+      const fresh = () => ({
+        version: b.version,
+        startedAt: b.startedAt,
+        base: Date.parse(b.startedAt) >= this.startMs ? ZERO : tally,
+        last: tally,
+        gone: false,
+      });
       if (!p) this.procs.set(b.workerId, fresh());
       else if (p.startedAt !== b.startedAt) {
         // Restarted: what the old process did stays in the window; the new one counts from zero.
@@ -96,7 +109,10 @@ export class ProcessWindow {
 
   private freeze(p: { version: string; base: Tally; last: Tally }) {
     const f = this.frozen.get(p.version) ?? ZERO;
-    this.frozen.set(p.version, { calls: f.calls + p.last.calls - p.base.calls, errors: f.errors + p.last.errors - p.base.errors });
+    this.frozen.set(p.version, {
+      calls: f.calls + p.last.calls - p.base.calls,
+      errors: f.errors + p.last.errors - p.base.errors,
+    });
   }
 
   private bump(version: string) {

@@ -1,10 +1,48 @@
 import { describe, expect, test } from "bun:test";
-import { command, decide, desiredPercent, GateThresholds, gateVerdict, LOG_KEEP, newRollout, Rollout, RolloutPlan, withLog, type VersionFigures } from "./plan.ts";
+import {
+  command,
+  decide,
+  desiredPercent,
+  GateThresholds,
+  gateVerdict,
+  LOG_KEEP,
+  newRollout,
+  Rollout,
+  RolloutPlan,
+  type VersionFigures,
+  withLog,
+} from "./plan.ts";
 
 const t = GateThresholds.parse({});
-const plan = RolloutPlan.parse({ version: "v2", stable: "v1", regions: ["fsn1", "hel1"], steps: [5, 25, 50, 100], bakeMs: 10_000, progressDeadlineMs: 60_000, gate: {} });
-const start: Rollout = { id: "r1", plan, state: "running", region: 0, step: 0, stepStartedAt: 0, applied: true, log: [] };
-const figures = (o: Partial<VersionFigures> = {}): VersionFigures => ({ tasks: 100, failed: 1, providerCalls: 200, providerErrors: 2, extraPaid: 0, p95Ms: 1000, lostProcesses: 0, ...o });
+const plan = RolloutPlan.parse({
+  version: "v2",
+  stable: "v1",
+  regions: ["fsn1", "hel1"],
+  steps: [5, 25, 50, 100],
+  bakeMs: 10_000,
+  progressDeadlineMs: 60_000,
+  gate: {},
+});
+const start: Rollout = {
+  id: "r1",
+  plan,
+  state: "running",
+  region: 0,
+  step: 0,
+  stepStartedAt: 0,
+  applied: true,
+  log: [],
+};
+const figures = (o: Partial<VersionFigures> = {}): VersionFigures => ({
+  tasks: 100,
+  failed: 1,
+  providerCalls: 200,
+  providerErrors: 2,
+  extraPaid: 0,
+  p95Ms: 1000,
+  lostProcesses: 0,
+  ...o,
+});
 const pass = gateVerdict(figures(), figures(), t);
 
 describe("a plan", () => {
@@ -17,27 +55,49 @@ describe("a plan", () => {
 
 describe("the gate compares the canary with the stable version over the same window", () => {
   test("equal figures pass", () => expect(pass.pass).toBe(true));
-  test("one extra paid submission fails at once, whatever the volume", () => expect(gateVerdict(figures({ tasks: 3, extraPaid: 1 }), figures(), t)).toMatchObject({ pass: false, why: "extra paid submissions 1 > 0" }));
-  test("a lost canary process fails", () => expect(gateVerdict(figures({ lostProcesses: 1 }), figures(), t).pass).toBe(false));
-  test("too little canary traffic waits rather than judging", () => expect(gateVerdict(figures({ tasks: 5 }), figures(), t).pass).toBe("wait"));
+  test("one extra paid submission fails at once, whatever the volume", () =>
+    expect(gateVerdict(figures({ tasks: 3, extraPaid: 1 }), figures(), t)).toMatchObject({
+      pass: false,
+      why: "extra paid submissions 1 > 0",
+    }));
+  test("a lost canary process fails", () =>
+    expect(gateVerdict(figures({ lostProcesses: 1 }), figures(), t).pass).toBe(false));
+  test("too little canary traffic waits rather than judging", () =>
+    expect(gateVerdict(figures({ tasks: 5 }), figures(), t).pass).toBe("wait"));
   test("a failure rate above the stable one by more than the threshold fails, naming both", () => {
     const v = gateVerdict(figures({ failed: 10 }), figures({ failed: 1 }), t);
     expect(v).toEqual({ pass: false, why: "task failure rate 10.0% vs stable 1.0%" });
   });
-  test("a provider error rate above the stable one fails (a misconfigured provider URL or key)", () => expect(gateVerdict(figures({ providerErrors: 150 }), figures(), t).pass).toBe(false));
-  test("a p95 beyond the ratio fails", () => expect(gateVerdict(figures({ p95Ms: 2500 }), figures({ p95Ms: 1000 }), t).pass).toBe(false));
-  test("a p95 within the noise floor passes whatever the ratio", () => expect(gateVerdict(figures({ p95Ms: 900 }), figures({ p95Ms: 300 }), t).pass).toBe(true));
+  test("a provider error rate above the stable one fails (a misconfigured provider URL or key)", () =>
+    expect(gateVerdict(figures({ providerErrors: 150 }), figures(), t).pass).toBe(false));
+  test("a p95 beyond the ratio fails", () =>
+    expect(gateVerdict(figures({ p95Ms: 2500 }), figures({ p95Ms: 1000 }), t).pass).toBe(false));
+  test("a p95 within the noise floor passes whatever the ratio", () =>
+    expect(gateVerdict(figures({ p95Ms: 900 }), figures({ p95Ms: 300 }), t).pass).toBe(true));
   test("extra paid submissions are judged against the stable version's rate on as many tasks", () => {
     expect(gateVerdict(figures({ extraPaid: 3 }), figures({ extraPaid: 3 }), t).pass).toBe(true);
-    expect(gateVerdict(figures({ extraPaid: 4 }), figures({ extraPaid: 3 }), t)).toEqual({ pass: false, why: "extra paid submissions 4 (stable's rate: 3) > 0" });
+    expect(gateVerdict(figures({ extraPaid: 4 }), figures({ extraPaid: 3 }), t)).toEqual({
+      pass: false,
+      why: "extra paid submissions 4 (stable's rate: 3) > 0",
+    });
   });
 });
 
 describe("a new rollout", () => {
   test("runs at the first step of the first region, unapplied, its id the version and the start time", () => {
     const r = newRollout(plan, new Date("2025-01-02T03:04:05.678Z"), "ops");
-    expect(r).toMatchObject({ id: "v2-20250102030405", state: "running", region: 0, step: 0, stepStartedAt: Date.parse("2025-01-02T03:04:05.678Z"), applied: false, by: "ops" });
-    expect(r.log).toEqual([{ at: "2025-01-02T03:04:05.678Z", action: "start", why: "v2 replaces v1 in fsn1 then hel1, steps 5/25/50/100%" }]);
+    expect(r).toMatchObject({
+      id: "v2-20250102030405",
+      state: "running",
+      region: 0,
+      step: 0,
+      stepStartedAt: Date.parse("2025-01-02T03:04:05.678Z"),
+      applied: false,
+      by: "ops",
+    });
+    expect(r.log).toEqual([
+      { at: "2025-01-02T03:04:05.678Z", action: "start", why: "v2 replaces v1 in fsn1 then hel1, steps 5/25/50/100%" },
+    ]);
     expect(Rollout.safeParse(r).success).toBe(true);
   });
 });
@@ -51,17 +111,33 @@ describe("a running rollout", () => {
   });
   test("goes region by region: after 100% in fsn1, 5% in hel1; never both at once", () => {
     const last = { ...start, step: 3 };
-    expect(decide(last, 20_000, pass)).toMatchObject({ kind: "shift", region: "hel1", percent: 5, next: { region: 1, step: 0, stepStartedAt: 20_000 } });
+    expect(decide(last, 20_000, pass)).toMatchObject({
+      kind: "shift",
+      region: "hel1",
+      percent: 5,
+      next: { region: 1, step: 0, stepStartedAt: 20_000 },
+    });
   });
   test("after the last step of the last region: promoted", () => {
-    expect(decide({ ...start, region: 1, step: 3 }, 20_000, pass)).toMatchObject({ kind: "done", next: { state: "promoted" } });
+    expect(decide({ ...start, region: 1, step: 3 }, 20_000, pass)).toMatchObject({
+      kind: "done",
+      next: { state: "promoted" },
+    });
   });
   test("a failed gate rolls the region back to the stable version, saying why", () => {
     const a = decide(start, 3000, gateVerdict(figures({ extraPaid: 2 }), figures(), t));
-    expect(a).toMatchObject({ kind: "rollback", region: "fsn1", toStable: "v1", next: { state: "rolledBack", reason: "gate failed in fsn1 at 5%: extra paid submissions 2 > 0" } });
+    expect(a).toMatchObject({
+      kind: "rollback",
+      region: "fsn1",
+      toStable: "v1",
+      next: { state: "rolledBack", reason: "gate failed in fsn1 at 5%: extra paid submissions 2 > 0" },
+    });
   });
   test("no passing gate by the progress deadline rolls back too", () => {
-    expect(decide(start, 61_000, { pass: "wait", why: "no traffic" })).toMatchObject({ kind: "rollback", next: { reason: "no passing gate in fsn1 at 5% within 60000 ms" } });
+    expect(decide(start, 61_000, { pass: "wait", why: "no traffic" })).toMatchObject({
+      kind: "rollback",
+      next: { reason: "no passing gate in fsn1 at 5% within 60000 ms" },
+    });
   });
   test("a paused or ended rollout does nothing", () => {
     expect(decide({ ...start, state: "paused" }, 99_000, pass)).toMatchObject({ kind: "wait" });
@@ -76,7 +152,8 @@ describe("the share each region should have", () => {
     expect([0, 1].map((i) => desiredPercent(start, i))).toEqual([5, 0]);
   });
   test("rolled back or aborted: the canary drained everywhere; promoted: the canary everywhere", () => {
-    for (const state of ["rolledBack", "aborted"] as const) expect([0, 1].map((i) => desiredPercent({ ...start, region: 1, state }, i))).toEqual([0, 0]);
+    for (const state of ["rolledBack", "aborted"] as const)
+      expect([0, 1].map((i) => desiredPercent({ ...start, region: 1, state }, i))).toEqual([0, 0]);
     expect([0, 1].map((i) => desiredPercent({ ...start, state: "promoted" }, i))).toEqual([100, 100]);
   });
   test("every decision that moves shards leaves the record unapplied until the move is done", () => {
@@ -106,5 +183,6 @@ describe("operator commands", () => {
     expect(ab.state).toBe("aborted");
     expect(command(ab, "resume", 6, "ops")).toEqual({ refused: "the rollout is aborted" });
   });
-  test("a stored record is parsed strictly", () => expect(Rollout.safeParse({ ...start, extra: 1 }).success).toBe(false));
+  test("a stored record is parsed strictly", () =>
+    expect(Rollout.safeParse({ ...start, extra: 1 }).success).toBe(false));
 });

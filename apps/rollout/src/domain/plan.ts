@@ -41,7 +41,10 @@ export const RolloutPlan = z
     steps: z
       .array(z.number().int().min(1).max(100))
       .min(1)
-      .refine((s) => s.every((v, i) => i === 0 || v > s[i - 1]!) && s.at(-1) === 100, "increasing percentages ending at 100"),
+      .refine(
+        (s) => s.every((v, i) => i === 0 || v > s[i - 1]!) && s.at(-1) === 100,
+        "increasing percentages ending at 100",
+      ),
     /** How long each step bakes before its gate is read. */
     bakeMs: z.number().int().min(1000).default(60_000),
     /** A step whose gate has not passed this long after it began rolls back. */
@@ -117,8 +120,25 @@ export function withLog(r: Rollout, entry: Omit<LogEntry, "at">, now: Date): Rol
  */
 export function newRollout(plan: RolloutPlan, now: Date, by: string): Rollout {
   return withLog(
-    { id: `${plan.version}-${now.toISOString().replace(/[-:.TZ]/g, "").slice(0, 14)}`, plan, state: "running", region: 0, step: 0, stepStartedAt: now.getTime(), applied: false, createdAt: now.toISOString(), by, log: [] },
-    { action: "start", why: `${plan.version} replaces ${plan.stable} in ${plan.regions.join(" then ")}, steps ${plan.steps.join("/")}%` },
+    {
+      id: `${plan.version}-${now
+        .toISOString()
+        .replace(/[-:.TZ]/g, "")
+        .slice(0, 14)}`,
+      plan,
+      state: "running",
+      region: 0,
+      step: 0,
+      stepStartedAt: now.getTime(),
+      applied: false,
+      createdAt: now.toISOString(),
+      by,
+      log: [],
+    },
+    {
+      action: "start",
+      why: `${plan.version} replaces ${plan.stable} in ${plan.regions.join(" then ")}, steps ${plan.steps.join("/")}%`,
+    },
     now,
   );
 }
@@ -145,16 +165,38 @@ export function gateVerdict(canary: VersionFigures, stable: VersionFigures, t: G
   // Failures that need no volume to be meaningful come first.
   const expectedExtra = Math.floor(rate(stable.extraPaid, stable.tasks) * canary.tasks);
   if (canary.extraPaid - expectedExtra > t.maxExtraPaid)
-    return { pass: false, why: `extra paid submissions ${canary.extraPaid}${expectedExtra ? ` (stable's rate: ${expectedExtra})` : ""} > ${t.maxExtraPaid}` };
-  if (canary.lostProcesses > t.maxLostProcesses) return { pass: false, why: `canary processes lost ${canary.lostProcesses} > ${t.maxLostProcesses}` };
-  if (canary.tasks < t.minTasks) return { pass: "wait", why: `canary handled ${canary.tasks} task(s) in the window, fewer than ${t.minTasks}` };
+    return {
+      pass: false,
+      why: `extra paid submissions ${canary.extraPaid}${expectedExtra ? ` (stable's rate: ${expectedExtra})` : ""} > ${t.maxExtraPaid}`,
+    };
+  if (canary.lostProcesses > t.maxLostProcesses)
+    return { pass: false, why: `canary processes lost ${canary.lostProcesses} > ${t.maxLostProcesses}` };
+  if (canary.tasks < t.minTasks)
+    return { pass: "wait", why: `canary handled ${canary.tasks} task(s) in the window, fewer than ${t.minTasks}` };
   const fr = rate(canary.failed, canary.tasks) - rate(stable.failed, stable.tasks);
-  if (fr > t.maxFailureRateIncrease) return { pass: false, why: `task failure rate ${pct(rate(canary.failed, canary.tasks))} vs stable ${pct(rate(stable.failed, stable.tasks))}` };
+  if (fr > t.maxFailureRateIncrease)
+    return {
+      pass: false,
+      why: `task failure rate ${pct(rate(canary.failed, canary.tasks))} vs stable ${pct(rate(stable.failed, stable.tasks))}`,
+    };
   const er = rate(canary.providerErrors, canary.providerCalls) - rate(stable.providerErrors, stable.providerCalls);
-  if (er > t.maxProviderErrorRateIncrease) return { pass: false, why: `provider error rate ${pct(rate(canary.providerErrors, canary.providerCalls))} vs stable ${pct(rate(stable.providerErrors, stable.providerCalls))}` };
-  if (canary.p95Ms !== null && stable.p95Ms !== null && stable.p95Ms > 0 && canary.p95Ms / stable.p95Ms > t.maxP95Ratio && canary.p95Ms - stable.p95Ms > t.minP95DeltaMs)
+  if (er > t.maxProviderErrorRateIncrease)
+    return {
+      pass: false,
+      why: `provider error rate ${pct(rate(canary.providerErrors, canary.providerCalls))} vs stable ${pct(rate(stable.providerErrors, stable.providerCalls))}`,
+    };
+  if (
+    canary.p95Ms !== null &&
+    stable.p95Ms !== null &&
+    stable.p95Ms > 0 &&
+    canary.p95Ms / stable.p95Ms > t.maxP95Ratio &&
+    canary.p95Ms - stable.p95Ms > t.minP95DeltaMs
+  )
     return { pass: false, why: `p95 solve time ${canary.p95Ms} ms vs stable ${stable.p95Ms} ms (> ${t.maxP95Ratio}x)` };
-  return { pass: true, why: `failure ${pct(rate(canary.failed, canary.tasks))} (stable ${pct(rate(stable.failed, stable.tasks))}), ${canary.tasks} tasks, extra paid ${canary.extraPaid}` };
+  return {
+    pass: true,
+    why: `failure ${pct(rate(canary.failed, canary.tasks))} (stable ${pct(rate(stable.failed, stable.tasks))}), ${canary.tasks} tasks, extra paid ${canary.extraPaid}`,
+  };
 }
 
 /** What the service does next. */
@@ -175,10 +217,19 @@ export function decide(r: Rollout, nowMs: number, verdict: GateVerdict | undefin
   const region = r.plan.regions[r.region]!;
   const overdue = nowMs - r.stepStartedAt > r.plan.progressDeadlineMs;
   if (verdict?.pass === false || (overdue && verdict?.pass !== true)) {
-    const why = verdict?.pass === false ? `gate failed in ${region} at ${r.plan.steps[r.step]}%: ${verdict.why}` : `no passing gate in ${region} at ${r.plan.steps[r.step]}% within ${r.plan.progressDeadlineMs} ms`;
-    return { kind: "rollback", region, toStable: r.plan.stable, next: { ...r, state: "rolledBack", reason: why, applied: false } };
+    const why =
+      verdict?.pass === false
+        ? `gate failed in ${region} at ${r.plan.steps[r.step]}%: ${verdict.why}`
+        : `no passing gate in ${region} at ${r.plan.steps[r.step]}% within ${r.plan.progressDeadlineMs} ms`;
+    return {
+      kind: "rollback",
+      region,
+      toStable: r.plan.stable,
+      next: { ...r, state: "rolledBack", reason: why, applied: false },
+    };
   }
-  if (nowMs - r.stepStartedAt < r.plan.bakeMs || !verdict || verdict.pass === "wait") return { kind: "wait", why: verdict?.why ?? "baking" };
+  if (nowMs - r.stepStartedAt < r.plan.bakeMs || !verdict || verdict.pass === "wait")
+    return { kind: "wait", why: verdict?.why ?? "baking" };
   // The gate passed: the next step, the next region, or the end.
   if (r.step + 1 < r.plan.steps.length) {
     const next = { ...r, step: r.step + 1, stepStartedAt: nowMs, applied: false };
@@ -186,26 +237,53 @@ export function decide(r: Rollout, nowMs: number, verdict: GateVerdict | undefin
   }
   if (r.region + 1 < r.plan.regions.length) {
     const next = { ...r, region: r.region + 1, step: 0, stepStartedAt: nowMs, applied: false };
-    return { kind: "shift", region: r.plan.regions[r.region + 1]!, version: r.plan.version, percent: r.plan.steps[0]!, next };
+    return {
+      kind: "shift",
+      region: r.plan.regions[r.region + 1]!,
+      version: r.plan.version,
+      percent: r.plan.steps[0]!,
+      next,
+    };
   }
-  return { kind: "done", next: { ...r, state: "promoted", reason: `promoted in ${r.plan.regions.join(", ")}`, applied: false } };
+  return {
+    kind: "done",
+    next: { ...r, state: "promoted", reason: `promoted in ${r.plan.regions.join(", ")}`, applied: false },
+  };
 }
 
 /** Operator commands on a rollout record: what they change, or why they are refused. */
-export function command(r: Rollout, cmd: "pause" | "resume" | "abort" | "promote", nowMs: number, by: string): { next: Rollout } | { refused: string } {
+export function command(
+  r: Rollout,
+  cmd: "pause" | "resume" | "abort" | "promote",
+  nowMs: number,
+  by: string,
+): { next: Rollout } | { refused: string } {
   const ended = r.state === "promoted" || r.state === "rolledBack" || r.state === "aborted";
   if (ended) return { refused: `the rollout is ${r.state}` };
   switch (cmd) {
     case "pause":
-      return r.state === "paused" ? { refused: "already paused" } : { next: { ...r, state: "paused", reason: `paused by ${by}` } };
+      return r.state === "paused"
+        ? { refused: "already paused" }
+        : { next: { ...r, state: "paused", reason: `paused by ${by}` } };
     case "resume":
       // The bake starts again: what happened while paused is not judged by the paused step's clock.
-      return r.state !== "paused" ? { refused: "not paused" } : { next: { ...r, state: "running", stepStartedAt: nowMs, reason: `resumed by ${by}` } };
+      return r.state !== "paused"
+        ? { refused: "not paused" }
+        : { next: { ...r, state: "running", stepStartedAt: nowMs, reason: `resumed by ${by}` } };
     case "abort":
       // Every region back to the stable version.
       return { next: { ...r, state: "aborted", reason: `aborted by ${by}`, applied: false } };
     case "promote":
       // Straight to 100% in the current region; the next tick judges it like any step.
-      return { next: { ...r, state: "running", step: r.plan.steps.length - 1, stepStartedAt: nowMs, reason: `promoted by ${by}`, applied: false } };
+      return {
+        next: {
+          ...r,
+          state: "running",
+          step: r.plan.steps.length - 1,
+          stepStartedAt: nowMs,
+          reason: `promoted by ${by}`,
+          applied: false,
+        },
+      };
   }
 }

@@ -1,11 +1,12 @@
 // A region's shards as numbers, pure (shares.test.ts): what a share means in shards, which
 // versions' consumers a reconcile looks at, and the assignment described for people. The moves
 // themselves (KV and consumers) are adapters/shift.ts.
-import { ownedShards, shareOf, type ShardAssignment } from "@pipeline/shared/shards";
+import { ownedShards, type ShardAssignment, shareOf } from "@pipeline/shared/shards";
 
 /** The shards `percent` % of `total` means: rounded up, at least 1 for a share above 0. */
 export function shardsForPercent(percent: number, total: number): number {
-  if (!Number.isInteger(percent) || percent < 0 || percent > 100) throw new Error(`share ${percent}%: a whole percentage from 0 to 100`);
+  if (!Number.isInteger(percent) || percent < 0 || percent > 100)
+    throw new Error(`share ${percent}%: a whole percentage from 0 to 100`);
   return percent === 0 ? 0 : Math.max(1, Math.ceil((percent / 100) * total));
 }
 

@@ -5,20 +5,54 @@ const where = { stable: "v1", regions: ["fsn1", "hel1"] };
 
 test("defaults: 5, 25, 50, 100 % in every region, stable from the assignment", () => {
   const p = planOf(parseStartArgs(["v2"]), where);
-  expect(p).toMatchObject({ version: "v2", stable: "v1", regions: ["fsn1", "hel1"], steps: DEFAULT_STEPS, bakeMs: 60_000, progressDeadlineMs: 600_000 });
+  expect(p).toMatchObject({
+    version: "v2",
+    stable: "v1",
+    regions: ["fsn1", "hel1"],
+    steps: DEFAULT_STEPS,
+    bakeMs: 60_000,
+    progressDeadlineMs: 600_000,
+  });
   expect(p.gate.minTasks).toBe(20);
 });
 
 test("every option", () => {
-  const p = planOf(parseStartArgs(["v3", "--steps", "10,50%,100", "--regions", "hel1", "--stable", "v2", "--bake", "5s", "--deadline", "2m", "--gate", "minTasks=5,maxP95Ratio=2"]), where);
-  expect(p).toMatchObject({ version: "v3", stable: "v2", regions: ["hel1"], steps: [10, 50, 100], bakeMs: 5000, progressDeadlineMs: 120_000, gate: { minTasks: 5, maxP95Ratio: 2 } });
+  const p = planOf(
+    parseStartArgs([
+      "v3",
+      "--steps",
+      "10,50%,100",
+      "--regions",
+      "hel1",
+      "--stable",
+      "v2",
+      "--bake",
+      "5s",
+      "--deadline",
+      "2m",
+      "--gate",
+      "minTasks=5,maxP95Ratio=2",
+    ]),
+    where,
+  );
+  expect(p).toMatchObject({
+    version: "v3",
+    stable: "v2",
+    regions: ["hel1"],
+    steps: [10, 50, 100],
+    bakeMs: 5000,
+    progressDeadlineMs: 120_000,
+    gate: { minTasks: 5, maxP95Ratio: 2 },
+  });
 });
 
 test("bad input names the option or field", () => {
   expect(() => parseStartArgs([])).toThrow("start: takes <version> first");
   expect(() => parseStartArgs(["v2", "--step", "5"])).toThrow('unknown option "--step"');
   expect(() => parseStartArgs(["v2", "--bake", "soon"])).toThrow("--bake");
-  expect(() => planOf(parseStartArgs(["v2", "--steps", "50,25,100"]), where)).toThrow("steps: increasing percentages ending at 100");
+  expect(() => planOf(parseStartArgs(["v2", "--steps", "50,25,100"]), where)).toThrow(
+    "steps: increasing percentages ending at 100",
+  );
   expect(() => planOf(parseStartArgs(["v2", "--gate", "minTask=5"]), where)).toThrow("gate");
   expect(() => planOf(parseStartArgs(["V2"]), where)).toThrow("version");
   expect(() => planOf(parseStartArgs(["v1"]), where)).toThrow("already the stable version");

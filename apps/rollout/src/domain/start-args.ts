@@ -33,7 +33,8 @@ export function parseStartArgs(args: string[]): StartArgs {
   const opts: Record<string, string> = {};
   for (let i = 0; i < rest.length; i += 2) {
     const k = rest[i]!;
-    if (!(OPTIONS as readonly string[]).includes(k)) throw new Error(`start: unknown option ${JSON.stringify(k)} (${OPTIONS.join(", ")})`);
+    if (!(OPTIONS as readonly string[]).includes(k))
+      throw new Error(`start: unknown option ${JSON.stringify(k)} (${OPTIONS.join(", ")})`);
     const v = rest[i + 1];
     if (v === undefined) throw new Error(`start: ${k} needs a value`);
     opts[k] = v;
@@ -45,18 +46,26 @@ export function parseStartArgs(args: string[]): StartArgs {
       throw new Error(`start: ${name}: ${(err as Error).message}`);
     }
   };
-  const steps = opts["--steps"] ? field("--steps", () => opts["--steps"]!.split(",").map((x) => z.coerce.number().int().min(1).max(100).parse(x.replace(/%$/, "")))) : DEFAULT_STEPS;
+  const steps = opts["--steps"]
+    ? field("--steps", () =>
+        opts["--steps"]!.split(",").map((x) => z.coerce.number().int().min(1).max(100).parse(x.replace(/%$/, ""))),
+      )
+    : DEFAULT_STEPS;
   const gate: Record<string, number> = {};
   if (opts["--gate"])
     for (const kv of opts["--gate"].split(",")) {
       const [k, v] = kv.split("=");
-      if (!k || v === undefined || !Number.isFinite(Number(v))) throw new Error(`start: --gate: ${JSON.stringify(kv)} is not name=number`);
+      if (!k || v === undefined || !Number.isFinite(Number(v)))
+        throw new Error(`start: --gate: ${JSON.stringify(kv)} is not name=number`);
       gate[k] = Number(v);
     }
   return {
     version,
     stable: opts["--stable"],
-    regions: opts["--regions"]?.split(",").map((r) => r.trim()).filter(Boolean),
+    regions: opts["--regions"]
+      ?.split(",")
+      .map((r) => r.trim())
+      .filter(Boolean),
     steps,
     bakeMs: opts["--bake"] ? field("--bake", () => parseDuration(opts["--bake"]!)) : undefined,
     progressDeadlineMs: opts["--deadline"] ? field("--deadline", () => parseDuration(opts["--deadline"]!)) : undefined,

@@ -1,10 +1,10 @@
 // AckHandle against a real nats-server: the payloads it publishes to a delivery's reply subject
 // do what JsMsg's do (ack, nak with a delay, term, working), judged by what JetStream redelivers.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import { AckPolicy, type JsMsg, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { Msg } from "@nats-io/transport-node";
-import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { term } from "../domain/outcome.ts";
 import { ackHandle, applyOutcome } from "./nats.ts";
 
@@ -67,7 +67,10 @@ test("term: never delivered again", async () => {
 test("applyOutcome's term sticks and its reason reaches the server's advisory", async () => {
   const advisories = nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>");
   const it = advisories[Symbol.asyncIterator]();
-  for (const [name, handle] of [["TERMJS", (m: JsMsg) => m], ["TERMAH", handleOf]] as const) {
+  for (const [name, handle] of [
+    ["TERMJS", (m: JsMsg) => m],
+    ["TERMAH", handleOf],
+  ] as const) {
     const c = await oneMessage(name);
     const m = (await c.next())!;
     applyOutcome(handle(m), term("unparseable task message"));

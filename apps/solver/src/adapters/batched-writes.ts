@@ -1,5 +1,5 @@
+import { driverRowMapper, groupCommit, isConnectionError, type TaskRow, tasks } from "@pipeline/shared/db";
 import type postgres from "postgres";
-import { driverRowMapper, groupCommit, isConnectionError, tasks, type TaskRow } from "@pipeline/shared/db";
 
 /**
  * The solver's per-task state transitions, group-committed: the claims (or completions)
@@ -59,7 +59,10 @@ type Raw = Record<string, unknown> & { id: string };
  * `region`: claims only rows whose home is this region. A row replicated from another region,
  * or adopted away from this one during a failover (docs/regions.md), is never claimed here.
  */
-export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number; region?: string } = {}): BatchedWrites {
+export function createBatchedWrites(
+  sql: postgres.Sql,
+  o: { maxBatch?: number; maxInFlight?: number; region?: string } = {},
+): BatchedWrites {
   const opts = { ...o, batchWide: isConnectionError };
   const byId = <R extends { id: string }>(batch: R[], rows: Raw[]) => {
     const found = new Map(rows.map((r) => [r.id, r]));
@@ -123,7 +126,15 @@ export function createBatchedWrites(sql: postgres.Sql, o: { maxBatch?: number; m
         )
         select id, version, created_at, completed_at, provider_id, callback from done`;
       return byId(batch, rows).map((r) =>
-        r ? { version: Number(r.version), createdAt: new Date(r.created_at as string | Date), completedAt: new Date(r.completed_at as string | Date), providerId: (r.provider_id as string | null) ?? null, callback: r.callback === true } : undefined,
+        r
+          ? {
+              version: Number(r.version),
+              createdAt: new Date(r.created_at as string | Date),
+              completedAt: new Date(r.completed_at as string | Date),
+              providerId: (r.provider_id as string | null) ?? null,
+              callback: r.callback === true,
+            }
+          : undefined,
       );
     },
     { ...opts, key: (r) => r.id },

@@ -1,7 +1,7 @@
 // The bulk poller against the real emulator (HTTP, the real protocol).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
-import { toProviderParams, type ProviderReply } from "@pipeline/shared/provider";
+import { type ProviderReply, toProviderParams } from "@pipeline/shared/provider";
 import type { TaskSpec, TaskType } from "@pipeline/shared/schemas";
 import { createBulkPoller } from "./bulk-poller.ts";
 import { createProviderClient } from "./provider.ts";
@@ -15,12 +15,41 @@ beforeAll(async () => {
 afterAll(() => emu.stop());
 
 const specs: TaskSpec[] = [
-  ...Array.from({ length: 40 }, (_, i) => ({ type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/t/${i}` } }) as TaskSpec),
-  ...Array.from({ length: 40 }, (_, i) => ({ type: "recaptcha_v2", params: { sitekey: "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", pageurl: `https://example.com/r/${i}` } }) as TaskSpec),
-  ...Array.from({ length: 3 }, (_, i) => ({ type: "geetest", params: { gt: "81388ea1fc187e0c335c0a8907ff2625", challenge: `2e2f0f65240058b683cb6ea21c303ee${i}`, pageurl: `https://example.com/g/${i}` } }) as TaskSpec),
+  ...Array.from(
+    { length: 40 },
+    (_, i) =>
+      ({
+        type: "turnstile",
+        params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/t/${i}` },
+      }) as TaskSpec,
+  ),
+  ...Array.from(
+    { length: 40 },
+    (_, i) =>
+      ({
+        type: "recaptcha_v2",
+        params: { sitekey: "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", pageurl: `https://example.com/r/${i}` },
+      }) as TaskSpec,
+  ),
+  ...Array.from(
+    { length: 3 },
+    (_, i) =>
+      ({
+        type: "geetest",
+        params: {
+          gt: "81388ea1fc187e0c335c0a8907ff2625",
+          challenge: `2e2f0f65240058b683cb6ea21c303ee${i}`,
+          pageurl: `https://example.com/g/${i}`,
+        },
+      }) as TaskSpec,
+  ),
 ];
 
-async function pollUntilDone(poll: (id: string, type: TaskType) => Promise<ProviderReply>, id: string, type: TaskType): Promise<ProviderReply> {
+async function pollUntilDone(
+  poll: (id: string, type: TaskType) => Promise<ProviderReply>,
+  id: string,
+  type: TaskType,
+): Promise<ProviderReply> {
   for (;;) {
     const r = await poll(id, type);
     if (r.kind !== "not_ready") return r;
@@ -39,7 +68,9 @@ test("concurrent polls share bulk requests; answers (turnstile's user agent incl
     }),
   );
   emu.resetStats();
-  const replies = await Promise.all(submitted.map((t) => pollUntilDone((id, type) => poller.poll(id, KEY, type), t.id, t.type)));
+  const replies = await Promise.all(
+    submitted.map((t) => pollUntilDone((id, type) => poller.poll(id, KEY, type), t.id, t.type)),
+  );
   const stats = emu.stats();
   for (const [i, r] of replies.entries()) {
     expect(r.kind).toBe("ok");
@@ -59,6 +90,8 @@ test("concurrent polls share bulk requests; answers (turnstile's user agent incl
 test("a request-level error reaches every task of the batch", async () => {
   const provider = createProviderClient({ url: emu.url, timeoutMs: 5000 });
   const poller = createBulkPoller(provider);
-  const r = await Promise.all(["1001", "1002", "1003"].map((id) => poller.poll(id, "no-such-key-0000", "recaptcha_v2")));
+  const r = await Promise.all(
+    ["1001", "1002", "1003"].map((id) => poller.poll(id, "no-such-key-0000", "recaptcha_v2")),
+  );
   expect(r.every((x) => x.kind === "error")).toBe(true);
 });

@@ -1,4 +1,4 @@
-import { splitBulkAnswer, type ProviderReply } from "@pipeline/shared/provider";
+import { type ProviderReply, splitBulkAnswer } from "@pipeline/shared/provider";
 import type { TaskType } from "@pipeline/shared/schemas";
 import type { ProviderClient } from "./provider.ts";
 
@@ -41,17 +41,22 @@ export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions 
   const queues = new Map<string, { waiting: Waiting[]; timer: ReturnType<typeof setTimeout> | undefined }>();
 
   async function flush(key: string, batch: Waiting[]): Promise<void> {
-    const single = (w: Waiting) => provider.poll(w.id, key).then(w.resolve, (err: Error) => w.resolve({ kind: "transport", reason: err.message }));
+    const single = (w: Waiting) =>
+      provider.poll(w.id, key).then(w.resolve, (err: Error) => w.resolve({ kind: "transport", reason: err.message }));
     if (batch.length === 1) return single(batch[0]!);
     let reply: ProviderReply;
     try {
-      reply = await provider.pollMany(batch.map((w) => w.id), key);
+      reply = await provider.pollMany(
+        batch.map((w) => w.id),
+        key,
+      );
     } catch (err) {
       reply = { kind: "transport", reason: (err as Error).message };
     }
     if (reply.kind !== "ok") {
       // The whole request failed (transport, key error...): each task sees that reply.
-      for (const w of batch) w.resolve(reply.kind === "not_ready" ? { kind: "transport", reason: "bulk get answered not ready" } : reply);
+      for (const w of batch)
+        w.resolve(reply.kind === "not_ready" ? { kind: "transport", reason: "bulk get answered not ready" } : reply);
       return;
     }
     const parts = splitBulkAnswer(reply.value, batch.length);
@@ -89,7 +94,11 @@ export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions 
         if (!q) queues.set(key, (q = { waiting: [], timer: undefined }));
         const onAbort = () => reject(signal!.reason);
         signal?.addEventListener("abort", onAbort, { once: true });
-        q.waiting.push({ id: providerId, type, resolve: (r) => (signal?.removeEventListener("abort", onAbort), resolve(r)) });
+        q.waiting.push({
+          id: providerId,
+          type,
+          resolve: (r) => (signal?.removeEventListener("abort", onAbort), resolve(r)),
+        });
         if (q.waiting.length >= maxIds) take(key);
         else q.timer ??= setTimeout(() => take(key), lingerMs);
       });

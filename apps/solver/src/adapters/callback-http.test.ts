@@ -27,7 +27,14 @@ afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
 test("an endless response body is cut after 64 kB: the status counts, the connection is closed, the receiver stops far short of its 200 MB", async () => {
   const t0 = Date.now();
-  const r = await pinnedPost()({ url: new URL(`http://receiver.example:${port}/hook`), address: "127.0.0.1", family: 4, headers: { "content-type": "application/json" }, body: "{}", timeoutMs: 5000 });
+  const r = await pinnedPost()({
+    url: new URL(`http://receiver.example:${port}/hook`),
+    address: "127.0.0.1",
+    family: 4,
+    headers: { "content-type": "application/json" },
+    body: "{}",
+    timeoutMs: 5000,
+  });
   expect(r.status).toBe(200);
   for (let i = 0; i < 100 && !closedAt; i++) await Bun.sleep(20);
   expect(closedAt).toBeGreaterThan(0);

@@ -1,14 +1,15 @@
+import type { LookupAddress, LookupOptions } from "node:dns";
 import { lookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
-import type { LookupAddress, LookupOptions } from "node:dns";
 import type { ResolvedAddress } from "@pipeline/shared/net";
 
 /** Every address a host name resolves to (all of them are checked, not just the first). */
 export type Resolve = (host: string) => Promise<ResolvedAddress[]>;
 
 /** The system resolver (getaddrinfo, as an HTTP client would use), every answer in its order. */
-export const systemResolve: Resolve = async (host) => (await lookup(host, { all: true, order: "verbatim" })).map((a) => ({ address: a.address, family: a.family }));
+export const systemResolve: Resolve = async (host) =>
+  (await lookup(host, { all: true, order: "verbatim" })).map((a) => ({ address: a.address, family: a.family }));
 
 export interface CallbackRequest {
   /** The callback URL: its host goes into the Host header and TLS (SNI and certificate check). */
@@ -38,7 +39,11 @@ export function pinnedPost(opts: { ca?: string } = {}): PostCallback {
   return (req) =>
     new Promise((resolve, reject) => {
       const client = req.url.protocol === "https:" ? https : http;
-      const pinned = (_host: string, o: LookupOptions, cb: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+      const pinned = (
+        _host: string,
+        o: LookupOptions,
+        cb: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+      ) => {
         if (o?.all) cb(null, [{ address: req.address, family: req.family }]);
         else cb(null, req.address, req.family);
       };

@@ -1,8 +1,8 @@
 // Group-committed provider-id checkpoints against a real Postgres.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
-import { openDatabase, tasks, type Database } from "@pipeline/shared/db";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import { type Database, openDatabase, tasks } from "@pipeline/shared/db";
 import { createCheckpointWriter } from "./checkpoints.ts";
 
 let tdb: TestDatabase;
@@ -41,16 +41,20 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
   const otherSubmitter = randomUUID(); // submit marker of w2: not written
   const alreadySet = randomUUID(); // provider id already there: not written
   const finished = randomUUID(); // completed meanwhile: not written
-  await database.db.insert(tasks).values([
-    ...ok.map((id) => row(id, {})),
-    row(takenOver, { leaseOwner: "w2" }),
-    row(otherSubmitter, { submitOwner: "w2" }),
-    row(alreadySet, { providerId: "111" }),
-    row(finished, { state: "completed" }),
-  ]);
+  await database.db
+    .insert(tasks)
+    .values([
+      ...ok.map((id) => row(id, {})),
+      row(takenOver, { leaseOwner: "w2" }),
+      row(otherSubmitter, { submitOwner: "w2" }),
+      row(alreadySet, { providerId: "111" }),
+      row(finished, { state: "completed" }),
+    ]);
   const writer = createCheckpointWriter(solver.sql, { maxInFlight: 1 });
   const all = [...ok, takenOver, otherSubmitter, alreadySet, finished];
-  const results = await Promise.all(all.map((id, i) => writer.write({ id, worker: "w1", providerId: String(7_000_000 + i), keyRef: "key_abc" })));
+  const results = await Promise.all(
+    all.map((id, i) => writer.write({ id, worker: "w1", providerId: String(7_000_000 + i), keyRef: "key_abc" })),
+  );
   expect(results.slice(0, 200).every((r) => r.written && r.stillOwner)).toBe(true);
   expect(results.slice(200)).toEqual([
     { written: true, stillOwner: false },
@@ -58,10 +62,24 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
     { written: false, stillOwner: false },
     { written: false, stillOwner: false },
   ]);
-  const rows = await database.sql<{ id: string; provider_id: string | null; provider_key_ref: string | null; provider_submissions: number; submit_owner: string | null }[]>`
+  const rows = await database.sql<
+    {
+      id: string;
+      provider_id: string | null;
+      provider_key_ref: string | null;
+      provider_submissions: number;
+      submit_owner: string | null;
+    }[]
+  >`
     select id, provider_id, provider_key_ref, provider_submissions, submit_owner from tasks where id = any(${all}::uuid[])`;
   const byId = new Map(rows.map((r) => [r.id, r]));
-  for (const [i, id] of ok.entries()) expect(byId.get(id)).toMatchObject({ provider_id: String(7_000_000 + i), provider_key_ref: "key_abc", provider_submissions: 1, submit_owner: null });
+  for (const [i, id] of ok.entries())
+    expect(byId.get(id)).toMatchObject({
+      provider_id: String(7_000_000 + i),
+      provider_key_ref: "key_abc",
+      provider_submissions: 1,
+      submit_owner: null,
+    });
   expect(byId.get(otherSubmitter)).toMatchObject({ provider_id: null, submit_owner: "w2" });
   expect(byId.get(alreadySet)).toMatchObject({ provider_id: "111", provider_submissions: 0 });
 });
@@ -69,7 +87,9 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
 test("a failed batch rejects each of its writes (the caller retries them)", async () => {
   const broken = openDatabase(tdb.url.replace(/\/[^/]*$/, "/no_such_database_xyz"), { max: 1 });
   const writer = createCheckpointWriter(broken.sql);
-  const r = await Promise.allSettled([1, 2, 3].map((i) => writer.write({ id: randomUUID(), worker: "w1", providerId: String(i), keyRef: "k" })));
+  const r = await Promise.allSettled(
+    [1, 2, 3].map((i) => writer.write({ id: randomUUID(), worker: "w1", providerId: String(i), keyRef: "k" })),
+  );
   expect(r.every((x) => x.status === "rejected")).toBe(true);
   await broken.close().catch(() => {});
 });

@@ -1,5 +1,5 @@
-import type postgres from "postgres";
 import { groupCommit, isConnectionError } from "@pipeline/shared/db";
+import type postgres from "postgres";
 
 export interface CheckpointRequest {
   id: string;
@@ -24,8 +24,9 @@ export interface CheckpointResult {
  * written by the next at once, not after it.
  */
 export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number; maxInFlight?: number } = {}) {
-  const write = groupCommit<CheckpointRequest, CheckpointResult>(async (batch) => {
-    const rows = await sql<{ id: string; lease_owner: string | null; state: string }[]>`
+  const write = groupCommit<CheckpointRequest, CheckpointResult>(
+    async (batch) => {
+      const rows = await sql<{ id: string; lease_owner: string | null; state: string }[]>`
       update tasks t
       set provider_id = v.pid, provider_key_ref = v.kref, provider_submissions = t.provider_submissions + 1,
           submit_started_at = null, submit_owner = null
@@ -33,11 +34,16 @@ export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number
            as v(id, worker, pid, kref)
       where t.id = v.id and t.provider_id is null and t.submit_owner = v.worker and (t.state || '') in ('solving', 'retrying')
       returning t.id, t.lease_owner, t.state`;
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    return batch.map((b) => {
-      const r = byId.get(b.id);
-      return { written: r !== undefined, stillOwner: r !== undefined && r.lease_owner === b.worker && r.state === "solving" };
-    });
-  }, { maxInFlight: 2, ...o, batchWide: isConnectionError, key: (r) => r.id });
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      return batch.map((b) => {
+        const r = byId.get(b.id);
+        return {
+          written: r !== undefined,
+          stillOwner: r !== undefined && r.lease_owner === b.worker && r.state === "solving",
+        };
+      });
+    },
+    { maxInFlight: 2, ...o, batchWide: isConnectionError, key: (r) => r.id },
+  );
   return { write };
 }

@@ -1,5 +1,5 @@
+import { type Db, type DeliveryStatus, type TaskRow, tasks, webhookDeliveries } from "@pipeline/shared/db";
 import { eq, placeholder } from "drizzle-orm";
-import { tasks, webhookDeliveries, type Db, type DeliveryStatus, type TaskRow } from "@pipeline/shared/db";
 
 /** A delivery a dispatcher holds the lease of. `token` names this claim: later writes are guarded by it. */
 export interface ClaimedDelivery {
@@ -45,9 +45,16 @@ export interface DeliveryStore {
    * A failed attempt: one more attempt counted, due again `delayMs` from now, or `failed` when it
    * reaches `maxAttempts` or is older than `maxAgeMs`. Undefined when the lease was lost.
    */
-  retry(d: ClaimedDelivery, o: { status: number | null; error: string; delayMs: number; maxAttempts: number; maxAgeMs: number }): Promise<{ attempts: number; gaveUp: boolean } | undefined>;
+  retry(
+    d: ClaimedDelivery,
+    o: { status: number | null; error: string; delayMs: number; maxAttempts: number; maxAgeMs: number },
+  ): Promise<{ attempts: number; gaveUp: boolean } | undefined>;
   /** Ends a delivery without sending it (refused by the SSRF policy, superseded, or its task gone). */
-  end(d: ClaimedDelivery, status: Extract<DeliveryStatus, "refused" | "superseded" | "failed">, error: string): Promise<void>;
+  end(
+    d: ClaimedDelivery,
+    status: Extract<DeliveryStatus, "refused" | "superseded" | "failed">,
+    error: string,
+  ): Promise<void>;
   /** Pending deliveries fleet-wide, and how far behind the most overdue one is (seconds, 0 when none). */
   backlog(): Promise<{ pending: number; lagSeconds: number }>;
 }
@@ -59,9 +66,19 @@ export function createDeliveryStore(db: Db): DeliveryStore {
   const sql = db.$client;
   // Read for every final event of a task with a callback: built once (drizzle builds a query's SQL
   // from the schema on every call otherwise, ~0.2 ms of CPU).
-  const taskById = db.select().from(tasks).where(eq(tasks.id, placeholder("id"))).prepare("notifier_task_by_id");
+  const taskById = db
+    .select()
+    .from(tasks)
+    .where(eq(tasks.id, placeholder("id")))
+    .prepare("notifier_task_by_id");
   const targetById = db
-    .select({ id: tasks.id, state: tasks.state, owner: tasks.owner, redrives: tasks.redrives, callbackUrl: tasks.callbackUrl })
+    .select({
+      id: tasks.id,
+      state: tasks.state,
+      owner: tasks.owner,
+      redrives: tasks.redrives,
+      callbackUrl: tasks.callbackUrl,
+    })
     .from(tasks)
     .where(eq(tasks.id, placeholder("id")))
     .prepare("notifier_callback_target");
@@ -78,7 +95,17 @@ export function createDeliveryStore(db: Db): DeliveryStore {
     async claim(o) {
       const rows = await sql.begin(async (tx) => {
         await tx`select pg_advisory_xact_lock(${CLAIM_LOCK})`;
-        return tx<Array<{ delivery_id: string; task_id: string; state: string; owner: string; host: string; attempts: number; created_at: Date }>>`
+        return tx<
+          Array<{
+            delivery_id: string;
+            task_id: string;
+            state: string;
+            owner: string;
+            host: string;
+            attempts: number;
+            created_at: Date;
+          }>
+        >`
           with busy as (
             select owner, host from webhook_deliveries where status = 'pending' and lease_until > now()
           ),
@@ -106,7 +133,16 @@ export function createDeliveryStore(db: Db): DeliveryStore {
           from pick where d.delivery_id = pick.delivery_id
           returning d.delivery_id, d.task_id, d.state, d.owner, d.host, d.attempts, d.created_at`;
       });
-      return rows.map((r) => ({ deliveryId: r.delivery_id, taskId: r.task_id, state: r.state, owner: r.owner, host: r.host, attempts: r.attempts, createdAt: r.created_at, token: o.token }));
+      return rows.map((r) => ({
+        deliveryId: r.delivery_id,
+        taskId: r.task_id,
+        state: r.state,
+        owner: r.owner,
+        host: r.host,
+        attempts: r.attempts,
+        createdAt: r.created_at,
+        token: o.token,
+      }));
     },
     async delivered(d, status) {
       // Not guarded by the lease: the receiver has it, whatever happened to the lease meanwhile.

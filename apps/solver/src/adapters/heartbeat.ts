@@ -1,9 +1,14 @@
 import type { KV } from "@nats-io/kv";
-import type { Logger } from "@pipeline/shared/log";
 import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/kv";
+import type { Logger } from "@pipeline/shared/log";
 
 /** Puts this worker's heartbeat in the region's workers bucket every few seconds; removes it on stop. */
-export function startHeartbeat(kv: KV, beat: () => Omit<Heartbeat, "at">, log: Logger, everyMs = HEARTBEAT_EVERY_MS): { stop(): Promise<void> } {
+export function startHeartbeat(
+  kv: KV,
+  beat: () => Omit<Heartbeat, "at">,
+  log: Logger,
+  everyMs = HEARTBEAT_EVERY_MS,
+): { stop(): Promise<void> } {
   let failing = false;
   const put = () => {
     const b = beat();

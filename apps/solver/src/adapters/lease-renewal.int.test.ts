@@ -3,8 +3,8 @@
 // and a long one is still renewed long before its lease runs out.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
-import { openDatabase, type Database } from "@pipeline/shared/db";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createSolverStore } from "./pg.ts";
 
 let tdb: TestDatabase;
@@ -23,13 +23,23 @@ afterAll(async () => {
 });
 
 const leftMs = async (id: string) =>
-  Number((await database.sql<{ ms: number }[]>`select extract(epoch from (lease_until - now())) * 1000 as ms from tasks where id = ${id}`)[0]!.ms);
+  Number(
+    (
+      await database.sql<
+        { ms: number }[]
+      >`select extract(epoch from (lease_until - now())) * 1000 as ms from tasks where id = ${id}`
+    )[0]!.ms,
+  );
 
 test("a renewal leaves a lease with more than 5/6 of its length alone, renews an older one, and never another worker's", async () => {
   const store = createSolverStore(solver.db);
   const leaseMs = 6000;
   const [fresh, older, others] = [randomUUID(), randomUUID(), randomUUID()];
-  for (const [id, owner, left] of [[fresh, "w1", 5900], [older, "w1", 4000], [others, "w2", 1000]] as const) {
+  for (const [id, owner, left] of [
+    [fresh, "w1", 5900],
+    [older, "w1", 4000],
+    [others, "w2", 1000],
+  ] as const) {
     await database.sql`
       insert into tasks (id, owner, request_hash, region, type, priority, params, state, lease_owner, lease_until)
       values (${id}, 'o', 'h', 'rn', 'turnstile', 'normal', '{}'::jsonb, 'solving', ${owner}, now() + ${`${left} milliseconds`}::interval)`;
@@ -48,7 +58,9 @@ test("a renewal leaves a lease with more than 5/6 of its length alone, renews an
 
 /** Row updates of `tasks` so far (pg_stat counters flush within a second or so). */
 async function tupUpdates(): Promise<number> {
-  const [r] = await database.sql<{ n: string }[]>`select n_tup_upd::text as n from pg_stat_user_tables where relname = 'tasks'`;
+  const [r] = await database.sql<
+    { n: string }[]
+  >`select n_tup_upd::text as n from pg_stat_user_tables where relname = 'tasks'`;
   return Number(r?.n ?? 0);
 }
 async function eventuallyCounted(atMost: number): Promise<void> {

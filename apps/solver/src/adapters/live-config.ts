@@ -1,12 +1,23 @@
 import { readFileSync } from "node:fs";
 import type { KV } from "@nats-io/kv";
+import {
+  latestValidConfig,
+  type Parsed,
+  type ProviderKeys,
+  parseProviderKeys,
+  parseSolverConfig,
+  SOLVER_CONFIG_KEY,
+} from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
-import { latestValidConfig, parseProviderKeys, parseSolverConfig, SOLVER_CONFIG_KEY, type Parsed, type ProviderKeys } from "@pipeline/shared/kv";
 import { keyInUse, type ProviderKeyInUse } from "../domain/keyring.ts";
-import { resolveRuntimeConfig, type LiveTiming } from "../domain/runtime-config.ts";
+import { type LiveTiming, resolveRuntimeConfig } from "../domain/runtime-config.ts";
 
 /** The provider keys this process may use: PROVIDER_KEY (under its name) plus PROVIDER_KEYS_FILE, re-read on every config change. */
-export function keySource(o: { keyName: string; key?: string | undefined; file?: string | undefined }): () => Parsed<ProviderKeys> {
+export function keySource(o: {
+  keyName: string;
+  key?: string | undefined;
+  file?: string | undefined;
+}): () => Parsed<ProviderKeys> {
   return () => {
     const keys: ProviderKeys = o.key ? { [o.keyName]: o.key } : {};
     if (!o.file) return { ok: true, value: keys };
@@ -14,7 +25,10 @@ export function keySource(o: { keyName: string; key?: string | undefined; file?:
     try {
       text = readFileSync(o.file, "utf8");
     } catch (err) {
-      return { ok: false, error: `PROVIDER_KEYS_FILE: cannot read (${(err as NodeJS.ErrnoException).code ?? "error"})` };
+      return {
+        ok: false,
+        error: `PROVIDER_KEYS_FILE: cannot read (${(err as NodeJS.ErrnoException).code ?? "error"})`,
+      };
     }
     const r = parseProviderKeys(text);
     return r.ok ? { ok: true, value: { ...keys, ...r.value } } : { ok: false, error: `PROVIDER_KEYS_FILE: ${r.error}` };
@@ -63,9 +77,16 @@ export async function startLiveConfig(d: LiveConfigDeps): Promise<LiveConfig> {
     await d.apply(resolved.key, resolved.timing, initial.revision);
     status.revision = initial.revision;
   } else {
-    if (initial && resolved && !resolved.ok) d.log.error({ revision: initial.revision, error: resolved.error }, "stored solver config refused; using the environment's key");
+    if (initial && resolved && !resolved.ok)
+      d.log.error(
+        { revision: initial.revision, error: resolved.error },
+        "stored solver config refused; using the environment's key",
+      );
     const value = keysNow()[d.defaultKeyName];
-    if (value === undefined) throw new Error(`PROVIDER_KEY: no provider key named '${d.defaultKeyName}' (set PROVIDER_KEY or PROVIDER_KEYS_FILE)`);
+    if (value === undefined)
+      throw new Error(
+        `PROVIDER_KEY: no provider key named '${d.defaultKeyName}' (set PROVIDER_KEY or PROVIDER_KEYS_FILE)`,
+      );
     await d.apply(keyInUse(d.defaultKeyName, value), d.envTiming, null);
   }
   const reject = (revision: number, error: string) => {
@@ -105,7 +126,16 @@ export async function startLiveConfig(d: LiveConfigDeps): Promise<LiveConfig> {
       }
       status.revision = e.revision;
       status.rejected = null;
-      d.log.info({ revision: e.revision, keyName: r.key.name, keyRef: r.key.ref, changedBy: parsed.value.changedBy, timing: r.timing }, "solver config applied");
+      d.log.info(
+        {
+          revision: e.revision,
+          keyName: r.key.name,
+          keyRef: r.key.ref,
+          changedBy: parsed.value.changedBy,
+          timing: r.timing,
+        },
+        "solver config applied",
+      );
     }
   })().catch((err: Error) => d.log.error({ err: err.message }, "config watch ended"));
   return { status: () => ({ ...status }), stop: () => watch.stop() };

@@ -39,7 +39,12 @@ test("collects only after the resident set grew by the threshold since the last 
 test("a threshold of 0 never collects", async () => {
   let collected = 0;
   let rss = 0;
-  const g = startMemoryGovernor({ checkMs: 5, growthBytes: 0, rss: () => (rss += 1000), collect: () => void collected++ });
+  const g = startMemoryGovernor({
+    checkMs: 5,
+    growthBytes: 0,
+    rss: () => (rss += 1000),
+    collect: () => void collected++,
+  });
   await Bun.sleep(30);
   g.stop();
   expect(collected).toBe(0);
@@ -48,7 +53,14 @@ test("a threshold of 0 never collects", async () => {
 test("above the soft limit the governor collects after the smaller growth", async () => {
   let rss = 100;
   let collected = 0;
-  const g = startMemoryGovernor({ checkMs: 5, growthBytes: 10, softLimitBytes: 150, growthAboveLimitBytes: 2, rss: () => rss, collect: () => void collected++ });
+  const g = startMemoryGovernor({
+    checkMs: 5,
+    growthBytes: 10,
+    softLimitBytes: 150,
+    growthAboveLimitBytes: 2,
+    rss: () => rss,
+    collect: () => void collected++,
+  });
   try {
     rss = 105; // below the limit: 5 < 10
     await Bun.sleep(30);

@@ -30,11 +30,37 @@ export interface SolverMetricSources {
  */
 export function createSolverMetrics() {
   const registry = createRegistry("solver");
-  const outcomes = new Counter({ name: "solver_outcomes_total", help: "Messages handled, by outcome (ack, nak, term)", labelNames: ["kind"], registers: [registry] });
-  const events = new Counter({ name: "solver_worker_events_total", help: "Worker events: dedup acks, redeliveries, resumed polls, slot and breaker waits, dead letters...", labelNames: ["event"], registers: [registry] });
-  const replies = new Counter({ name: "solver_provider_replies_total", help: "Provider replies by call, kind and code", labelNames: ["call", "kind", "code"], registers: [registry] });
-  const solve = new Histogram({ name: "solver_solve_duration_seconds", help: "From acceptance to completed, by task type", labelNames: ["type"], buckets: SOLVE_BUCKETS, registers: [registry] });
-  const webhookAttempts = new Counter({ name: "solver_webhook_attempts_total", help: "Callback attempts by result: delivered, http_error (not 2xx), unreachable, dns_error", labelNames: ["result"], registers: [registry] });
+  const outcomes = new Counter({
+    name: "solver_outcomes_total",
+    help: "Messages handled, by outcome (ack, nak, term)",
+    labelNames: ["kind"],
+    registers: [registry],
+  });
+  const events = new Counter({
+    name: "solver_worker_events_total",
+    help: "Worker events: dedup acks, redeliveries, resumed polls, slot and breaker waits, dead letters...",
+    labelNames: ["event"],
+    registers: [registry],
+  });
+  const replies = new Counter({
+    name: "solver_provider_replies_total",
+    help: "Provider replies by call, kind and code",
+    labelNames: ["call", "kind", "code"],
+    registers: [registry],
+  });
+  const solve = new Histogram({
+    name: "solver_solve_duration_seconds",
+    help: "From acceptance to completed, by task type",
+    labelNames: ["type"],
+    buckets: SOLVE_BUCKETS,
+    registers: [registry],
+  });
+  const webhookAttempts = new Counter({
+    name: "solver_webhook_attempts_total",
+    help: "Callback attempts by result: delivered, http_error (not 2xx), unreachable, dns_error",
+    labelNames: ["result"],
+    registers: [registry],
+  });
   const webhookOutcomes = new Counter({
     name: "solver_webhook_deliveries_total",
     help: "Callbacks ended, by outcome: delivered, failed (retry limit reached), refused (SSRF policy at send time), superseded (a redrive)",
@@ -48,7 +74,8 @@ export function createSolverMetrics() {
     webhookOutcome: (outcome: string) => webhookOutcomes.inc({ outcome }),
     outcome: (kind: string) => outcomes.inc({ kind }),
     event: (event: string) => events.inc({ event }),
-    reply: (call: string, r: ProviderReply) => replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),
+    reply: (call: string, r: ProviderReply) =>
+      replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),
     solved: (type: string, seconds: number) => solve.observe({ type }, seconds),
     response: () => metricsResponse(registry),
   };
@@ -58,7 +85,14 @@ export type SolverMetrics = ReturnType<typeof createSolverMetrics>;
 /** The solver's gauges, on the metrics' registry: each read from its source at scrape time (those that need I/O too). */
 export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources): void {
   const { registry } = metrics;
-  new Gauge({ name: "solver_in_flight", help: "Tasks this process is handling", registers: [registry], collect() { this.set(src.inFlight()); } });
+  new Gauge({
+    name: "solver_in_flight",
+    help: "Tasks this process is handling",
+    registers: [registry],
+    collect() {
+      this.set(src.inFlight());
+    },
+  });
   // Counters mirrored from the governor at scrape time: incremented by what it did since the last scrape.
   const mirrored = (name: string, help: string, read: () => number) => {
     let seen = 0;
@@ -73,9 +107,20 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
       },
     });
   };
-  mirrored("solver_gc_collections_total", "Full garbage collections the memory governor ran (GC_GROWTH_MB, GC_SOFT_LIMIT_MB)", () => src.gc?.().collections ?? 0);
+  mirrored(
+    "solver_gc_collections_total",
+    "Full garbage collections the memory governor ran (GC_GROWTH_MB, GC_SOFT_LIMIT_MB)",
+    () => src.gc?.().collections ?? 0,
+  );
   mirrored("solver_gc_seconds_total", "Time the memory governor's collections took", () => src.gc?.().seconds ?? 0);
-  new Gauge({ name: "solver_waiting", help: "Tasks of this process waiting for the provider's answer (the waiting room)", registers: [registry], collect() { this.set(src.waiting?.() ?? 0); } });
+  new Gauge({
+    name: "solver_waiting",
+    help: "Tasks of this process waiting for the provider's answer (the waiting room)",
+    registers: [registry],
+    collect() {
+      this.set(src.waiting?.() ?? 0);
+    },
+  });
   new Gauge({
     name: "solver_breaker_state",
     help: "Circuit breaker per provider key: 0 closed, 1 half-open, 2 open",
@@ -111,7 +156,11 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
       },
     });
   consumerGauge("pipeline_consumer_pending", "Messages waiting in a lane's consumer (lag)", "num_pending");
-  consumerGauge("pipeline_consumer_ack_pending", "Messages delivered and not yet acknowledged, per lane", "num_ack_pending");
+  consumerGauge(
+    "pipeline_consumer_ack_pending",
+    "Messages delivered and not yet acknowledged, per lane",
+    "num_ack_pending",
+  );
   new Gauge({
     name: "pipeline_dlq_messages",
     help: "Dead-lettered tasks kept in the DLQ stream",
@@ -121,9 +170,26 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
       this.set(info?.state.messages ?? Number.NaN);
     },
   });
-  new Gauge({ name: "solver_webhook_in_flight", help: "Callback attempts this process has in flight", registers: [registry], collect() { this.set(src.webhookInFlight?.() ?? 0); } });
-  const backlog = async () => (src.webhookBacklog ? await src.webhookBacklog().catch(() => ({ pending: Number.NaN, lagSeconds: Number.NaN })) : { pending: 0, lagSeconds: 0 });
-  new Gauge({ name: "pipeline_webhook_deliveries_pending", help: "Callbacks not yet delivered nor given up, fleet-wide (webhook_deliveries)", registers: [registry], async collect() { this.set((await backlog()).pending); } });
+  new Gauge({
+    name: "solver_webhook_in_flight",
+    help: "Callback attempts this process has in flight",
+    registers: [registry],
+    collect() {
+      this.set(src.webhookInFlight?.() ?? 0);
+    },
+  });
+  const backlog = async () =>
+    src.webhookBacklog
+      ? await src.webhookBacklog().catch(() => ({ pending: Number.NaN, lagSeconds: Number.NaN }))
+      : { pending: 0, lagSeconds: 0 };
+  new Gauge({
+    name: "pipeline_webhook_deliveries_pending",
+    help: "Callbacks not yet delivered nor given up, fleet-wide (webhook_deliveries)",
+    registers: [registry],
+    async collect() {
+      this.set((await backlog()).pending);
+    },
+  });
   new Gauge({
     name: "pipeline_webhook_delivery_lag_seconds",
     help: "How long the most overdue pending callback has been due (0 when none is): grows when the dispatchers fall behind or a cap holds callbacks back",

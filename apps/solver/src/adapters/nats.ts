@@ -1,5 +1,5 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { publishWithRetry, type Publisher } from "@pipeline/shared/nats";
+import { type Publisher, publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { dlqSubject, eventSubject, subjectOfEvent } from "@pipeline/shared/subjects";
 import type { Outcome } from "../domain/outcome.ts";
@@ -22,9 +22,24 @@ export function createEventSink(js: Publisher, region: string, onError: (err: Er
   };
   return {
     // A final event of a task with a callback goes to its hook subject (the notifier's).
-    publish: (ev) => send(subjectOfEvent(region, ev), { ...ev, region, at: new Date().toISOString() }, `${ev.taskId}:${ev.version}:${ev.kind}`),
-    alert: (kind, data) => send(eventSubject(region, kind), { kind, region, at: new Date().toISOString(), data }, `${kind}:${Date.now()}:${Math.random()}`),
-    deadLetter: (taskId, type, data) => send(dlqSubject(region, type), { taskId, region, at: new Date().toISOString(), ...data }, `dlq:${taskId}:${String(data.attempts ?? "")}:${String(data.redrives ?? "")}`),
+    publish: (ev) =>
+      send(
+        subjectOfEvent(region, ev),
+        { ...ev, region, at: new Date().toISOString() },
+        `${ev.taskId}:${ev.version}:${ev.kind}`,
+      ),
+    alert: (kind, data) =>
+      send(
+        eventSubject(region, kind),
+        { kind, region, at: new Date().toISOString(), data },
+        `${kind}:${Date.now()}:${Math.random()}`,
+      ),
+    deadLetter: (taskId, type, data) =>
+      send(
+        dlqSubject(region, type),
+        { taskId, region, at: new Date().toISOString(), ...data },
+        `dlq:${taskId}:${String(data.attempts ?? "")}:${String(data.redrives ?? "")}`,
+      ),
   };
 }
 

@@ -1,7 +1,7 @@
+import { type Db, type TaskRow, tasks } from "@pipeline/shared/db";
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type postgres from "postgres";
-import { tasks, type Db, type TaskRow } from "@pipeline/shared/db";
-import { createBatchedWrites, type Completed } from "./batched-writes.ts";
+import { type Completed, createBatchedWrites } from "./batched-writes.ts";
 import { createCheckpointWriter } from "./checkpoints.ts";
 
 export type Claim =
@@ -26,12 +26,21 @@ export interface SolverStore {
    * was taken over meanwhile (the taker waits for it instead of submitting again);
    * `stillOwner` says whether it may go on polling.
    */
-  setProviderId(id: string, worker: string, providerId: string, keyRef: string): Promise<{ written: boolean; stillOwner: boolean }>;
+  setProviderId(
+    id: string,
+    worker: string,
+    providerId: string,
+    keyRef: string,
+  ): Promise<{ written: boolean; stillOwner: boolean }>;
   get(id: string): Promise<TaskRow | undefined>;
   /** Forgets the provider task (unsolvable; submit anew), counting the resubmission. */
   clearProviderId(id: string, worker: string): Promise<boolean>;
   /** Completes the task (guarded by the lease). */
-  complete(id: string, worker: string, r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number }): Promise<Completed | undefined>;
+  complete(
+    id: string,
+    worker: string,
+    r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number },
+  ): Promise<Completed | undefined>;
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
   release(id: string, worker: string, r: { code?: string; polls: number }): Promise<TaskRow | undefined>;
@@ -54,13 +63,17 @@ const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval
 export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?: string): SolverStore {
   const checkpoints = checkpointSql ? createCheckpointWriter(checkpointSql) : undefined;
   const batched = createBatchedWrites(db.$client, region ? { region } : {});
-  const owned = (id: string, worker: string) => and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
+  const owned = (id: string, worker: string) =>
+    and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
   return {
     async claim(id, worker, leaseMs) {
       const claimed = await batched.claim({ id, worker, leaseMs });
       if (claimed) return { kind: "claimed", row: claimed };
       const rows = await db
-        .select({ row: tasks, leftMs: sql<number>`greatest(0, extract(epoch from (${tasks.leaseUntil} - now())) * 1000)::float8` })
+        .select({
+          row: tasks,
+          leftMs: sql<number>`greatest(0, extract(epoch from (${tasks.leaseUntil} - now())) * 1000)::float8`,
+        })
         .from(tasks)
         .where(eq(tasks.id, id));
       const found = rows[0];
@@ -81,8 +94,22 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?:
       if (checkpoints) return checkpoints.write({ id, worker, providerId, keyRef });
       const r = await db
         .update(tasks)
-        .set({ providerId, providerKeyRef: keyRef, providerSubmissions: sql`${tasks.providerSubmissions} + 1`, submitStartedAt: null, submitOwner: null, updatedAt: sql`now()` })
-        .where(and(eq(tasks.id, id), isNull(tasks.providerId), eq(tasks.submitOwner, worker), inArray(tasks.state, ["solving", "retrying"])))
+        .set({
+          providerId,
+          providerKeyRef: keyRef,
+          providerSubmissions: sql`${tasks.providerSubmissions} + 1`,
+          submitStartedAt: null,
+          submitOwner: null,
+          updatedAt: sql`now()`,
+        })
+        .where(
+          and(
+            eq(tasks.id, id),
+            isNull(tasks.providerId),
+            eq(tasks.submitOwner, worker),
+            inArray(tasks.state, ["solving", "retrying"]),
+          ),
+        )
         .returning({ leaseOwner: tasks.leaseOwner, state: tasks.state });
       const row = r[0];
       return { written: row !== undefined, stillOwner: row?.leaseOwner === worker && row.state === "solving" };
@@ -91,10 +118,22 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?:
       return (await db.select().from(tasks).where(eq(tasks.id, id)))[0];
     },
     async clearProviderId(id, worker) {
-      const r = await db.update(tasks).set({ providerId: null, providerKeyRef: null, updatedAt: sql`now()` }).where(owned(id, worker)).returning({ id: tasks.id });
+      const r = await db
+        .update(tasks)
+        .set({ providerId: null, providerKeyRef: null, updatedAt: sql`now()` })
+        .where(owned(id, worker))
+        .returning({ id: tasks.id });
       return r.length === 1;
     },
-    complete: (id, worker, r) => batched.complete({ id, worker, token: r.token, userAgent: r.userAgent ?? null, expiresAt: r.expiresAt, polls: r.polls }),
+    complete: (id, worker, r) =>
+      batched.complete({
+        id,
+        worker,
+        token: r.token,
+        userAgent: r.userAgent ?? null,
+        expiresAt: r.expiresAt,
+        polls: r.polls,
+      }),
     async fail(id, worker, r) {
       const out = await db
         .update(tasks)

@@ -1,4 +1,4 @@
-import { parseProviderReply, type ProviderReply } from "@pipeline/shared/provider";
+import { type ProviderReply, parseProviderReply } from "@pipeline/shared/provider";
 import { createPermits } from "../domain/permits.ts";
 
 export interface ProviderClient {
@@ -27,7 +27,12 @@ export interface ProviderClientOptions {
 export function createProviderClient(o: ProviderClientOptions): ProviderClient {
   const base = o.url.replace(/\/+$/, "");
   const slots = createPermits(o.maxConcurrent ?? 64);
-  async function call(path: string, fields: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply> {
+  async function call(
+    path: string,
+    fields: Record<string, string>,
+    key: string,
+    signal?: AbortSignal,
+  ): Promise<ProviderReply> {
     await slots.acquire();
     try {
       if (signal?.aborted) throw signal.reason;
@@ -36,7 +41,12 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
       slots.release();
     }
   }
-  async function send(path: string, fields: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply> {
+  async function send(
+    path: string,
+    fields: Record<string, string>,
+    key: string,
+    signal?: AbortSignal,
+  ): Promise<ProviderReply> {
     const body = new URLSearchParams({ ...fields, key, json: "1" });
     const timeout = AbortSignal.timeout(o.timeoutMs);
     try {
@@ -49,15 +59,20 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
       return parseProviderReply(res.status, await res.text());
     } catch (err) {
       if (signal?.aborted) throw err;
-      return { kind: "transport", reason: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}` };
+      return {
+        kind: "transport",
+        reason: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}`,
+      };
     }
   }
   const observed = (name: "submit" | "poll" | "balance", p: Promise<ProviderReply>) =>
     o.onReply ? p.then((r) => (o.onReply!(name, r), r)) : p;
   return {
     submit: (params, key, signal) => observed("submit", call("in.php", params, key, signal)),
-    poll: (providerId, key, signal) => observed("poll", call("res.php", { action: "get", id: providerId }, key, signal)),
-    pollMany: (providerIds, key, signal) => observed("poll", call("res.php", { action: "get", ids: providerIds.join(",") }, key, signal)),
+    poll: (providerId, key, signal) =>
+      observed("poll", call("res.php", { action: "get", id: providerId }, key, signal)),
+    pollMany: (providerIds, key, signal) =>
+      observed("poll", call("res.php", { action: "get", ids: providerIds.join(",") }, key, signal)),
     balance: (key, signal) => observed("balance", call("res.php", { action: "getbalance" }, key, signal)),
   };
 }

@@ -19,10 +19,10 @@
 // of those tasks; an in.php call it had started is waited for by the taker-over (submit marker).
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import type postgres from "postgres";
 import { liveWorkers } from "@pipeline/shared/kv";
 import { publishTaskMessage } from "@pipeline/shared/nats";
 import type { Priority, TaskType } from "@pipeline/shared/schemas";
+import type postgres from "postgres";
 
 export interface ReaperDeps {
   sql: postgres.Sql;
@@ -57,7 +57,9 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
   if (d.sessionName && d.sessionsGoneAfterMs !== undefined) {
     const late = workers.filter((w) => now - Date.parse(w.at) > d.sessionsGoneAfterMs! && w.workerId !== d.self);
     if (late.length) {
-      const rows = await d.sql<{ name: string | null }[]>`select distinct application_name as name from pg_stat_activity where datname = current_database()`;
+      const rows = await d.sql<
+        { name: string | null }[]
+      >`select distinct application_name as name from pg_stat_activity where datname = current_database()`;
       const names = rows.map((r) => r.name ?? "");
       for (const w of late) {
         // Postgres keeps the first 63 bytes of an application_name.

@@ -2,9 +2,10 @@
 // solver leases, per key, a block of units from `provider_slot_blocks` (one row per solver and key)
 // and spends it in memory; the provider tasks already running are counted from `tasks` at every
 // lease. The accounting and its invariant are in domain/slot-budget.ts.
-import type postgres from "postgres";
+
 import type { Priority } from "@pipeline/shared/schemas";
-import { grantFor, KeyBudget, wantFor, type Unit } from "../domain/slot-budget.ts";
+import type postgres from "postgres";
+import { grantFor, KeyBudget, type Unit, wantFor } from "../domain/slot-budget.ts";
 
 export type { Unit } from "../domain/slot-budget.ts";
 
@@ -91,7 +92,14 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
   async function leaseKey(b: KeyBudget): Promise<void> {
     const starvedBefore = othersStarved.get(b.keyRef) ?? false;
     const carried = b.carried();
-    const want = wantFor({ carried, waiting: b.waiting(), takenSinceLease: b.takenSinceLease, minSpare: o.minSpare ?? 2, othersStarved: starvedBefore, threads: o.threads });
+    const want = wantFor({
+      carried,
+      waiting: b.waiting(),
+      takenSinceLease: b.takenSinceLease,
+      minSpare: o.minSpare ?? 2,
+      othersStarved: starvedBefore,
+      threads: o.threads,
+    });
     const sentAt = b.leaseSent();
     const started = now();
     try {
@@ -106,7 +114,15 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
             (select coalesce(sum(size), 0)::int from live) as others,
             (select count(*)::int + 1 from live) as blocks,
             (select coalesce(bool_or(wanted > size), false) from live) as starved`;
-        const g = grantFor({ threads: o.threads, inFlight: f!.in_flight, othersReserved: f!.others, blocks: f!.blocks, othersStarved: f!.starved, carried, want });
+        const g = grantFor({
+          threads: o.threads,
+          inFlight: f!.in_flight,
+          othersReserved: f!.others,
+          blocks: f!.blocks,
+          othersStarved: f!.starved,
+          carried,
+          want,
+        });
         othersStarved.set(b.keyRef, f!.starved);
         // Short of what its waiting tasks need: the other solvers are told (at commit), and one
         // holding units it does not use leases again at once and gives them back (its spare is
@@ -115,7 +131,8 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
         // with tasks waiting leases again at once.
         const gaveBack = b.grant - b.consumed > Math.max(0, g - carried);
         const starved = g < carried + b.waiting();
-        if (starved || gaveBack) await tx`select pg_notify(${NOTIFY_CHANNEL}, ${`${b.keyRef} ${o.owner} ${starved ? "starved" : "freed"}`})`;
+        if (starved || gaveBack)
+          await tx`select pg_notify(${NOTIFY_CHANNEL}, ${`${b.keyRef} ${o.owner} ${starved ? "starved" : "freed"}`})`;
         await tx`
           insert into provider_slot_blocks (key_ref, owner, size, threads, wanted, lease_until, updated_at)
           values (${b.keyRef}, ${o.owner}, ${g}, ${o.threads}, ${want}, now() + ${`${o.leaseMs} milliseconds`}::interval, now())
@@ -160,10 +177,13 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
 
   function leaseSoon(): void {
     if (soon || leasing || stopped) return;
-    soon = setTimeout(() => {
-      soon = undefined;
-      void leaseAll();
-    }, Math.max(0, lastLeaseAt + gap - now()));
+    soon = setTimeout(
+      () => {
+        soon = undefined;
+        void leaseAll();
+      },
+      Math.max(0, lastLeaseAt + gap - now()),
+    );
   }
 
   return {

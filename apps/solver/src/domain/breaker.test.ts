@@ -6,7 +6,11 @@ const opts = { failureRate: 0.5, minCalls: 4, windowMs: 10_000, cooldownMs: 1000
 test("opens when the failure ratio over the window reaches the threshold", () => {
   let t = 0;
   const changes: string[] = [];
-  const b = createBreaker(opts, () => t, (s) => changes.push(s));
+  const b = createBreaker(
+    opts,
+    () => t,
+    (s) => changes.push(s),
+  );
   b.success();
   b.failure();
   b.success();

@@ -33,7 +33,11 @@ export interface Breaker {
  * failure ratio over the window reaches the threshold; open -> half_open after the cooldown;
  * half_open -> closed on a good probe, back to open (longer cooldown) on a bad one.
  */
-export function createBreaker(o: BreakerOptions, now: () => number = Date.now, onChange: (s: BreakerState, reason?: string) => void = () => {}): Breaker {
+export function createBreaker(
+  o: BreakerOptions,
+  now: () => number = Date.now,
+  onChange: (s: BreakerState, reason?: string) => void = () => {},
+): Breaker {
   let state: BreakerState = "closed";
   let openedUntil = 0;
   let cooldown = o.cooldownMs;

@@ -9,7 +9,11 @@ const base = { providerKey: "spare", changedBy: "ops", changedAt: "2026-12-02T10
 
 test("a valid revision names a key of the file; unset fields keep the environment's values", () => {
   const r = resolveRuntimeConfig({ ...base, pollIntervalMs: 700 }, keys, env);
-  expect(r).toEqual({ ok: true, key: { name: "spare", ref: keyRefOf(keys.spare), value: keys.spare }, timing: { pollIntervalMs: 700, maxPolls: 20, maxResubmits: 3 } });
+  expect(r).toEqual({
+    ok: true,
+    key: { name: "spare", ref: keyRefOf(keys.spare), value: keys.spare },
+    timing: { pollIntervalMs: 700, maxPolls: 20, maxResubmits: 3 },
+  });
 });
 
 test("a key name the file does not hold is refused, naming the field (and not the key)", () => {

@@ -16,7 +16,8 @@ export type Applied = { ok: true; key: ProviderKeyInUse; timing: LiveTiming } | 
  */
 export function resolveRuntimeConfig(config: SolverRuntimeConfig, keys: ProviderKeys, envTiming: LiveTiming): Applied {
   const value = keys[config.providerKey];
-  if (value === undefined) return { ok: false, error: `providerKey: no key named '${config.providerKey}' in this solver's key file` };
+  if (value === undefined)
+    return { ok: false, error: `providerKey: no key named '${config.providerKey}' in this solver's key file` };
   return {
     ok: true,
     key: keyInUse(config.providerKey, value),

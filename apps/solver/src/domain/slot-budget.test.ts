@@ -23,10 +23,18 @@ test("while another solver is starved, a grant is capped at a fair share of what
 });
 
 test("a lease asks for what it carries, the waiting tasks and a spare sized by recent demand; no spare while another starves", () => {
-  expect(wantFor({ carried: 2, waiting: 3, takenSinceLease: 0, minSpare: 2, othersStarved: false, threads: 100 })).toBe(7);
-  expect(wantFor({ carried: 2, waiting: 3, takenSinceLease: 40, minSpare: 2, othersStarved: false, threads: 100 })).toBe(85);
-  expect(wantFor({ carried: 2, waiting: 3, takenSinceLease: 40, minSpare: 2, othersStarved: true, threads: 100 })).toBe(5);
-  expect(wantFor({ carried: 2, waiting: 300, takenSinceLease: 40, minSpare: 2, othersStarved: false, threads: 100 })).toBe(100);
+  expect(wantFor({ carried: 2, waiting: 3, takenSinceLease: 0, minSpare: 2, othersStarved: false, threads: 100 })).toBe(
+    7,
+  );
+  expect(
+    wantFor({ carried: 2, waiting: 3, takenSinceLease: 40, minSpare: 2, othersStarved: false, threads: 100 }),
+  ).toBe(85);
+  expect(wantFor({ carried: 2, waiting: 3, takenSinceLease: 40, minSpare: 2, othersStarved: true, threads: 100 })).toBe(
+    5,
+  );
+  expect(
+    wantFor({ carried: 2, waiting: 300, takenSinceLease: 40, minSpare: 2, othersStarved: false, threads: 100 }),
+  ).toBe(100);
 });
 
 function budget(t = { now: 1000 }) {

@@ -211,7 +211,14 @@ export class KeyBudget {
  * units taken since the last lease (so a steady demand is served by fewer leases, each one a row
  * write), none while another solver starves.
  */
-export function wantFor(b: { carried: number; waiting: number; takenSinceLease: number; minSpare: number; othersStarved: boolean; threads: number }): number {
+export function wantFor(b: {
+  carried: number;
+  waiting: number;
+  takenSinceLease: number;
+  minSpare: number;
+  othersStarved: boolean;
+  threads: number;
+}): number {
   const spare = b.othersStarved ? 0 : Math.max(b.minSpare, 2 * b.takenSinceLease);
   return Math.min(b.threads, b.carried + b.waiting + spare);
 }

@@ -27,7 +27,19 @@ test("tokens expire after their lifetime; image answers do not", () => {
 });
 
 test("a timing applied is read from the next get(); one read before keeps its values", () => {
-  const timing = timingInUse({ leaseMs: 30_000, firstPollMs: undefined, pollIntervalMs: 5000, maxPolls: 60, maxResubmits: 2, maxAttempts: 5, tokenTtlMs: 120_000, retryBaseMs: 1000, retryMaxMs: 60_000, slotWaitMs: 2000, providerTimeoutMs: 15_000 });
+  const timing = timingInUse({
+    leaseMs: 30_000,
+    firstPollMs: undefined,
+    pollIntervalMs: 5000,
+    maxPolls: 60,
+    maxResubmits: 2,
+    maxAttempts: 5,
+    tokenTtlMs: 120_000,
+    retryBaseMs: 1000,
+    retryMaxMs: 60_000,
+    slotWaitMs: 2000,
+    providerTimeoutMs: 15_000,
+  });
   const before = timing.get();
   timing.apply({ pollIntervalMs: 700, maxPolls: 20, maxResubmits: 3 });
   expect(timing.get()).toEqual({ ...before, pollIntervalMs: 700, maxPolls: 20, maxResubmits: 3 });

@@ -35,7 +35,12 @@ export function timingInUse(initial: HandlerTiming): TimingInUse {
   return {
     get: () => current,
     apply(next) {
-      current = Object.freeze({ ...current, pollIntervalMs: next.pollIntervalMs, maxPolls: next.maxPolls, maxResubmits: next.maxResubmits });
+      current = Object.freeze({
+        ...current,
+        pollIntervalMs: next.pollIntervalMs,
+        maxPolls: next.maxPolls,
+        maxResubmits: next.maxResubmits,
+      });
     },
   };
 }

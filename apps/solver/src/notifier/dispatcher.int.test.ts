@@ -8,14 +8,14 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline/shared/db";
-import { createLogger } from "@pipeline/shared/log";
-import { callbackHostKey, type CallbackPolicy, type ResolvedAddress } from "@pipeline/shared/net";
 import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
+import { type Database, openDatabase, tasks, webhookDeliveries } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import { type CallbackPolicy, callbackHostKey, type ResolvedAddress } from "@pipeline/shared/net";
 import { clientWebhookSecret, verifyWebhook, WEBHOOK_HEADERS } from "@pipeline/shared/webhooks";
-import { pinnedPost, type CallbackRequest, type PostCallback, type Resolve } from "../adapters/callback-http.ts";
+import { type CallbackRequest, type PostCallback, pinnedPost, type Resolve } from "../adapters/callback-http.ts";
 import { createDeliveryStore, type DeliveryStore } from "../adapters/deliveries.ts";
-import { createDispatcher, type AttemptResult, type DeliveryOutcome, type DispatcherDeps } from "./dispatcher.ts";
+import { type AttemptResult, createDispatcher, type DeliveryOutcome, type DispatcherDeps } from "./dispatcher.ts";
 
 const SECRET = "dispatcher-test-secret-0001";
 const STRICT: CallbackPolicy = { allowHttp: false, allowPrivate: false };
@@ -64,7 +64,9 @@ async function completedTask(callbackUrl: string, owner = "tenant-a"): Promise<{
 }
 
 const delivery = async (id: string) => (await database.db.select().from(webhookDeliveries).where(eqId(id)))[0]!;
+
 import { eq } from "drizzle-orm";
+
 const eqId = (id: string) => eq(webhookDeliveries.deliveryId, id);
 
 /** A logger whose lines the test reads. */
@@ -133,7 +135,12 @@ describe("the SSRF policy at send time", () => {
     expect(resolved).toEqual(["hooks.rebind.example"]);
     expect(calls).toEqual([]);
     const row = await delivery(deliveryId);
-    expect(row).toMatchObject({ status: "refused", attempts: 0, lastError: "the host name resolves to a loopback address (127.0.0.1)", leaseUntil: null });
+    expect(row).toMatchObject({
+      status: "refused",
+      attempts: 0,
+      lastError: "the host name resolves to a loopback address (127.0.0.1)",
+      leaseUntil: null,
+    });
     expect(row.failedAt).toBeInstanceOf(Date);
     expect(counted.outcomes).toEqual(["refused"]);
     const warn = lines.find((l) => l.msg === "callback refused by the SSRF policy; not sent, not retried");
@@ -170,19 +177,28 @@ describe("the SSRF policy at send time", () => {
     const c = await completedTask("http://hooks.example.com/cb");
     const { d, counted } = dispatcher({ post, resolve });
     try {
-      await eventually(async () => (await Promise.all([a, b, c].map((x) => delivery(x.deliveryId)))).every((r) => r.status === "refused"), 5000);
+      await eventually(
+        async () =>
+          (await Promise.all([a, b, c].map((x) => delivery(x.deliveryId)))).every((r) => r.status === "refused"),
+        5000,
+      );
     } finally {
       await d.stop();
     }
     expect(calls).toEqual([]);
     expect(lookups).toBe(0);
     expect(counted.outcomes).toEqual(["refused", "refused", "refused"]);
-    expect((await delivery(a.deliveryId)).lastError).toBe("callbackUrl must not point to a loopback address (127.0.0.1)");
+    expect((await delivery(a.deliveryId)).lastError).toBe(
+      "callbackUrl must not point to a loopback address (127.0.0.1)",
+    );
   });
 
   test("a public answer is what the request is pinned to, with the host name kept in the URL, and the POST is signed", async () => {
     const { calls, post } = sent();
-    const resolve: Resolve = async () => [{ address: "2606:4700::1111", family: 6 }, { address: "93.184.216.34", family: 4 }];
+    const resolve: Resolve = async () => [
+      { address: "2606:4700::1111", family: 6 },
+      { address: "93.184.216.34", family: 4 },
+    ];
     const { deliveryId } = await completedTask("https://hooks.public.example/cb");
     const { d, counted } = dispatcher({ post, resolve });
     try {
@@ -195,7 +211,10 @@ describe("the SSRF policy at send time", () => {
     expect(calls[0]!.url.hostname).toBe("hooks.public.example");
     expect(calls[0]!.headers[WEBHOOK_HEADERS.delivery]).toBe(deliveryId);
     // Signed with the owner's own secret (derived from the master), which no other tenant holds.
-    const sig = { timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!, signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]! };
+    const sig = {
+      timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!,
+      signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]!,
+    };
     expect(verifyWebhook(clientWebhookSecret(SECRET, "tenant-a"), sig, calls[0]!.body)).toBe(true);
     expect(verifyWebhook(clientWebhookSecret(SECRET, "tenant-b"), sig, calls[0]!.body)).toBe(false);
     expect(verifyWebhook(SECRET, sig, calls[0]!.body)).toBe(false);
@@ -211,9 +230,14 @@ describe("the SSRF policy at send time", () => {
     } finally {
       await d.stop();
     }
-    const sig = { timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!, signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]! };
+    const sig = {
+      timestamp: calls[0]!.headers[WEBHOOK_HEADERS.timestamp]!,
+      signature: calls[0]!.headers[WEBHOOK_HEADERS.signature]!,
+    };
     expect(sig.signature.split(",")).toHaveLength(2);
-    expect(verifyWebhook(clientWebhookSecret("dispatcher-test-secret-0002", "tenant-a"), sig, calls[0]!.body)).toBe(true);
+    expect(verifyWebhook(clientWebhookSecret("dispatcher-test-secret-0002", "tenant-a"), sig, calls[0]!.body)).toBe(
+      true,
+    );
     expect(verifyWebhook(clientWebhookSecret(SECRET, "tenant-a"), sig, calls[0]!.body)).toBe(true);
   });
 
@@ -221,11 +245,18 @@ describe("the SSRF policy at send time", () => {
     const tried: string[] = [];
     const post: PostCallback = async (req) => {
       tried.push(req.address);
-      if (req.address === "2606:4700::1111") throw Object.assign(new Error("connect ENETUNREACH"), { code: "ENETUNREACH" });
+      if (req.address === "2606:4700::1111")
+        throw Object.assign(new Error("connect ENETUNREACH"), { code: "ENETUNREACH" });
       return { status: 204 };
     };
     const { deliveryId } = await completedTask("https://hooks.dual-stack.example/cb");
-    const { d } = dispatcher({ post, resolve: async () => [{ address: "2606:4700::1111", family: 6 }, { address: "93.184.216.34", family: 4 }] });
+    const { d } = dispatcher({
+      post,
+      resolve: async () => [
+        { address: "2606:4700::1111", family: 6 },
+        { address: "93.184.216.34", family: 4 },
+      ],
+    });
     try {
       await eventually(async () => (await delivery(deliveryId)).status === "delivered", 5000);
     } finally {
@@ -250,9 +281,20 @@ describe("the SSRF policy at send time", () => {
 describe("the pinned HTTP client connects to the checked address, whatever DNS would answer", () => {
   test("http: a name that does not resolve at all reaches the pinned 127.0.0.1, Host header kept", async () => {
     const seen: Array<{ host: string | null; body: string }> = [];
-    const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async (req) => (seen.push({ host: req.headers.get("host"), body: await req.text() }), new Response("ok")) });
+    const server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: async (req) => (seen.push({ host: req.headers.get("host"), body: await req.text() }), new Response("ok")),
+    });
     try {
-      const r = await pinnedPost()({ url: new URL(`http://never-resolves.invalid:${server.port}/hook`), address: "127.0.0.1", family: 4, headers: { "content-type": "application/json" }, body: '{"a":1}', timeoutMs: 2000 });
+      const r = await pinnedPost()({
+        url: new URL(`http://never-resolves.invalid:${server.port}/hook`),
+        address: "127.0.0.1",
+        family: 4,
+        headers: { "content-type": "application/json" },
+        body: '{"a":1}',
+        timeoutMs: 2000,
+      });
       expect(r.status).toBe(200);
       expect(seen).toEqual([{ host: `never-resolves.invalid:${server.port}`, body: '{"a":1}' }]);
     } finally {
@@ -261,27 +303,71 @@ describe("the pinned HTTP client connects to the checked address, whatever DNS w
   });
 
   const openssl = spawnSync("openssl", ["version"]).status === 0;
-  test.skipIf(!openssl)("https: pinned too, and the certificate is still checked against the URL's host name", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "pinned-tls-"));
-    const gen = spawnSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "1", "-subj", "/CN=hooks.test", "-addext", "subjectAltName=DNS:hooks.test"], { encoding: "utf8" });
-    expect(gen.status).toBe(0);
-    const cert = readFileSync(join(dir, "cert.pem"), "utf8");
-    const server = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert, key: readFileSync(join(dir, "key.pem"), "utf8") }, fetch: (req) => new Response(req.headers.get("host")) });
-    try {
-      const post = pinnedPost({ ca: cert });
-      const req = (host: string) => ({ url: new URL(`https://${host}:${server.port}/hook`), address: "127.0.0.1", family: 4 as const, headers: {}, body: "{}", timeoutMs: 3000 });
-      expect((await post(req("hooks.test"))).status).toBe(200);
-      await expect(post(req("other.test"))).rejects.toThrow(/altnames|certificate|hostname/i);
-    } finally {
-      server.stop(true);
-    }
-  });
+  test.skipIf(!openssl)(
+    "https: pinned too, and the certificate is still checked against the URL's host name",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "pinned-tls-"));
+      const gen = spawnSync(
+        "openssl",
+        [
+          "req",
+          "-x509",
+          "-newkey",
+          "ec",
+          "-pkeyopt",
+          "ec_paramgen_curve:prime256v1",
+          "-nodes",
+          "-keyout",
+          join(dir, "key.pem"),
+          "-out",
+          join(dir, "cert.pem"),
+          "-days",
+          "1",
+          "-subj",
+          "/CN=hooks.test",
+          "-addext",
+          "subjectAltName=DNS:hooks.test",
+        ],
+        { encoding: "utf8" },
+      );
+      expect(gen.status).toBe(0);
+      const cert = readFileSync(join(dir, "cert.pem"), "utf8");
+      const server = Bun.serve({
+        hostname: "127.0.0.1",
+        port: 0,
+        tls: { cert, key: readFileSync(join(dir, "key.pem"), "utf8") },
+        fetch: (req) => new Response(req.headers.get("host")),
+      });
+      try {
+        const post = pinnedPost({ ca: cert });
+        const req = (host: string) => ({
+          url: new URL(`https://${host}:${server.port}/hook`),
+          address: "127.0.0.1",
+          family: 4 as const,
+          headers: {},
+          body: "{}",
+          timeoutMs: 3000,
+        });
+        expect((await post(req("hooks.test"))).status).toBe(200);
+        await expect(post(req("other.test"))).rejects.toThrow(/altnames|certificate|hostname/i);
+      } finally {
+        server.stop(true);
+      }
+    },
+  );
 
   test("a closed port is a connection error with its code (the dispatcher then tries the next address)", async () => {
     const closed = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
     const port = closed.port;
     closed.stop(true);
-    const err = await pinnedPost()({ url: new URL(`http://closed.invalid:${port}/`), address: "127.0.0.1", family: 4, headers: {}, body: "{}", timeoutMs: 2000 }).then(
+    const err = await pinnedPost()({
+      url: new URL(`http://closed.invalid:${port}/`),
+      address: "127.0.0.1",
+      family: 4,
+      headers: {},
+      body: "{}",
+      timeoutMs: 2000,
+    }).then(
       () => undefined,
       (e: unknown) => e as { code?: string },
     );
@@ -292,7 +378,16 @@ describe("the pinned HTTP client connects to the checked address, whatever DNS w
     const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Promise<Response>(() => {}) });
     try {
       const t0 = Date.now();
-      await expect(pinnedPost()({ url: new URL(`http://slow.invalid:${server.port}/`), address: "127.0.0.1", family: 4, headers: {}, body: "{}", timeoutMs: 300 })).rejects.toThrow(/timed out/);
+      await expect(
+        pinnedPost()({
+          url: new URL(`http://slow.invalid:${server.port}/`),
+          address: "127.0.0.1",
+          family: 4,
+          headers: {},
+          body: "{}",
+          timeoutMs: 300,
+        }),
+      ).rejects.toThrow(/timed out/);
       expect(Date.now() - t0).toBeLessThan(2000);
     } finally {
       server.stop(true);
@@ -313,10 +408,21 @@ describe("retries from webhook_deliveries", () => {
       await d.stop();
     }
     expect(n).toBe(4);
-    expect(await delivery(deliveryId)).toMatchObject({ status: "failed", attempts: 4, lastStatus: 500, lastError: "HTTP 500", deliveredAt: null });
+    expect(await delivery(deliveryId)).toMatchObject({
+      status: "failed",
+      attempts: 4,
+      lastStatus: 500,
+      lastError: "HTTP 500",
+      deliveredAt: null,
+    });
     expect(counted.attempts).toEqual(["http_error", "http_error", "http_error", "http_error"]);
     expect(counted.outcomes).toEqual(["failed"]);
-    expect(lines.find((l) => l.msg === "callback given up: retry limit reached")).toMatchObject({ level: 40, taskId, deliveryId, attempts: 4 });
+    expect(lines.find((l) => l.msg === "callback given up: retry limit reached")).toMatchObject({
+      level: 40,
+      taskId,
+      deliveryId,
+      attempts: 4,
+    });
   });
 
   test("a delivery older than the age limit is given up at its next failure", async () => {
@@ -334,7 +440,11 @@ describe("retries from webhook_deliveries", () => {
       await d.stop();
     }
     expect(n).toBe(1);
-    expect(await delivery(deliveryId)).toMatchObject({ attempts: 1, lastStatus: null, lastError: "ECONNREFUSED: connect ECONNREFUSED" });
+    expect(await delivery(deliveryId)).toMatchObject({
+      attempts: 1,
+      lastStatus: null,
+      lastError: "ECONNREFUSED: connect ECONNREFUSED",
+    });
     expect(counted).toEqual({ attempts: ["unreachable"], outcomes: ["failed"] });
   });
 
@@ -345,8 +455,19 @@ describe("retries from webhook_deliveries", () => {
     await database.sql`update tasks set state = 'queued', redrives = 1, token = null where id = ${redriven.taskId}`;
     const { d, counted } = dispatcher({ post });
     try {
-      await eventually(async () => (await delivery(done.deliveryId)).status === "delivered" && (await delivery(redriven.deliveryId)).status === "superseded", 5000);
-      await store.enqueue({ deliveryId: done.deliveryId, taskId: done.taskId, state: "completed", owner: "tenant-a", host: "x" }); // the event seen again
+      await eventually(
+        async () =>
+          (await delivery(done.deliveryId)).status === "delivered" &&
+          (await delivery(redriven.deliveryId)).status === "superseded",
+        5000,
+      );
+      await store.enqueue({
+        deliveryId: done.deliveryId,
+        taskId: done.taskId,
+        state: "completed",
+        owner: "tenant-a",
+        host: "x",
+      }); // the event seen again
       d.kick();
       await Bun.sleep(300);
     } finally {
@@ -380,7 +501,9 @@ describe("retries from webhook_deliveries", () => {
     await Bun.sleep(20);
     const [second] = await store.claim({ limit: 1, tenantCap: 10, hostCap: 10, leaseMs: 60_000, token: "b:1" });
     expect(second?.deliveryId).toBe(deliveryId);
-    expect(await store.retry(first!, { status: 500, error: "HTTP 500", delayMs: 10, maxAttempts: 30, maxAgeMs: 3600_000 })).toBeUndefined();
+    expect(
+      await store.retry(first!, { status: 500, error: "HTTP 500", delayMs: 10, maxAttempts: 30, maxAgeMs: 3600_000 }),
+    ).toBeUndefined();
     expect(await delivery(deliveryId)).toMatchObject({ leaseOwner: "b:1", attempts: 0 });
   });
 });
@@ -422,7 +545,9 @@ describe("in-flight caps", () => {
       await eventually(() => rx.deliveredAt.has(b.deliveryId), 5000);
       expect(rx.deliveredAt.get(b.deliveryId)! - t0).toBeLessThan(1000);
       expect(rx.max.get("hooks.tenant-a.example")).toBe(5);
-      const leased = await database.sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where owner = 'tenant-a' and lease_until > now()`;
+      const leased = await database.sql<
+        { n: number }[]
+      >`select count(*)::int as n from webhook_deliveries where owner = 'tenant-a' and lease_until > now()`;
       expect(leased[0]!.n).toBe(5);
     } finally {
       rx.release();

@@ -1,7 +1,12 @@
 import type { Logger } from "@pipeline/shared/log";
-import { checkCallbackUrl, checkResolvedAddresses, type CallbackPolicy } from "@pipeline/shared/net";
+import { type CallbackPolicy, checkCallbackUrl, checkResolvedAddresses } from "@pipeline/shared/net";
 import { toTaskView } from "@pipeline/shared/tasks";
-import { clientSigningSecrets, signatureHeader, WEBHOOK_HEADERS, type WebhookGenerations } from "@pipeline/shared/webhooks";
+import {
+  clientSigningSecrets,
+  signatureHeader,
+  WEBHOOK_HEADERS,
+  type WebhookGenerations,
+} from "@pipeline/shared/webhooks";
 import type { PostCallback, Resolve } from "../adapters/callback-http.ts";
 import type { ClaimedDelivery, DeliveryStore } from "../adapters/deliveries.ts";
 import { backoff } from "../domain/timing.ts";
@@ -65,13 +70,21 @@ function errorCode(err: unknown): string | undefined {
 function describe(err: unknown, url: string): string {
   const e = err as { message?: unknown } | undefined;
   const code = errorCode(err);
-  const message = String(e?.message ?? err).split(url).join("<callbackUrl>").slice(0, 200);
+  const message = String(e?.message ?? err)
+    .split(url)
+    .join("<callbackUrl>")
+    .slice(0, 200);
   return code ? `${code}: ${message}` : message;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    p,
+    new Promise<never>(
+      (_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms)),
+    ),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -110,21 +123,40 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   async function retry(d: ClaimedDelivery, status: number | null, error: string, result: AttemptResult) {
     deps.metrics?.attempt(result);
     const delayMs = backoff(d.attempts + 1, deps.retryBaseMs, deps.retryMaxMs);
-    const r = await deps.store.retry(d, { status, error, delayMs, maxAttempts: deps.maxAttempts, maxAgeMs: deps.maxAgeMs });
-    if (!r) return deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId }, "callback lease lost before its outcome was written; another attempt follows");
+    const r = await deps.store.retry(d, {
+      status,
+      error,
+      delayMs,
+      maxAttempts: deps.maxAttempts,
+      maxAgeMs: deps.maxAgeMs,
+    });
+    if (!r)
+      return deps.log.warn(
+        { taskId: d.taskId, deliveryId: d.deliveryId },
+        "callback lease lost before its outcome was written; another attempt follows",
+      );
     if (r.gaveUp) {
       deps.metrics?.outcome("failed");
-      deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error }, "callback given up: retry limit reached");
+      deps.log.warn(
+        { taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error },
+        "callback given up: retry limit reached",
+      );
       return;
     }
-    deps.log.info({ taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error, retryInMs: delayMs }, "callback not acknowledged; will retry");
+    deps.log.info(
+      { taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error, retryInMs: delayMs },
+      "callback not acknowledged; will retry",
+    );
     if (delayMs < deps.pollMs) setTimeout(kick, delayMs).unref?.();
   }
 
   async function refuse(d: ClaimedDelivery, reason: string) {
     await deps.store.end(d, "refused", reason);
     deps.metrics?.outcome("refused");
-    deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId, reason }, "callback refused by the SSRF policy; not sent, not retried");
+    deps.log.warn(
+      { taskId: d.taskId, deliveryId: d.deliveryId, reason },
+      "callback refused by the SSRF policy; not sent, not retried",
+    );
   }
 
   async function attempt(d: ClaimedDelivery): Promise<void> {
@@ -157,18 +189,33 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       // falls back to the next, up to three.
       candidates = r.addresses.slice(0, 3);
     }
-    const body = JSON.stringify({ deliveryId: d.deliveryId, event: `task.${row.state}`, task: toTaskView(row, new Date()) });
+    const body = JSON.stringify({
+      deliveryId: d.deliveryId,
+      event: `task.${row.state}`,
+      task: toTaskView(row, new Date()),
+    });
     const ts = Math.floor(Date.now() / 1000);
     const headers = {
       "content-type": "application/json",
       [WEBHOOK_HEADERS.delivery]: d.deliveryId,
       [WEBHOOK_HEADERS.timestamp]: String(ts),
-      [WEBHOOK_HEADERS.signature]: signatureHeader(clientSigningSecrets(deps.secrets, row.owner, deps.generations), ts, body),
+      [WEBHOOK_HEADERS.signature]: signatureHeader(
+        clientSigningSecrets(deps.secrets, row.owner, deps.generations),
+        ts,
+        body,
+      ),
     };
     let status = 0;
     for (const [i, pinned] of candidates.entries()) {
       try {
-        ({ status } = await deps.post({ url: target.url, address: pinned.address, family: pinned.family, body, timeoutMs: deps.timeoutMs, headers }));
+        ({ status } = await deps.post({
+          url: target.url,
+          address: pinned.address,
+          family: pinned.family,
+          body,
+          timeoutMs: deps.timeoutMs,
+          headers,
+        }));
         break;
       } catch (err) {
         if (i < candidates.length - 1 && CONNECT_ERRORS.has(errorCode(err) ?? "")) continue;
@@ -186,7 +233,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
 
   function launch(d: ClaimedDelivery) {
     const p: Promise<void> = attempt(d)
-      .catch((err: Error) => deps.log.warn({ taskId: d.taskId, deliveryId: d.deliveryId, err: err.message }, "callback attempt not recorded; retried once its lease expires"))
+      .catch((err: Error) =>
+        deps.log.warn(
+          { taskId: d.taskId, deliveryId: d.deliveryId, err: err.message },
+          "callback attempt not recorded; retried once its lease expires",
+        ),
+      )
       .finally(() => {
         inflight.delete(p);
         kick();
@@ -208,7 +260,13 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
           const free = deps.concurrency - inflight.size;
           if (free > 0) {
             try {
-              const batch = await deps.store.claim({ limit: free, tenantCap: deps.tenantMaxInFlight, hostCap: deps.hostMaxInFlight, leaseMs, token: `${deps.workerId}:${++claims}` });
+              const batch = await deps.store.claim({
+                limit: free,
+                tenantCap: deps.tenantMaxInFlight,
+                hostCap: deps.hostMaxInFlight,
+                leaseMs,
+                token: `${deps.workerId}:${++claims}`,
+              });
               for (const d of batch) launch(d);
             } catch (err) {
               if (running) deps.log.warn({ err: (err as Error).message }, "claiming due callbacks failed; retrying");

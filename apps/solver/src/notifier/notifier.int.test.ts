@@ -5,15 +5,31 @@
 // subject) or `data.callback: false`.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { randomUUID } from "node:crypto";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { AckPolicy, DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { openDatabase, tasks, webhookDeliveries, type Database } from "@pipeline/shared/db";
-import { createLogger } from "@pipeline/shared/log";
-import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { connectNats, ensureConsumer, ensureNotifierConsumer, ensureNotifierConsumers, ensureStreams, legacyNotifierConsumer, notifierConsumerConfig, notifierConsumerNames, notifierHooksConsumerConfig, resumePoint } from "@pipeline/shared/nats";
+import {
+  createTestDatabase,
+  eventually,
+  startTestNats,
+  type TestDatabase,
+  type TestNats,
+} from "@pipeline/devstack/testing";
+import { type Database, openDatabase, tasks, webhookDeliveries } from "@pipeline/shared/db";
+import { createLogger } from "@pipeline/shared/log";
+import {
+  connectNats,
+  ensureConsumer,
+  ensureNotifierConsumer,
+  ensureNotifierConsumers,
+  ensureStreams,
+  legacyNotifierConsumer,
+  notifierConsumerConfig,
+  notifierConsumerNames,
+  notifierHooksConsumerConfig,
+  resumePoint,
+} from "@pipeline/shared/nats";
 import { eventSubject, hookEventSubject, streams, subjectOfEvent } from "@pipeline/shared/subjects";
-import { createTestDatabase, eventually, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createDeliveryStore } from "../adapters/deliveries.ts";
 import { createEventSink } from "../adapters/nats.ts";
 import { createNotifier } from "./notifier.ts";
@@ -42,7 +58,11 @@ afterAll(async () => {
 });
 
 /** Runs a notifier on the region's consumer until it has finished every event up to stream sequence `lastSeq`. */
-async function runNotifier(region: string, store: Parameters<typeof createNotifier>[0]["store"], lastSeq: number): Promise<void> {
+async function runNotifier(
+  region: string,
+  store: Parameters<typeof createNotifier>[0]["store"],
+  lastSeq: number,
+): Promise<void> {
   const name = notifierConsumerConfig(region).durable_name;
   const notifier = createNotifier({
     consumer: await jetstream(nc).consumers.get(streams.events(region), name),
@@ -62,9 +82,24 @@ async function runNotifier(region: string, store: Parameters<typeof createNotifi
   }
 }
 
-async function task(state: "completed" | "failed" | "queued", callbackUrl: string | null, region = REGION): Promise<string> {
+async function task(
+  state: "completed" | "failed" | "queued",
+  callbackUrl: string | null,
+  region = REGION,
+): Promise<string> {
   const id = randomUUID();
-  await database.db.insert(tasks).values({ id, owner: "tenant-n", requestHash: "h", region, type: "turnstile", priority: "normal", params: {}, state, callbackUrl, redrives: state === "queued" ? 1 : 0 });
+  await database.db.insert(tasks).values({
+    id,
+    owner: "tenant-n",
+    requestHash: "h",
+    region,
+    type: "turnstile",
+    priority: "normal",
+    params: {},
+    state,
+    callbackUrl,
+    redrives: state === "queued" ? 1 : 0,
+  });
   return id;
 }
 
@@ -77,8 +112,17 @@ test("final-state events with a callback become deliveries; the rest are acked, 
   const failedUnflagged = await task("failed", "https://hooks.example.com/d");
   const redriven = await task("queued", "https://hooks.example.com/e"); // its `completed` event is old news
   const js = jetstream(nc);
-  const publish = (kind: string, body: unknown) => js.publish(eventSubject(REGION, kind), typeof body === "string" ? body : JSON.stringify(body));
-  const ev = (taskId: string, kind: string, data: Record<string, unknown> = {}) => ({ taskId, kind, state: kind, version: 1, region: REGION, at: new Date().toISOString(), data });
+  const publish = (kind: string, body: unknown) =>
+    js.publish(eventSubject(REGION, kind), typeof body === "string" ? body : JSON.stringify(body));
+  const ev = (taskId: string, kind: string, data: Record<string, unknown> = {}) => ({
+    taskId,
+    kind,
+    state: kind,
+    version: 1,
+    region: REGION,
+    at: new Date().toISOString(),
+    data,
+  });
   await publish("accepted", ev(withCallback, "accepted", { callbackUrl: "https://hooks.example.com/a" }));
   await publish("solving", ev(withCallback, "solving"));
   await publish("submitted", ev(withCallback, "submitted"));
@@ -91,10 +135,20 @@ test("final-state events with a callback become deliveries; the rest are acked, 
 
   // Only the final-state events reach the consumer (five of the nine).
   await runNotifier(REGION, counted, 9);
-  expect((await jsm.consumers.info(streams.events(REGION), notifierConsumerConfig(REGION).durable_name)).delivered.consumer_seq).toBe(5);
+  expect(
+    (await jsm.consumers.info(streams.events(REGION), notifierConsumerConfig(REGION).durable_name)).delivered
+      .consumer_seq,
+  ).toBe(5);
   const rows = await database.db.select().from(webhookDeliveries);
-  expect(rows.map((r) => r.deliveryId).sort()).toEqual([`${failedUnflagged}:failed:0`, `${withCallback}:completed:0`].sort());
-  expect(rows.find((r) => r.taskId === withCallback)).toMatchObject({ state: "completed", owner: "tenant-n", host: "hooks.example.com", status: "pending" });
+  expect(rows.map((r) => r.deliveryId).sort()).toEqual(
+    [`${failedUnflagged}:failed:0`, `${withCallback}:completed:0`].sort(),
+  );
+  expect(rows.find((r) => r.taskId === withCallback)).toMatchObject({
+    state: "completed",
+    owner: "tenant-n",
+    host: "hooks.example.com",
+    status: "pending",
+  });
   // Read: the final events that said there is a callback, or said nothing. Not read: the
   // non-final ones, `callback: false`, the unparsable one.
   expect(reads.sort()).toEqual([withCallback, failedUnflagged, redriven].sort());
@@ -112,12 +166,29 @@ test("upgrading beside the previous version's consumer: this version starts wher
   await ensureStreams(jsm, { region: MIGRATING });
   const stream = streams.events(MIGRATING);
   // The previous version's consumer, as it made it: every event of the region, from its creation on.
-  await ensureConsumer(jsm, stream, { durable_name: legacyNotifierConsumer(MIGRATING), filter_subject: `events.${MIGRATING}.*`, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 1000 });
+  await ensureConsumer(jsm, stream, {
+    durable_name: legacyNotifierConsumer(MIGRATING),
+    filter_subject: `events.${MIGRATING}.*`,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.New,
+    ack_wait: nanos(30_000),
+    max_deliver: -1,
+    max_ack_pending: 1000,
+  });
   const done = await task("completed", "https://hooks.example.com/done", MIGRATING);
   const unfinished = await task("completed", "https://hooks.example.com/left", MIGRATING);
   const later = await task("completed", "https://hooks.example.com/later", MIGRATING);
   const js = jetstream(nc);
-  const ev = (taskId: string, kind: string) => JSON.stringify({ taskId, kind, state: kind, version: 1, region: MIGRATING, at: new Date().toISOString(), data: { tokenStored: true } });
+  const ev = (taskId: string, kind: string) =>
+    JSON.stringify({
+      taskId,
+      kind,
+      state: kind,
+      version: 1,
+      region: MIGRATING,
+      at: new Date().toISOString(),
+      data: { tokenStored: true },
+    });
   await js.publish(eventSubject(MIGRATING, "completed"), ev(done, "completed")); // 1: finished by the old solver
   await js.publish(eventSubject(MIGRATING, "accepted"), ev(unfinished, "accepted")); // 2
   await js.publish(eventSubject(MIGRATING, "completed"), ev(unfinished, "completed")); // 3: delivered to the old solver, never acked (it stopped)
@@ -137,17 +208,28 @@ test("upgrading beside the previous version's consumer: this version starts wher
     await recoveryNc.close();
   }
   const ci = await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name);
-  expect(ci.config).toMatchObject({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: 2, filter_subjects: notifierConsumerConfig(MIGRATING).filter_subjects });
+  expect(ci.config).toMatchObject({
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: 2,
+    filter_subjects: notifierConsumerConfig(MIGRATING).filter_subjects,
+  });
   // A second solver (or a restart) keeps that start, whatever the legacy consumer holds now.
   await ensureNotifierConsumer(jsm, MIGRATING);
-  expect((await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name)).config.opt_start_seq).toBe(2);
+  expect((await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name)).config.opt_start_seq).toBe(
+    2,
+  );
   await js.publish(eventSubject(MIGRATING, "completed"), ev(later, "completed")); // 4
 
   const store = createDeliveryStore(database.db);
   await runNotifier(MIGRATING, store, 4);
   const rows = await database.db.select().from(webhookDeliveries);
   // The event the old solver left unfinished is recorded; the one it finished is not read again.
-  expect(rows.filter((r) => [done, unfinished, later].includes(r.taskId)).map((r) => r.deliveryId).sort()).toEqual([`${later}:completed:0`, `${unfinished}:completed:0`].sort());
+  expect(
+    rows
+      .filter((r) => [done, unfinished, later].includes(r.taskId))
+      .map((r) => r.deliveryId)
+      .sort(),
+  ).toEqual([`${later}:completed:0`, `${unfinished}:completed:0`].sort());
 });
 
 test("a fresh install reads the hooks consumer only: a final event without a callback reaches no notifier, one with a callback (published by the solver's event sink, or on its hook subject by another writer) is recorded", async () => {
@@ -167,7 +249,9 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
       expect(await ensureNotifierConsumers(await jetstreamManager(recoveryNc), FRESH)).toEqual(names);
       expect(await notifierConsumerNames(await jetstreamManager(solverNc), FRESH)).toEqual(names);
       // The solver's user cannot make a notifier consumer itself.
-      await expect((await jetstreamManager(solverNc)).consumers.add(streams.events(FRESH), notifierConsumerConfig(FRESH))).rejects.toThrow(/permissions violation/i);
+      await expect(
+        (await jetstreamManager(solverNc)).consumers.add(streams.events(FRESH), notifierConsumerConfig(FRESH)),
+      ).rejects.toThrow(/permissions violation/i);
     } finally {
       await Promise.all([recoveryNc.close(), solverNc.close()]);
     }
@@ -181,16 +265,47 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
     const sink = createEventSink(jetstream(fnc), FRESH, (err) => {
       throw err;
     });
-    await sink.publish({ taskId: without, kind: "completed", state: "completed", version: 3, data: { tokenStored: true, callback: false } });
-    await sink.publish({ taskId: withCallback, kind: "completed", state: "completed", version: 3, data: { tokenStored: true, callback: true } });
+    await sink.publish({
+      taskId: without,
+      kind: "completed",
+      state: "completed",
+      version: 3,
+      data: { tokenStored: true, callback: false },
+    });
+    await sink.publish({
+      taskId: withCallback,
+      kind: "completed",
+      state: "completed",
+      version: 3,
+      data: { tokenStored: true, callback: true },
+    });
     await sink.publish({ taskId: without, kind: "solving", state: "solving", version: 1 });
     // Another writer using subjectOfEvent, as the gateway's adapter does for its cancelled events.
-    await jetstream(fnc).publish(subjectOfEvent(FRESH, { kind: "failed", data: { callback: true } }), JSON.stringify({ taskId: failed, kind: "failed", state: "failed", version: 2, region: FRESH, at: new Date().toISOString(), data: { callback: true } }));
+    await jetstream(fnc).publish(
+      subjectOfEvent(FRESH, { kind: "failed", data: { callback: true } }),
+      JSON.stringify({
+        taskId: failed,
+        kind: "failed",
+        state: "failed",
+        version: 2,
+        region: FRESH,
+        at: new Date().toISOString(),
+        data: { callback: true },
+      }),
+    );
     const last = (await fjsm.streams.info(streams.events(FRESH))).state.last_seq;
     expect(last).toBe(4);
-    expect((await fjsm.streams.getMessage(streams.events(FRESH), { seq: 2 }))!.subject).toBe(hookEventSubject(FRESH, "completed"));
+    expect((await fjsm.streams.getMessage(streams.events(FRESH), { seq: 2 }))!.subject).toBe(
+      hookEventSubject(FRESH, "completed"),
+    );
 
-    const notifier = createNotifier({ consumer: await jetstream(fnc).consumers.get(streams.events(FRESH), hooks), store: createDeliveryStore(database.db), retryBaseMs: 200, concurrency: 4, log: createLogger("notifier-test", { level: "error" }) });
+    const notifier = createNotifier({
+      consumer: await jetstream(fnc).consumers.get(streams.events(FRESH), hooks),
+      store: createDeliveryStore(database.db),
+      retryBaseMs: 200,
+      concurrency: 4,
+      log: createLogger("notifier-test", { level: "error" }),
+    });
     notifier.start();
     try {
       await eventually(async () => {
@@ -203,7 +318,9 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
     // Two of the four events were delivered: the two with a callback.
     expect((await fjsm.consumers.info(streams.events(FRESH), hooks)).delivered.consumer_seq).toBe(2);
     const rows = await database.db.select().from(webhookDeliveries);
-    expect(rows.map((r) => r.deliveryId)).toEqual(expect.arrayContaining([`${withCallback}:completed:0`, `${failed}:failed:0`]));
+    expect(rows.map((r) => r.deliveryId)).toEqual(
+      expect.arrayContaining([`${withCallback}:completed:0`, `${failed}:failed:0`]),
+    );
     expect(rows.some((r) => r.taskId === without)).toBe(false);
   } finally {
     await fnc.close();
@@ -212,10 +329,16 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
 });
 
 test("beside the previous version's final-events consumer, a solver reads both (what an earlier gateway or solver still publishes on the plain subjects)", async () => {
-  expect(await ensureNotifierConsumers(jsm, REGION)).toEqual([notifierHooksConsumerConfig(REGION).durable_name, notifierConsumerConfig(REGION).durable_name]);
+  expect(await ensureNotifierConsumers(jsm, REGION)).toEqual([
+    notifierHooksConsumerConfig(REGION).durable_name,
+    notifierConsumerConfig(REGION).durable_name,
+  ]);
   const solverNc = await connectNats(nats.url, "notifier-both-solver", nats.auth("solver"));
   try {
-    expect(await notifierConsumerNames(await jetstreamManager(solverNc), REGION)).toEqual([notifierHooksConsumerConfig(REGION).durable_name, notifierConsumerConfig(REGION).durable_name]);
+    expect(await notifierConsumerNames(await jetstreamManager(solverNc), REGION)).toEqual([
+      notifierHooksConsumerConfig(REGION).durable_name,
+      notifierConsumerConfig(REGION).durable_name,
+    ]);
   } finally {
     await solverNc.close();
   }

@@ -4,14 +4,18 @@ import { callbackHostKey } from "@pipeline/shared/net";
 import { TERMINAL_STATES } from "@pipeline/shared/schemas";
 import { eventKindOf } from "@pipeline/shared/subjects";
 import { z } from "zod";
-import { applyOutcome } from "../adapters/nats.ts";
 import type { DeliveryStore } from "../adapters/deliveries.ts";
+import { applyOutcome } from "../adapters/nats.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 
 const FINAL = new Set<string>(TERMINAL_STATES);
 // `data.callback` (completed and failed events of this version): whether the task has a callback
 // URL; false: nothing to record, no row read. Absent (other writers, older solvers): the row says.
-const EventHead = z.object({ taskId: z.uuid(), kind: z.string(), data: z.object({ callback: z.boolean().optional() }).optional() });
+const EventHead = z.object({
+  taskId: z.uuid(),
+  kind: z.string(),
+  data: z.object({ callback: z.boolean().optional() }).optional(),
+});
 
 export interface NotifierDeps {
   consumer: Consumer;
@@ -38,13 +42,15 @@ export function createNotifier(deps: NotifierDeps) {
 
   /** The event's head, or an outcome when there is nothing to record (decided without a read). */
   function triage(msg: JsMsg): z.infer<typeof EventHead> | Outcome {
-    const head = EventHead.safeParse((() => {
-      try {
-        return msg.json();
-      } catch {
-        return undefined;
-      }
-    })());
+    const head = EventHead.safeParse(
+      (() => {
+        try {
+          return msg.json();
+        } catch {
+          return undefined;
+        }
+      })(),
+    );
     if (!head.success || !FINAL.has(head.data.kind)) return ack("not a final-state event");
     if (head.data.data?.callback === false) return ack("no callback");
     return head.data;

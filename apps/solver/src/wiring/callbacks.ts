@@ -17,10 +17,19 @@ export interface Callbacks {
   stop(): Promise<void>;
 }
 
-export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: ReturnType<typeof createDeliveryStore>; workerId: string; metrics: SolverMetrics; log: Logger }): Dispatcher {
+export function createCallbackDispatcher(d: {
+  config: SolverConfig;
+  deliveries: ReturnType<typeof createDeliveryStore>;
+  workerId: string;
+  metrics: SolverMetrics;
+  log: Logger;
+}): Dispatcher {
   const { config } = d;
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
-    d.log.warn({ WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE }, "callback SSRF policy loosened: for dev stacks and tests only");
+    d.log.warn(
+      { WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE },
+      "callback SSRF policy loosened: for dev stacks and tests only",
+    );
   return createDispatcher({
     store: d.deliveries,
     secrets: [config.WEBHOOK_SECRET!, ...(config.WEBHOOK_SECRET_PREVIOUS ? [config.WEBHOOK_SECRET_PREVIOUS] : [])],
@@ -48,8 +57,19 @@ export function createCallbackDispatcher(d: { config: SolverConfig; deliveries: 
  * (notifierConsumerNames: made by the administering side, @pipeline/shared/provision; the solver's user
  * may read them, not create them).
  */
-export async function startCallbacks(d: { config: SolverConfig; jsm: JetStreamManager; js: JetStreamClient; dispatcher: Dispatcher; deliveries: ReturnType<typeof createDeliveryStore>; log: Logger }): Promise<Callbacks> {
-  const names = await notifierConsumerNames(d.jsm, d.config.REGION, { waitMs: TOPOLOGY_WAIT_MS, onWait: (missing) => d.log.warn({ missing }, "waiting for the notifier's consumers (created by the recovery service)") });
+export async function startCallbacks(d: {
+  config: SolverConfig;
+  jsm: JetStreamManager;
+  js: JetStreamClient;
+  dispatcher: Dispatcher;
+  deliveries: ReturnType<typeof createDeliveryStore>;
+  log: Logger;
+}): Promise<Callbacks> {
+  const names = await notifierConsumerNames(d.jsm, d.config.REGION, {
+    waitMs: TOPOLOGY_WAIT_MS,
+    onWait: (missing) =>
+      d.log.warn({ missing }, "waiting for the notifier's consumers (created by the recovery service)"),
+  });
   const notifiers = await Promise.all(
     names.map(async (name) =>
       createNotifier({
@@ -64,5 +84,8 @@ export async function startCallbacks(d: { config: SolverConfig; jsm: JetStreamMa
   );
   d.dispatcher.start();
   for (const n of notifiers) n.start();
-  return { dispatcher: d.dispatcher, stop: async () => void (await Promise.all([...notifiers.map((n) => n.stop()), d.dispatcher.stop()])) };
+  return {
+    dispatcher: d.dispatcher,
+    stop: async () => void (await Promise.all([...notifiers.map((n) => n.stop()), d.dispatcher.stop()])),
+  };
 }

@@ -7,8 +7,8 @@ import { hostname } from "node:os";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Database } from "@pipeline/shared/db";
-import type { Logger } from "@pipeline/shared/log";
 import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/kv";
+import type { Logger } from "@pipeline/shared/log";
 import { startHeartbeat } from "../adapters/heartbeat.ts";
 import type { LiveConfig } from "../adapters/live-config.ts";
 import { reapDeadWorkers } from "../adapters/reaper.ts";
@@ -16,7 +16,16 @@ import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import type { Tally } from "./parts.ts";
 
-export function startSolverHeartbeat(d: { kv: KV; config: SolverConfig; workerId: string; keyRing: KeyRing; liveConfig: LiveConfig; inFlight: () => number; tally: Tally; log: Logger }) {
+export function startSolverHeartbeat(d: {
+  kv: KV;
+  config: SolverConfig;
+  workerId: string;
+  keyRing: KeyRing;
+  liveConfig: LiveConfig;
+  inFlight: () => number;
+  tally: Tally;
+  log: Logger;
+}) {
   const startedAt = new Date().toISOString();
   const beat = (): Omit<Heartbeat, "at"> => {
     const key = d.keyRing.current();
@@ -39,27 +48,41 @@ export function startSolverHeartbeat(d: { kv: KV; config: SolverConfig; workerId
   return startHeartbeat(d.kv, beat, d.log);
 }
 
-export function startReaper(d: { config: SolverConfig; database: Database; js: JetStreamClient; kv: KV; workerId: string; log: Logger }): { stop(): void } {
+export function startReaper(d: {
+  config: SolverConfig;
+  database: Database;
+  js: JetStreamClient;
+  kv: KV;
+  workerId: string;
+  log: Logger;
+}): { stop(): void } {
   const { config } = d;
   if (config.DEAD_AFTER_MS <= 0) return { stop() {} };
   let reaping = false;
-  const timer = setInterval(() => {
-    if (reaping) return;
-    reaping = true;
-    reapDeadWorkers({
-      sql: d.database.db.$client,
-      js: d.js,
-      workers: d.kv,
-      region: config.REGION,
-      deadAfterMs: config.DEAD_AFTER_MS,
-      self: d.workerId,
-      // Killed -9: its sessions (named as the solver's pools) are gone, so it is dead after one missed beat.
-      sessionName: (id) => `solver-${id}`,
-      sessionsGoneAfterMs: Math.min(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS + 1000),
-    })
-      .then((r) => r.dead.length && d.log.warn(r, "dead solvers: their task leases and provider slots released, their tasks queued again"))
-      .catch((err: Error) => d.log.warn({ err: err.message }, "dead-worker check failed"))
-      .finally(() => (reaping = false));
-  }, config.REAP_INTERVAL_MS + Math.floor(Math.random() * 500));
+  const timer = setInterval(
+    () => {
+      if (reaping) return;
+      reaping = true;
+      reapDeadWorkers({
+        sql: d.database.db.$client,
+        js: d.js,
+        workers: d.kv,
+        region: config.REGION,
+        deadAfterMs: config.DEAD_AFTER_MS,
+        self: d.workerId,
+        // Killed -9: its sessions (named as the solver's pools) are gone, so it is dead after one missed beat.
+        sessionName: (id) => `solver-${id}`,
+        sessionsGoneAfterMs: Math.min(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS + 1000),
+      })
+        .then(
+          (r) =>
+            r.dead.length &&
+            d.log.warn(r, "dead solvers: their task leases and provider slots released, their tasks queued again"),
+        )
+        .catch((err: Error) => d.log.warn({ err: err.message }, "dead-worker check failed"))
+        .finally(() => (reaping = false));
+    },
+    config.REAP_INTERVAL_MS + Math.floor(Math.random() * 500),
+  );
   return { stop: () => clearInterval(timer) };
 }

@@ -1,11 +1,12 @@
 // The provider key and the live-tunable timing: from the region's config bucket (zod-checked; an
 // invalid revision is refused and the last good one stays), else from the environment. A new key
 // rotates the key ring; a new timing is applied to the timing in use, which the worker reads.
-import type { Logger } from "@pipeline/shared/log";
-import { TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
+
 import { bindBucket } from "@pipeline/shared/kv";
+import type { Logger } from "@pipeline/shared/log";
+import { type NatsConnection, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
 import { buckets } from "@pipeline/shared/subjects";
-import { keySource, startLiveConfig, type LiveConfig } from "../adapters/live-config.ts";
+import { keySource, type LiveConfig, startLiveConfig } from "../adapters/live-config.ts";
 import type { SolverConfig } from "../config.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "../domain/keyring.ts";
@@ -26,12 +27,19 @@ export async function startKeys(d: {
     kv: await bindBucket(d.nc, buckets.config(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }),
     keys: keySource({ keyName: config.PROVIDER_KEY_NAME, key: config.PROVIDER_KEY, file: config.PROVIDER_KEYS_FILE }),
     defaultKeyName: config.PROVIDER_KEY_NAME,
-    envTiming: { pollIntervalMs: config.POLL_INTERVAL_MS, maxPolls: config.MAX_POLLS, maxResubmits: config.MAX_RESUBMITS },
+    envTiming: {
+      pollIntervalMs: config.POLL_INTERVAL_MS,
+      maxPolls: config.MAX_POLLS,
+      maxResubmits: config.MAX_RESUBMITS,
+    },
     async apply(key, live) {
       d.timing.apply(live);
       if (!keys) keys = createKeyRing(key, d.makeBreaker);
       else if (keys.current().ref !== key.ref) {
-        log.warn({ from: keys.current().ref, to: key.ref, keyName: key.name }, "provider key rotated: new calls use the new key");
+        log.warn(
+          { from: keys.current().ref, to: key.ref, keyName: key.name },
+          "provider key rotated: new calls use the new key",
+        );
         keys.use(key);
       }
     },

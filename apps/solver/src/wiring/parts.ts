@@ -2,22 +2,31 @@
 // timing in use, the provider client with the heartbeat's tallies, the memory governor, the
 // metrics and readiness listener.
 import type { Logger } from "@pipeline/shared/log";
-import type { SolverMetrics } from "../adapters/metrics.ts";
 import { startMemoryGovernor } from "../adapters/memory.ts";
+import type { SolverMetrics } from "../adapters/metrics.ts";
 import { createProviderClient } from "../adapters/provider.ts";
 import type { SolverConfig } from "../config.ts";
 import { createBreaker } from "../domain/breaker.ts";
 import type { ProviderKeyInUse } from "../domain/keyring.ts";
-import { timingInUse, type TimingInUse } from "../domain/timing.ts";
+import { type TimingInUse, timingInUse } from "../domain/timing.ts";
 
 /** The breaker of one provider key: state changes logged and published as `breaker` alerts. */
 export function breakerFactory(config: SolverConfig, alert: (data: Record<string, unknown>) => void, log: Logger) {
   return ({ ref: keyRef }: ProviderKeyInUse) =>
     createBreaker(
-      { failureRate: config.BREAKER_FAILURE_RATE, minCalls: config.BREAKER_MIN_CALLS, windowMs: config.BREAKER_WINDOW_MS, cooldownMs: config.BREAKER_COOLDOWN_MS, maxCooldownMs: config.BREAKER_MAX_COOLDOWN_MS },
+      {
+        failureRate: config.BREAKER_FAILURE_RATE,
+        minCalls: config.BREAKER_MIN_CALLS,
+        windowMs: config.BREAKER_WINDOW_MS,
+        cooldownMs: config.BREAKER_COOLDOWN_MS,
+        maxCooldownMs: config.BREAKER_MAX_COOLDOWN_MS,
+      },
       Date.now,
       (state, reason) => {
-        (state === "open" ? log.error.bind(log) : log.warn.bind(log))({ keyRef, state, reason }, `provider breaker ${state}`);
+        (state === "open" ? log.error.bind(log) : log.warn.bind(log))(
+          { keyRef, state, reason },
+          `provider breaker ${state}`,
+        );
         alert({ keyRef, state, reason: reason ?? null });
       },
     );

@@ -4,13 +4,19 @@
 // none, an idle filter, for a new version until the rollout moves shards to it), and their
 // recreation when a consumer vanished or TASKS was recreated (queue loss: `recovery
 // rebuild-queue` recreates TASKS; the solver waits for it, then makes its consumers again).
-import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import type { Logger } from "@pipeline/shared/log";
-import { requireStreams, TOPOLOGY_WAIT_MS, type NatsConnection } from "@pipeline/shared/nats";
+import {
+  type Consumer,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
 import { bindBucket } from "@pipeline/shared/kv";
-import { ensureVersionConsumers } from "@pipeline/shared/shards";
+import type { Logger } from "@pipeline/shared/log";
+import { type NatsConnection, requireStreams, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
 import type { Priority } from "@pipeline/shared/schemas";
-import { buckets, laneConsumer, LANES, streams } from "@pipeline/shared/subjects";
+import { ensureVersionConsumers } from "@pipeline/shared/shards";
+import { buckets, LANES, laneConsumer, streams } from "@pipeline/shared/subjects";
 import type { SolverConfig } from "../config.ts";
 
 export interface TaskTopology {
@@ -21,17 +27,41 @@ export interface TaskTopology {
   recreate(lane: Priority, what: string): Promise<void>;
 }
 
-export async function openTaskTopology(nc: NatsConnection, config: SolverConfig, workerId: string, log: Logger): Promise<TaskTopology> {
+export async function openTaskTopology(
+  nc: NatsConnection,
+  config: SolverConfig,
+  workerId: string,
+  log: Logger,
+): Promise<TaskTopology> {
   const jsm = await jetstreamManager(nc);
-  const waiting = { waitMs: TOPOLOGY_WAIT_MS, onWait: (missing: string[]) => log.warn({ missing }, "waiting for the region's NATS topology (created by the recovery service)") };
-  const ensure = () => requireStreams(jsm, [streams.tasks(config.REGION), streams.events(config.REGION), streams.dlq(config.REGION)], waiting);
+  const waiting = {
+    waitMs: TOPOLOGY_WAIT_MS,
+    onWait: (missing: string[]) =>
+      log.warn({ missing }, "waiting for the region's NATS topology (created by the recovery service)"),
+  };
+  const ensure = () =>
+    requireStreams(
+      jsm,
+      [streams.tasks(config.REGION), streams.events(config.REGION), streams.dlq(config.REGION)],
+      waiting,
+    );
   await ensure();
   const rolloutKv = await bindBucket(nc, buckets.rollout(config.REGION), waiting);
-  const versionConsumers = () => ensureVersionConsumers(jsm, rolloutKv, { region: config.REGION, version: config.SOLVER_VERSION, ackWaitMs: config.ACK_WAIT_MS, by: `solver ${workerId}` });
+  const versionConsumers = () =>
+    ensureVersionConsumers(jsm, rolloutKv, {
+      region: config.REGION,
+      version: config.SOLVER_VERSION,
+      ackWaitMs: config.ACK_WAIT_MS,
+      by: `solver ${workerId}`,
+    });
   await versionConsumers();
   const js = jetstream(nc);
   const consumers = {} as Record<Priority, Consumer>;
-  for (const lane of LANES) consumers[lane] = await js.consumers.get(streams.tasks(config.REGION), laneConsumer(config.REGION, lane, config.SOLVER_VERSION));
+  for (const lane of LANES)
+    consumers[lane] = await js.consumers.get(
+      streams.tasks(config.REGION),
+      laneConsumer(config.REGION, lane, config.SOLVER_VERSION),
+    );
   // Queue loss: once TASKS is back (`rebuild-queue` recreates it, then re-publishes the unfinished
   // tasks whose messages were lost) the consumers are recreated here so that tasks flow again at
   // once. Several solvers notice at once; creating what another has just created is a no-op on
@@ -39,7 +69,10 @@ export async function openTaskTopology(nc: NatsConnection, config: SolverConfig,
   let recreating: Promise<void> | undefined;
   const recreate = (lane: Priority, what: string) =>
     (recreating ??= (async () => {
-      log.error({ lane, what }, "task consumer missing: recreating this version's consumers once TASKS exists (`recovery rebuild-queue` recreates TASKS and re-publishes lost messages)");
+      log.error(
+        { lane, what },
+        "task consumer missing: recreating this version's consumers once TASKS exists (`recovery rebuild-queue` recreates TASKS and re-publishes lost messages)",
+      );
       for (let i = 0; ; i++) {
         try {
           await ensure();

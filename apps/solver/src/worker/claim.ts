@@ -19,7 +19,13 @@ export interface Claimed {
  * `solving`, and takes over a submit a presumed-dead holder had started (its provider id, once
  * checkpointed) rather than submitting the same captcha again.
  */
-export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker, signal: AbortSignal, progress?: Progress): Promise<Claimed | Solved> {
+export async function claimTask(
+  d: Delivery,
+  deps: HandlerDeps,
+  breaker: Breaker,
+  signal: AbortSignal,
+  progress?: Progress,
+): Promise<Claimed | Solved> {
   const { store, workerId: w } = deps;
   const t = deps.timing.get();
   const bump = counter(deps);
@@ -40,7 +46,13 @@ export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker
   const task: TaskInHand = { taskId: d.taskId, type: row.type as TaskType, row, polls: 0, providerId: row.providerId };
   const late = atStart(row, Date.now(), t);
   if (late?.kind === "deadLetter") return writeStep(deps, task, late, breaker);
-  await deps.events.publish({ taskId: d.taskId, kind: "solving", state: "solving", version: row.version, data: { worker: w, attempt: row.attempts } });
+  await deps.events.publish({
+    taskId: d.taskId,
+    kind: "solving",
+    state: "solving",
+    version: row.version,
+    data: { worker: w, attempt: row.attempts },
+  });
 
   // A previous holder presumed dead (its lease ran out) may be alive and mid-submit: wait for its
   // checkpoint rather than submit the same captcha a second time.
@@ -49,7 +61,8 @@ export async function claimTask(d: Delivery, deps: HandlerDeps, breaker: Breaker
     while (!task.providerId && Date.now() < graceEnd) {
       await deps.sleeper.sleep(200, signal);
       const now = await store.get(d.taskId);
-      if (!now || now.leaseOwner !== w || now.state !== "solving") return done(nak(t.leaseMs, "no longer ours while waiting for a started submit"));
+      if (!now || now.leaseOwner !== w || now.state !== "solving")
+        return done(nak(t.leaseMs, "no longer ours while waiting for a started submit"));
       if (now.providerId) {
         task.providerId = now.providerId;
         bump("adoptedSubmits");

@@ -70,8 +70,27 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
 export async function submitAnew(deps: HandlerDeps, resume: Resume, signal: AbortSignal): Promise<Handled> {
   const key = deps.keys.current();
   const { parked: p, row } = resume;
-  const task = { taskId: p.taskId, type: p.type, row, polls: p.polls, providerId: null, params: row.params, attempts: row.attempts, version: row.version };
-  return parkedOr(await submitUntilKnown({ deps, task, key, breaker: deps.keys.breaker(key.ref), resubmits: { n: p.resubmits }, leave: () => {}, signal }));
+  const task = {
+    taskId: p.taskId,
+    type: p.type,
+    row,
+    polls: p.polls,
+    providerId: null,
+    params: row.params,
+    attempts: row.attempts,
+    version: row.version,
+  };
+  return parkedOr(
+    await submitUntilKnown({
+      deps,
+      task,
+      key,
+      breaker: deps.keys.breaker(key.ref),
+      resubmits: { n: p.resubmits },
+      leave: () => {},
+      signal,
+    }),
+  );
 }
 
 const parkedOr = (r: Solved): Handled => (r.park ? { kind: "parked", parked: r.park } : r.outcome);
@@ -79,11 +98,21 @@ const parkedOr = (r: Solved): Handled => (r.park ? { kind: "parked", parked: r.p
 /** A task whose row is gone, final, or holds a provider id needs no unit to be taken up (a read, only when no unit is free). */
 async function needsNoUnit(deps: HandlerDeps, taskId: string): Promise<boolean> {
   const row = await deps.store.get(taskId);
-  return !row || row.providerId !== null || (row.state !== "queued" && row.state !== "solving" && row.state !== "retrying");
+  return (
+    !row || row.providerId !== null || (row.state !== "queued" && row.state !== "solving" && row.state !== "retrying")
+  );
 }
 
 /** The claimed task: to the waiting room with a provider id, or to a written step. */
-async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, breaker: Breaker, leave: () => void, signal: AbortSignal, progress: Progress): Promise<Solved> {
+async function solve(
+  d: Delivery,
+  deps: HandlerDeps,
+  key: ProviderKeyInUse,
+  breaker: Breaker,
+  leave: () => void,
+  signal: AbortSignal,
+  progress: Progress,
+): Promise<Solved> {
   const w = deps.workerId;
   const c = await claimTask(d, deps, breaker, signal, progress);
   if (!("task" in c)) return c;
@@ -91,15 +120,43 @@ async function solve(d: Delivery, deps: HandlerDeps, key: ProviderKeyInUse, brea
   if (task.providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
     // A provider task of a key no longer in use (rotated away, maybe leaked) is never polled with
     // it again: the task is submitted anew with the current key.
-    if (!(await forgetProviderTask(deps, d.taskId, `provider key rotated (${row.providerKeyRef} -> ${key.ref}); submitting anew with the current key`))) return done(nak(deps.timing.get().leaseMs, "lease lost"));
+    if (
+      !(await forgetProviderTask(
+        deps,
+        d.taskId,
+        `provider key rotated (${row.providerKeyRef} -> ${key.ref}); submitting anew with the current key`,
+      ))
+    )
+      return done(nak(deps.timing.get().leaseMs, "lease lost"));
     task.providerId = null;
     counter(deps)("keyRotationResubmits");
   } else if (task.providerId) counter(deps)("resumedPolls");
   if (task.providerId) {
     // Known to the provider (a stored id): the waiting room polls it.
-    return { outcome: { kind: "ack", reason: "parked" }, park: { taskId: d.taskId, type: task.type, providerId: task.providerId, key, polls: task.polls, resubmits: 0, firstDelayMs: 0 } };
+    return {
+      outcome: { kind: "ack", reason: "parked" },
+      park: {
+        taskId: d.taskId,
+        type: task.type,
+        providerId: task.providerId,
+        key,
+        polls: task.polls,
+        resubmits: 0,
+        firstDelayMs: 0,
+      },
+    };
   }
   // The claim wrote this worker's submit marker (no provider id, no other worker's marker).
   const markedAtClaim = row.submitOwner === w && row.submitStartedAt !== null && row.providerId === null;
-  return submitUntilKnown({ deps, task: { ...task, params: row.params, attempts: row.attempts, version: row.version }, key, breaker, resubmits: { n: 0 }, leave, signal, markedAtClaim, needsUnit: !progress.unit && row.providerId === null });
+  return submitUntilKnown({
+    deps,
+    task: { ...task, params: row.params, attempts: row.attempts, version: row.version },
+    key,
+    breaker,
+    resubmits: { n: 0 },
+    leave,
+    signal,
+    markedAtClaim,
+    needsUnit: !progress.unit && row.providerId === null,
+  });
 }

@@ -25,7 +25,12 @@ test("an abort rejects the sleeps of that signal only, at once, with its reason"
   const a = new AbortController();
   const b = new AbortController();
   const t0 = performance.now();
-  const ofA = [sleep(5_000, a.signal), sleep(10_000, a.signal)].map((p) => p.then(() => "woke", (e: Error) => e.message));
+  const ofA = [sleep(5_000, a.signal), sleep(10_000, a.signal)].map((p) =>
+    p.then(
+      () => "woke",
+      (e: Error) => e.message,
+    ),
+  );
   const ofB = sleep(30, b.signal).then(() => "woke");
   a.abort(new Error("shutdown"));
   expect(await Promise.all(ofA)).toEqual(["shutdown", "shutdown"]);
@@ -33,7 +38,12 @@ test("an abort rejects the sleeps of that signal only, at once, with its reason"
   expect(await ofB).toBe("woke");
   expect(pending()).toBe(0);
   // An aborted signal rejects at once.
-  expect(await sleep(10, a.signal).then(() => "woke", (e: Error) => e.message)).toBe("shutdown");
+  expect(
+    await sleep(10, a.signal).then(
+      () => "woke",
+      (e: Error) => e.message,
+    ),
+  ).toBe("shutdown");
 });
 
 test("a sleep added with an earlier end than the armed one wakes on time", async () => {

@@ -4,7 +4,7 @@
 import type { ProviderReply } from "@pipeline/shared/provider";
 import type { TaskType } from "@pipeline/shared/schemas";
 import type { Breaker } from "../domain/breaker.ts";
-import { retryOrDeadLetter, type RowFacts, type Step } from "../domain/lifecycle.ts";
+import { type RowFacts, retryOrDeadLetter, type Step } from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { tokenExpiry } from "../domain/timing.ts";
 import { counter, type HandlerDeps, type Parked } from "./deps.ts";
@@ -39,26 +39,58 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
       const r = await store.fail(taskId, w, { code: s.code, message: `dead-lettered: ${s.reason}`, polls });
       if (r) {
         counter(deps)("deadLettered");
-        await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code, deadLetter: s.reason, callback: r.callbackUrl !== null } });
-        await events.deadLetter(taskId, task.type, { reason: s.reason, code: s.code, attempts: r.attempts, redrives: r.redrives });
+        await events.publish({
+          taskId,
+          kind: "failed",
+          state: "failed",
+          version: r.version,
+          data: { code: s.code, deadLetter: s.reason, callback: r.callbackUrl !== null },
+        });
+        await events.deadLetter(taskId, task.type, {
+          reason: s.reason,
+          code: s.code,
+          attempts: r.attempts,
+          redrives: r.redrives,
+        });
       }
       return done(ack(`dead-lettered: ${s.reason}`));
     }
     case "retry": {
       const r = await store.release(taskId, w, { polls, ...(s.code ? { code: s.code } : {}) });
-      if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code: s.code, delayMs: s.delayMs } });
+      if (r)
+        await events.publish({
+          taskId,
+          kind: "retrying",
+          state: "retrying",
+          version: r.version,
+          data: { code: s.code, delayMs: s.delayMs },
+        });
       return done(nak(s.delayMs, s.why));
     }
     case "fail": {
       const r = await store.fail(taskId, w, { code: s.code, polls });
-      if (r) await events.publish({ taskId, kind: "failed", state: "failed", version: r.version, data: { code: s.code, callback: r.callbackUrl !== null } });
+      if (r)
+        await events.publish({
+          taskId,
+          kind: "failed",
+          state: "failed",
+          version: r.version,
+          data: { code: s.code, callback: r.callbackUrl !== null },
+        });
       return done(ack(`failed: ${s.code}`));
     }
     case "keyStopped": {
       // A key-level error: the task waits (no attempt is spent on it), the breaker is open.
       deps.log.error({ taskId, code: s.code }, "provider key stopped; breaker open, task waits");
       const r = await store.release(taskId, w, { polls, code: s.code });
-      if (r) await events.publish({ taskId, kind: "retrying", state: "retrying", version: r.version, data: { code: s.code } });
+      if (r)
+        await events.publish({
+          taskId,
+          kind: "retrying",
+          state: "retrying",
+          version: r.version,
+          data: { code: s.code },
+        });
       return done(nak(breaker.retryInMs() + 500, `key stopped: ${s.code}`));
     }
     default:
@@ -78,12 +110,23 @@ export async function forgetProviderTask(deps: HandlerDeps, taskId: string, why:
  * of the provider plan's count), the solve-time metric, the `completed` event. The waiting room
  * calls it when the answer is there.
  */
-export async function completeSolved(deps: HandlerDeps, taskId: string, type: TaskType, polls: number, reply: Extract<ProviderReply, { kind: "ok" }>): Promise<Outcome> {
+export async function completeSolved(
+  deps: HandlerDeps,
+  taskId: string,
+  type: TaskType,
+  polls: number,
+  reply: Extract<ProviderReply, { kind: "ok" }>,
+): Promise<Outcome> {
   const { store, events, workerId: w } = deps;
   const t = deps.timing.get();
   const userAgent = typeof reply.extra?.useragent === "string" ? reply.extra.useragent : undefined;
   const expiresAt = tokenExpiry(type, new Date(), t.tokenTtlMs);
-  const r = await store.complete(taskId, w, { token: reply.value, ...(userAgent ? { userAgent } : {}), expiresAt, polls });
+  const r = await store.complete(taskId, w, {
+    token: reply.value,
+    ...(userAgent ? { userAgent } : {}),
+    expiresAt,
+    polls,
+  });
   if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
   deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);
   // No token in the event (issue 16.3, retention): the row holds it while it is valid. The event
@@ -95,7 +138,14 @@ export async function completeSolved(deps: HandlerDeps, taskId: string, type: Ta
     state: "completed",
     version: r.version,
     // `callback`: whether the task has a callback URL, so the notifier reads no row for one without.
-    data: { tokenStored: true, userAgent: userAgent ?? null, expiresAt: expiresAt?.toISOString() ?? null, completedAt: r.completedAt.toISOString(), providerId: r.providerId, callback: r.callback },
+    data: {
+      tokenStored: true,
+      userAgent: userAgent ?? null,
+      expiresAt: expiresAt?.toISOString() ?? null,
+      completedAt: r.completedAt.toISOString(),
+      providerId: r.providerId,
+      callback: r.callback,
+    },
   });
   return ack("completed");
 }

@@ -71,16 +71,27 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
     }
     // Cancelled (or lease lost) since the claim: never submit afterwards. The first submit after a
     // claim that wrote the marker goes at once (the claim, a moment ago, was that check).
-    if (!marked && !(await store.beginSubmit(taskId, w))) return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
+    if (!marked && !(await store.beginSubmit(taskId, w)))
+      return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
     marked = false;
     deps.log.debug({ taskId, attempt: task.attempts, resubmits: c.resubmits.n }, "provider submit");
-    const reply = await provider.submit(toProviderParams({ type: task.type, params: task.params } as TaskSpec), key.value, c.signal);
+    const reply = await provider.submit(
+      toProviderParams({ type: task.type, params: task.params } as TaskSpec),
+      key.value,
+      c.signal,
+    );
     observeReply(c.breaker, deps.profile, reply);
     if (reply.kind !== "ok") await store.endSubmit(taskId, w);
     // A timed-out in.php may have created a provider task we will never hear of: the retry
     // then pays twice. Said at warn so an operator can count them.
-    if (reply.kind === "transport") deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
-    const step = afterSubmit(reply, { attempts: task.attempts, resubmits: c.resubmits.n, profile: deps.profile, limits: deps.timing.get() });
+    if (reply.kind === "transport")
+      deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
+    const step = afterSubmit(reply, {
+      attempts: task.attempts,
+      resubmits: c.resubmits.n,
+      profile: deps.profile,
+      limits: deps.timing.get(),
+    });
     if (step.kind === "resubmit") {
       c.resubmits.n++;
       continue;
@@ -89,15 +100,34 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
     const pid = step.providerId;
     // The provider has the task now: losing this write means paying for it twice, so it is
     // retried through a database outage (for as long as a lease could have lasted, at least a minute).
-    const cp = await persist(() => store.setProviderId(taskId, w, pid, key.ref), Math.max(60_000, t.leaseMs * 2), deps.sleeper, c.signal);
+    const cp = await persist(
+      () => store.setProviderId(taskId, w, pid, key.ref),
+      Math.max(60_000, t.leaseMs * 2),
+      deps.sleeper,
+      c.signal,
+    );
     deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
     if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
     task.providerId = pid;
-    await deps.events.publish({ taskId, kind: "submitted", state: "solving", version: task.version, data: { providerId: pid, keyRef: key.ref } });
+    await deps.events.publish({
+      taskId,
+      kind: "submitted",
+      state: "solving",
+      version: task.version,
+      data: { providerId: pid, keyRef: key.ref },
+    });
     c.leave();
     return {
       outcome: { kind: "ack", reason: "parked" },
-      park: { taskId, type: task.type, providerId: pid, key, polls: task.polls, resubmits: c.resubmits.n, firstDelayMs: firstPollDelay(task.type, t.firstPollMs) },
+      park: {
+        taskId,
+        type: task.type,
+        providerId: pid,
+        key,
+        polls: task.polls,
+        resubmits: c.resubmits.n,
+        firstDelayMs: firstPollDelay(task.type, t.firstPollMs),
+      },
     };
   }
 }

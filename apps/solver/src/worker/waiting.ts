@@ -76,9 +76,16 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
 
     poll(): void {
       const { p } = this;
-      const stop = beforePoll({ keyInUse: deps.keys.current().ref, keyOfTask: p.key.ref, polls: this.n, maxPolls: deps.timing.get().maxPolls });
+      const stop = beforePoll({
+        keyInUse: deps.keys.current().ref,
+        keyOfTask: p.key.ref,
+        polls: this.n,
+        maxPolls: deps.timing.get().maxPolls,
+      });
       if (stop) return void this.unanswered(stop);
-      const reply = deps.poller ? deps.poller.poll(p.providerId, p.key.value, p.type, signal) : deps.provider.poll(p.providerId, p.key.value, signal);
+      const reply = deps.poller
+        ? deps.poller.poll(p.providerId, p.key.value, p.type, signal)
+        : deps.provider.poll(p.providerId, p.key.value, signal);
       reply.then(
         (r) => this.onReply(r),
         (err) => this.abandon(err),
@@ -90,10 +97,19 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
       this.p.polls++;
       observeReply(deps.keys.breaker(this.p.key.ref), deps.profile, reply);
       if (reply.kind !== "ok" && reply.kind !== "not_ready") this.transportErrors++;
-      const step = afterPoll(reply, { transportErrors: this.transportErrors, profile: deps.profile, limits: deps.timing.get() });
+      const step = afterPoll(reply, {
+        transportErrors: this.transportErrors,
+        profile: deps.profile,
+        limits: deps.timing.get(),
+      });
       if (step.kind === "pollAgain") return this.sleepThenPoll(step.delayMs);
-      if (step.kind === "complete") return reply.kind === "ok" ? void this.finish(reply) : this.abandon(new Error("an answer without a value"));
-      if (step.kind === "resubmit") deps.log.info({ taskId: this.p.taskId, code: reply.kind === "error" ? reply.code : undefined }, "provider gave the task up; submitting anew");
+      if (step.kind === "complete")
+        return reply.kind === "ok" ? void this.finish(reply) : this.abandon(new Error("an answer without a value"));
+      if (step.kind === "resubmit")
+        deps.log.info(
+          { taskId: this.p.taskId, code: reply.kind === "error" ? reply.code : undefined },
+          "provider gave the task up; submitting anew",
+        );
       void this.unanswered(step);
     }
 
@@ -116,7 +132,8 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
 
     /** The wait ended without an answer: the step written here, the task parked again, or handed back for a new submit. */
     async unanswered(step: Unanswered): Promise<void> {
-      if (step.kind === "resubmit" && this.n >= deps.timing.get().maxPolls) deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
+      if (step.kind === "resubmit" && this.n >= deps.timing.get().maxPolls)
+        deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
       let ended: WaitResult | { kind: "park"; parked: Parked };
       try {
         ended = await afterWait(deps, this.p, step);
@@ -151,22 +168,46 @@ export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): Waiti
  * the delivery's budget of resubmits lasts (else the task fails); fail and key stopped are
  * written (steps.ts). Every write is guarded by the lease.
  */
-async function afterWait(deps: HandlerDeps, p: Parked, step: Unanswered): Promise<WaitResult | { kind: "park"; parked: Parked }> {
+async function afterWait(
+  deps: HandlerDeps,
+  p: Parked,
+  step: Unanswered,
+): Promise<WaitResult | { kind: "park"; parked: Parked }> {
   const key = deps.keys.current();
   const r = await rowAfterWait(deps, p.taskId);
   if ("outcome" in r) return { kind: "done", outcome: r.outcome };
   const { row } = r;
   const lost: WaitResult = { kind: "done", outcome: nak(deps.timing.get().leaseMs, "lease lost") };
-  const submitAnew = (resubmits: number): WaitResult => ({ kind: "resume", resume: { parked: { ...p, key, resubmits }, row } });
+  const submitAnew = (resubmits: number): WaitResult => ({
+    kind: "resume",
+    resume: { parked: { ...p, key, resubmits }, row },
+  });
   if (row.providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
-    if (!(await forgetProviderTask(deps, p.taskId, `provider key rotated (${row.providerKeyRef} -> ${key.ref}); submitting anew with the current key`))) return lost;
+    if (
+      !(await forgetProviderTask(
+        deps,
+        p.taskId,
+        `provider key rotated (${row.providerKeyRef} -> ${key.ref}); submitting anew with the current key`,
+      ))
+    )
+      return lost;
     counter(deps)("keyRotationResubmits");
     return submitAnew(p.resubmits);
   }
-  if (step.kind === "rotated") return row.providerId ? { kind: "park", parked: { ...p, providerId: row.providerId, key, firstDelayMs: 0 } } : submitAnew(p.resubmits);
+  if (step.kind === "rotated")
+    return row.providerId
+      ? { kind: "park", parked: { ...p, providerId: row.providerId, key, firstDelayMs: 0 } }
+      : submitAnew(p.resubmits);
   const next = step.kind === "resubmit" ? resubmitOrFail(p.resubmits, deps.timing.get()) : step;
   if (next.kind === "resubmit") {
-    if (!(await forgetProviderTask(deps, p.taskId, "the provider gave the task up (or the poll budget ran out); submitting anew"))) return lost;
+    if (
+      !(await forgetProviderTask(
+        deps,
+        p.taskId,
+        "the provider gave the task up (or the poll budget ran out); submitting anew",
+      ))
+    )
+      return lost;
     return submitAnew(p.resubmits + 1);
   }
   const task: TaskInHand = { taskId: p.taskId, type: p.type, row, polls: p.polls, providerId: row.providerId };
@@ -177,7 +218,9 @@ async function afterWait(deps: HandlerDeps, p: Parked, step: Unanswered): Promis
 async function rowAfterWait(deps: HandlerDeps, taskId: string): Promise<{ row: TaskRow } | { outcome: Outcome }> {
   const row = await deps.store.get(taskId);
   if (!row) return { outcome: ack("no row for this task any more") };
-  if (row.state === "completed" || row.state === "failed" || row.state === "cancelled") return { outcome: ack(`already ${row.state}`) };
-  if (row.state !== "solving" || row.leaseOwner !== deps.workerId) return { outcome: nak(deps.timing.get().leaseMs, "no longer ours after waiting") };
+  if (row.state === "completed" || row.state === "failed" || row.state === "cancelled")
+    return { outcome: ack(`already ${row.state}`) };
+  if (row.state !== "solving" || row.leaseOwner !== deps.workerId)
+    return { outcome: nak(deps.timing.get().leaseMs, "no longer ours after waiting") };
   return { row };
 }

@@ -1,12 +1,12 @@
 import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
-import { TaskMessage, type Priority } from "@pipeline/shared/schemas";
+import { type Priority, TaskMessage } from "@pipeline/shared/schemas";
 import { LANES } from "@pipeline/shared/subjects";
-import { ackHandle, applyOutcome, type Acknowledgeable } from "../adapters/nats.ts";
+import { type Acknowledgeable, ackHandle, applyOutcome } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
-import { nak, term, type Outcome } from "../domain/outcome.ts";
-import { handleTask, submitAnew, type Handled, type HandlerDeps } from "./handle-task.ts";
+import { nak, type Outcome, term } from "../domain/outcome.ts";
+import { type Handled, type HandlerDeps, handleTask, submitAnew } from "./handle-task.ts";
 import { createWaitingRoom, type WaitResult } from "./waiting.ts";
 
 export interface WorkerDeps extends HandlerDeps {
@@ -94,7 +94,10 @@ export function createWorker(deps: WorkerDeps): Worker {
     // The client's JsMsg has the reply subject but its interface does not say so: checked here,
     // and the message itself kept when it is not an ack subject.
     const reply = (msg as { reply?: unknown }).reply;
-    const handle = deps.ackPublish && typeof reply === "string" && reply.startsWith("$JS.ACK.") ? ackHandle(deps.ackPublish, reply) : msg;
+    const handle =
+      deps.ackPublish && typeof reply === "string" && reply.startsWith("$JS.ACK.")
+        ? ackHandle(deps.ackPublish, reply)
+        : msg;
     return { handle, body, seq: msg.seq, subject: msg.subject, deliveries: msg.info.deliveryCount };
   }
 
@@ -172,7 +175,8 @@ export function createWorker(deps: WorkerDeps): Worker {
         const watched = messages;
         void (async () => {
           for await (const s of watched.status()) {
-            if (s.type === "consumer_not_found" || s.type === "consumer_deleted" || s.type === "stream_not_found") deps.onConsumerMissing?.(lane, s.type);
+            if (s.type === "consumer_not_found" || s.type === "consumer_deleted" || s.type === "stream_not_found")
+              deps.onConsumerMissing?.(lane, s.type);
           }
         })().catch(() => {});
         for await (const msg of messages) {
@@ -216,14 +220,22 @@ export function createWorker(deps: WorkerDeps): Worker {
     waiting: () => room.size(),
     start() {
       running = true;
-      workingTimer.id = setInterval(() => {
-        for (const m of held) m.working();
-      }, Math.max(500, Math.floor(deps.ackWaitMs / 3)));
+      workingTimer.id = setInterval(
+        () => {
+          for (const m of held) m.working();
+        },
+        Math.max(500, Math.floor(deps.ackWaitMs / 3)),
+      );
       for (const lane of LANES) loops.push(laneLoop(lane));
-      leaseTimer.id = setInterval(() => {
-        const ids = [...handling];
-        deps.store.renewLeases(deps.workerId, ids, deps.timing.get().leaseMs).catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
-      }, Math.max(500, Math.floor(deps.timing.get().leaseMs / 3)));
+      leaseTimer.id = setInterval(
+        () => {
+          const ids = [...handling];
+          deps.store
+            .renewLeases(deps.workerId, ids, deps.timing.get().leaseMs)
+            .catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
+        },
+        Math.max(500, Math.floor(deps.timing.get().leaseMs / 3)),
+      );
       let probing = false;
       probeTimer.id = setInterval(() => {
         const key = deps.keys.current();

@@ -2,12 +2,12 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import postgres from "postgres";
-import { createAppLogins, dropAppLogins, migrateDatabase, urlWithLogin, type AppRole } from "@pipeline/shared/db";
+import { type AppRole, createAppLogins, dropAppLogins, migrateDatabase, urlWithLogin } from "@pipeline/shared/db";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
+import postgres from "postgres";
 import { findPostgres } from "../binaries.ts";
 import { freePort } from "../free-port.ts";
-import { startNatsServer, type NatsServerHandle } from "../nats-server.ts";
+import { type NatsServerHandle, startNatsServer } from "../nats-server.ts";
 import { startPostgres } from "../postgres.ts";
 
 export interface TestNats extends NatsServerHandle {
@@ -51,7 +51,10 @@ export function testPostgresAdminUrl(): Promise<string> {
     const pg = await startPostgres({ dataDir, port: await freePort(), fast: true });
     // `bun test` exits without an "exit" event: a watchdog stops the cluster once this process is gone.
     const stop = `${process.getuid?.() === 0 ? "runuser -u postgres -- " : ""}'${findPostgres().pgCtl}' -D '${dataDir}' -m immediate stop`;
-    spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stop}; rm -rf '${dataDir}'`], { detached: true, stdio: "ignore" }).unref();
+    spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stop}; rm -rf '${dataDir}'`], {
+      detached: true,
+      stdio: "ignore",
+    }).unref();
     return pg.adminUrl;
   })();
   return ownCluster;
@@ -72,7 +75,11 @@ export interface TestDatabase {
 }
 
 /** A fresh database with every migration applied (unless `migrate: false`), of its own for one test file. */
-export async function createTestDatabase(prefix = "t", adminUrl?: string, opts: { migrate?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  prefix = "t",
+  adminUrl?: string,
+  opts: { migrate?: boolean } = {},
+): Promise<TestDatabase> {
   const admin = adminUrl ?? (await testPostgresAdminUrl());
   const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
   const sql = postgres(admin, { max: 1, onnotice: () => {} });
@@ -88,7 +95,11 @@ export async function createTestDatabase(prefix = "t", adminUrl?: string, opts: 
   return {
     url,
     name,
-    appUrls: { gateway: urlWithLogin(url, logins.gateway), solver: urlWithLogin(url, logins.solver), rollout: urlWithLogin(url, logins.rollout) },
+    appUrls: {
+      gateway: urlWithLogin(url, logins.gateway),
+      solver: urlWithLogin(url, logins.solver),
+      rollout: urlWithLogin(url, logins.rollout),
+    },
     async drop() {
       const s = postgres(admin, { max: 1, onnotice: () => {} });
       try {
@@ -102,7 +113,11 @@ export async function createTestDatabase(prefix = "t", adminUrl?: string, opts: 
 }
 
 /** Polls `check` until it returns a truthy value or the timeout passes. */
-export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000, everyMs = 50): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 10_000,
+  everyMs = 50,
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -112,9 +127,10 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
     } catch (err) {
       last = err;
     }
-    if (Date.now() > until) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
+    if (Date.now() > until)
+      throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
     await Bun.sleep(everyMs);
   }
 }
 export { natsEnv } from "../nats-server.ts";
-export { PROVIDER_KEY, ROOT, spawnApp, WEBHOOK_SECRET, type Proc } from "./processes.ts";
+export { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "./processes.ts";

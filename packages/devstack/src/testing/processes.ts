@@ -27,7 +27,13 @@ export const WEBHOOK_SECRET = "e2e-webhook-secret-0001";
  * log file; `prefix` runs it through another command first (`ip netns exec <ns>`, which execs bun:
  * the pid is bun's and signals reach it).
  */
-export function spawnApp(name: string, script: string, env: Record<string, string>, logDir: string, prefix: string[] = []): Proc {
+export function spawnApp(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  logDir: string,
+  prefix: string[] = [],
+): Proc {
   const logFile = join(logDir, `${name}.log`);
   const fd = openSync(logFile, "a");
   // Test and bench stacks are dev stacks: their short client keys (`e2e-client-key-0001`) are
@@ -36,7 +42,12 @@ export function spawnApp(name: string, script: string, env: Record<string, strin
   // markdown summary) into <dir>/<name> when it exits.
   const profDir = process.env.PIPELINE_CPU_PROF_DIR;
   const prof = profDir ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(profDir, name)}`] : [];
-  const p = Bun.spawn([...prefix, BUN, ...prof, isAbsolute(script) ? script : join(ROOT, script)], { cwd: ROOT, env: { API_KEYS_ALLOW_SHORT: "1", PIPELINE_ENV: "dev", ...process.env, ...env } as Record<string, string>, stdout: fd, stderr: fd });
+  const p = Bun.spawn([...prefix, BUN, ...prof, isAbsolute(script) ? script : join(ROOT, script)], {
+    cwd: ROOT,
+    env: { API_KEYS_ALLOW_SHORT: "1", PIPELINE_ENV: "dev", ...process.env, ...env } as Record<string, string>,
+    stdout: fd,
+    stderr: fd,
+  });
   return {
     name,
     pid: p.pid,

@@ -23,7 +23,12 @@ export interface Harness {
 }
 
 async function toReply(res: Response): Promise<Reply> {
-  return { status: res.status, body: await res.text(), contentType: res.headers.get("content-type"), headers: res.headers };
+  return {
+    status: res.status,
+    body: await res.text(),
+    contentType: res.headers.get("content-type"),
+    headers: res.headers,
+  };
 }
 
 /** Starts an emulator on 127.0.0.1 and a random port (test key `test-key`, 10 threads, unless given). */
@@ -37,7 +42,11 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Harness
       return toReply(await fetch(`${url}${path}`, { method: "POST", body }));
     }
     return toReply(
-      await fetch(`${url}${path}`, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } }),
+      await fetch(`${url}${path}`, {
+        method: "POST",
+        body: JSON.stringify(body),
+        headers: { "content-type": "application/json" },
+      }),
     );
   };
   return {

@@ -70,10 +70,18 @@ test("a row-level failure in a batch fails only its own caller; a batch-wide fai
   const connErr = Object.assign(new Error("connection lost"), { code: "CONNECTION_CLOSED" });
   let connectionDown = false;
   const w = gatedWriter((batch) => (connectionDown ? connErr : batch.includes(3) ? rowErr : undefined));
-  const commit = groupCommit(w.write, { maxInFlight: 1, batchWide: (e) => (e as { code?: string }).code === "CONNECTION_CLOSED" });
+  const commit = groupCommit(w.write, {
+    maxInFlight: 1,
+    batchWide: (e) => (e as { code?: string }).code === "CONNECTION_CLOSED",
+  });
 
   const blocker = commit(0);
-  const mixed = [2, 3, 4].map((n) => commit(n).then((v) => ({ v }), (e: Error) => ({ e: e.message })));
+  const mixed = [2, 3, 4].map((n) =>
+    commit(n).then(
+      (v) => ({ v }),
+      (e: Error) => ({ e: e.message }),
+    ),
+  );
   w.open();
   await blocker;
   for (let i = 0; i < 5; i++) {

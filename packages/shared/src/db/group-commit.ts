@@ -42,7 +42,10 @@ export interface GroupCommitOptions<Req = never> {
 
 export type GroupCommit<Req, Res> = (req: Req) => Promise<Res>;
 
-export function groupCommit<Req, Res>(write: (batch: Req[]) => Promise<Res[]>, o: GroupCommitOptions<Req> = {}): GroupCommit<Req, Res> {
+export function groupCommit<Req, Res>(
+  write: (batch: Req[]) => Promise<Res[]>,
+  o: GroupCommitOptions<Req> = {},
+): GroupCommit<Req, Res> {
   const maxBatch = o.maxBatch ?? 500;
   const maxInFlight = o.maxInFlight ?? 1;
   type Waiter = { req: Req; resolve(r: Res): void; reject(e: unknown): void };

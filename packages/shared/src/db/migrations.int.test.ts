@@ -1,7 +1,7 @@
 // `migrateDatabase` against a real Postgres: from nothing, twice, and from several migrators at once.
 import { afterAll, describe, expect, test } from "bun:test";
-import postgres from "postgres";
 import { createTestDatabase, type TestDatabase } from "@pipeline/devstack/testing";
+import postgres from "postgres";
 import { migrateDatabase, migrationMetas } from "./migrations.ts";
 
 const dbs: TestDatabase[] = [];

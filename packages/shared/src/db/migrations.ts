@@ -44,7 +44,11 @@ export interface MigrationReport {
  * Run it as the owner of the database (pipeline_owner), never as an app's role.
  */
 export async function migrateDatabase(url: string, opts: { lockKey?: number } = {}): Promise<MigrationReport> {
-  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "captcha-pipeline migrate" } });
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    connection: { application_name: "captcha-pipeline migrate" },
+  });
   const key = opts.lockKey ?? MIGRATION_LOCK_KEY;
   try {
     const t0 = Date.now();
@@ -52,7 +56,10 @@ export async function migrateDatabase(url: string, opts: { lockKey?: number } = 
     const waitedMs = Date.now() - t0;
     try {
       const before = await appliedMillis(sql);
-      const db = drizzle(sql) as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> }; session: unknown };
+      const db = drizzle(sql) as unknown as {
+        dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> };
+        session: unknown;
+      };
       await db.dialect.migrate(migrationMetas(), db.session, {});
       // Each app's role and exactly its grants (roles.ts), on every run: idempotent.
       await applyAppRoles(sql);
@@ -68,7 +75,9 @@ export async function migrateDatabase(url: string, opts: { lockKey?: number } = 
 }
 
 async function appliedMillis(sql: postgres.Sql): Promise<Set<number>> {
-  const [t] = await sql<{ exists: boolean }[]>`select to_regclass('drizzle.__drizzle_migrations') is not null as exists`;
+  const [t] = await sql<
+    { exists: boolean }[]
+  >`select to_regclass('drizzle.__drizzle_migrations') is not null as exists`;
   if (!t?.exists) return new Set();
   const rows = await sql<{ created_at: string }[]>`select created_at from drizzle.__drizzle_migrations`;
   return new Set(rows.map((r) => Number(r.created_at)));

@@ -19,7 +19,12 @@ import { randomBytes } from "node:crypto";
 import type postgres from "postgres";
 
 /** The role names; other parts (docs, deploy templates) use them as they are. */
-export const DB_ROLES = { owner: "pipeline_owner", gateway: "pipeline_gateway", solver: "pipeline_solver", rollout: "pipeline_rollout" } as const;
+export const DB_ROLES = {
+  owner: "pipeline_owner",
+  gateway: "pipeline_gateway",
+  solver: "pipeline_solver",
+  rollout: "pipeline_rollout",
+} as const;
 
 export type AppRole = "gateway" | "solver" | "rollout";
 export const APP_ROLES: readonly AppRole[] = ["gateway", "solver", "rollout"];
@@ -32,7 +37,13 @@ export interface TableGrant {
 }
 
 /** Every table of the schema; a new table is nobody's but the owner's until it is listed below. */
-export const SCHEMA_TABLES = ["tasks", "webhook_deliveries", "provider_slots", "provider_slot_blocks", "audit_log"] as const;
+export const SCHEMA_TABLES = [
+  "tasks",
+  "webhook_deliveries",
+  "provider_slots",
+  "provider_slot_blocks",
+  "audit_log",
+] as const;
 
 /**
  * What each app role may do, table by table (anything not here is refused). Read from the apps'
@@ -48,9 +59,32 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
         all: ["SELECT"],
         columns: {
           // adapters/pg.ts insertBatch: a fresh `queued` row (no token, no provider id, version 0).
-          INSERT: ["id", "owner", "idempotency_key", "request_hash", "region", "type", "priority", "params", "callback_url", "deadline_at", "state"],
+          INSERT: [
+            "id",
+            "owner",
+            "idempotency_key",
+            "request_hash",
+            "region",
+            "type",
+            "priority",
+            "params",
+            "callback_url",
+            "deadline_at",
+            "state",
+          ],
           // cancel, redrive, undoRedrive.
-          UPDATE: ["state", "version", "attempts", "redrives", "provider_id", "deadline_at", "lease_owner", "lease_until", "completed_at", "updated_at"],
+          UPDATE: [
+            "state",
+            "version",
+            "attempts",
+            "redrives",
+            "provider_id",
+            "deadline_at",
+            "lease_owner",
+            "lease_until",
+            "completed_at",
+            "updated_at",
+          ],
         },
       },
     ],
@@ -97,7 +131,21 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
   rollout: {
     tables: [
       // regions.ts windowRows: the gate's figures, nothing a client sent or got back.
-      { table: "tasks", columns: { SELECT: ["id", "region", "state", "attempts", "error_code", "provider_submissions", "created_at", "completed_at"] } },
+      {
+        table: "tasks",
+        columns: {
+          SELECT: [
+            "id",
+            "region",
+            "state",
+            "attempts",
+            "error_code",
+            "provider_submissions",
+            "created_at",
+            "completed_at",
+          ],
+        },
+      },
       // regions.ts audit: its decisions (append only).
       { table: "audit_log", all: ["INSERT"] },
     ],
@@ -131,7 +179,10 @@ export async function ensureGroupRole(sql: postgres.Sql, role: string): Promise<
     end $$`);
   } catch (err) {
     if ((err as { code?: string }).code === "42501")
-      throw new Error(`database role ${role} is missing and ${await currentUser(sql)} may not create it: as a superuser run \`CREATE ROLE ${role} LOGIN PASSWORD '...'\` (docs/deploy.md), then migrate again`, { cause: err });
+      throw new Error(
+        `database role ${role} is missing and ${await currentUser(sql)} may not create it: as a superuser run \`CREATE ROLE ${role} LOGIN PASSWORD '...'\` (docs/deploy.md), then migrate again`,
+        { cause: err },
+      );
     throw err;
   }
 }
@@ -161,9 +212,13 @@ export async function applyAppGrants(sql: postgres.Sql): Promise<void> {
       language sql security definer set search_path = pg_catalog, public
       as $$ with d as (delete from public.tasks where id = task_id and state = 'queued' and version = 0 returning 1) select exists (select from d) $$`);
     await tx.unsafe(`revoke all on function public.delete_unpublished_task(uuid) from public, ${roles}`);
-    const present = new Set((await tx<{ t: string }[]>`select tablename as t from pg_tables where schemaname = 'public'`).map((r) => r.t));
+    const present = new Set(
+      (await tx<{ t: string }[]>`select tablename as t from pg_tables where schemaname = 'public'`).map((r) => r.t),
+    );
     for (const t of present) await tx.unsafe(`revoke all on table public.${q(t)} from public, ${roles}`);
-    const sequences = (await tx<{ s: string }[]>`select sequencename as s from pg_sequences where schemaname = 'public'`).map((r) => r.s);
+    const sequences = (
+      await tx<{ s: string }[]>`select sequencename as s from pg_sequences where schemaname = 'public'`
+    ).map((r) => r.s);
     for (const s of sequences) await tx.unsafe(`revoke all on sequence public.${q(s)} from public, ${roles}`);
     for (const app of APP_ROLES) {
       const role = q(DB_ROLES[app]);
@@ -171,7 +226,8 @@ export async function applyAppGrants(sql: postgres.Sql): Promise<void> {
       for (const t of g.tables) {
         if (!present.has(t.table)) throw new Error(`APP_GRANTS.${app}: table ${t.table} is not in the schema`);
         if (t.all?.length) await tx.unsafe(`grant ${t.all.join(", ")} on table public.${q(t.table)} to ${role}`);
-        for (const [priv, cols] of Object.entries(t.columns ?? {})) await tx.unsafe(`grant ${priv} (${cols.map(q).join(", ")}) on table public.${q(t.table)} to ${role}`);
+        for (const [priv, cols] of Object.entries(t.columns ?? {}))
+          await tx.unsafe(`grant ${priv} (${cols.map(q).join(", ")}) on table public.${q(t.table)} to ${role}`);
       }
       for (const s of g.sequences ?? []) await tx.unsafe(`grant usage on sequence public.${q(s)} to ${role}`);
       for (const f of g.functions ?? []) await tx.unsafe(`grant execute on function public.${f} to ${role}`);
@@ -192,7 +248,8 @@ export interface AppLogin {
 }
 
 const loginName = (prefix: string, app: AppRole) => {
-  if (!/^[a-z][a-z0-9_]*$/.test(prefix)) throw new Error(`login prefix "${prefix}": lower-case letters, digits and _ only`);
+  if (!/^[a-z][a-z0-9_]*$/.test(prefix))
+    throw new Error(`login prefix "${prefix}": lower-case letters, digits and _ only`);
   const name = `${prefix}_${app}_login`;
   if (name.length > 63) throw new Error(`login name ${name} is longer than Postgres keeps (63)`);
   return name;

@@ -1,9 +1,9 @@
 // Opening a region's KV buckets: bound when they exist (the apps), created when missing (the
 // administering roles). The names come from @pipeline/shared/subjects (`buckets`).
 import { jetstreamManager } from "@nats-io/jetstream";
-import { Kvm, type KV } from "@nats-io/kv";
+import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { requireStreams, type RequireOptions } from "../nats/topology.ts";
+import { type RequireOptions, requireStreams } from "../nats/topology.ts";
 import { buckets } from "../subjects.ts";
 
 /** Revisions kept per config key (the rollback horizon). */
@@ -16,7 +16,10 @@ export const CONFIG_HISTORY = 64;
  * bucket.
  */
 export async function bindBucket(nc: NatsConnection, bucket: string, o: RequireOptions = {}): Promise<KV> {
-  const [info] = await requireStreams(await jetstreamManager(nc), [`KV_${bucket}`], { label: () => `KV bucket ${bucket} (stream KV_${bucket})`, ...o });
+  const [info] = await requireStreams(await jetstreamManager(nc), [`KV_${bucket}`], {
+    label: () => `KV bucket ${bucket} (stream KV_${bucket})`,
+    ...o,
+  });
   return new Kvm(nc).open(bucket, { allow_direct: info!.config.allow_direct === true });
 }
 
@@ -29,4 +32,3 @@ export async function openRegionBucket(nc: NatsConnection, region: string): Prom
 export async function openConfigBucket(nc: NatsConnection, region: string): Promise<KV> {
   return new Kvm(nc).create(buckets.config(region), { history: CONFIG_HISTORY });
 }
-

@@ -30,7 +30,9 @@ export async function configHistory(kv: KV): Promise<ConfigRevision[]> {
 }
 
 /** The newest revision that parses, or undefined (no config stored, or none valid). */
-export async function latestValidConfig(kv: KV): Promise<{ revision: number; config: SolverRuntimeConfig } | undefined> {
+export async function latestValidConfig(
+  kv: KV,
+): Promise<{ revision: number; config: SolverRuntimeConfig } | undefined> {
   const all = await configHistory(kv);
   for (let i = all.length - 1; i >= 0; i--) {
     const r = all[i]!;
@@ -40,7 +42,10 @@ export async function latestValidConfig(kv: KV): Promise<{ revision: number; con
 }
 
 /** Stores a config after validating it; an invalid one is refused and nothing is written. */
-export async function putSolverConfig(kv: KV, config: unknown): Promise<{ revision: number; config: SolverRuntimeConfig }> {
+export async function putSolverConfig(
+  kv: KV,
+  config: unknown,
+): Promise<{ revision: number; config: SolverRuntimeConfig }> {
   const parsed = parseSolverConfig(JSON.stringify(config));
   if (!parsed.ok) throw new InvalidConfigError(parsed.error);
   const revision = await kv.put(SOLVER_CONFIG_KEY, JSON.stringify(parsed.value));
@@ -50,4 +55,3 @@ export async function putSolverConfig(kv: KV, config: unknown): Promise<{ revisi
 export class InvalidConfigError extends Error {
   override name = "InvalidConfigError";
 }
-

@@ -1,5 +1,5 @@
 // Solvers' heartbeats in the region's workers bucket: what each says about itself, and who is alive.
-import { Kvm, type KV } from "@nats-io/kv";
+import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { buckets } from "../subjects.ts";
@@ -33,7 +33,11 @@ export async function openWorkersBucket(nc: NatsConnection, region: string): Pro
 }
 
 /** The workers whose last heartbeat is fresh (entries that do not parse are reported apart). */
-export async function liveWorkers(kv: KV, now = Date.now(), freshMs = HEARTBEAT_TTL_MS): Promise<{ workers: Heartbeat[]; unreadable: string[] }> {
+export async function liveWorkers(
+  kv: KV,
+  now = Date.now(),
+  freshMs = HEARTBEAT_TTL_MS,
+): Promise<{ workers: Heartbeat[]; unreadable: string[] }> {
   const workers: Heartbeat[] = [];
   const unreadable: string[] = [];
   const keys = await kv.keys();

@@ -13,7 +13,14 @@ export interface NatsAuth {
 }
 
 /** The NATS credentials of an app, from its parsed environment (see `natsEnv`). */
-export function natsAuthFromEnv(env: { NATS_USER?: string | undefined; NATS_PASSWORD?: string | undefined; NATS_CREDS?: string | undefined; NATS_TLS_CA?: string | undefined; NATS_TLS_CERT?: string | undefined; NATS_TLS_KEY?: string | undefined }): NatsAuth {
+export function natsAuthFromEnv(env: {
+  NATS_USER?: string | undefined;
+  NATS_PASSWORD?: string | undefined;
+  NATS_CREDS?: string | undefined;
+  NATS_TLS_CA?: string | undefined;
+  NATS_TLS_CERT?: string | undefined;
+  NATS_TLS_KEY?: string | undefined;
+}): NatsAuth {
   const auth: NatsAuth = {};
   if (env.NATS_USER) auth.user = env.NATS_USER;
   if (env.NATS_PASSWORD) auth.pass = env.NATS_PASSWORD;

@@ -6,7 +6,17 @@
 // lane consumers on TASKS. Streams, buckets and the notifier consumers are the administering
 // side's (recovery, rollout, admin: provision.ts, before the apps start); an app only
 // reads their info (STREAM.INFO) and waits for them at start (topology.ts, requireStreams).
-import { bodySubjects, buckets, dlqSubjects, eventSubject, eventSubjects, hookEventSubject, isFinalEventKind, streams, taskSubjects } from "../subjects.ts";
+import {
+  bodySubjects,
+  buckets,
+  dlqSubjects,
+  eventSubject,
+  eventSubjects,
+  hookEventSubject,
+  isFinalEventKind,
+  streams,
+  taskSubjects,
+} from "../subjects.ts";
 import { inboxPrefixOf } from "./connection.ts";
 import { notifierConsumerConfig, notifierHooksConsumerConfig } from "./topology.ts";
 
@@ -43,7 +53,9 @@ const FULL: Permissions = { publish: { allow: [">"] }, subscribe: { allow: [">"]
 
 /** The event subjects an app may publish on in one region. */
 const eventPublish = (app: keyof typeof EMITTED_EVENT_KINDS, region: string) =>
-  EMITTED_EVENT_KINDS[app].flatMap((k) => (isFinalEventKind(k) ? [eventSubject(region, k), hookEventSubject(region, k)] : [eventSubject(region, k)]));
+  EMITTED_EVENT_KINDS[app].flatMap((k) =>
+    isFinalEventKind(k) ? [eventSubject(region, k), hookEventSubject(region, k)] : [eventSubject(region, k)],
+  );
 
 /**
  * A KV bucket read (get, history, watch through an ordered consumer): its stream's info, message
@@ -67,7 +79,11 @@ const kvRead = (bucket: string) => {
 const kvWrite = (bucket: string) => [...kvRead(bucket), `$KV.${bucket}.>`];
 
 /** Reading a durable consumer the administering side made: its info, its messages, their acks. */
-const pullFrom = (stream: string, consumer: string) => [`$JS.API.CONSUMER.INFO.${stream}.${consumer}`, `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, `$JS.ACK.${stream}.${consumer}.>`];
+const pullFrom = (stream: string, consumer: string) => [
+  `$JS.API.CONSUMER.INFO.${stream}.${consumer}`,
+  `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
+  `$JS.ACK.${stream}.${consumer}.>`,
+];
 
 /**
  * What no app user may ever do, whatever its allow list says: administer a stream (a KV bucket is
@@ -96,7 +112,12 @@ const noReadsNorConsumers = (region: string, o: { consumersOn: string[] }) => {
   for (const s of [streams.tasks(region), streams.events(region), streams.dlq(region), streams.bodies(region)]) {
     out.push(`$JS.API.STREAM.MSG.GET.${s}`, `$JS.API.DIRECT.GET.${s}`, `$JS.API.DIRECT.GET.${s}.>`);
     if (o.consumersOn.includes(s)) continue;
-    out.push(`$JS.API.CONSUMER.CREATE.${s}`, `$JS.API.CONSUMER.CREATE.${s}.>`, `$JS.API.CONSUMER.DURABLE.CREATE.${s}.>`, `$JS.API.CONSUMER.DELETE.${s}.>`);
+    out.push(
+      `$JS.API.CONSUMER.CREATE.${s}`,
+      `$JS.API.CONSUMER.CREATE.${s}.>`,
+      `$JS.API.CONSUMER.DURABLE.CREATE.${s}.>`,
+      `$JS.API.CONSUMER.DELETE.${s}.>`,
+    );
   }
   return out;
 };
@@ -138,10 +159,17 @@ function solver(regions: string[]): Permissions {
     pub.push(taskSubjects(r), dlqSubjects(r), ...eventPublish("solver", r));
     for (const s of [tasks, events, streams.dlq(r)]) pub.push(`$JS.API.STREAM.INFO.${s}`);
     // (A consumer with several filters is created through DURABLE.CREATE by the client.)
-    pub.push(`$JS.API.CONSUMER.CREATE.${tasks}.>`, `$JS.API.CONSUMER.DURABLE.CREATE.${tasks}.>`, `$JS.API.CONSUMER.INFO.${tasks}.>`, `$JS.API.CONSUMER.MSG.NEXT.${tasks}.>`, `$JS.ACK.${tasks}.>`);
+    pub.push(
+      `$JS.API.CONSUMER.CREATE.${tasks}.>`,
+      `$JS.API.CONSUMER.DURABLE.CREATE.${tasks}.>`,
+      `$JS.API.CONSUMER.INFO.${tasks}.>`,
+      `$JS.API.CONSUMER.MSG.NEXT.${tasks}.>`,
+      `$JS.ACK.${tasks}.>`,
+    );
     // A lane consumer that gains shards is rewound to the oldest message left (shards/assignment.ts).
     pub.push(`$JS.API.CONSUMER.RESET.${tasks}.>`);
-    for (const c of [notifierHooksConsumerConfig(r).durable_name, notifierConsumerConfig(r).durable_name]) pub.push(...pullFrom(events, c));
+    for (const c of [notifierHooksConsumerConfig(r).durable_name, notifierConsumerConfig(r).durable_name])
+      pub.push(...pullFrom(events, c));
     pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
     // The shard assignment: the first solver of a region writes it; the rollout service changes it.
     pub.push(...kvWrite(buckets.rollout(r)));

@@ -3,12 +3,12 @@
 // before, a JetStream error, the 503 when no stream takes the subject, a timeout when nobody
 // answers; and publishWithRetry retries what it should through it.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { DiscardPolicy, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { DiscardPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, isRetryablePublishError } from "./connection.ts";
-import { publishWithRetry } from "./publish.ts";
 import { createPubAckPublisher, PubAckError, PubAckTimeoutError } from "./pub-acks.ts";
+import { publishWithRetry } from "./publish.ts";
 
 let nats: TestNats;
 let nc: NatsConnection;
@@ -27,7 +27,11 @@ afterAll(async () => {
 
 test("stores with Nats-Msg-Id and answers the PubAck; the same id again is a duplicate of the same message", async () => {
   const pub = createPubAckPublisher(nc);
-  const acks = await Promise.all(Array.from({ length: 200 }, (_, i) => pub.publish(`pa.e.${i % 3}`, JSON.stringify({ i }), { msgID: `m-${i}`, timeout: 5000 })));
+  const acks = await Promise.all(
+    Array.from({ length: 200 }, (_, i) =>
+      pub.publish(`pa.e.${i % 3}`, JSON.stringify({ i }), { msgID: `m-${i}`, timeout: 5000 }),
+    ),
+  );
   expect(acks.every((a) => a.stream === "PA" && !a.duplicate)).toBe(true);
   expect(new Set(acks.map((a) => a.seq)).size).toBe(200);
   const again = await pub.publish("pa.e.1", JSON.stringify({ i: 7 }), { msgID: "m-7", timeout: 5000 });

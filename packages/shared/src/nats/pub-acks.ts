@@ -38,7 +38,10 @@ interface Waiting {
  * server's PubAck (or error, or a 503 status when no stream listens) on it. A reply lost in a
  * reconnect times out, and publishWithRetry publishes again under the same id (deduplicated).
  */
-export function createPubAckPublisher(nc: NatsConnection, o: { sweepMs?: number } = {}): Publisher & { pending(): number; close(): void } {
+export function createPubAckPublisher(
+  nc: NatsConnection,
+  o: { sweepMs?: number } = {},
+): Publisher & { pending(): number; close(): void } {
   // Under the connection's own prefix (connectNats: the user's), where its user may subscribe.
   const prefix = createInbox(connectionInboxPrefix(nc));
   const waiting = new Map<string, Waiting>();
@@ -47,7 +50,7 @@ export function createPubAckPublisher(nc: NatsConnection, o: { sweepMs?: number 
   const settle = (token: string): Waiting | undefined => {
     const w = waiting.get(token);
     if (w) waiting.delete(token);
-    if (waiting.size === 0 && sweep) (clearInterval(sweep), (sweep = undefined));
+    if (waiting.size === 0 && sweep) clearInterval(sweep), (sweep = undefined);
     return w;
   };
   const failAll = (err: Error) => {
@@ -64,7 +67,8 @@ export function createPubAckPublisher(nc: NatsConnection, o: { sweepMs?: number 
   const startSweep = () => {
     sweep ??= setInterval(() => {
       const now = Date.now();
-      for (const [token, w] of waiting) if (w.deadline <= now) settle(token)?.reject(new PubAckTimeoutError("PubAck timeout"));
+      for (const [token, w] of waiting)
+        if (w.deadline <= now) settle(token)?.reject(new PubAckTimeoutError("PubAck timeout"));
     }, o.sweepMs ?? 100);
     sweep.unref?.();
   };
@@ -97,14 +101,35 @@ function answer(m: Msg, w: Waiting): void {
   // As the client words them (isRetryablePublishError reads the words): a status is "no
   // responders" (retried), an API error its description alone (e.g. "maximum messages exceeded",
   // code 503, not retried).
-  if (m.headers?.hasError) return w.reject(new PubAckError(m.headers.code === 503 ? "no responders" : `${m.headers.code} ${m.headers.description}`, m.headers.code));
-  let body: { stream?: unknown; seq?: unknown; duplicate?: unknown; domain?: unknown; error?: { code?: number; err_code?: number; description?: string } };
+  if (m.headers?.hasError)
+    return w.reject(
+      new PubAckError(
+        m.headers.code === 503 ? "no responders" : `${m.headers.code} ${m.headers.description}`,
+        m.headers.code,
+      ),
+    );
+  let body: {
+    stream?: unknown;
+    seq?: unknown;
+    duplicate?: unknown;
+    domain?: unknown;
+    error?: { code?: number; err_code?: number; description?: string };
+  };
   try {
     body = m.json();
   } catch {
     return w.reject(new PubAckError("invalid PubAck (not JSON)", 0));
   }
-  if (body.error) return w.reject(new PubAckError(body.error.description ?? "JetStream error", body.error.code ?? 0, body.error.err_code));
-  if (typeof body.stream !== "string" || body.stream === "" || typeof body.seq !== "number") return w.reject(new PubAckError("invalid PubAck", 0));
-  w.resolve({ stream: body.stream, seq: body.seq, duplicate: body.duplicate === true, ...(typeof body.domain === "string" ? { domain: body.domain } : {}) } as PubAck);
+  if (body.error)
+    return w.reject(
+      new PubAckError(body.error.description ?? "JetStream error", body.error.code ?? 0, body.error.err_code),
+    );
+  if (typeof body.stream !== "string" || body.stream === "" || typeof body.seq !== "number")
+    return w.reject(new PubAckError("invalid PubAck", 0));
+  w.resolve({
+    stream: body.stream,
+    seq: body.seq,
+    duplicate: body.duplicate === true,
+    ...(typeof body.domain === "string" ? { domain: body.domain } : {}),
+  } as PubAck);
 }

@@ -36,6 +36,18 @@ export async function publishWithRetry(
  * way a task is queued: the gateway's submit and redrive, the console's redrive, recovery's
  * sweep, rebuild and adoption, the solver's reaper.
  */
-export async function publishTaskMessage(js: Publisher, region: string, msg: TaskMessage, msgID: string, deadlineMs?: number): Promise<PubAck> {
-  return publishWithRetry(js, taskSubject(region, msg.priority, shardOf(msg.id)), JSON.stringify(msg), msgID, deadlineMs);
+export async function publishTaskMessage(
+  js: Publisher,
+  region: string,
+  msg: TaskMessage,
+  msgID: string,
+  deadlineMs?: number,
+): Promise<PubAck> {
+  return publishWithRetry(
+    js,
+    taskSubject(region, msg.priority, shardOf(msg.id)),
+    JSON.stringify(msg),
+    msgID,
+    deadlineMs,
+  );
 }

@@ -2,15 +2,29 @@
 // another by changing their filter subjects: the ground the rollout service (issue 15) builds on.
 // Pinned here so a server upgrade that changes it fails a test, not a rollout.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import { connectNats, type NatsConnection } from "./index.ts";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+} from "@nats-io/jetstream";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
+import { connectNats, type NatsConnection } from "./index.ts";
 
 let n: TestNats;
 let nc: NatsConnection;
 let jsm: JetStreamManager;
 let js: JetStreamClient;
-const cfg = (name: string, f: string[]) => ({ durable_name: name, filter_subjects: f, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, ack_wait: 30_000_000_000 });
+const cfg = (name: string, f: string[]) => ({
+  durable_name: name,
+  filter_subjects: f,
+  ack_policy: AckPolicy.Explicit,
+  deliver_policy: DeliverPolicy.All,
+  ack_wait: 30_000_000_000,
+});
 
 beforeAll(async () => {
   n = await startTestNats({ regions: ["x"] });
@@ -38,7 +52,9 @@ async function drain(name: string): Promise<string[]> {
 }
 
 test("two consumers may not filter the same shard: the server refuses the overlap (one version per shard)", async () => {
-  await expect(jsm.consumers.update("SHARDS", "v2", { filter_subjects: ["s.1", "s.2"] } as never)).rejects.toThrow("filtered consumer not unique");
+  await expect(jsm.consumers.update("SHARDS", "v2", { filter_subjects: ["s.1", "s.2"] } as never)).rejects.toThrow(
+    "filtered consumer not unique",
+  );
 });
 
 test("a shard moves by shrinking the old consumer, then growing the new one; a message the old one holds unacked is delivered to the new one too", async () => {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { jetstreamManager, RetentionPolicy, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager, RetentionPolicy } from "@nats-io/jetstream";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "./connection.ts";
-import { MIN_NATS_SERVER, versionAtLeast } from "./version.ts";
 import { ensureConsumer, ensureLaneConsumers, ensureStream, ensureStreams, TopologyError } from "./topology.ts";
+import { MIN_NATS_SERVER, versionAtLeast } from "./version.ts";
 
 let nats: TestNats;
 let nc: NatsConnection;
@@ -37,7 +37,11 @@ test("fields of the current server stick: per-message TTL (2.11) and consumer pa
   const at = new Date(Date.now() + 3600_000);
   at.setUTCMilliseconds(700);
   const until = at.toISOString();
-  await ensureConsumer(jsm, "TTLS", { durable_name: "paused", filter_subjects: ["ttls.a", "ttls.b"], pause_until: until } as never);
+  await ensureConsumer(jsm, "TTLS", {
+    durable_name: "paused",
+    filter_subjects: ["ttls.a", "ttls.b"],
+    pause_until: until,
+  } as never);
   const c = await jsm.consumers.info("TTLS", "paused");
   expect(c.config.filter_subjects).toEqual(["ttls.a", "ttls.b"]);
   expect(c.paused).toBe(true);

@@ -1,18 +1,30 @@
 import {
   AckPolicy,
+  type ConsumerConfig,
   DeliverPolicy,
   DiscardPolicy,
   JetStreamApiError,
+  type JetStreamManager,
   RetentionPolicy,
   StorageType,
-  type ConsumerConfig,
-  type JetStreamManager,
   type StreamConfig,
   type StreamInfo,
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Priority } from "../schemas/task-types.ts";
-import { bodySubjects, dlqSubjects, eventSubject, eventSubjects, FINAL_EVENT_KINDS, hookEventSubject, laneConsumer, laneFilter, LANES, streams, taskSubjects } from "../subjects.ts";
+import {
+  bodySubjects,
+  dlqSubjects,
+  eventSubject,
+  eventSubjects,
+  FINAL_EVENT_KINDS,
+  hookEventSubject,
+  LANES,
+  laneConsumer,
+  laneFilter,
+  streams,
+  taskSubjects,
+} from "../subjects.ts";
 
 /** Raised when the server did not keep a field as we asked (a normalized value; on 2.9, a dropped unknown field). */
 export class TopologyError extends Error {
@@ -32,11 +44,18 @@ export function isNotFound(err: unknown): boolean {
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
 /** Two RFC 3339 times that name the same instant (the server trims trailing zeros: `.710Z` reads back `.71Z`). */
 function sameInstant(a: unknown, b: unknown): boolean {
-  return typeof a === "string" && typeof b === "string" && ISO.test(a) && ISO.test(b) && Date.parse(a) === Date.parse(b);
+  return (
+    typeof a === "string" && typeof b === "string" && ISO.test(a) && ISO.test(b) && Date.parse(a) === Date.parse(b)
+  );
 }
 
 /** Every field of `want` must read back equal from the server. */
-export function assertStuck(kind: string, name: string, want: Record<string, unknown>, got: Record<string, unknown>): void {
+export function assertStuck(
+  kind: string,
+  name: string,
+  want: Record<string, unknown>,
+  got: Record<string, unknown>,
+): void {
   for (const [field, value] of Object.entries(want)) {
     if (value === undefined) continue;
     const actual = got[field];
@@ -53,16 +72,23 @@ export function assertStuck(kind: string, name: string, want: Record<string, unk
  * Creates the stream or updates its mutable fields, then reads its config back and throws a
  * TopologyError if any field we set is not what the server holds.
  */
-export async function ensureStream(jsm: JetStreamManager, asked: Partial<StreamConfig> & { name: string }, o: { neverLowerLimits?: boolean } = {}): Promise<void> {
+export async function ensureStream(
+  jsm: JetStreamManager,
+  asked: Partial<StreamConfig> & { name: string },
+  o: { neverLowerLimits?: boolean } = {},
+): Promise<void> {
   let cfg = asked;
   try {
     const info = await jsm.streams.info(cfg.name);
     // Replicas only ever go up here: an app configured for fewer (a dev default, an old binary)
     // must not scale a production R3 stream down to R1.
-    if (cfg.num_replicas !== undefined && info.config.num_replicas > cfg.num_replicas) cfg = { ...cfg, num_replicas: info.config.num_replicas };
+    if (cfg.num_replicas !== undefined && info.config.num_replicas > cfg.num_replicas)
+      cfg = { ...cfg, num_replicas: info.config.num_replicas };
     // With `neverLowerLimits` (EVENTS): a limit an operator raised (docs/runbook.md, Sizing EVENTS) is kept.
     if (o.neverLowerLimits) cfg = { ...cfg, ...keptLimits(cfg, info.config) };
-    const differs = Object.entries(cfg).some(([k, v]) => JSON.stringify((info.config as unknown as Record<string, unknown>)[k]) !== JSON.stringify(v));
+    const differs = Object.entries(cfg).some(
+      ([k, v]) => JSON.stringify((info.config as unknown as Record<string, unknown>)[k]) !== JSON.stringify(v),
+    );
     if (differs) await jsm.streams.update(cfg.name, cfg);
   } catch (err) {
     if (!isNotFound(err)) throw err;
@@ -83,7 +109,11 @@ function keptLimits(asked: Partial<StreamConfig>, has: StreamConfig): Partial<St
 }
 
 /** Creates a durable consumer if absent (never recreates one: see DESIGN on WorkQueue ghosts), then verifies its config. */
-export async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+export async function ensureConsumer(
+  jsm: JetStreamManager,
+  stream: string,
+  cfg: Partial<ConsumerConfig> & { durable_name: string },
+): Promise<void> {
   let exists = true;
   try {
     await jsm.consumers.info(stream, cfg.durable_name);
@@ -179,7 +209,10 @@ export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConf
 export function eventsMirrorConfig(remote: string, replicas = 1): Partial<StreamConfig> & { name: string } {
   return {
     name: streams.events(remote),
-    mirror: { name: streams.events(remote), external: { api: `$JS.${remote}.API`, deliver: "" } } as StreamConfig["mirror"],
+    mirror: {
+      name: streams.events(remote),
+      external: { api: `$JS.${remote}.API`, deliver: "" },
+    } as StreamConfig["mirror"],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
@@ -200,7 +233,11 @@ export const DEFAULT_BODIES_MAX_AGE_MS = 15 * 60_000 + 6 * 3600_000;
  * may be restored (up to `SNAPSHOT_MAX_AGE_MS` old before assess fails, and at least one interval)
  * plus `marginMs` (the restore itself, a mirror catching up).
  */
-export function bodiesMaxAgeFor(o: { snapshotIntervalMs: number; snapshotMaxAgeMs: number; marginMs?: number }): number {
+export function bodiesMaxAgeFor(o: {
+  snapshotIntervalMs: number;
+  snapshotMaxAgeMs: number;
+  marginMs?: number;
+}): number {
   return Math.max(o.snapshotIntervalMs, o.snapshotMaxAgeMs) + (o.marginMs ?? 6 * 3600_000);
 }
 
@@ -209,7 +246,11 @@ export function bodiesMaxAgeFor(o: { snapshotIntervalMs: number; snapshotMaxAgeM
  * `bodies.<region>.<task id>`, kept out of EVENTS (which every notifier, console and SSE reader
  * sees) and only for as long as a restore or the other region's replica can need them.
  */
-export function bodiesStreamConfig(o: { region: string; replicas?: number; maxAgeMs?: number }): Partial<StreamConfig> & { name: string } {
+export function bodiesStreamConfig(o: {
+  region: string;
+  replicas?: number;
+  maxAgeMs?: number;
+}): Partial<StreamConfig> & { name: string } {
   return {
     name: streams.bodies(o.region),
     subjects: [bodySubjects(o.region)],
@@ -224,10 +265,17 @@ export function bodiesStreamConfig(o: { region: string; replicas?: number; maxAg
 }
 
 /** Another region's BODIES, mirrored here exactly like its EVENTS (eventsMirrorConfig), with this side's retention. */
-export function bodiesMirrorConfig(remote: string, replicas = 1, maxAgeMs = DEFAULT_BODIES_MAX_AGE_MS): Partial<StreamConfig> & { name: string } {
+export function bodiesMirrorConfig(
+  remote: string,
+  replicas = 1,
+  maxAgeMs = DEFAULT_BODIES_MAX_AGE_MS,
+): Partial<StreamConfig> & { name: string } {
   return {
     name: streams.bodies(remote),
-    mirror: { name: streams.bodies(remote), external: { api: `$JS.${remote}.API`, deliver: "" } } as StreamConfig["mirror"],
+    mirror: {
+      name: streams.bodies(remote),
+      external: { api: `$JS.${remote}.API`, deliver: "" },
+    } as StreamConfig["mirror"],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
@@ -240,7 +288,10 @@ export function bodiesMirrorConfig(remote: string, replicas = 1, maxAgeMs = DEFA
  * Creates the stream when it does not exist and otherwise leaves it alone: for a provisioning that
  * must not undo what another sets (a test harness and BODIES, whose retention recovery sets).
  */
-export async function ensureStreamPresent(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {
+export async function ensureStreamPresent(
+  jsm: JetStreamManager,
+  cfg: Partial<StreamConfig> & { name: string },
+): Promise<void> {
   try {
     await jsm.streams.info(cfg.name);
   } catch (err) {
@@ -279,7 +330,12 @@ export interface RequireOptions {
 }
 
 /** Polls `probe` (undefined: missing) for each name until all are there or `waitMs` passed; `label` names a missing one. */
-async function waitFor<T>(names: string[], probe: (name: string) => Promise<T | undefined>, label: (name: string) => string, o: RequireOptions): Promise<T[]> {
+async function waitFor<T>(
+  names: string[],
+  probe: (name: string) => Promise<T | undefined>,
+  label: (name: string) => string,
+  o: RequireOptions,
+): Promise<T[]> {
   const until = Date.now() + (o.waitMs ?? 0);
   let told = Date.now();
   for (;;) {
@@ -300,7 +356,11 @@ async function waitFor<T>(names: string[], probe: (name: string) => Promise<T | 
  * `waitMs` for those missing, then throws a TopologyMissingError naming them. Any other error
  * (a permission refused) is thrown at once.
  */
-export async function requireStreams(jsm: JetStreamManager, names: string[], o: RequireOptions = {}): Promise<StreamInfo[]> {
+export async function requireStreams(
+  jsm: JetStreamManager,
+  names: string[],
+  o: RequireOptions = {},
+): Promise<StreamInfo[]> {
   return waitFor(
     names,
     (name) =>
@@ -386,7 +446,11 @@ export async function ensureNotifierConsumers(jsm: JetStreamManager, region: str
  * version's final-events consumer when it exists. Creates nothing: the solver's user may only
  * read them.
  */
-export async function notifierConsumerNames(jsm: JetStreamManager, region: string, o: RequireOptions = {}): Promise<string[]> {
+export async function notifierConsumerNames(
+  jsm: JetStreamManager,
+  region: string,
+  o: RequireOptions = {},
+): Promise<string[]> {
   const stream = streams.events(region);
   const exists = (name: string) =>
     jsm.consumers.info(stream, name).then(
@@ -396,7 +460,12 @@ export async function notifierConsumerNames(jsm: JetStreamManager, region: strin
         throw err;
       },
     );
-  const [hooks] = await waitFor([notifierHooksConsumerConfig(region).durable_name], exists, (name) => `consumer ${stream}/${name}`, o);
+  const [hooks] = await waitFor(
+    [notifierHooksConsumerConfig(region).durable_name],
+    exists,
+    (name) => `consumer ${stream}/${name}`,
+    o,
+  );
   const earlier = await exists(notifierConsumerConfig(region).durable_name);
   return earlier ? [hooks!, earlier] : [hooks!];
 }
@@ -434,7 +503,10 @@ export const legacyNotifierConsumer = (region: string) => `notifier_${region}`.r
  * unfinished, after the stream's last message. `streamLastSeq` is read before `legacy`: a message
  * stored in between is then either counted as unfinished or delivered again (recorded once).
  */
-export function resumePoint(legacy: { ack_floor: { stream_seq: number }; num_pending: number; num_ack_pending: number }, streamLastSeq: number): number {
+export function resumePoint(
+  legacy: { ack_floor: { stream_seq: number }; num_pending: number; num_ack_pending: number },
+  streamLastSeq: number,
+): number {
   const unfinished = legacy.num_pending + legacy.num_ack_pending;
   if (unfinished === 0) return streamLastSeq + 1;
   if (legacy.ack_floor.stream_seq > 0) return legacy.ack_floor.stream_seq + 1;
@@ -471,7 +543,11 @@ export async function ensureNotifierConsumer(jsm: JetStreamManager, region: stri
   const legacy = await info(legacyNotifierConsumer(region));
   const start = legacy ? resumePoint(legacy, lastSeq) : undefined;
   try {
-    await ensureConsumer(jsm, stream, start ? { ...cfg, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : cfg);
+    await ensureConsumer(
+      jsm,
+      stream,
+      start ? { ...cfg, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : cfg,
+    );
   } catch (err) {
     if (!(await keepStart())) throw err;
   }

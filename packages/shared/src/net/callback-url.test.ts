@@ -1,6 +1,12 @@
 // The SSRF policy of task callbacks, case by case (docs/security.md lists which test proves what).
 import { describe, expect, test } from "bun:test";
-import { callbackHostKey, checkCallbackUrl, checkResolvedAddresses, STRICT_CALLBACK_POLICY, type CallbackPolicy } from "./callback-url.ts";
+import {
+  type CallbackPolicy,
+  callbackHostKey,
+  checkCallbackUrl,
+  checkResolvedAddresses,
+  STRICT_CALLBACK_POLICY,
+} from "./callback-url.ts";
 import { classifyIp, parseIPv6 } from "./ip.ts";
 
 const STRICT = STRICT_CALLBACK_POLICY;
@@ -108,7 +114,8 @@ describe("accepted", () => {
     ["10/8 with WEBHOOK_ALLOW_PRIVATE", "http://10.1.2.3/hook", DEV],
     ["[::1] with WEBHOOK_ALLOW_PRIVATE", "http://[::1]:9/hook", DEV],
   ];
-  for (const [name, url, policy] of ok) test(name, () => expect(checkCallbackUrl(url, policy)).toMatchObject({ ok: true }));
+  for (const [name, url, policy] of ok)
+    test(name, () => expect(checkCallbackUrl(url, policy)).toMatchObject({ ok: true }));
 
   test("an IP literal comes back as the address to connect to; a name does not", () => {
     const lit = checkCallbackUrl("http://0x7f000001:9/h", DEV);
@@ -122,22 +129,44 @@ describe("accepted", () => {
 });
 
 describe("WEBHOOK_ALLOW_PRIVATE never opens link-local, multicast, unspecified or reserved addresses, nor userinfo", () => {
-  for (const url of ["http://169.254.169.254/", "http://[fe80::1]/", "http://224.0.0.1/", "http://0.0.0.0/", "http://[::]/", "http://240.0.0.1/", "http://u:p@127.0.0.1/"]) {
+  for (const url of [
+    "http://169.254.169.254/",
+    "http://[fe80::1]/",
+    "http://224.0.0.1/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://240.0.0.1/",
+    "http://u:p@127.0.0.1/",
+  ]) {
     test(url, () => expect(refused(url, DEV)).toBeDefined());
   }
-  test("WEBHOOK_ALLOW_HTTP alone does not open private addresses", () => expect(refused("http://127.0.0.1/", HTTP_ONLY)).toMatch(/loopback/));
+  test("WEBHOOK_ALLOW_HTTP alone does not open private addresses", () =>
+    expect(refused("http://127.0.0.1/", HTTP_ONLY)).toMatch(/loopback/));
 });
 
 describe("resolved addresses (the send-time check against DNS rebinding)", () => {
   test("every answer must be allowed: one private answer refuses the host", () => {
-    expect(checkResolvedAddresses([{ address: "93.184.216.34", family: 4 }, { address: "127.0.0.1", family: 4 }])).toEqual({ ok: false, reason: "the host name resolves to a loopback address (127.0.0.1)" });
+    expect(
+      checkResolvedAddresses([
+        { address: "93.184.216.34", family: 4 },
+        { address: "127.0.0.1", family: 4 },
+      ]),
+    ).toEqual({ ok: false, reason: "the host name resolves to a loopback address (127.0.0.1)" });
     expect(checkResolvedAddresses([{ address: "::ffff:10.0.0.1", family: 6 }]).ok).toBe(false);
-    expect(checkResolvedAddresses([{ address: "fe80::1%eth0", family: 6 }])).toMatchObject({ ok: false, reason: expect.stringContaining("link-local") });
+    expect(checkResolvedAddresses([{ address: "fe80::1%eth0", family: 6 }])).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining("link-local"),
+    });
     expect(checkResolvedAddresses([]).ok).toBe(false);
     expect(checkResolvedAddresses([{ address: "not-an-ip", family: 4 }]).ok).toBe(false);
   });
   test("all public: the first answer is the address to connect to", () => {
-    expect(checkResolvedAddresses([{ address: "2606:4700::1111", family: 6 }, { address: "93.184.216.34", family: 4 }])).toEqual({
+    expect(
+      checkResolvedAddresses([
+        { address: "2606:4700::1111", family: 6 },
+        { address: "93.184.216.34", family: 4 },
+      ]),
+    ).toEqual({
       ok: true,
       address: "2606:4700::1111",
       family: 6,
@@ -148,7 +177,11 @@ describe("resolved addresses (the send-time check against DNS rebinding)", () =>
     });
   });
   test("WEBHOOK_ALLOW_PRIVATE lets 127.0.0.1 through", () => {
-    expect(checkResolvedAddresses([{ address: "127.0.0.1", family: 4 }], DEV)).toMatchObject({ ok: true, address: "127.0.0.1", family: 4 });
+    expect(checkResolvedAddresses([{ address: "127.0.0.1", family: 4 }], DEV)).toMatchObject({
+      ok: true,
+      address: "127.0.0.1",
+      family: 4,
+    });
   });
 });
 
@@ -157,7 +190,8 @@ describe("address parsing and classes", () => {
     expect(parseIPv6("::1")).toEqual([...Array(15).fill(0), 1]);
     expect(parseIPv6("::ffff:1.2.3.4")).toEqual([...Array(10).fill(0), 0xff, 0xff, 1, 2, 3, 4]);
     expect(parseIPv6("[2001:db8::1]")!.slice(0, 4)).toEqual([0x20, 0x01, 0x0d, 0xb8]);
-    for (const bad of ["1::2::3", "1:2:3:4:5:6:7:8:9", "12345::", "::1.2.3", ":1", "1:2:3:4:5:6:7", "g::1"]) expect(parseIPv6(bad)).toBeUndefined();
+    for (const bad of ["1::2::3", "1:2:3:4:5:6:7:8:9", "12345::", "::1.2.3", ":1", "1:2:3:4:5:6:7", "g::1"])
+      expect(parseIPv6(bad)).toBeUndefined();
   });
   test("classes at the edges of their ranges", () => {
     expect(classifyIp("9.255.255.255")).toBe("public");

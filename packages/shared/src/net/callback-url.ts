@@ -4,7 +4,7 @@
  * `checkCallbackUrl` at submit; the solver checks it again at send time, resolves the host and
  * checks every answer with `checkResolvedAddresses`, then connects to the address it checked.
  */
-import { classifyIp, ipFamily, PRIVATE_CLASSES, type AddressClass } from "./ip.ts";
+import { type AddressClass, classifyIp, ipFamily, PRIVATE_CLASSES } from "./ip.ts";
 
 export interface CallbackPolicy {
   /** WEBHOOK_ALLOW_HTTP=1: `http:` as well as `https:`. */
@@ -64,22 +64,26 @@ function nameClass(host: string): AddressClass | undefined {
  */
 export function checkCallbackUrl(raw: unknown, policy: CallbackPolicy = STRICT_CALLBACK_POLICY): CallbackCheck {
   if (typeof raw !== "string") return { ok: false, reason: "must be a string" };
-  if (raw.length > CALLBACK_URL_MAX_LENGTH) return { ok: false, reason: `must be at most ${CALLBACK_URL_MAX_LENGTH} characters` };
+  if (raw.length > CALLBACK_URL_MAX_LENGTH)
+    return { ok: false, reason: `must be at most ${CALLBACK_URL_MAX_LENGTH} characters` };
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
     return { ok: false, reason: policy.allowHttp ? "must be an http(s) URL" : "must be an https URL" };
   }
-  if (url.protocol !== "https:" && !(policy.allowHttp && url.protocol === "http:")) return { ok: false, reason: policy.allowHttp ? "must be an http(s) URL" : "must be an https URL" };
-  if (url.username !== "" || url.password !== "") return { ok: false, reason: "must not carry a user name or password" };
+  if (url.protocol !== "https:" && !(policy.allowHttp && url.protocol === "http:"))
+    return { ok: false, reason: policy.allowHttp ? "must be an http(s) URL" : "must be an https URL" };
+  if (url.username !== "" || url.password !== "")
+    return { ok: false, reason: "must not carry a user name or password" };
   let host = url.hostname.toLowerCase();
   if (host.startsWith("[") && host.endsWith("]")) host = host.slice(1, -1);
   if (host.endsWith(".")) host = host.slice(0, -1);
   if (host === "") return { ok: false, reason: "must name a host" };
   const family = ipFamily(host);
   const cls = family ? classifyIp(host)! : nameClass(host);
-  if (cls && !addressClassAllowed(cls, policy)) return { ok: false, reason: `must not point to ${CLASS_TEXT[cls]}${family ? ` (${host})` : ""}` };
+  if (cls && !addressClassAllowed(cls, policy))
+    return { ok: false, reason: `must not point to ${CLASS_TEXT[cls]}${family ? ` (${host})` : ""}` };
   return { ok: true, target: { url, host, ...(family ? { literal: { address: host, family } } : {}) } };
 }
 
@@ -88,7 +92,9 @@ export interface ResolvedAddress {
   family: number;
 }
 
-export type ResolvedCheck = { ok: true; address: string; family: 4 | 6; addresses: Array<{ address: string; family: 4 | 6 }> } | { ok: false; reason: string };
+export type ResolvedCheck =
+  | { ok: true; address: string; family: 4 | 6; addresses: Array<{ address: string; family: 4 | 6 }> }
+  | { ok: false; reason: string };
 
 /**
  * Checks every address a host name resolved to: one answer the policy refuses refuses them all
@@ -96,12 +102,16 @@ export type ResolvedCheck = { ok: true; address: string; family: 4 | 6; addresse
  * answer is the one to connect to; `addresses` are all of them, in order, for a client that falls
  * back to the next one when a connection fails.
  */
-export function checkResolvedAddresses(answers: readonly ResolvedAddress[], policy: CallbackPolicy = STRICT_CALLBACK_POLICY): ResolvedCheck {
+export function checkResolvedAddresses(
+  answers: readonly ResolvedAddress[],
+  policy: CallbackPolicy = STRICT_CALLBACK_POLICY,
+): ResolvedCheck {
   if (answers.length === 0) return { ok: false, reason: "the host name has no address" };
   for (const a of answers) {
     const cls = classifyIp(a.address);
     if (!cls) return { ok: false, reason: "the host name resolved to something that is not an IP address" };
-    if (!addressClassAllowed(cls, policy)) return { ok: false, reason: `the host name resolves to ${CLASS_TEXT[cls]} (${a.address})` };
+    if (!addressClassAllowed(cls, policy))
+      return { ok: false, reason: `the host name resolves to ${CLASS_TEXT[cls]} (${a.address})` };
   }
   const addresses = answers.map((a) => ({ address: a.address, family: ipFamily(a.address) as 4 | 6 }));
   return { ok: true, ...addresses[0]!, addresses };

@@ -27,7 +27,8 @@ export function parseCidr(s: string): Cidr | undefined {
 /** The bytes of an address; an IPv4-mapped IPv6 one (`::ffff:10.0.0.2`, how dual-stack sockets report IPv4 peers) as its IPv4 bytes. */
 function normalized(ip: string): number[] | undefined {
   const b = parseIp(ip);
-  if (b && b.length === 16 && b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff) return b.slice(12);
+  if (b && b.length === 16 && b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff)
+    return b.slice(12);
   return b;
 }
 
@@ -37,7 +38,8 @@ export function inAnyCidr(ip: string, ranges: readonly Cidr[]): boolean {
   if (!b) return false;
   return ranges.some((r) => {
     if (r.bytes.length !== b.length) return false;
-    for (let i = 0; i < r.bits; i++) if (((b[i >> 3]! >> (7 - (i & 7))) & 1) !== ((r.bytes[i >> 3]! >> (7 - (i & 7))) & 1)) return false;
+    for (let i = 0; i < r.bits; i++)
+      if (((b[i >> 3]! >> (7 - (i & 7))) & 1) !== ((r.bytes[i >> 3]! >> (7 - (i & 7))) & 1)) return false;
     return true;
   });
 }

@@ -1,3 +1,15 @@
-export { addressClassAllowed, callbackHostKey, CALLBACK_URL_MAX_LENGTH, checkCallbackUrl, checkResolvedAddresses, STRICT_CALLBACK_POLICY, type CallbackCheck, type CallbackPolicy, type CallbackTarget, type ResolvedAddress, type ResolvedCheck } from "./callback-url.ts";
-export { inAnyCidr, parseCidr, type Cidr } from "./cidr.ts";
-export { classifyIp, ipFamily, parseIp, parseIPv4, parseIPv6, PRIVATE_CLASSES, type AddressClass } from "./ip.ts";
+export {
+  addressClassAllowed,
+  CALLBACK_URL_MAX_LENGTH,
+  type CallbackCheck,
+  type CallbackPolicy,
+  type CallbackTarget,
+  callbackHostKey,
+  checkCallbackUrl,
+  checkResolvedAddresses,
+  type ResolvedAddress,
+  type ResolvedCheck,
+  STRICT_CALLBACK_POLICY,
+} from "./callback-url.ts";
+export { type Cidr, inAnyCidr, parseCidr } from "./cidr.ts";
+export { type AddressClass, classifyIp, ipFamily, PRIVATE_CLASSES, parseIPv4, parseIPv6, parseIp } from "./ip.ts";

@@ -9,7 +9,16 @@
  * `loopback`, `private` (RFC 1918, site-local, NAT64 local-use), `cgnat` (100.64/10) and `ula`
  * (fc00::/7) are allowed with WEBHOOK_ALLOW_PRIVATE=1; the others never.
  */
-export type AddressClass = "public" | "loopback" | "private" | "cgnat" | "ula" | "link-local" | "multicast" | "unspecified" | "reserved";
+export type AddressClass =
+  | "public"
+  | "loopback"
+  | "private"
+  | "cgnat"
+  | "ula"
+  | "link-local"
+  | "multicast"
+  | "unspecified"
+  | "reserved";
 
 /** Classes WEBHOOK_ALLOW_PRIVATE=1 lets through (dev stacks and tests send to 127.0.0.1). */
 export const PRIVATE_CLASSES: ReadonlySet<AddressClass> = new Set(["loopback", "private", "cgnat", "ula"]);

@@ -4,7 +4,13 @@ export type ErrorClass = "retry" | "resubmit" | "task_fails" | "key_stops";
 /** Which provider we speak to: `ERROR_ZERO_BALANCE` means "no funds" at 2Captcha, "no free threads" at CaptchaAI. */
 export type ProviderProfile = "2captcha" | "captchaai";
 
-const RETRY = new Set(["ERROR_NO_SLOT_AVAILABLE", "ERROR_TOO_MUCH_REQUESTS", "MAX_USER_TURN", "ERROR_SERVER_ERROR", "ERROR_INTERNAL_SERVER_ERROR"]);
+const RETRY = new Set([
+  "ERROR_NO_SLOT_AVAILABLE",
+  "ERROR_TOO_MUCH_REQUESTS",
+  "MAX_USER_TURN",
+  "ERROR_SERVER_ERROR",
+  "ERROR_INTERNAL_SERVER_ERROR",
+]);
 const RESUBMIT = new Set(["ERROR_CAPTCHA_UNSOLVABLE", "ERROR_BAD_DUPLICATES", "ERROR_PROXY_CONNECTION_FAILED"]);
 const TASK_FAILS = new Set([
   "ERROR_PAGEURL",

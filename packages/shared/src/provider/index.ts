@@ -1,3 +1,3 @@
-export * from "./classify.ts";
-export * from "./params.ts";
-export * from "./replies.ts";
+export { classifyError, type ErrorClass, isTemporaryBlock, type ProviderProfile } from "./classify.ts";
+export { toProviderParams } from "./params.ts";
+export { type ProviderReply, parseProviderReply, splitBulkAnswer } from "./replies.ts";

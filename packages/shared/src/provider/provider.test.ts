@@ -8,7 +8,11 @@ describe("provider replies", () => {
     expect(parseProviderReply(200, "OK|4123")).toEqual({ kind: "ok", value: "4123" });
     expect(parseProviderReply(200, '{"status":1,"request":"4123"}')).toEqual({ kind: "ok", value: "4123" });
     expect(parseProviderReply(200, '{"status":1,"request":4123}')).toEqual({ kind: "ok", value: "4123" });
-    expect(parseProviderReply(200, '{"status":1,"request":"tok","useragent":"UA"}')).toEqual({ kind: "ok", value: "tok", extra: { useragent: "UA" } });
+    expect(parseProviderReply(200, '{"status":1,"request":"tok","useragent":"UA"}')).toEqual({
+      kind: "ok",
+      value: "tok",
+      extra: { useragent: "UA" },
+    });
   });
   test("not ready, in both spellings", () => {
     expect(parseProviderReply(200, "CAPCHA_NOT_READY")).toEqual({ kind: "not_ready" });
@@ -16,7 +20,10 @@ describe("provider replies", () => {
   });
   test("error codes", () => {
     expect(parseProviderReply(200, "ERROR_WRONG_USER_KEY")).toEqual({ kind: "error", code: "ERROR_WRONG_USER_KEY" });
-    expect(parseProviderReply(200, '{"status":0,"request":"ERROR_ZERO_BALANCE"}')).toEqual({ kind: "error", code: "ERROR_ZERO_BALANCE" });
+    expect(parseProviderReply(200, '{"status":0,"request":"ERROR_ZERO_BALANCE"}')).toEqual({
+      kind: "error",
+      code: "ERROR_ZERO_BALANCE",
+    });
     expect(parseProviderReply(200, "ERROR: 1002")).toEqual({ kind: "error", code: "ERROR: 1002" });
   });
   test("HTML pages, 5xx and garbage are transport failures", () => {
@@ -50,7 +57,12 @@ describe("error classes", () => {
 
 describe("in.php params", () => {
   test("recaptcha v3 maps to userrecaptcha + version=v3", () => {
-    expect(toProviderParams({ type: "recaptcha_v3", params: { sitekey: "k", pageurl: "https://e.com", action: "login", min_score: 0.3 } })).toEqual({
+    expect(
+      toProviderParams({
+        type: "recaptcha_v3",
+        params: { sitekey: "k", pageurl: "https://e.com", action: "login", min_score: 0.3 },
+      }),
+    ).toEqual({
       method: "userrecaptcha",
       version: "v3",
       googlekey: "k",
@@ -60,11 +72,23 @@ describe("in.php params", () => {
     });
   });
   test("turnstile cdata goes as data; false flags are omitted", () => {
-    expect(toProviderParams({ type: "turnstile", params: { sitekey: "s", pageurl: "https://e.com", cdata: "c" } })).toEqual({ method: "turnstile", sitekey: "s", pageurl: "https://e.com", data: "c" });
-    expect(toProviderParams({ type: "recaptcha_v2", params: { sitekey: "s", pageurl: "https://e.com", invisible: false, data_s: "d" } })).toEqual({ method: "userrecaptcha", googlekey: "s", pageurl: "https://e.com", "data-s": "d" });
+    expect(
+      toProviderParams({ type: "turnstile", params: { sitekey: "s", pageurl: "https://e.com", cdata: "c" } }),
+    ).toEqual({ method: "turnstile", sitekey: "s", pageurl: "https://e.com", data: "c" });
+    expect(
+      toProviderParams({
+        type: "recaptcha_v2",
+        params: { sitekey: "s", pageurl: "https://e.com", invisible: false, data_s: "d" },
+      }),
+    ).toEqual({ method: "userrecaptcha", googlekey: "s", pageurl: "https://e.com", "data-s": "d" });
   });
   test("images go as base64 with hints", () => {
-    expect(toProviderParams({ type: "image", params: { body: "aGk=", case_sensitive: true, numeric: 1 } })).toEqual({ method: "base64", body: "aGk=", regsense: "1", numeric: "1" });
+    expect(toProviderParams({ type: "image", params: { body: "aGk=", case_sensitive: true, numeric: 1 } })).toEqual({
+      method: "base64",
+      body: "aGk=",
+      regsense: "1",
+      numeric: "1",
+    });
   });
 });
 

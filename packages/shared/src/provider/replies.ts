@@ -7,10 +7,12 @@ export type ProviderReply =
   | { kind: "error"; code: string }
   | { kind: "transport"; reason: string };
 
-const JsonReply = z.object({
-  status: z.union([z.literal(0), z.literal(1), z.literal("0"), z.literal("1")]).transform(Number),
-  request: z.union([z.string(), z.number()]).transform(String),
-}).loose();
+const JsonReply = z
+  .object({
+    status: z.union([z.literal(0), z.literal(1), z.literal("0"), z.literal("1")]).transform(Number),
+    request: z.union([z.string(), z.number()]).transform(String),
+  })
+  .loose();
 
 const CODE = /^(ERROR_[A-Z0-9_]+|ERROR: ?\d{4}|MAX_USER_TURN|IP_BANNED|CAPC?HA_NOT_READY|OK_REPORT_RECORDED)$/;
 

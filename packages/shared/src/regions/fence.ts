@@ -27,13 +27,15 @@ export function watchFence(kv: KV, region: string, log: Logger, now: () => numbe
             view = undefined;
             continue;
           }
-          const r = LeaseView.safeParse((() => {
-            try {
-              return e.json();
-            } catch {
-              return undefined;
-            }
-          })());
+          const r = LeaseView.safeParse(
+            (() => {
+              try {
+                return e.json();
+              } catch {
+                return undefined;
+              }
+            })(),
+          );
           if (!r.success) log.error({ key: e.key }, "region lease view does not parse: fenced");
           view = r.success ? r.data : undefined;
         }
@@ -47,7 +49,10 @@ export function watchFence(kv: KV, region: string, log: Logger, now: () => numbe
     allows() {
       const ok = maySubmit(view, region, now());
       if (ok !== wasAllowed) {
-        (ok ? log.info.bind(log) : log.warn.bind(log))({ region, holder: view?.holder ?? null, epoch: view?.epoch ?? null }, ok ? "region lease held: provider submissions allowed" : "region fenced: no new provider submissions");
+        (ok ? log.info.bind(log) : log.warn.bind(log))(
+          { region, holder: view?.holder ?? null, epoch: view?.epoch ?? null },
+          ok ? "region lease held: provider submissions allowed" : "region fenced: no new provider submissions",
+        );
         wasAllowed = ok;
       }
       return ok;

@@ -1,3 +1,15 @@
-export * from "./home.ts";
-export * from "./lease.ts";
-export * from "./fence.ts";
+export { type Fence, watchFence } from "./fence.ts";
+export { homeRegionOf, homeRegionVariants, parseRegions, withHomeRegion } from "./home.ts";
+export {
+  DEFAULT_LEASE_TIMING,
+  Lease,
+  type LeaseTiming,
+  LeaseView,
+  maySubmit,
+  type Observed,
+  type OtherAction,
+  type OwnAction,
+  otherLeaseAction,
+  ownLeaseAction,
+  validUntil,
+} from "./lease.ts";

@@ -1,8 +1,12 @@
 import { expect, test } from "bun:test";
-import { maySubmit, otherLeaseAction, ownLeaseAction, validUntil, type Observed } from "./lease.ts";
+import { maySubmit, type Observed, otherLeaseAction, ownLeaseAction, validUntil } from "./lease.ts";
 
 const t = { ttlMs: 10_000, marginMs: 3000 };
-const seen = (holder: string, epoch: number, changedAt: number): Observed => ({ lease: { holder, epoch, renewedAt: 0 }, revision: 1, changedAt });
+const seen = (holder: string, epoch: number, changedAt: number): Observed => ({
+  lease: { holder, epoch, renewedAt: 0 },
+  revision: 1,
+  changedAt,
+});
 
 test("a region creates its lease, then renews it while it holds it", () => {
   expect(ownLeaseAction("a", undefined, 0, t)).toEqual({ kind: "create" });

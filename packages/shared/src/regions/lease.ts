@@ -32,7 +32,11 @@ export interface Observed {
   changedAt: number;
 }
 
-export type OwnAction = { kind: "create" } | { kind: "renew"; epoch: number } | { kind: "reclaim"; epoch: number } | { kind: "wait"; why: string };
+export type OwnAction =
+  | { kind: "create" }
+  | { kind: "renew"; epoch: number }
+  | { kind: "reclaim"; epoch: number }
+  | { kind: "wait"; why: string };
 
 /** What a keeper does about its own region's lease. */
 export function ownLeaseAction(local: string, seen: Observed | undefined, now: number, t: LeaseTiming): OwnAction {
@@ -49,7 +53,9 @@ export type OtherAction = { kind: "takeover"; epoch: number } | { kind: "wait" }
 /** What a keeper does about another region's lease: take it over when its holder went silent. */
 export function otherLeaseAction(remote: string, seen: Observed | undefined, now: number, t: LeaseTiming): OtherAction {
   if (!seen?.lease || seen.lease.holder !== remote) return { kind: "wait" };
-  return now - seen.changedAt >= t.ttlMs + t.marginMs ? { kind: "takeover", epoch: seen.lease.epoch + 1 } : { kind: "wait" };
+  return now - seen.changedAt >= t.ttlMs + t.marginMs
+    ? { kind: "takeover", epoch: seen.lease.epoch + 1 }
+    : { kind: "wait" };
 }
 
 /** Until when (wall clock) a region that renewed at `renewedAt` may submit: TTL - margin after it. */

@@ -1,3 +1,30 @@
-export * from "./task-types.ts";
-export * from "./task.ts";
-export * from "./zod-issues.ts";
+export {
+  FINAL_STATUSES,
+  Problem,
+  TaskAccepted,
+  TaskEvent,
+  TaskMessage,
+  TaskState,
+  TaskView,
+  TERMINAL_STATES,
+  taskEventOf,
+  VisibleState,
+} from "./task.ts";
+export {
+  base64DecodedBytes,
+  callbackUrl,
+  DEFAULT_IMAGE_MAX_BYTES,
+  GeetestParams,
+  ImageParams,
+  imageParams,
+  Priority,
+  RecaptchaV2Params,
+  RecaptchaV3Params,
+  type TaskParams,
+  TaskRequest,
+  type TaskSpec,
+  TaskType,
+  TurnstileParams,
+  taskRequest,
+} from "./task-types.ts";
+export { describeIssues, type FieldError, fieldErrors } from "./zod-issues.ts";

@@ -1,12 +1,25 @@
 import { describe, expect, test } from "bun:test";
+import { base64DecodedBytes, TaskRequest, taskRequest } from "./task-types.ts";
 import { fieldErrors } from "./zod-issues.ts";
-import { base64DecodedBytes, taskRequest, TaskRequest } from "./task-types.ts";
 
 const valid = {
-  recaptcha_v2: { sitekey: "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", pageurl: "https://example.com/a", invisible: true },
-  recaptcha_v3: { sitekey: "6LfB5_IbAAAAAMCtsjEHEHKqcB9iQocwwxTiihJu", pageurl: "https://example.com/b", action: "login", min_score: 0.3 },
+  recaptcha_v2: {
+    sitekey: "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
+    pageurl: "https://example.com/a",
+    invisible: true,
+  },
+  recaptcha_v3: {
+    sitekey: "6LfB5_IbAAAAAMCtsjEHEHKqcB9iQocwwxTiihJu",
+    pageurl: "https://example.com/b",
+    action: "login",
+    min_score: 0.3,
+  },
   turnstile: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/c", cdata: "x" },
-  geetest: { gt: "81388ea1fc187e0c335c0a8907ff2625", challenge: "2e2f0f65240058b683cb6ea21c303eea", pageurl: "https://example.com/d" },
+  geetest: {
+    gt: "81388ea1fc187e0c335c0a8907ff2625",
+    challenge: "2e2f0f65240058b683cb6ea21c303eea",
+    pageurl: "https://example.com/d",
+  },
   image: { body: Buffer.from("png-bytes").toString("base64"), numeric: 1 },
 } as const;
 
@@ -32,7 +45,10 @@ describe("task request schema", () => {
     expect(r.success).toBe(false);
   });
   test("pageurl must be http(s)", () => {
-    const r = TaskRequest.safeParse({ type: "turnstile", params: { ...valid.turnstile, pageurl: "javascript:alert(1)" } });
+    const r = TaskRequest.safeParse({
+      type: "turnstile",
+      params: { ...valid.turnstile, pageurl: "javascript:alert(1)" },
+    });
     expect(fieldErrors(r.error!)[0]!.field).toBe("params.pageurl");
   });
   test("the image cap is a setting", () => {
@@ -43,7 +59,9 @@ describe("task request schema", () => {
     expect(fieldErrors(r.error!)[0]!.field).toBe("params.body");
   });
   test("priority is one of the lanes", () => {
-    expect(TaskRequest.safeParse({ type: "turnstile", params: valid.turnstile, priority: "urgent" }).success).toBe(false);
+    expect(TaskRequest.safeParse({ type: "turnstile", params: valid.turnstile, priority: "urgent" }).success).toBe(
+      false,
+    );
     expect(TaskRequest.parse({ type: "turnstile", params: valid.turnstile, priority: "high" }).priority).toBe("high");
   });
 });
@@ -51,16 +69,28 @@ describe("task request schema", () => {
 describe("callbackUrl", () => {
   const task = (callbackUrl: unknown) => ({ type: "turnstile", params: valid.turnstile, callbackUrl });
   test("a private or plain-http callbackUrl is refused by default, naming the field", () => {
-    for (const url of ["http://hooks.example.com/cb", "https://127.0.0.1/cb", "https://0x7f000001/cb", "https://[::1]/cb", "https://10.0.0.1/cb", "https://u:p@hooks.example.com/cb"]) {
+    for (const url of [
+      "http://hooks.example.com/cb",
+      "https://127.0.0.1/cb",
+      "https://0x7f000001/cb",
+      "https://[::1]/cb",
+      "https://10.0.0.1/cb",
+      "https://u:p@hooks.example.com/cb",
+    ]) {
       const r = TaskRequest.safeParse(task(url));
       expect(r.success).toBe(false);
       expect(fieldErrors(r.error!)).toEqual([{ field: "callbackUrl", message: expect.any(String) }]);
     }
   });
   test("a public https callbackUrl is kept as sent", () => {
-    expect(TaskRequest.parse(task("https://Hooks.Example.com/cb?x=1")).callbackUrl).toBe("https://Hooks.Example.com/cb?x=1");
+    expect(TaskRequest.parse(task("https://Hooks.Example.com/cb?x=1")).callbackUrl).toBe(
+      "https://Hooks.Example.com/cb?x=1",
+    );
   });
   test("the dev policy lets http://127.0.0.1 through", () => {
-    expect(taskRequest({ callbacks: { allowHttp: true, allowPrivate: true } }).safeParse(task("http://127.0.0.1:9/hook")).success).toBe(true);
+    expect(
+      taskRequest({ callbacks: { allowHttp: true, allowPrivate: true } }).safeParse(task("http://127.0.0.1:9/hook"))
+        .success,
+    ).toBe(true);
   });
 });

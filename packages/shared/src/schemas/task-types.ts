@@ -1,11 +1,20 @@
 import { z } from "zod";
-import { CALLBACK_URL_MAX_LENGTH, checkCallbackUrl, STRICT_CALLBACK_POLICY, type CallbackPolicy } from "../net/callback-url.ts";
+import {
+  CALLBACK_URL_MAX_LENGTH,
+  type CallbackPolicy,
+  checkCallbackUrl,
+  STRICT_CALLBACK_POLICY,
+} from "../net/callback-url.ts";
 
 /** Default cap on a decoded image, in bytes (docs/provider-protocol.md: sources disagree, 100 kB is the safe default). */
 export const DEFAULT_IMAGE_MAX_BYTES = 100 * 1024;
 
 const Url = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2048);
-const SiteKey = z.string().min(1).max(256).regex(/^[A-Za-z0-9_\-.]+$/, "only letters, digits, '-', '_' and '.'");
+const SiteKey = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[A-Za-z0-9_\-.]+$/, "only letters, digits, '-', '_' and '.'");
 
 export const RecaptchaV2Params = z.strictObject({
   sitekey: SiteKey,
@@ -35,9 +44,18 @@ export type TurnstileParams = z.infer<typeof TurnstileParams>;
 
 export const GeetestParams = z.strictObject({
   gt: z.string().regex(/^[0-9a-f]{32}$/i, "must be 32 hex characters"),
-  challenge: z.string().min(1).max(256).regex(/^[A-Za-z0-9_\-]+$/, "only letters, digits, '-' and '_'"),
+  challenge: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[A-Za-z0-9_\-]+$/, "only letters, digits, '-' and '_'"),
   pageurl: Url,
-  api_server: z.string().min(1).max(256).regex(/^[A-Za-z0-9.\-]+$/, "must be a host name").optional(),
+  api_server: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[A-Za-z0-9.\-]+$/, "must be a host name")
+    .optional(),
 });
 export type GeetestParams = z.infer<typeof GeetestParams>;
 
@@ -64,7 +82,10 @@ export function imageParams(maxBytes: number = DEFAULT_IMAGE_MAX_BYTES) {
     min_len: z.number().int().min(1).max(20).optional(),
     max_len: z.number().int().min(1).max(20).optional(),
     language: z.union([z.literal(0), z.literal(1), z.literal(2)]).optional(),
-    lang: z.string().regex(/^[a-z]{2}$/, "must be a two-letter language code").optional(),
+    lang: z
+      .string()
+      .regex(/^[a-z]{2}$/, "must be a two-letter language code")
+      .optional(),
     textinstructions: z.string().min(1).max(140).optional(),
   });
 }
@@ -88,7 +109,11 @@ export function callbackUrl(policy: CallbackPolicy = STRICT_CALLBACK_POLICY) {
       const r = checkCallbackUrl(v, policy);
       if (!r.ok) ctx.addIssue({ code: "custom", message: r.reason });
     })
-    .meta({ format: "uri", maxLength: CALLBACK_URL_MAX_LENGTH, description: "https URL of a public host; receives a signed POST once the task reaches a final state" });
+    .meta({
+      format: "uri",
+      maxLength: CALLBACK_URL_MAX_LENGTH,
+      description: "https URL of a public host; receives a signed POST once the task reaches a final state",
+    });
 }
 
 /** The task a client submits: `POST /v1/tasks` body. `callbacks` is the callbackUrl policy (strict by default). */
@@ -107,7 +132,10 @@ export function taskRequest(opts: { imageMaxBytes?: number; callbacks?: Callback
       z.strictObject({ type: z.literal("geetest"), params: GeetestParams, ...common }),
       z.strictObject({ type: z.literal("image"), params: imageParams(opts.imageMaxBytes), ...common }),
     ],
-    { error: (iss) => (iss.code === "invalid_union" ? `unknown task type; expected one of ${TaskType.options.join(", ")}` : undefined) },
+    {
+      error: (iss) =>
+        iss.code === "invalid_union" ? `unknown task type; expected one of ${TaskType.options.join(", ")}` : undefined,
+    },
   );
 }
 export const TaskRequest = taskRequest();

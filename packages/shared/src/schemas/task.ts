@@ -24,7 +24,9 @@ export const TaskView = z.object({
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
   completedAt: z.iso.datetime().nullable(),
-  result: z.object({ token: z.string(), expiresAt: z.iso.datetime().nullable(), userAgent: z.string().optional() }).optional(),
+  result: z
+    .object({ token: z.string(), expiresAt: z.iso.datetime().nullable(), userAgent: z.string().optional() })
+    .optional(),
   error: z.object({ code: z.string(), message: z.string().optional() }).optional(),
 });
 export type TaskView = z.infer<typeof TaskView>;
@@ -39,7 +41,17 @@ export type TaskMessage = z.infer<typeof TaskMessage>;
 /** An event on EVENTS: every state change of a task. */
 export const TaskEvent = z.object({
   taskId: z.uuid(),
-  kind: z.enum(["accepted", "solving", "submitted", "retrying", "completed", "failed", "cancelled", "redriven", "adopted"]),
+  kind: z.enum([
+    "accepted",
+    "solving",
+    "submitted",
+    "retrying",
+    "completed",
+    "failed",
+    "cancelled",
+    "redriven",
+    "adopted",
+  ]),
   state: TaskState,
   version: z.number().int(),
   region: z.string(),

@@ -1,2 +1,2 @@
-export * from "./peer-errors.ts";
-export * from "./run-service.ts";
+export { isPeerConnectionError, survivePeerResets } from "./peer-errors.ts";
+export { runService, type ServiceShell } from "./run-service.ts";

@@ -3,7 +3,15 @@
 // connection's `read ECONNRESET` as an uncaught error when the server stops mid-query, which
 // killed every solver at once during a Postgres restart. Anything else still ends the process.
 
-const PEER_CODES = new Set(["ECONNRESET", "EPIPE", "ECONNREFUSED", "ETIMEDOUT", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED"]);
+const PEER_CODES = new Set([
+  "ECONNRESET",
+  "EPIPE",
+  "ECONNREFUSED",
+  "ETIMEDOUT",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+]);
 
 /** True for an error raised by a peer closing or resetting a connection. */
 export function isPeerConnectionError(err: unknown): boolean {

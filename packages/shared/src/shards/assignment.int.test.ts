@@ -1,13 +1,20 @@
 // Versioned lane consumers against a real nats-server: the first version takes every shard, a new
 // one idles, a move shrinks before it grows, and the whole is idempotent.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { connectNats, ensureStreams, type NatsConnection } from "../nats/index.ts";
-import { buckets, laneConsumer, streams, taskSubject } from "../subjects.ts";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import { bindBucket } from "../kv/buckets.ts";
-import { ensureVersionConsumers, moveShards, openRolloutBucket, readAssignment, reconcileConsumers, writeAssignment } from "./assignment.ts";
+import { connectNats, ensureStreams, type NatsConnection } from "../nats/index.ts";
+import { buckets, laneConsumer, streams, taskSubject } from "../subjects.ts";
+import {
+  ensureVersionConsumers,
+  moveShards,
+  openRolloutBucket,
+  readAssignment,
+  reconcileConsumers,
+  writeAssignment,
+} from "./assignment.ts";
 
 const REGION = "sh";
 let n: TestNats;
@@ -35,13 +42,24 @@ afterAll(async () => {
   await n?.dispose();
 });
 
-const filters = async (lane: "high" | "normal" | "low", version: string) => (await jsm.consumers.info(streams.tasks(REGION), laneConsumer(REGION, lane, version))).config.filter_subjects ?? [];
+const filters = async (lane: "high" | "normal" | "low", version: string) =>
+  (await jsm.consumers.info(streams.tasks(REGION), laneConsumer(REGION, lane, version))).config.filter_subjects ?? [];
 
 test("the first solver (with its own NATS user) writes the assignment and takes every shard; a second version idles beside it", async () => {
-  const a = await ensureVersionConsumers(solverJsm, solverKv, { region: REGION, version: "v1", ackWaitMs: 30_000, by: "test" });
+  const a = await ensureVersionConsumers(solverJsm, solverKv, {
+    region: REGION,
+    version: "v1",
+    ackWaitMs: 30_000,
+    by: "test",
+  });
   expect(new Set(a.owners)).toEqual(new Set(["v1"]));
   expect(await filters("normal", "v1")).toHaveLength(16);
-  const b = await ensureVersionConsumers(solverJsm, solverKv, { region: REGION, version: "v2", ackWaitMs: 30_000, by: "test" });
+  const b = await ensureVersionConsumers(solverJsm, solverKv, {
+    region: REGION,
+    version: "v2",
+    ackWaitMs: 30_000,
+    by: "test",
+  });
   expect(b.owners).toEqual(a.owners);
   expect(await filters("normal", "v2")).toEqual([`tasks.${REGION}.normal.idle_v2`]);
 });
@@ -58,7 +76,9 @@ test("a move shrinks the losing version before it grows the winner, and the task
   expect((await reconcileConsumers(jsm, REGION, next, ["v1", "v2"], 30_000)).changed).toEqual([]);
   const js = jetstream(admin);
   await js.publish(taskSubject(REGION, "normal", 2), JSON.stringify({ n: 1 }));
-  const m = await (await js.consumers.get(streams.tasks(REGION), laneConsumer(REGION, "normal", "v2"))).next({ expires: 2000 });
+  const m = await (await js.consumers.get(streams.tasks(REGION), laneConsumer(REGION, "normal", "v2"))).next({
+    expires: 2000,
+  });
   expect(m?.subject).toBe(taskSubject(REGION, "normal", 2));
   m?.ack();
 });

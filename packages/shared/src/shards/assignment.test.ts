@@ -1,5 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { idleSubject, initialAssignment, laneFilters, moveShards, ownedShards, shardsToReach, shareOf, ShardAssignment } from "./assignment.ts";
+import {
+  idleSubject,
+  initialAssignment,
+  laneFilters,
+  moveShards,
+  ownedShards,
+  ShardAssignment,
+  shardsToReach,
+  shareOf,
+} from "./assignment.ts";
 
 const now = new Date("2026-12-04T00:00:00Z");
 

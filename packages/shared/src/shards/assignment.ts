@@ -4,7 +4,7 @@
 // (shard-move.int.test.ts), so a shard has one version at a time. Moves shrink the old version's
 // consumers before growing the new one's. The pure part is unit-tested; the rest runs against NATS.
 import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
-import { Kvm, type KV } from "@nats-io/kv";
+import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { isNotFound, laneConsumerConfig } from "../nats/topology.ts";
@@ -25,7 +25,12 @@ export const ShardAssignment = z
 export type ShardAssignment = z.infer<typeof ShardAssignment>;
 
 /** Every shard to one version: what the first solver of a region writes. */
-export function initialAssignment(version: string, by: string, shards = DEFAULT_SHARDS, now = new Date()): ShardAssignment {
+export function initialAssignment(
+  version: string,
+  by: string,
+  shards = DEFAULT_SHARDS,
+  now = new Date(),
+): ShardAssignment {
   return { owners: Array.from({ length: shards }, () => Version.parse(version)), updatedAt: now.toISOString(), by };
 }
 
@@ -41,10 +46,17 @@ export function shareOf(a: ShardAssignment): Record<string, number> {
 }
 
 /** The assignment with `shards` given to `to`. */
-export function moveShards(a: ShardAssignment, shards: number[], to: string, by: string, now = new Date()): ShardAssignment {
+export function moveShards(
+  a: ShardAssignment,
+  shards: number[],
+  to: string,
+  by: string,
+  now = new Date(),
+): ShardAssignment {
   const owners = [...a.owners];
   for (const s of shards) {
-    if (!Number.isInteger(s) || s < 0 || s >= owners.length) throw new RangeError(`no shard ${s} (0..${owners.length - 1})`);
+    if (!Number.isInteger(s) || s < 0 || s >= owners.length)
+      throw new RangeError(`no shard ${s} (0..${owners.length - 1})`);
     owners[s] = Version.parse(to);
   }
   return { owners, updatedAt: now.toISOString(), by };
@@ -79,7 +91,11 @@ export async function readAssignment(kv: KV): Promise<{ assignment: ShardAssignm
 }
 
 /** The assignment, created with every shard for `version` when there is none (the first solver of a region). */
-export async function ensureAssignment(kv: KV, version: string, by: string): Promise<{ assignment: ShardAssignment; revision: number }> {
+export async function ensureAssignment(
+  kv: KV,
+  version: string,
+  by: string,
+): Promise<{ assignment: ShardAssignment; revision: number }> {
   for (let i = 0; i < 5; i++) {
     const found = await readAssignment(kv);
     if (found) return found;
@@ -99,7 +115,12 @@ export async function writeAssignment(kv: KV, next: ShardAssignment, revision: n
 }
 
 /** A lane consumer's filters now, or undefined when it does not exist. */
-async function currentFilters(jsm: JetStreamManager, region: string, lane: Priority, version: string): Promise<string[] | undefined> {
+async function currentFilters(
+  jsm: JetStreamManager,
+  region: string,
+  lane: Priority,
+  version: string,
+): Promise<string[] | undefined> {
   try {
     const c = (await jsm.consumers.info(streams.tasks(region), laneConsumer(region, lane, version))).config;
     return c.filter_subjects?.length ? c.filter_subjects : c.filter_subject ? [c.filter_subject] : [];
@@ -110,12 +131,24 @@ async function currentFilters(jsm: JetStreamManager, region: string, lane: Prior
 }
 
 /** Creates or updates a version's lane consumer to exactly `filters`. */
-async function setFilters(jsm: JetStreamManager, region: string, lane: Priority, version: string, filters: string[], ackWaitMs: number, exists: boolean): Promise<void> {
+async function setFilters(
+  jsm: JetStreamManager,
+  region: string,
+  lane: Priority,
+  version: string,
+  filters: string[],
+  ackWaitMs: number,
+  exists: boolean,
+): Promise<void> {
   const { filter_subject: _f, ...cfg } = laneConsumerConfig({ region, lane, version, ackWaitMs });
   const want = { ...cfg, filter_subjects: filters } as Partial<ConsumerConfig> & { durable_name: string };
   if (!exists) await jsm.consumers.add(streams.tasks(region), want);
   // nats.js merges an update into the current config: the single filter is cleared explicitly.
-  else await jsm.consumers.update(streams.tasks(region), want.durable_name, { ...want, filter_subject: undefined } as never);
+  else
+    await jsm.consumers.update(streams.tasks(region), want.durable_name, {
+      ...want,
+      filter_subject: undefined,
+    } as never);
 }
 
 const sameSet = (a: string[], b: string[]) => a.length === b.length && a.every((x) => b.includes(x));
@@ -143,12 +176,26 @@ async function rewindToOldest(jsm: JetStreamManager, stream: string, name: strin
  * consumer that only loses subjects, then every one that gains some, so no two ever overlap
  * (the server would refuse). Idempotent: a rollout killed mid-move runs it again.
  */
-export async function reconcileConsumers(jsm: JetStreamManager, region: string, a: ShardAssignment, versions: string[], ackWaitMs: number): Promise<{ changed: string[]; rewound: string[] }> {
+export async function reconcileConsumers(
+  jsm: JetStreamManager,
+  region: string,
+  a: ShardAssignment,
+  versions: string[],
+  ackWaitMs: number,
+): Promise<{ changed: string[]; rewound: string[] }> {
   const plan: { lane: Priority; version: string; want: string[]; have: string[] | undefined }[] = [];
   for (const version of new Set(versions))
-    for (const lane of LANES) plan.push({ lane, version, want: laneFilters(region, lane, version, ownedShards(a, version)), have: await currentFilters(jsm, region, lane, version) });
+    for (const lane of LANES)
+      plan.push({
+        lane,
+        version,
+        want: laneFilters(region, lane, version, ownedShards(a, version)),
+        have: await currentFilters(jsm, region, lane, version),
+      });
   const changed: string[] = [];
-  const shrinks = plan.filter((p) => p.have && !sameSet(p.want, p.have) && p.want.every((w) => p.have!.includes(w) || w.includes(".idle_")));
+  const shrinks = plan.filter(
+    (p) => p.have && !sameSet(p.want, p.have) && p.want.every((w) => p.have!.includes(w) || w.includes(".idle_")),
+  );
   const rest = plan.filter((p) => !shrinks.includes(p) && (!p.have || !sameSet(p.want, p.have)));
   const rewound: string[] = [];
   for (const p of [...shrinks, ...rest]) {
@@ -167,7 +214,11 @@ export async function reconcileConsumers(jsm: JetStreamManager, region: string, 
  * or on its idle subject when it owns none. Touches no other version's consumers. While a move
  * is in flight the grow may overlap the version losing the shard: retried for `retryMs`.
  */
-export async function ensureVersionConsumers(jsm: JetStreamManager, kv: KV, o: { region: string; version: string; ackWaitMs: number; by: string; retryMs?: number }): Promise<ShardAssignment> {
+export async function ensureVersionConsumers(
+  jsm: JetStreamManager,
+  kv: KV,
+  o: { region: string; version: string; ackWaitMs: number; by: string; retryMs?: number },
+): Promise<ShardAssignment> {
   const until = Date.now() + (o.retryMs ?? 15_000);
   for (let wait = 200; ; wait = Math.min(2000, wait * 2)) {
     const { assignment } = await ensureAssignment(kv, o.version, o.by);

@@ -1,1 +1,18 @@
-export * from "./assignment.ts";
+export {
+  consumerVersions,
+  ensureAssignment,
+  ensureVersionConsumers,
+  idleSubject,
+  initialAssignment,
+  laneFilters,
+  moveShards,
+  openRolloutBucket,
+  ownedShards,
+  readAssignment,
+  reconcileConsumers,
+  SHARDS_KEY,
+  ShardAssignment,
+  shardsToReach,
+  shareOf,
+  writeAssignment,
+} from "./assignment.ts";

@@ -53,14 +53,18 @@ export function splitBodies(type: string, params: Record<string, unknown>): Spli
  * The bodies of a BODIES message checked against an event's references: every referenced body
  * present with the same sha256 and size. Returns the bodies, or why they cannot be used.
  */
-export function checkBodies(refs: BodyRef[], message: unknown): { ok: true; values: Record<string, string> } | { ok: false; reason: string } {
+export function checkBodies(
+  refs: BodyRef[],
+  message: unknown,
+): { ok: true; values: Record<string, string> } | { ok: false; reason: string } {
   const m = BodyMessage.safeParse(message);
   if (!m.success) return { ok: false, reason: "the BODIES message is not a body message" };
   const values: Record<string, string> = {};
   for (const ref of refs) {
     const v = m.data.bodies[ref.field];
     if (v === undefined) return { ok: false, reason: `the BODIES message has no ${ref.field}` };
-    if (Buffer.byteLength(v, "utf8") !== ref.size || bodyDigest(v) !== ref.sha256) return { ok: false, reason: `${ref.field} does not match the sha256 the accepted event names` };
+    if (Buffer.byteLength(v, "utf8") !== ref.size || bodyDigest(v) !== ref.sha256)
+      return { ok: false, reason: `${ref.field} does not match the sha256 the accepted event names` };
     values[ref.field] = v;
   }
   return { ok: true, values };

@@ -1,3 +1,3 @@
-export * from "./view.ts";
-export * from "./bodies.ts";
-export * from "./redrive.ts";
+export { BodyMessage, BodyRef, BodyRefs, bodyDigest, checkBodies, type SplitBodies, splitBodies } from "./bodies.ts";
+export { type Redriven, type RedrivePorts, type RequeuedRow, redriveFailedTask } from "./redrive.ts";
+export { toTaskView } from "./view.ts";

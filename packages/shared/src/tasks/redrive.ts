@@ -3,8 +3,9 @@
 // the first may still be in the duplicate window), the row put back to failed when the publish
 // fails, then the `redriven` event. Who may redrive what, the SQL, and how a refusal is rendered
 // stay with each caller (its ports and its result).
-import type { Priority, TaskType } from "../schemas/task-types.ts";
+
 import type { TaskEvent, TaskMessage } from "../schemas/task.ts";
+import type { Priority, TaskType } from "../schemas/task-types.ts";
 
 /** The row as the requeue left it. */
 export interface RequeuedRow {
@@ -27,23 +28,40 @@ export interface RedrivePorts<R extends RequeuedRow> {
   publishEvent(ev: TaskEvent): Promise<void>;
 }
 
-export type Redriven<R> = { ok: true; row: R; deadlineAt: string | null } | { ok: false; code: "not_failed" | "queue_unavailable" };
+export type Redriven<R> =
+  | { ok: true; row: R; deadlineAt: string | null }
+  | { ok: false; code: "not_failed" | "queue_unavailable" };
 
 /**
  * Redrives a failed task: requeued, its message published, the `redriven` event published
  * (`data`: redrives, deadlineAt, then `eventData`). A publish that fails leaves the task failed
  * (`queue_unavailable`); a row that is not failed is left as it is (`not_failed`).
  */
-export async function redriveFailedTask<R extends RequeuedRow>(p: RedrivePorts<R>, region: string, eventData: Record<string, unknown> = {}): Promise<Redriven<R>> {
+export async function redriveFailedTask<R extends RequeuedRow>(
+  p: RedrivePorts<R>,
+  region: string,
+  eventData: Record<string, unknown> = {},
+): Promise<Redriven<R>> {
   const row = await p.requeue();
   if (!row) return { ok: false, code: "not_failed" };
   try {
-    await p.publishTask({ id: row.id, type: row.type as TaskType, priority: row.priority as Priority }, `${row.id}:redrive:${row.redrives}`);
+    await p.publishTask(
+      { id: row.id, type: row.type as TaskType, priority: row.priority as Priority },
+      `${row.id}:redrive:${row.redrives}`,
+    );
   } catch {
     await p.undo(row);
     return { ok: false, code: "queue_unavailable" };
   }
   const deadlineAt = row.deadlineAt ? new Date(row.deadlineAt).toISOString() : null;
-  await p.publishEvent({ taskId: row.id, kind: "redriven", state: "queued", version: row.version, region, at: new Date().toISOString(), data: { redrives: row.redrives, deadlineAt, ...eventData } });
+  await p.publishEvent({
+    taskId: row.id,
+    kind: "redriven",
+    state: "queued",
+    version: row.version,
+    region,
+    at: new Date().toISOString(),
+    data: { redrives: row.redrives, deadlineAt, ...eventData },
+  });
   return { ok: true, row, deadlineAt };
 }

@@ -62,7 +62,9 @@ test("a completed row without a token (erased by retention, or rebuilt from even
   expect(v.result).toBeUndefined();
   expect(v.error?.code).toBe("TOKEN_UNAVAILABLE");
   // An image answer (no expiry) erased by retention reads the same way.
-  expect(toTaskView({ ...base, type: "image", token: null, tokenExpiresAt: null }, new Date("2026-02-01T00:00:00Z")).status).toBe("expired");
+  expect(
+    toTaskView({ ...base, type: "image", token: null, tokenExpiresAt: null }, new Date("2026-02-01T00:00:00Z")).status,
+  ).toBe("expired");
   // Past its expiry it is the ordinary TOKEN_EXPIRED.
   expect(toTaskView({ ...base, token: null }, new Date("2026-01-01T00:03:00Z")).error?.code).toBe("TOKEN_EXPIRED");
 });

@@ -10,7 +10,8 @@ import type { TaskView } from "../schemas/task.ts";
  */
 export function toTaskView(row: TaskRow, now: Date): TaskView {
   const state = row.state;
-  const pastExpiry = state === "completed" && row.tokenExpiresAt !== null && row.tokenExpiresAt.getTime() <= now.getTime();
+  const pastExpiry =
+    state === "completed" && row.tokenExpiresAt !== null && row.tokenExpiresAt.getTime() <= now.getTime();
   const unavailable = state === "completed" && !pastExpiry && row.token === null;
   const expired = pastExpiry || unavailable;
   const view: TaskView = {
@@ -27,8 +28,15 @@ export function toTaskView(row: TaskRow, now: Date): TaskView {
     view.result = { token: row.token, expiresAt: row.tokenExpiresAt?.toISOString() ?? null };
     if (row.userAgent) view.result.userAgent = row.userAgent;
   }
-  if (pastExpiry) view.error = { code: "TOKEN_EXPIRED", message: "the token outlived its validity and is no longer handed out" };
-  if (unavailable) view.error = { code: "TOKEN_UNAVAILABLE", message: "the token is not held here (erased after its validity, or not carried by a restore or replica); solve the task again" };
-  if (state === "failed" && row.errorCode) view.error = { code: row.errorCode, ...(row.errorMessage ? { message: row.errorMessage } : {}) };
+  if (pastExpiry)
+    view.error = { code: "TOKEN_EXPIRED", message: "the token outlived its validity and is no longer handed out" };
+  if (unavailable)
+    view.error = {
+      code: "TOKEN_UNAVAILABLE",
+      message:
+        "the token is not held here (erased after its validity, or not carried by a restore or replica); solve the task again",
+    };
+  if (state === "failed" && row.errorCode)
+    view.error = { code: row.errorCode, ...(row.errorMessage ? { message: row.errorMessage } : {}) };
   return view;
 }

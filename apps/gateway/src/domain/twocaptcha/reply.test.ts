@@ -14,14 +14,20 @@ describe("protocol replies", () => {
 
   test("an answer is OK|<value> in plain and {status:1,request} in JSON, extra fields only in JSON", () => {
     expect(renderReply(PLAIN, ok("tok", { useragent: "UA" })).body).toBe("OK|tok");
-    expect(renderReply(JSON_STYLE, ok("tok", { useragent: "UA" })).body).toBe('{"status":1,"request":"tok","useragent":"UA"}');
+    expect(renderReply(JSON_STYLE, ok("tok", { useragent: "UA" })).body).toBe(
+      '{"status":1,"request":"tok","useragent":"UA"}',
+    );
     expect(renderReply(PLAIN, ok("tok", { price: "0" }, ["0"])).body).toBe("OK|tok|0");
-    expect(renderReply(JSON_STYLE, ok("tok", { price: "0" }, ["0"])).body).toBe('{"status":1,"request":"tok","price":"0"}');
+    expect(renderReply(JSON_STYLE, ok("tok", { price: "0" }, ["0"])).body).toBe(
+      '{"status":1,"request":"tok","price":"0"}',
+    );
   });
 
   test("codes are bare in plain and status 0 in JSON; bare successes have no OK| prefix", () => {
     expect(renderReply(PLAIN, code("CAPCHA_NOT_READY")).body).toBe("CAPCHA_NOT_READY");
-    expect(renderReply(JSON_STYLE, code("ERROR_WRONG_USER_KEY")).body).toBe('{"status":0,"request":"ERROR_WRONG_USER_KEY"}');
+    expect(renderReply(JSON_STYLE, code("ERROR_WRONG_USER_KEY")).body).toBe(
+      '{"status":0,"request":"ERROR_WRONG_USER_KEY"}',
+    );
     expect(renderReply(PLAIN, bare("OK_REPORT_RECORDED")).body).toBe("OK_REPORT_RECORDED");
     expect(renderReply(JSON_STYLE, bare("1000000")).body).toBe('{"status":1,"request":"1000000"}');
   });

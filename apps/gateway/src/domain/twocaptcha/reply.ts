@@ -46,11 +46,19 @@ export interface RenderedReply {
  * `Access-Control-Allow-Origin: *`.
  */
 export function renderReply(style: ReplyStyle, reply: ProtocolReply): RenderedReply {
-  const headers: Record<string, string> = { "content-type": style.json ? JSON_CONTENT_TYPE : PLAIN_CONTENT_TYPE, "cache-control": "no-store" };
+  const headers: Record<string, string> = {
+    "content-type": style.json ? JSON_CONTENT_TYPE : PLAIN_CONTENT_TYPE,
+    "cache-control": "no-store",
+  };
   if (style.acao) headers["access-control-allow-origin"] = "*";
   switch (reply.kind) {
     case "ok":
-      return { headers, body: style.json ? JSON.stringify({ status: 1, request: reply.value, ...reply.extra }) : ["OK", reply.value, ...(reply.plainExtra ?? [])].join("|") };
+      return {
+        headers,
+        body: style.json
+          ? JSON.stringify({ status: 1, request: reply.value, ...reply.extra })
+          : ["OK", reply.value, ...(reply.plainExtra ?? [])].join("|"),
+      };
     case "bare":
       return { headers, body: style.json ? JSON.stringify({ status: 1, request: reply.value }) : reply.value };
     case "code":

@@ -26,7 +26,12 @@ const TaskId = z
   .transform((s) => s.toLowerCase());
 const TaskIds = z
   .string()
-  .transform((s) => s.split(",").map((p) => p.trim()).filter(Boolean))
+  .transform((s) =>
+    s
+      .split(",")
+      .map((p) => p.trim())
+      .filter(Boolean),
+  )
   .pipe(z.array(TaskId).min(1));
 
 /**
@@ -34,7 +39,9 @@ const TaskIds = z
  * that is not one of ours in form (missing, not a UUID) -> ERROR_WRONG_ID_FORMAT; `ids` wins over
  * `id` for `get`, as providers do, and is refused for every other action.
  */
-export function parseResRequest(params: Readonly<Record<string, string>>): { ok: true; request: ResRequest } | { ok: false; code: string } {
+export function parseResRequest(
+  params: Readonly<Record<string, string>>,
+): { ok: true; request: ResRequest } | { ok: false; code: string } {
   const action = Action.safeParse(params.action);
   if (!action.success) return { ok: false, code: "ERROR_EMPTY_ACTION" };
   if (action.data === "getbalance") return { ok: true, request: { action: "getbalance" } };

@@ -1,5 +1,5 @@
+import { type TaskRequest, taskRequest } from "@pipeline/shared/schemas";
 import { z } from "zod";
-import { taskRequest, type TaskRequest } from "@pipeline/shared/schemas";
 
 /** What an in.php call amounts to: a valid task, or the protocol error code to answer. */
 export type Submission = { ok: true; task: TaskRequest } | { ok: false; code: string };
@@ -30,20 +30,36 @@ const Text = z.string();
 const RecaptchaIn = z.object({ googlekey: Text.optional(), pageurl: Text.optional(), enterprise: Flag.optional() });
 const RecaptchaV2In = RecaptchaIn.extend({ invisible: Flag.optional(), "data-s": Text.optional() }).transform((p) => ({
   type: "recaptcha_v2" as const,
-  params: { sitekey: p.googlekey, pageurl: p.pageurl, invisible: p.invisible, enterprise: p.enterprise, data_s: p["data-s"] },
+  params: {
+    sitekey: p.googlekey,
+    pageurl: p.pageurl,
+    invisible: p.invisible,
+    enterprise: p.enterprise,
+    data_s: p["data-s"],
+  },
 }));
 const RecaptchaV3In = RecaptchaIn.extend({ action: Text.optional(), min_score: Score.optional() }).transform((p) => ({
   type: "recaptcha_v3" as const,
-  params: { sitekey: p.googlekey, pageurl: p.pageurl, action: p.action, min_score: p.min_score, enterprise: p.enterprise },
+  params: {
+    sitekey: p.googlekey,
+    pageurl: p.pageurl,
+    action: p.action,
+    min_score: p.min_score,
+    enterprise: p.enterprise,
+  },
 }));
-const TurnstileIn = z.object({ sitekey: Text.optional(), pageurl: Text.optional(), action: Text.optional(), data: Text.optional() }).transform((p) => ({
-  type: "turnstile" as const,
-  params: { sitekey: p.sitekey, pageurl: p.pageurl, action: p.action, cdata: p.data },
-}));
-const GeetestIn = z.object({ gt: Text.optional(), challenge: Text.optional(), pageurl: Text.optional(), api_server: Text.optional() }).transform((p) => ({
-  type: "geetest" as const,
-  params: { gt: p.gt, challenge: p.challenge, pageurl: p.pageurl, api_server: p.api_server },
-}));
+const TurnstileIn = z
+  .object({ sitekey: Text.optional(), pageurl: Text.optional(), action: Text.optional(), data: Text.optional() })
+  .transform((p) => ({
+    type: "turnstile" as const,
+    params: { sitekey: p.sitekey, pageurl: p.pageurl, action: p.action, cdata: p.data },
+  }));
+const GeetestIn = z
+  .object({ gt: Text.optional(), challenge: Text.optional(), pageurl: Text.optional(), api_server: Text.optional() })
+  .transform((p) => ({
+    type: "geetest" as const,
+    params: { gt: p.gt, challenge: p.challenge, pageurl: p.pageurl, api_server: p.api_server },
+  }));
 const ImageHintsIn = z.object({
   phrase: Flag.optional(),
   regsense: Flag.optional(),
@@ -82,7 +98,12 @@ function imageSizeError(bytes: number, maxBytes: number): string | undefined {
 }
 
 /** The image of a `post` (multipart `file`) or `base64` (`body`) call, as base64, or its error code. */
-function imageBody(method: "post" | "base64", params: Readonly<Record<string, string>>, file: Uint8Array | undefined, maxBytes: number): { body: string } | { code: string } {
+function imageBody(
+  method: "post" | "base64",
+  params: Readonly<Record<string, string>>,
+  file: Uint8Array | undefined,
+  maxBytes: number,
+): { body: string } | { code: string } {
   if (method === "post") {
     const bytes = file ?? new Uint8Array(0);
     const bad = imageSizeError(bytes.byteLength, maxBytes);
@@ -101,7 +122,11 @@ function withoutUndefined<T extends Record<string, unknown>>(o: T): T {
 }
 
 /** The protocol code for one field our task schema refused, with its rank: providers check the site key, the GeeTest keys, then the page URL. */
-function codeForIssue(issue: z.core.$ZodIssue, raw: Readonly<Record<string, string>>, siteKeyParam: string): [rank: number, code: string] {
+function codeForIssue(
+  issue: z.core.$ZodIssue,
+  raw: Readonly<Record<string, string>>,
+  siteKeyParam: string,
+): [rank: number, code: string] {
   const field = issue.path[0] === "params" ? String(issue.path[1]) : "";
   switch (field) {
     case "sitekey":
@@ -128,7 +153,11 @@ function codeForIssue(issue: z.core.$ZodIssue, raw: Readonly<Record<string, stri
  * keys, any other field), ERROR_ZERO_CAPTCHA_FILESIZE, ERROR_TOO_BIG_CAPTCHA_FILESIZE (over
  * `imageMaxBytes` decoded), ERROR_UPLOAD (not base64).
  */
-export function parseSubmission(rawParams: Readonly<Record<string, string>>, file: Uint8Array | undefined, opts: { imageMaxBytes: number }): Submission {
+export function parseSubmission(
+  rawParams: Readonly<Record<string, string>>,
+  file: Uint8Array | undefined,
+  opts: { imageMaxBytes: number },
+): Submission {
   const raw = Object.fromEntries(Object.entries(rawParams).filter(([, v]) => v.trim() !== ""));
   if (raw.pingback !== undefined) return { ok: false, code: PINGBACK_NOT_SUPPORTED };
   if (raw.proxy !== undefined) return { ok: false, code: PROXY_NOT_SUPPORTED };
@@ -137,7 +166,8 @@ export function parseSubmission(rawParams: Readonly<Record<string, string>>, fil
   let siteKeyParam = "googlekey";
   switch (raw.method) {
     case "userrecaptcha":
-      if (raw.version !== undefined && raw.version !== "v2" && raw.version !== "v3") return { ok: false, code: "ERROR_BAD_PARAMETERS" };
+      if (raw.version !== undefined && raw.version !== "v2" && raw.version !== "v3")
+        return { ok: false, code: "ERROR_BAD_PARAMETERS" };
       mapping = raw.version === "v3" ? RecaptchaV3In : RecaptchaV2In;
       break;
     case "turnstile":
@@ -159,9 +189,14 @@ export function parseSubmission(rawParams: Readonly<Record<string, string>>, fil
   }
   const candidate = mapping.safeParse(raw);
   if (!candidate.success) return { ok: false, code: "ERROR_BAD_PARAMETERS" };
-  const parsed = taskRequest({ imageMaxBytes: opts.imageMaxBytes }).safeParse({ type: candidate.data.type, params: withoutUndefined(candidate.data.params) });
+  const parsed = taskRequest({ imageMaxBytes: opts.imageMaxBytes }).safeParse({
+    type: candidate.data.type,
+    params: withoutUndefined(candidate.data.params),
+  });
   if (!parsed.success) {
-    const [, code] = parsed.error.issues.map((i) => codeForIssue(i, raw, siteKeyParam)).sort((a, b) => a[0] - b[0])[0] ?? [4, "ERROR_BAD_PARAMETERS"];
+    const [, code] = parsed.error.issues
+      .map((i) => codeForIssue(i, raw, siteKeyParam))
+      .sort((a, b) => a[0] - b[0])[0] ?? [4, "ERROR_BAD_PARAMETERS"];
     return { ok: false, code };
   }
   return { ok: true, task: parsed.data };
@@ -172,6 +207,8 @@ export function parseSubmission(rawParams: Readonly<Record<string, string>>, fil
  * did not take it, nothing was left behind) and `id_collision` are ERROR_NO_SLOT_AVAILABLE, which
  * every client treats as "try again"; a reused Idempotency-Key cannot happen through in.php.
  */
-export function submitFailureCode(reason: "idempotency_mismatch" | "id_collision" | "queue_unavailable" | "quota"): string {
+export function submitFailureCode(
+  reason: "idempotency_mismatch" | "id_collision" | "queue_unavailable" | "quota",
+): string {
   return reason === "idempotency_mismatch" ? "ERROR_BAD_PARAMETERS" : "ERROR_NO_SLOT_AVAILABLE";
 }

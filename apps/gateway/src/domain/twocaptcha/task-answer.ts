@@ -19,7 +19,8 @@ const PROVIDER_SIDE = new Set(["ERROR_WRONG_ID_FORMAT", "ERROR_WRONG_CAPTCHA_ID"
  * own codes (DEADLINE_EXCEEDED, ...) never reach the client: it would take them for its own.
  */
 export function failureCode(errorCode: string | undefined): string {
-  if (!errorCode || !/^ERROR_[A-Z0-9_]+$/.test(errorCode) || PROVIDER_SIDE.has(errorCode)) return "ERROR_CAPTCHA_UNSOLVABLE";
+  if (!errorCode || !/^ERROR_[A-Z0-9_]+$/.test(errorCode) || PROVIDER_SIDE.has(errorCode))
+    return "ERROR_CAPTCHA_UNSOLVABLE";
   const cls = classifyError(errorCode, "2captcha");
   return cls === "task_fails" || cls === "resubmit" ? errorCode : "ERROR_CAPTCHA_UNSOLVABLE";
 }
@@ -38,7 +39,9 @@ export function answerOf(view: TaskView): TaskAnswer {
       return { kind: "code", code: "CAPCHA_NOT_READY" };
     case "completed":
       if (!view.result) return { kind: "code", code: "ERROR_CAPTCHA_UNSOLVABLE" };
-      return view.type === "turnstile" && view.result.userAgent ? { kind: "answer", value: view.result.token, useragent: view.result.userAgent } : { kind: "answer", value: view.result.token };
+      return view.type === "turnstile" && view.result.userAgent
+        ? { kind: "answer", value: view.result.token, useragent: view.result.userAgent }
+        : { kind: "answer", value: view.result.token };
     case "expired":
       return { kind: "code", code: "ERROR_TOKEN_EXPIRED" };
     case "failed":

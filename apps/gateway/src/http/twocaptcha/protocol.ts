@@ -1,10 +1,10 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { GatewayDeps } from "../../deps.ts";
-import { code, renderReply, replyStyleOf, type ProtocolReply, type ReplyStyle } from "../../domain/twocaptcha/reply.ts";
+import { code, type ProtocolReply, type ReplyStyle, renderReply, replyStyleOf } from "../../domain/twocaptcha/reply.ts";
 import type { Authenticator, AuthResult } from "../auth.ts";
 import type { GatewayEnvVars } from "../env.ts";
-import { readProtocolCall, type ProtocolCall } from "./request-params.ts";
+import { type ProtocolCall, readProtocolCall } from "./request-params.ts";
 
 export type Ctx = Context<GatewayEnvVars>;
 
@@ -33,7 +33,10 @@ function refuse(c: Ctx, style: ReplyStyle, r: Exclude<AuthResult, { ok: true }>)
 
 /** A body limit of `MAX_BODY_BYTES` answering the protocol's `tooBig` code. */
 export function protocolBodyLimit(deps: Pick<GatewayDeps, "config">, tooBig: string) {
-  return bodyLimit({ maxSize: deps.config.MAX_BODY_BYTES, onError: (c) => send(c as Ctx, fallbackStyle(c as Ctx), code(tooBig)) });
+  return bodyLimit({
+    maxSize: deps.config.MAX_BODY_BYTES,
+    onError: (c) => send(c as Ctx, fallbackStyle(c as Ctx), code(tooBig)),
+  });
 }
 
 /** A handler that reads the call, authenticates `key`, runs `action`, and renders its reply in the caller's style. */
@@ -55,7 +58,10 @@ export function protocolHandler(deps: Pick<GatewayDeps, "log">, auth: Authentica
       return send(c, style, await action(call, clientId, c));
     } catch (err) {
       const e = err as Error;
-      deps.log.error({ requestId: c.get("requestId"), path: c.req.path, err: { name: e.name, message: e.message, stack: e.stack } }, "facade call failed");
+      deps.log.error(
+        { requestId: c.get("requestId"), path: c.req.path, err: { name: e.name, message: e.message, stack: e.stack } },
+        "facade call failed",
+      );
       return send(c, style, code("ERROR_INTERNAL_SERVER_ERROR"), 500);
     }
   };

@@ -14,7 +14,9 @@ export interface ProtocolCall {
 // The official JS client posts numbers (json: 1, numeric: 1) in its JSON bodies; they arrive as strings.
 const JsonBody = z.record(
   z.string(),
-  z.union([z.string(), z.number(), z.boolean(), z.null()]).transform((v) => (v === null ? "" : typeof v === "boolean" ? (v ? "1" : "0") : String(v))),
+  z
+    .union([z.string(), z.number(), z.boolean(), z.null()])
+    .transform((v) => (v === null ? "" : typeof v === "boolean" ? (v ? "1" : "0") : String(v))),
 );
 
 /**

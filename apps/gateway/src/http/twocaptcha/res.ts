@@ -26,10 +26,12 @@ export function resAction(deps: GatewayDeps): ProtocolAction {
         {
           // One query for all the ids (up to 100), not one each.
           const rows = new Map((await deps.store.getMany(r.ids)).map((row) => [row.id, row]));
-          return bulkGetReply(r.ids.map((id) => {
-            const row = rows.get(id);
-            return row && ownedBy(deps.apiKeys, clientId, row.owner) ? toTaskView(row, deps.now()) : undefined;
-          }));
+          return bulkGetReply(
+            r.ids.map((id) => {
+              const row = rows.get(id);
+              return row && ownedBy(deps.apiKeys, clientId, row.owner) ? toTaskView(row, deps.now()) : undefined;
+            }),
+          );
         }
       case "get2":
         return get2Reply(await viewOf(r.id, clientId));
@@ -37,7 +39,11 @@ export function resAction(deps: GatewayDeps): ProtocolAction {
       case "reportgood": {
         const reply = reportReply(await viewOf(r.id, clientId));
         // Recorded in the log only: the gateway cannot reach the provider to forward it.
-        if (reply.kind === "bare") deps.log.info({ requestId: c.get("requestId"), taskId: r.id, report: r.action === "reportbad" ? "bad" : "good" }, "facade report recorded");
+        if (reply.kind === "bare")
+          deps.log.info(
+            { requestId: c.get("requestId"), taskId: r.id, report: r.action === "reportbad" ? "bad" : "good" },
+            "facade report recorded",
+          );
         return reply;
       }
     }

@@ -1,17 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { openDatabase, type Database } from "@pipeline/shared/db";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
 import { provisionRegion } from "@pipeline/shared/provision";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createTaskQueue, createTaskWatcher } from "../../adapters/nats.ts";
 import { createTaskStore } from "../../adapters/pg.ts";
 import { createApiKeys } from "../../domain/api-keys.ts";
-import { createApp } from "../app.ts";
 import { FACADE_BALANCE } from "../../domain/twocaptcha/res-request.ts";
+import { createApp } from "../app.ts";
 
 const REGION = "facade";
 const KEY = "client-a-key";
@@ -53,13 +53,27 @@ interface Reply {
   contentType: string | null;
   headers: Headers;
 }
-const toReply = async (res: Response): Promise<Reply> => ({ status: res.status, body: await res.text(), contentType: res.headers.get("content-type"), headers: res.headers });
-const get = async (path: string, params: Record<string, string>) => toReply(await app.request(`${path}?${new URLSearchParams(params)}`));
-const post = async (path: string, body: URLSearchParams | FormData | Record<string, unknown> | string, headers: Record<string, string> = {}) => {
+const toReply = async (res: Response): Promise<Reply> => ({
+  status: res.status,
+  body: await res.text(),
+  contentType: res.headers.get("content-type"),
+  headers: res.headers,
+});
+const get = async (path: string, params: Record<string, string>) =>
+  toReply(await app.request(`${path}?${new URLSearchParams(params)}`));
+const post = async (
+  path: string,
+  body: URLSearchParams | FormData | Record<string, unknown> | string,
+  headers: Record<string, string> = {},
+) => {
   const init: RequestInit =
     body instanceof URLSearchParams || body instanceof FormData
       ? { method: "POST", body, headers }
-      : { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), headers: { "content-type": "application/json", ...headers } };
+      : {
+          method: "POST",
+          body: typeof body === "string" ? body : JSON.stringify(body),
+          headers: { "content-type": "application/json", ...headers },
+        };
   return toReply(await app.request(path, init));
 };
 const counts = async () => {
@@ -77,8 +91,16 @@ const JSON_CT = "application/json";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const SITEKEY = "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u";
 const V2 = { key: KEY, method: "userrecaptcha", googlekey: SITEKEY, pageurl: "https://example.com/login" };
-const TURNSTILE = { key: KEY, method: "turnstile", sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/signup" };
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=", "base64");
+const TURNSTILE = {
+  key: KEY,
+  method: "turnstile",
+  sitekey: "0x4AAAAAAAC3DHQFLr1GavRN",
+  pageurl: "https://example.com/signup",
+};
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=",
+  "base64",
+);
 
 /** Submits through in.php (plain GET) and returns the task id. */
 async function submit(params: Record<string, string> = V2): Promise<string> {
@@ -87,10 +109,17 @@ async function submit(params: Record<string, string> = V2): Promise<string> {
   if (!m) throw new Error(`not accepted: ${r.body}`);
   return m[1]!;
 }
-type RowPatch = { state: string; token?: string | null; userAgent?: string | null; expiresInMs?: number | null; errorCode?: string | null };
+type RowPatch = {
+  state: string;
+  token?: string | null;
+  userAgent?: string | null;
+  expiresInMs?: number | null;
+  errorCode?: string | null;
+};
 /** Moves a row to a state as the solver would (the facade only reads). */
 async function setRow(id: string, p: RowPatch) {
-  const expires = p.expiresInMs === undefined || p.expiresInMs === null ? null : new Date(Date.now() + p.expiresInMs).toISOString();
+  const expires =
+    p.expiresInMs === undefined || p.expiresInMs === null ? null : new Date(Date.now() + p.expiresInMs).toISOString();
   await database.sql`update tasks set state = ${p.state}, token = ${p.token ?? null}, user_agent = ${p.userAgent ?? null}, token_expires_at = ${expires}::timestamptz,
     error_code = ${p.errorCode ?? null}, completed_at = case when ${p.state} in ('completed','failed','cancelled') then now() else null end, version = version + 1 where id = ${id}`;
 }
@@ -109,7 +138,9 @@ describe("in.php accepts tasks through submitTask", () => {
     const v = await view(id);
     expect(v.status).toBe(200);
     expect(v.body).toMatchObject({ id, type: "recaptcha_v2", status: "queued" });
-    const [row] = await database.sql<{ params: unknown; priority: string }[]>`select params, priority from tasks where id = ${id}`;
+    const [row] = await database.sql<
+      { params: unknown; priority: string }[]
+    >`select params, priority from tasks where id = ${id}`;
     expect(row).toEqual({ params: { sitekey: SITEKEY, pageurl: V2.pageurl }, priority: "normal" });
     expect((await view(id, OTHER_KEY)).status).toBe(404);
   });
@@ -131,15 +162,31 @@ describe("in.php accepts tasks through submitTask", () => {
     multipart.append("file", new Blob([PNG], { type: "image/png" }), "captcha.png");
     const file = await post("/in.php", multipart);
     expect(file.body).toMatch(/^\{"status":1,"request":"[0-9a-f-]{36}"\}$/);
-    const json = await post("/in.php", { key: KEY, json: 1, header_acao: 1, soft_id: 4580, method: "base64", body: PNG.toString("base64"), numeric: 1, min_len: 0 });
+    const json = await post("/in.php", {
+      key: KEY,
+      json: 1,
+      header_acao: 1,
+      soft_id: 4580,
+      method: "base64",
+      body: PNG.toString("base64"),
+      numeric: 1,
+      min_len: 0,
+    });
     expect(json.body).toMatch(/^\{"status":1,"request":"[0-9a-f-]{36}"\}$/);
     expect(await counts()).toEqual({ rows: before.rows + 3, messages: before.messages + 3 });
 
-    const [ts] = await database.sql<{ type: string; params: unknown }[]>`select type, params from tasks where id = ${form.body.slice(3)}`;
-    expect(ts).toEqual({ type: "turnstile", params: { sitekey: TURNSTILE.sitekey, pageurl: TURNSTILE.pageurl, action: "login", cdata: "cd-1" } });
+    const [ts] = await database.sql<
+      { type: string; params: unknown }[]
+    >`select type, params from tasks where id = ${form.body.slice(3)}`;
+    expect(ts).toEqual({
+      type: "turnstile",
+      params: { sitekey: TURNSTILE.sitekey, pageurl: TURNSTILE.pageurl, action: "login", cdata: "cd-1" },
+    });
     for (const body of [file.body, json.body]) {
       const id = (JSON.parse(body) as { request: string }).request;
-      const [img] = await database.sql<{ type: string; params: unknown }[]>`select type, params from tasks where id = ${id}`;
+      const [img] = await database.sql<
+        { type: string; params: unknown }[]
+      >`select type, params from tasks where id = ${id}`;
       expect(img).toEqual({ type: "image", params: { body: PNG.toString("base64"), numeric: 1 } });
     }
   });
@@ -147,7 +194,11 @@ describe("in.php accepts tasks through submitTask", () => {
   test("header_acao=1 adds Access-Control-Allow-Origin: *; without it there is none", async () => {
     expect((await get("/in.php", { ...V2, header_acao: "1" })).headers.get("access-control-allow-origin")).toBe("*");
     expect((await get("/in.php", V2)).headers.get("access-control-allow-origin")).toBeNull();
-    expect((await get("/res.php", { key: KEY, action: "getbalance", header_acao: "1" })).headers.get("access-control-allow-origin")).toBe("*");
+    expect(
+      (await get("/res.php", { key: KEY, action: "getbalance", header_acao: "1" })).headers.get(
+        "access-control-allow-origin",
+      ),
+    ).toBe("*");
   });
 });
 
@@ -156,17 +207,67 @@ describe("bad in.php requests answer the protocol's code and create nothing", ()
   const cases: Array<[string, () => Promise<Reply>, string, string]> = [
     ["missing key", () => get("/in.php", { ...V2, key: "" }), "ERROR_KEY_DOES_NOT_EXIST", "ERROR_KEY_DOES_NOT_EXIST"],
     ["unknown key", () => get("/in.php", { ...V2, key: "nope-nope" }), "ERROR_WRONG_USER_KEY", "ERROR_WRONG_USER_KEY"],
-    ["unknown method", () => get("/in.php", { ...V2, method: "hcaptcha" }), "ERROR_BAD_PARAMETERS", "ERROR_BAD_PARAMETERS"],
-    ["missing googlekey", () => get("/in.php", { key: KEY, method: "userrecaptcha", pageurl: "https://example.com" }), "ERROR_GOOGLEKEY", "ERROR_GOOGLEKEY"],
-    ["missing sitekey (turnstile)", () => get("/in.php", { key: KEY, method: "turnstile", pageurl: "https://example.com" }), "ERROR_GOOGLEKEY", "ERROR_GOOGLEKEY"],
-    ["invalid pageurl", () => get("/in.php", { ...V2, pageurl: "ftp://example.com" }), "ERROR_PAGEURL", "ERROR_PAGEURL"],
-    ["bad geetest params", () => get("/in.php", { key: KEY, method: "geetest", gt: "x", challenge: "y", pageurl: "https://example.com" }), "ERROR_BAD_PARAMETERS", "ERROR_BAD_PARAMETERS"],
-    ["empty image", () => post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: "" })), "ERROR_ZERO_CAPTCHA_FILESIZE", "ERROR_ZERO_CAPTCHA_FILESIZE"],
-    ["oversized image (decoded over IMAGE_MAX_BYTES)", () => post("/in.php", { key: KEY, method: "base64", body: bigImage }), "ERROR_TOO_BIG_CAPTCHA_FILESIZE", "ERROR_TOO_BIG_CAPTCHA_FILESIZE"],
+    [
+      "unknown method",
+      () => get("/in.php", { ...V2, method: "hcaptcha" }),
+      "ERROR_BAD_PARAMETERS",
+      "ERROR_BAD_PARAMETERS",
+    ],
+    [
+      "missing googlekey",
+      () => get("/in.php", { key: KEY, method: "userrecaptcha", pageurl: "https://example.com" }),
+      "ERROR_GOOGLEKEY",
+      "ERROR_GOOGLEKEY",
+    ],
+    [
+      "missing sitekey (turnstile)",
+      () => get("/in.php", { key: KEY, method: "turnstile", pageurl: "https://example.com" }),
+      "ERROR_GOOGLEKEY",
+      "ERROR_GOOGLEKEY",
+    ],
+    [
+      "invalid pageurl",
+      () => get("/in.php", { ...V2, pageurl: "ftp://example.com" }),
+      "ERROR_PAGEURL",
+      "ERROR_PAGEURL",
+    ],
+    [
+      "bad geetest params",
+      () => get("/in.php", { key: KEY, method: "geetest", gt: "x", challenge: "y", pageurl: "https://example.com" }),
+      "ERROR_BAD_PARAMETERS",
+      "ERROR_BAD_PARAMETERS",
+    ],
+    [
+      "empty image",
+      () => post("/in.php", new URLSearchParams({ key: KEY, method: "base64", body: "" })),
+      "ERROR_ZERO_CAPTCHA_FILESIZE",
+      "ERROR_ZERO_CAPTCHA_FILESIZE",
+    ],
+    [
+      "oversized image (decoded over IMAGE_MAX_BYTES)",
+      () => post("/in.php", { key: KEY, method: "base64", body: bigImage }),
+      "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+      "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+    ],
     // a valid task with an ignored param padding the body: only the body limit can refuse it
-    ["body over MAX_BODY_BYTES", () => post("/in.php", new URLSearchParams({ ...V2, pad: "x".repeat(MAX_BODY_BYTES) })), "ERROR_TOO_BIG_CAPTCHA_FILESIZE", "ERROR_TOO_BIG_CAPTCHA_FILESIZE"],
-    ["pingback", () => get("/in.php", { ...V2, pingback: "https://me.example.com/cb" }), "ERROR_PINGBACK_NOT_SUPPORTED", "ERROR_PINGBACK_NOT_SUPPORTED"],
-    ["proxy", () => get("/in.php", { ...V2, proxy: "u:p@10.0.0.1:3128", proxytype: "HTTP" }), "ERROR_PROXY_NOT_SUPPORTED", "ERROR_PROXY_NOT_SUPPORTED"],
+    [
+      "body over MAX_BODY_BYTES",
+      () => post("/in.php", new URLSearchParams({ ...V2, pad: "x".repeat(MAX_BODY_BYTES) })),
+      "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+      "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+    ],
+    [
+      "pingback",
+      () => get("/in.php", { ...V2, pingback: "https://me.example.com/cb" }),
+      "ERROR_PINGBACK_NOT_SUPPORTED",
+      "ERROR_PINGBACK_NOT_SUPPORTED",
+    ],
+    [
+      "proxy",
+      () => get("/in.php", { ...V2, proxy: "u:p@10.0.0.1:3128", proxytype: "HTTP" }),
+      "ERROR_PROXY_NOT_SUPPORTED",
+      "ERROR_PROXY_NOT_SUPPORTED",
+    ],
     ["malformed JSON body", () => post("/in.php", '{"key":'), "ERROR_BAD_PARAMETERS", "ERROR_BAD_PARAMETERS"],
   ];
   for (const [name, send, plainCode] of cases) {
@@ -184,7 +285,7 @@ describe("bad in.php requests answer the protocol's code and create nothing", ()
     });
   }
 
-  test("the same refusals with json=1 are {\"status\":0,\"request\":\"<code>\"}", async () => {
+  test('the same refusals with json=1 are {"status":0,"request":"<code>"}', async () => {
     const before = await counts();
     for (const [params, c] of [
       [{ ...V2, key: "", json: "1" }, "ERROR_KEY_DOES_NOT_EXIST"],
@@ -225,14 +326,18 @@ describe("res.php", () => {
     expect(json.contentType).toBe(JSON_CT);
     expect(json.body).toBe('{"status":1,"request":"03AGdBq2-TOKEN-1"}');
     // POST bodies work for res.php too
-    expect((await post("/res.php", new URLSearchParams({ key: KEY, action: "get", id }))).body).toBe("OK|03AGdBq2-TOKEN-1");
+    expect((await post("/res.php", new URLSearchParams({ key: KEY, action: "get", id }))).body).toBe(
+      "OK|03AGdBq2-TOKEN-1",
+    );
   });
 
   test("get: Turnstile with json=1 adds useragent; plain stays OK|<token>", async () => {
     const id = await submit(TURNSTILE);
     await setRow(id, { state: "completed", token: "0.TS-TOKEN", userAgent: "Mozilla/5.0 Test", expiresInMs: 60_000 });
     expect((await get("/res.php", { key: KEY, action: "get", id })).body).toBe("OK|0.TS-TOKEN");
-    expect((await get("/res.php", { key: KEY, action: "get", id, json: "1" })).body).toBe('{"status":1,"request":"0.TS-TOKEN","useragent":"Mozilla/5.0 Test"}');
+    expect((await get("/res.php", { key: KEY, action: "get", id, json: "1" })).body).toBe(
+      '{"status":1,"request":"0.TS-TOKEN","useragent":"Mozilla/5.0 Test"}',
+    );
   });
 
   test("get: expired, failed and cancelled tasks answer their codes and never the token", async () => {
@@ -248,7 +353,9 @@ describe("res.php", () => {
       const id = await submit();
       await setRow(id, patch);
       expect((await get("/res.php", { key: KEY, action: "get", id })).body).toBe(c);
-      expect((await get("/res.php", { key: KEY, action: "get", id, json: "1" })).body).toBe(`{"status":0,"request":"${c}"}`);
+      expect((await get("/res.php", { key: KEY, action: "get", id, json: "1" })).body).toBe(
+        `{"status":0,"request":"${c}"}`,
+      );
     }
   });
 
@@ -256,9 +363,13 @@ describe("res.php", () => {
     const id = await submit();
     await setRow(id, { state: "completed", token: "NOT-YOURS", expiresInMs: 60_000 });
     expect((await get("/res.php", { key: OTHER_KEY, action: "get", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
-    expect((await get("/res.php", { key: KEY, action: "get", id: "0190a000-0000-7000-8000-00000000dead" })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
+    expect((await get("/res.php", { key: KEY, action: "get", id: "0190a000-0000-7000-8000-00000000dead" })).body).toBe(
+      "ERROR_WRONG_CAPTCHA_ID",
+    );
     expect((await get("/res.php", { key: KEY, action: "get", id: "4123456789" })).body).toBe("ERROR_WRONG_ID_FORMAT");
-    expect((await get("/res.php", { key: KEY, action: "get", id: "4123456789", json: "1" })).body).toBe('{"status":0,"request":"ERROR_WRONG_ID_FORMAT"}');
+    expect((await get("/res.php", { key: KEY, action: "get", id: "4123456789", json: "1" })).body).toBe(
+      '{"status":0,"request":"ERROR_WRONG_ID_FORMAT"}',
+    );
     expect((await get("/res.php", { key: KEY, action: "get" })).body).toBe("ERROR_WRONG_ID_FORMAT");
   });
 
@@ -270,7 +381,9 @@ describe("res.php", () => {
     const plain = await get("/res.php", { key: KEY, action: "get", ids });
     expect(plain.contentType).toBe(PLAIN);
     expect(plain.body).toBe("TOKEN-A|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID");
-    expect((await get("/res.php", { key: KEY, action: "get", ids, json: "1" })).body).toBe('{"status":1,"request":"TOKEN-A|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID"}');
+    expect((await get("/res.php", { key: KEY, action: "get", ids, json: "1" })).body).toBe(
+      '{"status":1,"request":"TOKEN-A|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID"}',
+    );
     expect((await get("/res.php", { key: KEY, action: "get", ids: `${a},77` })).body).toBe("ERROR_WRONG_ID_FORMAT");
   });
 
@@ -278,7 +391,9 @@ describe("res.php", () => {
     const id = await submit();
     await setRow(id, { state: "completed", token: "TOKEN-2", expiresInMs: 60_000 });
     expect((await get("/res.php", { key: KEY, action: "get2", id })).body).toBe("OK|TOKEN-2|0");
-    expect((await get("/res.php", { key: KEY, action: "get2", id, json: "1" })).body).toBe('{"status":1,"request":"TOKEN-2","price":"0"}');
+    expect((await get("/res.php", { key: KEY, action: "get2", id, json: "1" })).body).toBe(
+      '{"status":1,"request":"TOKEN-2","price":"0"}',
+    );
     await setRow(id, { state: "solving" });
     expect((await get("/res.php", { key: KEY, action: "get2", id })).body).toBe("CAPCHA_NOT_READY");
   });
@@ -298,7 +413,9 @@ describe("res.php", () => {
     expect(plain.contentType).toBe(PLAIN);
     expect(plain.body).toBe(FACADE_BALANCE);
     expect(plain.body).toBe("1000000");
-    expect((await get("/res.php", { key: KEY, action: "getbalance", json: "1" })).body).toBe('{"status":1,"request":"1000000"}');
+    expect((await get("/res.php", { key: KEY, action: "getbalance", json: "1" })).body).toBe(
+      '{"status":1,"request":"1000000"}',
+    );
   });
 
   test("reportbad/reportgood: OK_REPORT_RECORDED for a completed task of the key, ERROR_WRONG_CAPTCHA_ID otherwise", async () => {
@@ -306,7 +423,9 @@ describe("res.php", () => {
     expect((await get("/res.php", { key: KEY, action: "reportbad", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
     await setRow(id, { state: "completed", token: "T", expiresInMs: 60_000 });
     expect((await get("/res.php", { key: KEY, action: "reportbad", id })).body).toBe("OK_REPORT_RECORDED");
-    expect((await get("/res.php", { key: KEY, action: "reportgood", id, json: "1" })).body).toBe('{"status":1,"request":"OK_REPORT_RECORDED"}');
+    expect((await get("/res.php", { key: KEY, action: "reportgood", id, json: "1" })).body).toBe(
+      '{"status":1,"request":"OK_REPORT_RECORDED"}',
+    );
     expect((await get("/res.php", { key: OTHER_KEY, action: "reportgood", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
     expect((await get("/res.php", { key: KEY, action: "reportgood", id: "123" })).body).toBe("ERROR_WRONG_ID_FORMAT");
   });
@@ -314,20 +433,31 @@ describe("res.php", () => {
   test("key and action errors", async () => {
     expect((await get("/res.php", { action: "getbalance" })).body).toBe("ERROR_KEY_DOES_NOT_EXIST");
     expect((await get("/res.php", { key: "nope-nope", action: "getbalance" })).body).toBe("ERROR_WRONG_USER_KEY");
-    expect((await get("/res.php", { key: "nope-nope", action: "getbalance", json: "1" })).body).toBe('{"status":0,"request":"ERROR_WRONG_USER_KEY"}');
+    expect((await get("/res.php", { key: "nope-nope", action: "getbalance", json: "1" })).body).toBe(
+      '{"status":0,"request":"ERROR_WRONG_USER_KEY"}',
+    );
     expect((await get("/res.php", { key: KEY, action: "nope" })).body).toBe("ERROR_EMPTY_ACTION");
     expect((await get("/res.php", { key: KEY })).body).toBe("ERROR_EMPTY_ACTION");
     expect((await get("/res.php", { key: KEY, json: "1" })).body).toBe('{"status":0,"request":"ERROR_EMPTY_ACTION"}');
   });
 
   test("a res.php body over MAX_BODY_BYTES is ERROR_BAD_PARAMETERS, in JSON when the body is JSON", async () => {
-    expect((await post("/res.php", new URLSearchParams({ key: KEY, action: "getbalance", pad: "x".repeat(MAX_BODY_BYTES) }))).body).toBe("ERROR_BAD_PARAMETERS");
-    expect((await post("/res.php", { key: KEY, action: "getbalance", json: 1, pad: "x".repeat(MAX_BODY_BYTES) })).body).toBe('{"status":0,"request":"ERROR_BAD_PARAMETERS"}');
+    expect(
+      (await post("/res.php", new URLSearchParams({ key: KEY, action: "getbalance", pad: "x".repeat(MAX_BODY_BYTES) })))
+        .body,
+    ).toBe("ERROR_BAD_PARAMETERS");
+    expect(
+      (await post("/res.php", { key: KEY, action: "getbalance", json: 1, pad: "x".repeat(MAX_BODY_BYTES) })).body,
+    ).toBe('{"status":0,"request":"ERROR_BAD_PARAMETERS"}');
   });
 });
 
 test("the facade's body limit and protocol replies leave /v1 alone", async () => {
-  const res = await app.request("/v1/tasks", { method: "POST", headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: JSON.stringify({ type: "image", params: { body: "A".repeat(MAX_BODY_BYTES + 10) } }) });
+  const res = await app.request("/v1/tasks", {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body: JSON.stringify({ type: "image", params: { body: "A".repeat(MAX_BODY_BYTES + 10) } }),
+  });
   expect(res.status).toBe(413);
   expect(res.headers.get("content-type")).toContain("application/problem+json");
   const health = await app.request("/healthz");
@@ -337,7 +467,9 @@ test("the facade's body limit and protocol replies leave /v1 alone", async () =>
 test("when JetStream cannot take the task, in.php answers ERROR_NO_SLOT_AVAILABLE and leaves no row", async () => {
   await jsm.streams.delete(streams.tasks(REGION));
   try {
-    const [{ n: rowsBefore }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [{ n: number }];
+    const [{ n: rowsBefore }] = (await database.sql`select count(*)::int as n from tasks`) as unknown as [
+      { n: number },
+    ];
     const plain = await get("/in.php", V2);
     expect(plain.body).toBe("ERROR_NO_SLOT_AVAILABLE");
     const json = await get("/in.php", { ...V2, json: "1" });
@@ -351,7 +483,14 @@ test("when JetStream cannot take the task, in.php answers ERROR_NO_SLOT_AVAILABL
 
 test("a fenced region's in.php answers ERROR_NO_SLOT_AVAILABLE (clients retry), names the other region, and stores nothing", async () => {
   const fenced = createApp({
-    config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000, regions: [REGION, "other"] },
+    config: {
+      REGION,
+      MAX_BODY_BYTES,
+      IMAGE_MAX_BYTES,
+      MAX_WAIT_SECONDS: 5,
+      TASK_DEADLINE_MS: 600_000,
+      regions: [REGION, "other"],
+    },
     store: createTaskStore(database.db),
     queue: createTaskQueue(nc, REGION, 1000),
     watcher: createTaskWatcher(nc, REGION),
@@ -373,7 +512,11 @@ describe("the facade's reads and key check (issue 14, low)", () => {
     const calls = { get: 0, getMany: 0 };
     const a = createApp({
       config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
-      store: { ...store, get: (id: string) => (calls.get++, store.get(id)), getMany: (ids: readonly string[]) => (calls.getMany++, store.getMany(ids)) },
+      store: {
+        ...store,
+        get: (id: string) => (calls.get++, store.get(id)),
+        getMany: (ids: readonly string[]) => (calls.getMany++, store.getMany(ids)),
+      },
       queue: createTaskQueue(nc, REGION, 1000),
       watcher: createTaskWatcher(nc, REGION),
       apiKeys: createApiKeys([KEY, OTHER_KEY]),
@@ -387,21 +530,37 @@ describe("the facade's reads and key check (issue 14, low)", () => {
     await setRow(ids[1]!, { state: "completed", token: "BULK-1", expiresInMs: 60_000 });
     const { a, calls } = counted();
     const unknown = "0190a000-0000-7000-8000-00000000cafe";
-    const res = await a.request(`/res.php?${new URLSearchParams({ key: KEY, action: "get", ids: [...ids, unknown].join(",") })}`);
+    const res = await a.request(
+      `/res.php?${new URLSearchParams({ key: KEY, action: "get", ids: [...ids, unknown].join(",") })}`,
+    );
     expect(await res.text()).toBe("CAPCHA_NOT_READY|BULK-1|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID");
     expect(calls).toEqual({ get: 0, getMany: 1 });
-    const theirs = await a.request(`/res.php?${new URLSearchParams({ key: OTHER_KEY, action: "get", ids: ids.join(",") })}`);
+    const theirs = await a.request(
+      `/res.php?${new URLSearchParams({ key: OTHER_KEY, action: "get", ids: ids.join(",") })}`,
+    );
     expect(await theirs.text()).toBe("ERROR_WRONG_CAPTCHA_ID|ERROR_WRONG_CAPTCHA_ID|ERROR_WRONG_CAPTCHA_ID");
   });
 
   test("a wrong key in the query string is refused before the body is parsed", async () => {
     // Parsed first (as before), this body would answer ERROR_BAD_PARAMETERS: the key is checked first.
-    const res = await app.request(`/in.php?key=not-a-key`, { method: "POST", headers: { "content-type": "application/json" }, body: "{ not json" });
+    const res = await app.request(`/in.php?key=not-a-key`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{ not json",
+    });
     expect(await res.text()).toBe('{"status":0,"request":"ERROR_WRONG_USER_KEY"}');
-    const multipart = await app.request(`/in.php?key=not-a-key`, { method: "POST", headers: { "content-type": "multipart/form-data; boundary=x" }, body: "garbage" });
+    const multipart = await app.request(`/in.php?key=not-a-key`, {
+      method: "POST",
+      headers: { "content-type": "multipart/form-data; boundary=x" },
+      body: "garbage",
+    });
     expect(await multipart.text()).toBe("ERROR_WRONG_USER_KEY");
     // A key given only in the body still works (checked after reading it).
-    const ok = await app.request(`/res.php`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ key: KEY, action: "getbalance" }).toString() });
+    const ok = await app.request(`/res.php`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ key: KEY, action: "getbalance" }).toString(),
+    });
     expect(await ok.text()).toBe("1000000");
   });
 });

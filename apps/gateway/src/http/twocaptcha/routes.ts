@@ -14,7 +14,17 @@ import { resAction } from "./res.ts";
 export function twoCaptchaRoutes(deps: GatewayDeps, auth: Authenticator) {
   const app = new Hono<GatewayEnvVars>();
   // Only the facade's paths get these limits: a middleware on "*" here would, mounted at "/", cover every route.
-  app.on(["GET", "POST"], "/in.php", protocolBodyLimit(deps, "ERROR_TOO_BIG_CAPTCHA_FILESIZE"), protocolHandler(deps, auth, inAction(deps)));
-  app.on(["GET", "POST"], "/res.php", protocolBodyLimit(deps, "ERROR_BAD_PARAMETERS"), protocolHandler(deps, auth, resAction(deps)));
+  app.on(
+    ["GET", "POST"],
+    "/in.php",
+    protocolBodyLimit(deps, "ERROR_TOO_BIG_CAPTCHA_FILESIZE"),
+    protocolHandler(deps, auth, inAction(deps)),
+  );
+  app.on(
+    ["GET", "POST"],
+    "/res.php",
+    protocolBodyLimit(deps, "ERROR_BAD_PARAMETERS"),
+    protocolHandler(deps, auth, resAction(deps)),
+  );
   return app;
 }

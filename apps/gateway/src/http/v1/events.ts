@@ -1,6 +1,6 @@
+import { type TaskState, TERMINAL_STATES } from "@pipeline/shared/schemas";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import { TERMINAL_STATES, type TaskState } from "@pipeline/shared/schemas";
 import type { GatewayDeps } from "../../deps.ts";
 import { toTaskView } from "../../domain/task-view.ts";
 import type { GatewayEnvVars } from "../env.ts";
@@ -33,7 +33,8 @@ export function eventsRoute(deps: GatewayDeps, waiting: Waiting) {
           const left = until - Date.now();
           // A stream lives at most SSE_MAX_SECONDS: EventSource reconnects (Last-Event-ID) to a fresh one.
           if (left <= 0) break;
-          if ((await watch.wait(Math.min(left, waiting.recheckMs(row.region), 15_000), gone.signal)) === "aborted") break;
+          if ((await watch.wait(Math.min(left, waiting.recheckMs(row.region), 15_000), gone.signal)) === "aborted")
+            break;
           if (Date.now() - lastWrite > 15_000) {
             await stream.write(": keep-alive\n\n");
             lastWrite = Date.now();

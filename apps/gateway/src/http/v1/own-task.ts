@@ -7,11 +7,17 @@ import { ProblemError } from "../problem.ts";
 const TaskIdParam = z.uuid();
 
 /** The task of this client named by the path (owned by its id, or during the transition its legacy id), or a 404 problem. */
-export async function ownTask(deps: Pick<GatewayDeps, "store" | "apiKeys">, clientId: string, raw: string): Promise<TaskRow> {
+export async function ownTask(
+  deps: Pick<GatewayDeps, "store" | "apiKeys">,
+  clientId: string,
+  raw: string,
+): Promise<TaskRow> {
   const id = TaskIdParam.safeParse(raw);
-  if (!id.success) throw new ProblemError(404, "Task Not Found", undefined, [{ field: "path.id", message: "not a task id" }]);
+  if (!id.success)
+    throw new ProblemError(404, "Task Not Found", undefined, [{ field: "path.id", message: "not a task id" }]);
   const row = await deps.store.get(id.data);
-  if (!row || !ownedBy(deps.apiKeys, clientId, row.owner)) throw new ProblemError(404, "Task Not Found", `no task ${id.data} for this API key`);
+  if (!row || !ownedBy(deps.apiKeys, clientId, row.owner))
+    throw new ProblemError(404, "Task Not Found", `no task ${id.data} for this API key`);
   return row;
 }
 
@@ -21,7 +27,13 @@ export async function ownTask(deps: Pick<GatewayDeps, "store" | "apiKeys">, clie
  */
 export function homeOnly<R extends { region: string }>(deps: Pick<GatewayDeps, "config">, row: R): R {
   if (row.region !== deps.config.REGION) {
-    throw new ProblemError(409, "Task Of Another Region", `the task lives in region ${row.region}; send this request to that region's gateway`, undefined, { "x-home-region": row.region });
+    throw new ProblemError(
+      409,
+      "Task Of Another Region",
+      `the task lives in region ${row.region}; send this request to that region's gateway`,
+      undefined,
+      { "x-home-region": row.region },
+    );
   }
   return row;
 }

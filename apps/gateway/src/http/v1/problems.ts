@@ -9,7 +9,9 @@ export function submitProblem(err: unknown): unknown {
   if (!(err instanceof SubmitError)) return err;
   switch (err.code) {
     case "idempotency_mismatch":
-      return new ProblemError(422, "Idempotency Key Reused", err.message, [{ field: "header.idempotency-key", message: "already used with a different request body" }]);
+      return new ProblemError(422, "Idempotency Key Reused", err.message, [
+        { field: "header.idempotency-key", message: "already used with a different request body" },
+      ]);
     case "id_collision":
       return new ProblemError(409, "Conflict", err.message);
     case "queue_unavailable":
@@ -30,13 +32,24 @@ export function redriveProblem(err: unknown): unknown {
   if (!(err instanceof RedriveError)) return err;
   switch (err.code) {
     case "params_erased":
-      return new ProblemError(409, "Task Params Erased", "the task's params were erased by retention (TASK_RETENTION_DAYS); submit the task again", [{ field: "path.id", message: "params erased by retention" }]);
+      return new ProblemError(
+        409,
+        "Task Params Erased",
+        "the task's params were erased by retention (TASK_RETENTION_DAYS); submit the task again",
+        [{ field: "path.id", message: "params erased by retention" }],
+      );
     case "not_failed":
-      return new ProblemError(409, "Task Not Failed", `the task is ${err.state}; only failed (dead-lettered) tasks can be retried`);
+      return new ProblemError(
+        409,
+        "Task Not Failed",
+        `the task is ${err.state}; only failed (dead-lettered) tasks can be retried`,
+      );
     case "quota":
       return err.refusal ? quotaProblem(err.refusal) : new ProblemError(429, "Quota Exceeded", err.message);
     case "queue_unavailable":
-      return new ProblemError(503, "Queue Unavailable", "the task was not requeued; retry", undefined, { "retry-after": "1" });
+      return new ProblemError(503, "Queue Unavailable", "the task was not requeued; retry", undefined, {
+        "retry-after": "1",
+      });
   }
 }
 
@@ -50,5 +63,11 @@ const QUOTA_TITLES: Record<QuotaRefusal["kind"], string> = {
 
 /** A quota refusal as problem+json: 429 with Retry-After for a limit, 403 for a right; the quota named as the field. */
 function quotaProblem(r: QuotaRefusal): ProblemError {
-  return new ProblemError(r.status, QUOTA_TITLES[r.kind], r.message, [{ field: r.field, message: r.message }], r.retryAfter !== undefined ? { "retry-after": String(r.retryAfter) } : {});
+  return new ProblemError(
+    r.status,
+    QUOTA_TITLES[r.kind],
+    r.message,
+    [{ field: r.field, message: r.message }],
+    r.retryAfter !== undefined ? { "retry-after": String(r.retryAfter) } : {},
+  );
 }

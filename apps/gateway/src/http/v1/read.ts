@@ -1,6 +1,6 @@
+import { fieldErrors, type TaskState, TERMINAL_STATES } from "@pipeline/shared/schemas";
 import type { Context } from "hono";
 import { z } from "zod";
-import { fieldErrors, TERMINAL_STATES, type TaskState } from "@pipeline/shared/schemas";
 import type { GatewayDeps } from "../../deps.ts";
 import { toTaskView } from "../../domain/task-view.ts";
 import type { GatewayEnvVars } from "../env.ts";
@@ -16,7 +16,8 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
     const wait = WaitQuery.safeParse(c.req.query("wait") ?? undefined);
     if (!wait.success) throw new ProblemError(400, "Invalid Query", undefined, fieldErrors(wait.error, "query.wait"));
     const first = await ownTask(deps, clientId, c.req.param("id"));
-    if (wait.data === 0 || TERMINAL_STATES.includes(first.state as TaskState)) return c.json(toTaskView(first, deps.now()));
+    if (wait.data === 0 || TERMINAL_STATES.includes(first.state as TaskState))
+      return c.json(toTaskView(first, deps.now()));
     const release = waiting.slot(clientId, "query.wait");
     // Only a final event can end the wait: the others do not wake it (each would be a re-read).
     const watch = deps.watcher.watch(first.id, { finalOnly: true });
@@ -26,7 +27,8 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
         const left = until - Date.now();
         if (TERMINAL_STATES.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, deps.now()));
         // The client gone: stop reading the task for nobody.
-        if ((await watch.wait(Math.min(left, waiting.recheckMs(row.region)), c.req.raw.signal)) === "aborted") return c.body(null, 499 as never);
+        if ((await watch.wait(Math.min(left, waiting.recheckMs(row.region)), c.req.raw.signal)) === "aborted")
+          return c.body(null, 499 as never);
       }
     } finally {
       watch.close();

@@ -1,5 +1,5 @@
-import type { Context } from "hono";
 import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
+import type { Context } from "hono";
 import type { GatewayDeps } from "../../deps.ts";
 import { validIdempotencyKey } from "../../domain/task-id.ts";
 import { SubmitError, submitTask } from "../../tasks/submit.ts";
@@ -13,24 +13,35 @@ export function submitRoute(deps: GatewayDeps) {
   // nothing stored) and again by the solver when it sends, after resolving the host.
   const schema = taskRequest({
     imageMaxBytes: deps.config.IMAGE_MAX_BYTES,
-    callbacks: { allowHttp: deps.config.WEBHOOK_ALLOW_HTTP ?? false, allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE ?? false },
+    callbacks: {
+      allowHttp: deps.config.WEBHOOK_ALLOW_HTTP ?? false,
+      allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE ?? false,
+    },
   });
   return async (c: Context<GatewayEnvVars>) => {
     const clientId = c.get("clientId");
     refuseWhenFenced(deps);
     const ct = c.req.header("content-type") ?? "";
-    if (!/^application\/json\b/i.test(ct)) throw new ProblemError(415, "Unsupported Media Type", "send the task as application/json", [{ field: "header.content-type", message: "must be application/json" }]);
+    if (!/^application\/json\b/i.test(ct))
+      throw new ProblemError(415, "Unsupported Media Type", "send the task as application/json", [
+        { field: "header.content-type", message: "must be application/json" },
+      ]);
     const idem = c.req.header("idempotency-key");
     if (idem !== undefined && !validIdempotencyKey(idem))
-      throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [{ field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" }]);
+      throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [
+        { field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" },
+      ]);
     let raw: unknown;
     try {
       raw = await c.req.json();
     } catch {
-      throw new ProblemError(400, "Malformed JSON", "the body is not valid JSON", [{ field: "(body)", message: "not valid JSON" }]);
+      throw new ProblemError(400, "Malformed JSON", "the body is not valid JSON", [
+        { field: "(body)", message: "not valid JSON" },
+      ]);
     }
     const parsed = schema.safeParse(raw);
-    if (!parsed.success) throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
+    if (!parsed.success)
+      throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
     try {
       const r = await submitTask(deps, clientId, parsed.data, idem);
       deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
@@ -51,8 +62,14 @@ export function submitRoute(deps: GatewayDeps) {
 function refuseWhenFenced(deps: GatewayDeps): void {
   if (!deps.fence || deps.fence.allows()) return;
   const others = (deps.config.regions ?? []).filter((r) => r !== deps.config.REGION);
-  throw new ProblemError(503, "Region Fenced", `region ${deps.config.REGION} does not hold its lease; submit to ${others.join(" or ") || "another region"} with the same Idempotency-Key`, undefined, {
-    "retry-after": "1",
-    ...(others.length ? { "x-try-regions": others.join(",") } : {}),
-  });
+  throw new ProblemError(
+    503,
+    "Region Fenced",
+    `region ${deps.config.REGION} does not hold its lease; submit to ${others.join(" or ") || "another region"} with the same Idempotency-Key`,
+    undefined,
+    {
+      "retry-after": "1",
+      ...(others.length ? { "x-try-regions": others.join(",") } : {}),
+    },
+  );
 }

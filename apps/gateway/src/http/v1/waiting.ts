@@ -13,12 +13,21 @@ export interface Waiting {
 }
 
 export function createWaiting(deps: Pick<GatewayDeps, "config">): Waiting {
-  const limits = createWaitLimits({ perKey: deps.config.LONG_POLL_MAX_PER_KEY ?? 2000, total: deps.config.LONG_POLL_MAX_TOTAL ?? 20_000 });
+  const limits = createWaitLimits({
+    perKey: deps.config.LONG_POLL_MAX_PER_KEY ?? 2000,
+    total: deps.config.LONG_POLL_MAX_TOTAL ?? 20_000,
+  });
   return {
     slot(clientId, field) {
       const release = limits.enter(clientId);
       if (!release) {
-        throw new ProblemError(429, "Too Many Waiting Requests", "this API key (or the gateway) holds as many long-polls and event streams as allowed; retry shortly or poll without ?wait", [{ field, message: "too many waiting requests" }], { "retry-after": "1" });
+        throw new ProblemError(
+          429,
+          "Too Many Waiting Requests",
+          "this API key (or the gateway) holds as many long-polls and event streams as allowed; retry shortly or poll without ?wait",
+          [{ field, message: "too many waiting requests" }],
+          { "retry-after": "1" },
+        );
       }
       return release;
     },

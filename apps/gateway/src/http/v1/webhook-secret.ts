@@ -1,5 +1,5 @@
-import { Hono } from "hono";
 import { clientWebhookSecret } from "@pipeline/shared/webhooks";
+import { Hono } from "hono";
 import type { GatewayDeps } from "../../deps.ts";
 import type { Authenticator } from "../auth.ts";
 import type { GatewayEnvVars } from "../env.ts";
@@ -15,7 +15,12 @@ export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
   app.get("/", (c) => {
     const clientId = auth.bearer(c);
     const master = deps.config.WEBHOOK_SECRET;
-    if (!master) throw new ProblemError(404, "Callbacks Not Signed", "this gateway has no WEBHOOK_SECRET: callbacks are not signed here");
+    if (!master)
+      throw new ProblemError(
+        404,
+        "Callbacks Not Signed",
+        "this gateway has no WEBHOOK_SECRET: callbacks are not signed here",
+      );
     c.header("cache-control", "no-store");
     // During the transition to peppered client ids (issue 14.8), callbacks of tasks still owned by
     // the legacy id are signed with that id's secret: it is `previous` (under the current master,
@@ -28,8 +33,14 @@ export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
       ? clientWebhookSecret(master, legacy)
       : gen.previous !== undefined
         ? clientWebhookSecret(master, clientId, gen.previous)
-        : deps.config.WEBHOOK_SECRET_PREVIOUS && clientWebhookSecret(deps.config.WEBHOOK_SECRET_PREVIOUS, clientId, gen.current);
-    return c.json({ clientId, secret: clientWebhookSecret(master, clientId, gen.current), ...(previous ? { previous } : {}), ...(legacy ? { legacyClientId: legacy } : {}) });
+        : deps.config.WEBHOOK_SECRET_PREVIOUS &&
+          clientWebhookSecret(deps.config.WEBHOOK_SECRET_PREVIOUS, clientId, gen.current);
+    return c.json({
+      clientId,
+      secret: clientWebhookSecret(master, clientId, gen.current),
+      ...(previous ? { previous } : {}),
+      ...(legacy ? { legacyClientId: legacy } : {}),
+    });
   });
   return app;
 }

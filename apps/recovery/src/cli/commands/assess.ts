@@ -1,7 +1,7 @@
 // `recovery assess`: one look at everything; exit 1 when something needs a human.
 import { assessLive, renderAssessment } from "../../assess/assess.ts";
 import type { CommandOf } from "../args.ts";
-import { natsWithin, print, type CliEnv } from "../env.ts";
+import { type CliEnv, natsWithin, print } from "../env.ts";
 
 export async function assessCommand(cmd: CommandOf<"assess">, env: CliEnv): Promise<number> {
   const a = await assessLive(env.config, () => natsWithin(env, 3000));

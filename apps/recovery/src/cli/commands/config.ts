@@ -4,8 +4,8 @@ import { configHistory, liveWorkers } from "@pipeline/shared/kv";
 import { UsageError } from "../../context.ts";
 import { rollbackConfig, setConfig } from "../../fleet/config-ops.ts";
 import type { CommandOf } from "../args.ts";
-import { print, type CliEnv } from "../env.ts";
-import { withFleet, type Fleet } from "../fleet.ts";
+import { type CliEnv, print } from "../env.ts";
+import { type Fleet, withFleet } from "../fleet.ts";
 
 type ConfigCmd = CommandOf<"config">;
 
@@ -14,9 +14,16 @@ async function showConfig(cmd: ConfigCmd, { configKv, workersKv }: Fleet, sub: "
   const all = await configHistory(configKv);
   const { workers } = await liveWorkers(workersKv);
   const shown = sub === "show" ? all.slice(-1) : all;
-  const lines = shown.map((r) => `rev ${String(r.revision).padEnd(5)} ${r.at.toISOString()}  ${r.parsed.ok ? `${r.parsed.value.changedBy}: ${JSON.stringify((({ changedBy: _b, changedAt: _a, ...f }) => f)(r.parsed.value))}` : `INVALID (${r.parsed.error})`}`);
+  const lines = shown.map(
+    (r) =>
+      `rev ${String(r.revision).padEnd(5)} ${r.at.toISOString()}  ${r.parsed.ok ? `${r.parsed.value.changedBy}: ${JSON.stringify((({ changedBy: _b, changedAt: _a, ...f }) => f)(r.parsed.value))}` : `INVALID (${r.parsed.error})`}`,
+  );
   const inUse = [...new Set(workers.map((w) => String(w.configRevision ?? "env")))];
-  print(cmd.json, { revisions: shown, inUse }, `${lines.join("\n") || "no config stored: solvers use their environment"}\nin use by the live solvers: ${inUse.join(", ") || "(none alive)"}`);
+  print(
+    cmd.json,
+    { revisions: shown, inUse },
+    `${lines.join("\n") || "no config stored: solvers use their environment"}\nin use by the live solvers: ${inUse.join(", ") || "(none alive)"}`,
+  );
   return 0;
 }
 

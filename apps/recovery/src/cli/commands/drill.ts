@@ -1,16 +1,17 @@
 // `recovery drill <scenario>`: a fault under steady load; RPO and RTO measured; exit 1 if it failed.
 import { UsageError } from "../../context.ts";
 import { renderDrillReport, runDrill } from "../../drill/run-drill.ts";
-import type { CommandOf } from "../args.ts";
 import { redactUrl } from "../../redact-url.ts";
-import { print, type CliEnv } from "../env.ts";
+import type { CommandOf } from "../args.ts";
+import { type CliEnv, print } from "../env.ts";
 import { withFleet } from "../fleet.ts";
 
 export function drillCommand(cmd: CommandOf<"drill">, env: CliEnv): Promise<number> {
   const { config } = env;
   return withFleet(env, cmd.by, async ({ ctx, configKv, workersKv, deps }) => {
     if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for drills");
-    if (!config.DRILL_API_KEY) throw new UsageError("DRILL_API_KEY is required for drills (a client key of the gateway)");
+    if (!config.DRILL_API_KEY)
+      throw new UsageError("DRILL_API_KEY is required for drills (a client key of the gateway)");
     const report = await runDrill({
       scenario: cmd.args[0],
       ctx,

@@ -1,5 +1,5 @@
 // The command table: one handler per command of cli/args.ts, each in its own file.
-import { USAGE, type Command, type CommandOf } from "../args.ts";
+import { type Command, type CommandOf, USAGE } from "../args.ts";
 import type { CliEnv } from "../env.ts";
 import { assessCommand } from "./assess.ts";
 import { auditCommand } from "./audit.ts";

@@ -2,7 +2,7 @@
 import { openContext } from "../../context.ts";
 import { rebuildQueue } from "../../queue/rebuild-queue.ts";
 import type { CommandOf } from "../args.ts";
-import { print, type CliEnv } from "../env.ts";
+import { type CliEnv, print } from "../env.ts";
 
 export async function rebuildQueueCommand(cmd: CommandOf<"rebuild-queue">, { config, log }: CliEnv): Promise<number> {
   const ctx = await openContext(config, log, "recovery-cli");

@@ -13,17 +13,28 @@ export function configCorruption(d: FaultDeps): Fault {
       const revision = await d.configKv.put(SOLVER_CONFIG_KEY, "{ providerKey: oops, pollIntervalMs: -1");
       d.step(`corrupt config written as revision ${revision}`);
       const seen = await awaitConvergence(d.workersKv, revision, 10_000);
-      d.step(`solvers: ${seen.refused.length} refused it, ${seen.applied.length} applied it, ${seen.pending.length} silent (${seen.ms} ms)`);
+      d.step(
+        `solvers: ${seen.refused.length} refused it, ${seen.applied.length} applied it, ${seen.pending.length} silent (${seen.ms} ms)`,
+      );
       if (seen.applied.length) throw new DrillError(`solvers applied a corrupt config: ${seen.applied.join(", ")}`);
       if (!(await latestValidConfig(d.configKv))) {
         await d.configKv.purge(SOLVER_CONFIG_KEY);
-        d.step("no valid revision to roll back to: the corrupt one is purged; the solvers keep their environment's config");
+        d.step(
+          "no valid revision to roll back to: the corrupt one is purged; the solvers keep their environment's config",
+        );
         return { corruptRevision: revision, refusedBy: seen.refused.map((r) => r.workerId), rolledBackTo: null };
       }
       const rb = await rollbackConfig(configDeps(d), undefined, "drill: config corruption");
       const after = await awaitConvergence(d.workersKv, rb.revision, 10_000);
-      d.step(`config rollback: revision ${rb.restored} restored as ${rb.revision}, applied by ${after.applied.length}/${after.workers.length}`);
-      return { corruptRevision: revision, refusedBy: seen.refused.map((r) => r.workerId), rolledBackTo: rb.restored, revision: rb.revision };
+      d.step(
+        `config rollback: revision ${rb.restored} restored as ${rb.revision}, applied by ${after.applied.length}/${after.workers.length}`,
+      );
+      return {
+        corruptRevision: revision,
+        refusedBy: seen.refused.map((r) => r.workerId),
+        rolledBackTo: rb.restored,
+        revision: rb.revision,
+      };
     },
   };
 }

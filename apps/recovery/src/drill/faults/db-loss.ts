@@ -10,8 +10,16 @@ export function dbLoss(d: FaultDeps): Fault {
   let snapshot: Awaited<ReturnType<typeof takeSnapshot>> | undefined;
   return {
     async prepare() {
-      snapshot = await takeSnapshot({ databaseUrl: d.databaseUrl, dir: d.snapshotDir, keep: d.snapshotKeep, region: d.ctx.region, jsm: d.ctx.jsm });
-      d.step(`snapshot ${snapshot.manifest.name} taken (EVENTS seq ${snapshot.manifest.events.lastSeq}); tasks accepted after it come back from EVENTS`);
+      snapshot = await takeSnapshot({
+        databaseUrl: d.databaseUrl,
+        dir: d.snapshotDir,
+        keep: d.snapshotKeep,
+        region: d.ctx.region,
+        jsm: d.ctx.jsm,
+      });
+      d.step(
+        `snapshot ${snapshot.manifest.name} taken (EVENTS seq ${snapshot.manifest.events.lastSeq}); tasks accepted after it come back from EVENTS`,
+      );
     },
     async inject() {
       const name = databaseName(d.databaseUrl);
@@ -23,12 +31,21 @@ export function dbLoss(d: FaultDeps): Fault {
       const scratch = `${name}_restoring`;
       await adminStatement(admin, "drop", scratch);
       await adminStatement(admin, "create", scratch);
-      const r = await restoreSnapshot({ snapshot: snapshot!, intoUrl: withDatabase(d.databaseUrl, scratch), nats: { js: d.ctx.js, jsm: d.ctx.jsm } });
+      const r = await restoreSnapshot({
+        snapshot: snapshot!,
+        intoUrl: withDatabase(d.databaseUrl, scratch),
+        nats: { js: d.ctx.js, jsm: d.ctx.jsm },
+      });
       await renameDatabase(admin, scratch, name);
       d.step(`restore ${r.restoreMs} ms + replay of ${r.replay?.events ?? 0} events; renamed to ${name}`);
       const sweep = await recoverStale(d.ctx, { staleAfterMs: 5000 });
       d.step(`recover-stale: ${sweep.republished} re-published`);
-      return { snapshot: r.snapshot, restoreMs: r.restoreMs, replayedEvents: r.replay?.events ?? 0, republished: sweep.republished };
+      return {
+        snapshot: r.snapshot,
+        restoreMs: r.restoreMs,
+        replayedEvents: r.replay?.events ?? 0,
+        republished: sweep.republished,
+      };
     },
   };
 }

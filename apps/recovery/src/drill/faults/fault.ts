@@ -31,4 +31,9 @@ export interface Fault {
 }
 
 /** The runtime-config operations' dependencies, acting as the drill's actor. */
-export const configDeps = (d: FaultDeps): ConfigDeps => ({ config: d.configKv, workers: d.workersKv, db: d.ctx.database.db, actor: d.actor });
+export const configDeps = (d: FaultDeps): ConfigDeps => ({
+  config: d.configKv,
+  workers: d.workersKv,
+  db: d.ctx.database.db,
+  actor: d.actor,
+});

@@ -12,7 +12,9 @@ export function queueLoss(d: FaultDeps): Fault {
       await d.ctx.jsm.streams.delete(name);
       d.step(`${name} deleted (messages and consumers with it)`);
       const r = await rebuildQueue(d.ctx, { gatewayGraceMs: d.gatewayGraceMs });
-      d.step(`rebuild-queue: ${r.open} unfinished task(s), ${r.republished} re-published, ${r.withMessage} already had a message (${r.ms} ms)`);
+      d.step(
+        `rebuild-queue: ${r.open} unfinished task(s), ${r.republished} re-published, ${r.withMessage} already had a message (${r.ms} ms)`,
+      );
       return { republished: r.republished, open: r.open, rebuildMs: r.ms };
     },
   };

@@ -9,7 +9,8 @@ export function workerCrash(d: FaultDeps): Fault {
   return {
     async prepare() {
       const { workers } = await liveWorkers(d.workersKv);
-      if (!workers.some((w) => w.host === hostname())) throw new DrillError(`no live solver on this host (${hostname()}) to kill: the drill kills a local process`);
+      if (!workers.some((w) => w.host === hostname()))
+        throw new DrillError(`no live solver on this host (${hostname()}) to kill: the drill kills a local process`);
     },
     async inject() {
       const { workers } = await liveWorkers(d.workersKv);
@@ -20,11 +21,18 @@ export function workerCrash(d: FaultDeps): Fault {
       const check = checkVictim(victim.pid, d.ctx.region, victim.startedAt, readProc(victim.pid));
       if (!check.ok) throw new DrillError(`refusing to kill ${victim.workerId}: ${check.why}`);
       process.kill(victim.pid, "SIGKILL");
-      d.step(`kill -9 ${victim.workerId} (pid ${victim.pid}, ${victim.inFlight} in flight); ${workers.length - 1} other solver(s) alive`);
+      d.step(
+        `kill -9 ${victim.workerId} (pid ${victim.pid}, ${victim.inFlight} in flight); ${workers.length - 1} other solver(s) alive`,
+      );
       if (workers.length === 1) d.step("no other solver: recovery waits for the supervisor to restart one");
       // The runbook's remedy is the fleet's own: the victim's leases run out, its messages are
       // redelivered and taken over (the provider ids are resumed, never resubmitted).
-      return { victim: victim.workerId, pid: victim.pid, inFlightAtKill: victim.inFlight, survivors: workers.length - 1 };
+      return {
+        victim: victim.workerId,
+        pid: victim.pid,
+        inFlightAtKill: victim.inFlight,
+        survivors: workers.length - 1,
+      };
     },
   };
 }

@@ -2,7 +2,7 @@
 // `command`), written compare-and-set; the rollout service's next tick carries it out.
 import { command, withLog } from "../../domain/plan.ts";
 import type { CliArgs } from "../args.ts";
-import { show, type CliContext } from "../context.ts";
+import { type CliContext, show } from "../context.ts";
 
 export type ChangeVerb = "pause" | "resume" | "promote" | "abort";
 
@@ -22,8 +22,17 @@ export function changeCommand(verb: ChangeVerb) {
       }
       const next = withLog(r.next, { action: verb, why: r.next.reason ?? verb }, new Date());
       if ((await ctx.store.write(next, cur.revision)) === undefined) continue;
-      await ctx.auditTo(`rollout.${verb}`, { id: next.id, state: next.state, region: next.plan.regions[next.region], step: next.plan.steps[next.step] });
-      show(ctx, next, `${verb}: rollout ${next.id} is ${next.state}${next.applied ? "" : " (the rollout service moves the shards)"}`);
+      await ctx.auditTo(`rollout.${verb}`, {
+        id: next.id,
+        state: next.state,
+        region: next.plan.regions[next.region],
+        step: next.plan.steps[next.step],
+      });
+      show(
+        ctx,
+        next,
+        `${verb}: rollout ${next.id} is ${next.state}${next.applied ? "" : " (the rollout service moves the shards)"}`,
+      );
       return 0;
     }
     throw new Error("the rollout record kept changing; try again");

@@ -14,7 +14,9 @@ import { statusCommand } from "./status.ts";
 export type Handler = (ctx: CliContext, args: CliArgs) => Promise<number>;
 
 /** A command on the record or the shards (`reach`: the home region, or every one), or the service (no connection of the CLI's own). */
-export type Entry = { reach: Reach; run: Handler } | { reach: "none"; run: (env: Record<string, string | undefined>) => Promise<number> };
+export type Entry =
+  | { reach: Reach; run: Handler }
+  | { reach: "none"; run: (env: Record<string, string | undefined>) => Promise<number> };
 
 export const COMMANDS: Record<Verb, Entry> = {
   start: { reach: "all", run: startCommand },

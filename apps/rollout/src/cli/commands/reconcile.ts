@@ -2,7 +2,7 @@
 // interrupted shift): every version that owns shards or has consumers, and those named.
 import { reconcileRegion } from "../../adapters/shift.ts";
 import type { CliArgs } from "../args.ts";
-import { show, type CliContext } from "../context.ts";
+import { type CliContext, show } from "../context.ts";
 
 export async function reconcileCommand(ctx: CliContext, { also }: CliArgs): Promise<number> {
   const l = ctx.home;

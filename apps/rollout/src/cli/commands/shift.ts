@@ -2,8 +2,8 @@
 // of it, taken from the other versions; the layer a rollout drives.
 import { shiftTo } from "../../adapters/shift.ts";
 import { shardCount } from "../../domain/shares.ts";
-import { USAGE, Version, type CliArgs } from "../args.ts";
-import { show, type CliContext } from "../context.ts";
+import { type CliArgs, USAGE, Version } from "../args.ts";
+import { type CliContext, show } from "../context.ts";
 
 export async function shiftCommand(ctx: CliContext, { rest, also }: CliArgs): Promise<number> {
   const l = ctx.home;
@@ -20,8 +20,23 @@ export async function shiftCommand(ctx: CliContext, { rest, also }: CliArgs): Pr
     console.error(`rollout shift: ${(err as Error).message}`);
     return 2;
   }
-  const r = await shiftTo({ jsm: l.jsm, kv: l.shards, region: l.name, to: version.data, count, by: ctx.by, ackWaitMs: ctx.config.ACK_WAIT_MS, versions: also });
+  const r = await shiftTo({
+    jsm: l.jsm,
+    kv: l.shards,
+    region: l.name,
+    to: version.data,
+    count,
+    by: ctx.by,
+    ackWaitMs: ctx.config.ACK_WAIT_MS,
+    versions: also,
+  });
   await ctx.auditTo("rollout.shift", { region: l.name, version: version.data, moved: r.moved });
-  show(ctx, r, `moved ${r.moved.length ? r.moved.join(",") : "nothing"} to ${version.data}; now ${Object.entries(r.share).map(([v, n]) => `${v} ${n}`).join(", ")}; consumers changed: ${r.changed.length}`);
+  show(
+    ctx,
+    r,
+    `moved ${r.moved.length ? r.moved.join(",") : "nothing"} to ${version.data}; now ${Object.entries(r.share)
+      .map(([v, n]) => `${v} ${n}`)
+      .join(", ")}; consumers changed: ${r.changed.length}`,
+  );
   return 0;
 }

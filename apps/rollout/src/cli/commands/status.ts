@@ -4,10 +4,12 @@ import { shareOf } from "@pipeline/shared/shards";
 import type { RegionLink } from "../../adapters/regions.ts";
 import type { Rollout } from "../../domain/plan.ts";
 import { describeAssignment } from "../../domain/shares.ts";
-import { show, type CliContext } from "../context.ts";
+import { type CliContext, show } from "../context.ts";
 
 function describeRollout(r: Rollout): string[] {
-  const lines = [`rollout ${r.id}: ${r.plan.version} replacing ${r.plan.stable}, ${r.state}${r.state === "running" || r.state === "paused" ? ` at ${r.plan.steps[r.step]}% in ${r.plan.regions[r.region]}` : ""}${r.applied ? "" : " (not applied yet)"}${r.reason ? ` (${r.reason})` : ""}`];
+  const lines = [
+    `rollout ${r.id}: ${r.plan.version} replacing ${r.plan.stable}, ${r.state}${r.state === "running" || r.state === "paused" ? ` at ${r.plan.steps[r.step]}% in ${r.plan.regions[r.region]}` : ""}${r.applied ? "" : " (not applied yet)"}${r.reason ? ` (${r.reason})` : ""}`,
+  ];
   const last = r.log.at(-1);
   if (last) lines.push(`  last: ${last.at} ${last.action}: ${last.why}`);
   return lines;
@@ -21,10 +23,24 @@ async function describeRegion(l: RegionLink): Promise<{ value: unknown; lines: s
     for (const b of (await l.heartbeats([])).beats) processes[b.version] = (processes[b.version] ?? 0) + 1;
     return {
       value: { share: a ? shareOf(a) : {}, processes },
-      lines: [`region ${l.name}: processes ${Object.entries(processes).map(([v, n]) => `${v} ${n}`).join(", ") || "none"}`, ...(a ? describeAssignment(a).split("\n").map((x) => `  ${x}`) : ["  no assignment yet"])],
+      lines: [
+        `region ${l.name}: processes ${
+          Object.entries(processes)
+            .map(([v, n]) => `${v} ${n}`)
+            .join(", ") || "none"
+        }`,
+        ...(a
+          ? describeAssignment(a)
+              .split("\n")
+              .map((x) => `  ${x}`)
+          : ["  no assignment yet"]),
+      ],
     };
   } catch (err) {
-    return { value: { error: (err as Error).message }, lines: [`region ${l.name}: unreachable (${(err as Error).message})`] };
+    return {
+      value: { error: (err as Error).message },
+      lines: [`region ${l.name}: unreachable (${(err as Error).message})`],
+    };
   }
 }
 

@@ -1,5 +1,10 @@
-export * from "./provider-slots.ts";
-export * from "./provider-slot-blocks.ts";
-export * from "./tasks.ts";
-export * from "./webhook-deliveries.ts";
-export * from "./audit-log.ts";
+export { type AuditRow, auditLog } from "./audit-log.ts";
+export { type ProviderSlotBlockRow, providerSlotBlocks } from "./provider-slot-blocks.ts";
+export { type ProviderSlotRow, providerSlots } from "./provider-slots.ts";
+export { type NewTaskRow, type TaskRow, tasks } from "./tasks.ts";
+export {
+  DELIVERY_STATUSES,
+  type DeliveryStatus,
+  type WebhookDeliveryRow,
+  webhookDeliveries,
+} from "./webhook-deliveries.ts";

@@ -53,7 +53,9 @@ export const tasks = pgTable(
     index("tasks_open_idx").on(t.state, t.updatedAt).where(sql`state in ('queued','solving','retrying')`),
     index("tasks_owner_created_idx").on(t.owner, t.createdAt),
     // Retention (apps/recovery/src/retention): finished rows by when they finished, and live tokens by expiry.
-    index("tasks_finished_idx").on(sql`coalesce(${t.completedAt}, ${t.updatedAt})`).where(sql`state in ('completed','failed','cancelled')`),
+    index("tasks_finished_idx")
+      .on(sql`coalesce(${t.completedAt}, ${t.updatedAt})`)
+      .where(sql`state in ('completed','failed','cancelled')`),
     index("tasks_token_expiry_idx").on(t.tokenExpiresAt).where(sql`${t.token} is not null`),
     // Finished rows whose params or callback URL are still there: a purged row leaves the index, so a run scans only what is left to do.
     index("tasks_unpurged_idx")
