@@ -102,6 +102,249 @@ export function isRefusal(r: QuotaRefusal | Reservation): r is QuotaRefusal {
   return "kind" in r;
 }
 
+/** How a key is read: its owners (its ids), its limits (its QUOTAS entry over the default), a task type's price. */
+interface QuotaLookup {
+  ownersOf: (clientId: string) => readonly string[];
+  limitsOf: (clientId: string) => Quota;
+  priceOf: (type: string) => number;
+}
+
+function quotaLookup(cfg: QuotasConfig, prices: TaskPrices, ownersOf: QuotaLookup["ownersOf"]): QuotaLookup {
+  return {
+    ownersOf,
+    limitsOf: (clientId) => ({
+      ...cfg.default,
+      ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId],
+    }),
+    priceOf: (type) => prices[type as TaskType] ?? 0,
+  };
+}
+
+/** Whether any limit of `cfg` sets `field` (so its figures must be read). */
+const anyLimits = (cfg: QuotasConfig, field: "maxInFlight" | "dailySpend") =>
+  [cfg.default, ...Object.values(cfg.keys)].some((q) => q[field] !== undefined);
+
+const dayOf = (t: number) => Math.floor(t / DAY_MS);
+
+interface Clock {
+  now: () => number;
+  refreshMs: number;
+}
+
+/** Tasks in flight: one grouped read for every key, plus what this gateway counted since that read. */
+interface OpenCounts {
+  read(): Promise<void>;
+  inFlightOf(clientId: string): number;
+  /** This gateway's own acceptance (+1) or release (-1) of a task of `clientId`. */
+  count(clientId: string, delta: number): void;
+}
+
+function createOpenCounts(source: UsageSource, clock: Clock, ownersOf: QuotaLookup["ownersOf"]): OpenCounts {
+  let open: { at: number; counts: Map<string, number>; read?: Promise<void> } = { at: -Infinity, counts: new Map() };
+  const openLocal = new Map<string, number>();
+  const readNow = async () => {
+    // Counted from here on by the read itself.
+    const pendingLocal = new Map(openLocal);
+    const counts = await source.openByOwner();
+    for (const [k, v] of pendingLocal) openLocal.set(k, (openLocal.get(k) ?? 0) - v);
+    open = { at: clock.now(), counts };
+  };
+  return {
+    async read() {
+      if (clock.now() - open.at < clock.refreshMs) return;
+      if (!open.read) {
+        open.read = readNow().finally(() => {
+          open.read = undefined;
+        });
+      }
+      await open.read;
+    },
+    inFlightOf: (clientId) =>
+      Math.max(
+        0,
+        ownersOf(clientId).reduce((n, id) => n + (open.counts.get(id) ?? 0), 0) + (openLocal.get(clientId) ?? 0),
+      ),
+    count(clientId, delta) {
+      openLocal.set(clientId, (openLocal.get(clientId) ?? 0) + delta);
+    },
+  };
+}
+
+/** A key's spend on one UTC day: rows settled for good + rows still recent + local charges since the read. */
+interface Spend {
+  day: number;
+  settledTo: number;
+  settled: number;
+  recent: number;
+  local: number;
+  redrives: number;
+  at: number;
+  read?: Promise<void>;
+}
+
+interface SpendLedger {
+  /** Today's entry of `clientId` (a new one at a new UTC day). */
+  spendOf(clientId: string): Spend;
+  read(clientId: string): Promise<void>;
+  spentOf(clientId: string): number;
+}
+
+function createSpendLedger(source: UsageSource, clock: Clock, lookup: QuotaLookup): SpendLedger {
+  const spends = new Map<string, Spend>();
+  const spendOf = (clientId: string): Spend => {
+    const day = dayOf(clock.now());
+    let s = spends.get(clientId);
+    if (!s || s.day !== day) {
+      s = { day, settledTo: day * DAY_MS, settled: 0, recent: 0, local: 0, redrives: 0, at: -Infinity };
+      spends.set(clientId, s);
+    }
+    return s;
+  };
+  const readNow = async (clientId: string, s: Spend) => {
+    const localBefore = s.local;
+    const { settledTo, rows } = await source.createdSince(
+      lookup.ownersOf(clientId),
+      new Date(s.settledTo),
+      new Date((s.day + 1) * DAY_MS),
+      SETTLE_MS,
+    );
+    let settled = 0;
+    let recent = 0;
+    for (const r of rows) {
+      if (r.settled) settled += lookup.priceOf(r.type) * r.n;
+      else recent += lookup.priceOf(r.type) * r.n;
+    }
+    s.settled += settled;
+    s.settledTo = Math.max(s.settledTo, settledTo.getTime());
+    s.recent = recent;
+    s.local -= localBefore;
+    s.at = clock.now();
+  };
+  return {
+    spendOf,
+    async read(clientId) {
+      const s = spendOf(clientId);
+      if (clock.now() - s.at < clock.refreshMs) return;
+      if (!s.read) {
+        s.read = readNow(clientId, s).finally(() => {
+          s.read = undefined;
+        });
+      }
+      await s.read;
+    },
+    spentOf(clientId) {
+      const s = spendOf(clientId);
+      return s.settled + s.recent + s.local + s.redrives;
+    },
+  };
+}
+
+/**
+ * Submission rate: a token bucket per key, on this gateway. Takes a token of `clientId` and
+ * returns undefined, or returns the seconds until one is there.
+ */
+function createSubmitBuckets(now: () => number) {
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  return (clientId: string, rate: number, burst: number): number | undefined => {
+    const t = now();
+    const b = buckets.get(clientId) ?? { tokens: burst, at: t };
+    b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
+    b.at = t;
+    buckets.set(clientId, b);
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return undefined;
+    }
+    return Math.max(1, Math.ceil((1 - b.tokens) / rate));
+  };
+}
+
+const inFlightRefusal = (max: number): QuotaRefusal => ({
+  kind: "maxInFlight",
+  status: 429,
+  field: "quota.maxInFlight",
+  message: `this API key has ${max} tasks in flight, its limit; wait for some to finish`,
+  retryAfter: 1,
+});
+
+const dailySpendRefusal = (limit: number, now: number): QuotaRefusal => ({
+  kind: "dailySpend",
+  status: 429,
+  field: "quota.dailySpend",
+  message: `this API key's daily spend limit (${limit}) is reached; it resets at 00:00 UTC`,
+  retryAfter: Math.max(1, Math.ceil(((dayOf(now) + 1) * DAY_MS - now) / 1000)),
+});
+
+const highLaneRefusal = (): QuotaRefusal => ({
+  kind: "highLane",
+  status: 403,
+  field: "priority",
+  message: "this API key may not use the high lane; submit with priority normal or low",
+});
+
+const submitRateRefusal = (rate: number, wait: number): QuotaRefusal => ({
+  kind: "submitsPerSecond",
+  status: 429,
+  field: "quota.submitsPerSecond",
+  message: `this API key may submit ${rate} tasks per second`,
+  retryAfter: wait,
+});
+
+const redrivesRefusal = (redrives: number): QuotaRefusal => ({
+  kind: "maxRedrives",
+  status: 403,
+  field: "path.id",
+  message: `this task was redriven ${redrives} times, the limit of this API key`,
+});
+
+interface CountedDeps {
+  open: OpenCounts;
+  spend: SpendLedger;
+  lookup: QuotaLookup;
+  now: () => number;
+}
+
+/** Counts an admitted task (in flight, spend) until its reservation is released. */
+function reserve(d: CountedDeps, clientId: string, price: number, what: "submit" | "redrive"): Reservation {
+  d.open.count(clientId, 1);
+  const s = d.spend.spendOf(clientId);
+  const day = s.day;
+  if (what === "submit") s.local += price;
+  else s.redrives += price;
+  let released = false;
+  return {
+    release() {
+      if (released) return;
+      released = true;
+      d.open.count(clientId, -1);
+      const cur = d.spend.spendOf(clientId);
+      if (cur.day !== day) return;
+      if (what === "submit") cur.local -= price;
+      else cur.redrives -= price;
+    },
+  };
+}
+
+/** In-flight and spend checks shared by submissions and redrives; counts the task when admitted. */
+async function admitCounted(
+  d: CountedDeps,
+  clientId: string,
+  q: Quota,
+  type: string,
+  what: "submit" | "redrive",
+): Promise<QuotaRefusal | Reservation> {
+  if (q.maxInFlight !== undefined) {
+    await d.open.read();
+    if (d.open.inFlightOf(clientId) >= q.maxInFlight) return inFlightRefusal(q.maxInFlight);
+  }
+  const price = d.lookup.priceOf(type);
+  if (q.dailySpend !== undefined) {
+    await d.spend.read(clientId);
+    if (d.spend.spentOf(clientId) + price > q.dailySpend + 1e-9) return dailySpendRefusal(q.dailySpend, d.now());
+  }
+  return reserve(d, clientId, price, what);
+}
+
 /**
  * The quota engine. Figures are cheap: the in-flight counts come from one grouped read of the
  * open tasks (their partial index) at most every `refreshMs`, for all keys at once; a key's spend
@@ -120,206 +363,38 @@ export function createQuotas(o: {
 }): Quotas {
   const cfg = o.config ?? { default: {}, keys: {} };
   const prices = o.prices ?? {};
-  const refreshMs = o.refreshMs ?? 2000;
-  const now = o.now ?? Date.now;
+  const clock: Clock = { now: o.now ?? Date.now, refreshMs: o.refreshMs ?? 2000 };
   // A client's rows, and its QUOTAS entry, may still be under its legacy id during the transition to peppered ids (issue 14.8).
-  const ownersOf = o.ownersOf ?? ((clientId: string) => [clientId]);
-  const limitsOf = (clientId: string) => ({
-    ...cfg.default,
-    ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId],
-  });
-  const priceOf = (type: string) => prices[type as TaskType] ?? 0;
-  const dayOf = (t: number) => Math.floor(t / DAY_MS);
-  const needsOpen = [cfg.default, ...Object.values(cfg.keys)].some((q) => q.maxInFlight !== undefined);
-  const needsSpend = [cfg.default, ...Object.values(cfg.keys)].some((q) => q.dailySpend !== undefined);
-
-  // In flight: one grouped read for every key, plus what this gateway counted since it started.
-  let open: { at: number; counts: Map<string, number>; read?: Promise<void> } = { at: -Infinity, counts: new Map() };
-  const openLocal = new Map<string, number>();
-  const readOpen = async () => {
-    if (now() - open.at < refreshMs) return;
-    if (!open.read) {
-      open.read = (async () => {
-        // Counted from here on by the read itself.
-        const pendingLocal = new Map(openLocal);
-        const counts = await o.source.openByOwner();
-        for (const [k, v] of pendingLocal) openLocal.set(k, (openLocal.get(k) ?? 0) - v);
-        open = { at: now(), counts };
-      })().finally(() => {
-        open.read = undefined;
-      });
-    }
-    await open.read;
-  };
-  const inFlightOf = (clientId: string) =>
-    Math.max(
-      0,
-      ownersOf(clientId).reduce((n, id) => n + (open.counts.get(id) ?? 0), 0) + (openLocal.get(clientId) ?? 0),
-    );
-
-  // Spend: per key and UTC day, rows settled for good + rows still recent + local charges since the read.
-  interface Spend {
-    day: number;
-    settledTo: number;
-    settled: number;
-    recent: number;
-    local: number;
-    redrives: number;
-    at: number;
-    read?: Promise<void>;
-  }
-  const spends = new Map<string, Spend>();
-  const spendOf = (clientId: string): Spend => {
-    const day = dayOf(now());
-    let s = spends.get(clientId);
-    if (!s || s.day !== day) {
-      s = { day, settledTo: day * DAY_MS, settled: 0, recent: 0, local: 0, redrives: 0, at: -Infinity };
-      spends.set(clientId, s);
-    }
-    return s;
-  };
-  const readSpend = async (clientId: string) => {
-    const s = spendOf(clientId);
-    if (now() - s.at < refreshMs) return;
-    if (!s.read) {
-      s.read = (async () => {
-        const localBefore = s.local;
-        const { settledTo, rows } = await o.source.createdSince(
-          ownersOf(clientId),
-          new Date(s.settledTo),
-          new Date((s.day + 1) * DAY_MS),
-          SETTLE_MS,
-        );
-        let settled = 0;
-        let recent = 0;
-        for (const r of rows) {
-          if (r.settled) settled += priceOf(r.type) * r.n;
-          else recent += priceOf(r.type) * r.n;
-        }
-        s.settled += settled;
-        s.settledTo = Math.max(s.settledTo, settledTo.getTime());
-        s.recent = recent;
-        s.local -= localBefore;
-        s.at = now();
-      })().finally(() => {
-        s.read = undefined;
-      });
-    }
-    await s.read;
-  };
-  const spentOf = (clientId: string) => {
-    const s = spendOf(clientId);
-    return s.settled + s.recent + s.local + s.redrives;
-  };
-
-  // Submission rate: a token bucket per key, on this gateway.
-  const buckets = new Map<string, { tokens: number; at: number }>();
-  const takeToken = (clientId: string, rate: number, burst: number): number | undefined => {
-    const t = now();
-    const b = buckets.get(clientId) ?? { tokens: burst, at: t };
-    b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
-    b.at = t;
-    buckets.set(clientId, b);
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return undefined;
-    }
-    return Math.max(1, Math.ceil((1 - b.tokens) / rate));
-  };
-  const untilMidnight = () => Math.max(1, Math.ceil(((dayOf(now()) + 1) * DAY_MS - now()) / 1000));
-
-  /** In-flight and spend checks shared by submissions and redrives; counts the task when admitted. */
-  const admitCounted = async (
-    clientId: string,
-    q: Quota,
-    type: string,
-    what: "submit" | "redrive",
-  ): Promise<QuotaRefusal | Reservation> => {
-    if (q.maxInFlight !== undefined) {
-      await readOpen();
-      if (inFlightOf(clientId) >= q.maxInFlight)
-        return {
-          kind: "maxInFlight",
-          status: 429,
-          field: "quota.maxInFlight",
-          message: `this API key has ${q.maxInFlight} tasks in flight, its limit; wait for some to finish`,
-          retryAfter: 1,
-        };
-    }
-    const price = priceOf(type);
-    if (q.dailySpend !== undefined) {
-      await readSpend(clientId);
-      if (spentOf(clientId) + price > q.dailySpend + 1e-9)
-        return {
-          kind: "dailySpend",
-          status: 429,
-          field: "quota.dailySpend",
-          message: `this API key's daily spend limit (${q.dailySpend}) is reached; it resets at 00:00 UTC`,
-          retryAfter: untilMidnight(),
-        };
-    }
-    openLocal.set(clientId, (openLocal.get(clientId) ?? 0) + 1);
-    const s = spendOf(clientId);
-    const day = s.day;
-    if (what === "submit") s.local += price;
-    else s.redrives += price;
-    let released = false;
-    return {
-      release() {
-        if (released) return;
-        released = true;
-        openLocal.set(clientId, (openLocal.get(clientId) ?? 0) - 1);
-        const cur = spendOf(clientId);
-        if (cur.day !== day) return;
-        if (what === "submit") cur.local -= price;
-        else cur.redrives -= price;
-      },
-    };
-  };
+  const lookup = quotaLookup(cfg, prices, o.ownersOf ?? ((clientId: string) => [clientId]));
+  const open = createOpenCounts(o.source, clock, lookup.ownersOf);
+  const spend = createSpendLedger(o.source, clock, lookup);
+  const takeToken = createSubmitBuckets(clock.now);
+  const counted: CountedDeps = { open, spend, lookup, now: clock.now };
 
   return {
-    active: needsOpen || needsSpend,
+    active: anyLimits(cfg, "maxInFlight") || anyLimits(cfg, "dailySpend"),
     async admitSubmit(clientId, req) {
-      const q = limitsOf(clientId);
-      if (req.priority === "high" && q.highLane === false)
-        return {
-          kind: "highLane",
-          status: 403,
-          field: "priority",
-          message: "this API key may not use the high lane; submit with priority normal or low",
-        };
+      const q = lookup.limitsOf(clientId);
+      if (req.priority === "high" && q.highLane === false) return highLaneRefusal();
       if (q.submitsPerSecond !== undefined) {
         const wait = takeToken(clientId, q.submitsPerSecond, q.burst ?? Math.max(1, Math.ceil(q.submitsPerSecond)));
-        if (wait !== undefined)
-          return {
-            kind: "submitsPerSecond",
-            status: 429,
-            field: "quota.submitsPerSecond",
-            message: `this API key may submit ${q.submitsPerSecond} tasks per second`,
-            retryAfter: wait,
-          };
+        if (wait !== undefined) return submitRateRefusal(q.submitsPerSecond, wait);
       }
-      return admitCounted(clientId, q, req.type, "submit");
+      return admitCounted(counted, clientId, q, req.type, "submit");
     },
     async admitRedrive(clientId, task) {
-      const q = limitsOf(clientId);
-      if (q.maxRedrives !== undefined && task.redrives >= q.maxRedrives)
-        return {
-          kind: "maxRedrives",
-          status: 403,
-          field: "path.id",
-          message: `this task was redriven ${task.redrives} times, the limit of this API key`,
-        };
-      return admitCounted(clientId, q, task.type, "redrive");
+      const q = lookup.limitsOf(clientId);
+      if (q.maxRedrives !== undefined && task.redrives >= q.maxRedrives) return redrivesRefusal(task.redrives);
+      return admitCounted(counted, clientId, q, task.type, "redrive");
     },
     async usage(clientId) {
-      await Promise.all([readOpen(), readSpend(clientId)]);
-      const q = limitsOf(clientId);
+      await Promise.all([open.read(), spend.read(clientId)]);
+      const q = lookup.limitsOf(clientId);
       return {
         clientId,
-        day: new Date(dayOf(now()) * DAY_MS).toISOString().slice(0, 10),
-        inFlight: inFlightOf(clientId),
-        spendToday: Math.round(spentOf(clientId) * 1e6) / 1e6,
+        day: new Date(dayOf(clock.now()) * DAY_MS).toISOString().slice(0, 10),
+        inFlight: open.inFlightOf(clientId),
+        spendToday: Math.round(spend.spentOf(clientId) * 1e6) / 1e6,
         limits: { ...q, highLane: q.highLane ?? true },
         prices,
       };
