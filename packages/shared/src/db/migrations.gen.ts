@@ -10,6 +10,7 @@ import m5 from "../../drizzle/0005_webhook_retry.sql" with { type: "text" };
 import m6 from "../../drizzle/0006_retention.sql" with { type: "text" };
 import m7 from "../../drizzle/0007_retention_unpurged.sql" with { type: "text" };
 import m8 from "../../drizzle/0008_slot_blocks.sql" with { type: "text" };
+import m9 from "../../drizzle/0009_drop_provider_slots.sql" with { type: "text" };
 
 export const embeddedMigrations: { tag: string; when: number; breakpoints: boolean; sql: string }[] = [
   { tag: "0000_init", when: 1796217060924, breakpoints: true, sql: m0 },
@@ -21,4 +22,5 @@ export const embeddedMigrations: { tag: string; when: number; breakpoints: boole
   { tag: "0006_retention", when: 1796357997181, breakpoints: true, sql: m6 },
   { tag: "0007_retention_unpurged", when: 1796358815845, breakpoints: true, sql: m7 },
   { tag: "0008_slot_blocks", when: 1796377519764, breakpoints: true, sql: m8 },
+  { tag: "0009_drop_provider_slots", when: 1796519416949, breakpoints: true, sql: m9 },
 ];

@@ -129,7 +129,6 @@ describe("pipeline_gateway", () => {
     expect(await outcome(gw, "select * from webhook_deliveries")).toBe("42501");
     expect(await outcome(gw, "select * from audit_log")).toBe("42501");
     expect(await outcome(gw, "select * from provider_slot_blocks")).toBe("42501");
-    expect(await outcome(gw, "select * from provider_slots")).toBe("42501");
     expect(await outcome(gw, "select * from drizzle.__drizzle_migrations")).toBe("42501");
     expect(await outcome(gw, "create table mine (x int)")).toBe("42501");
     expect(await outcome(gw, "create function mine() returns int language sql as 'select 1'")).toBe("42501");
@@ -193,7 +192,7 @@ describe("pipeline_solver", () => {
     expect(
       await outcome(sv, "select distinct application_name from pg_stat_activity where datname = current_database()"),
     ).toBe("ok");
-    expect(await outcome(sv, "select pg_notify('provider_slots', 'k w1 freed')")).toBe("ok");
+    expect(await outcome(sv, "select pg_notify('provider_slot_blocks', 'k w1 freed')")).toBe("ok");
   });
 
   test("is refused DROP, CREATE, TRUNCATE, DELETE and INSERT of tasks, a client's columns, the audit log", async () => {

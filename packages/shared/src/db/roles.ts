@@ -37,13 +37,7 @@ export interface TableGrant {
 }
 
 /** Every table of the schema; a new table is nobody's but the owner's until it is listed below. */
-export const SCHEMA_TABLES = [
-  "tasks",
-  "webhook_deliveries",
-  "provider_slots",
-  "provider_slot_blocks",
-  "audit_log",
-] as const;
+export const SCHEMA_TABLES = ["tasks", "webhook_deliveries", "provider_slot_blocks", "audit_log"] as const;
 
 /**
  * What each app role may do, table by table (anything not here is refused). Read from the apps'

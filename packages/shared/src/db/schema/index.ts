@@ -1,6 +1,5 @@
 export { type AuditRow, auditLog } from "./audit-log.ts";
 export { type ProviderSlotBlockRow, providerSlotBlocks } from "./provider-slot-blocks.ts";
-export { type ProviderSlotRow, providerSlots } from "./provider-slots.ts";
 export { type NewTaskRow, type TaskRow, tasks } from "./tasks.ts";
 export {
   DELIVERY_STATUSES,
