@@ -1,8 +1,14 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { openDatabase } from "@pipeline/shared/db";
+import { type Db, openDatabase } from "@pipeline/shared/db";
 import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, natsAuthFromEnv, requireStreams, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
+import {
+  connectNats,
+  type NatsConnection,
+  natsAuthFromEnv,
+  requireStreams,
+  TOPOLOGY_WAIT_MS,
+} from "@pipeline/shared/nats";
 import { watchFence } from "@pipeline/shared/regions";
 import { buckets, streams } from "@pipeline/shared/subjects";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
@@ -10,6 +16,7 @@ import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
 import { createUsageSource } from "./adapters/usage.ts";
 import type { GatewayConfig } from "./config.ts";
+import type { GatewayParts } from "./deps.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
 import { createQuotas } from "./domain/quotas.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
@@ -25,6 +32,46 @@ export interface GatewayService {
 
 /** Wires config -> adapters -> Hono app and serves it. */
 export async function startGateway(config: GatewayConfig, log: Logger): Promise<GatewayService> {
+  const { nc, waiting } = await connectToTopology(config, log);
+  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
+  const fence =
+    config.regions.length > 1
+      ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log)
+      : undefined;
+  const parts = buildGatewayParts(config, log, nc, database.db);
+  logClientIds(config, log);
+  warnLoosenedWebhooks(config, log);
+  const served = serveGateway(config, { ...parts, ...(fence ? { fence } : {}) });
+  log.info(
+    {
+      url: served.url,
+      region: config.REGION,
+      ...(served.metricsUrl ? { metrics: `${served.metricsUrl}/metrics` } : {}),
+    },
+    "gateway listening",
+  );
+  return {
+    url: served.url,
+    ...(served.metricsUrl ? { metricsUrl: served.metricsUrl } : {}),
+    async stop() {
+      fence?.stop();
+      await served.server.stop(false);
+      await served.metricsServer?.stop(true);
+      parts.watcher.close();
+      await nc.drain().catch(() => {});
+      await database.close().catch(() => {});
+    },
+  };
+}
+
+/** What a wait for the administering side's NATS objects is given (how long, what to log meanwhile). */
+type TopologyWait = Parameters<typeof requireStreams>[2];
+
+/** Connects to NATS and returns once the region's streams are there. */
+async function connectToTopology(
+  config: GatewayConfig,
+  log: Logger,
+): Promise<{ nc: NatsConnection; waiting: TopologyWait }> {
   const nc = await connectNats(config.NATS_URL, "gateway", natsAuthFromEnv(config), (e) =>
     log.error({ err: e.message }, "nats error"),
   );
@@ -40,52 +87,56 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     [streams.tasks(config.REGION), streams.events(config.REGION), streams.bodies(config.REGION)],
     waiting,
   );
-  const database = openDatabase(config.DATABASE_URL, { max: config.DB_POOL_MAX, appName: "gateway" });
-  const watcher = createTaskWatcher(nc, config.REGION);
-  const fence =
-    config.regions.length > 1
-      ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log)
-      : undefined;
-  const metrics = createGatewayMetrics(database.db);
-  const store = createTaskStore(database.db);
+  return { nc, waiting };
+}
+
+/** The gateway's adapters and domain parts over one NATS connection and one database (no fence). */
+function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnection, db: Db) {
+  const store = createTaskStore(db);
   const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
   const apiKeys = createApiKeys(config.API_KEYS, {
     pepper: config.API_KEY_PEPPER,
     legacyIds: config.API_KEY_LEGACY_IDS,
   });
-  logClientIds(config, log);
-  const readiness = createReadiness({ store, queue, log });
-  const app = createApp({
-    readiness,
-    ...(fence ? { fence } : {}),
+  return {
     config,
+    log,
     store,
     queue,
-    watcher,
+    watcher: createTaskWatcher(nc, config.REGION),
     apiKeys,
-    log,
-    metrics,
+    metrics: createGatewayMetrics(db),
+    readiness: createReadiness({ store, queue, log }),
     // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.
     quotas: createQuotas({
       ...(config.QUOTAS ? { config: config.QUOTAS } : {}),
       ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}),
-      source: createUsageSource(database.db),
+      source: createUsageSource(db),
       refreshMs: config.QUOTA_REFRESH_MS,
       ownersOf: apiKeys.ownersOf,
     }),
-  });
+  } satisfies GatewayParts;
+}
+
+function warnLoosenedWebhooks(config: GatewayConfig, log: Logger): void {
   if (config.WEBHOOK_ALLOW_HTTP || config.WEBHOOK_ALLOW_PRIVATE)
     log.warn(
       { WEBHOOK_ALLOW_HTTP: config.WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE: config.WEBHOOK_ALLOW_PRIVATE },
       "callbackUrl policy loosened: for dev stacks and tests only",
     );
+}
+
+/** Serves the clients' app, and the metrics app on its own listener when GATEWAY_METRICS_PORT is set. */
+function serveGateway(
+  config: GatewayConfig,
+  parts: ReturnType<typeof buildGatewayParts> & Pick<GatewayParts, "fence">,
+) {
   const server = Bun.serve({
     hostname: config.GATEWAY_HOST,
     port: config.GATEWAY_PORT,
-    fetch: app.fetch,
+    fetch: createApp(parts).fetch,
     idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10),
   });
-  const url = `http://${config.GATEWAY_HOST}:${server.port}`;
   // /metrics is not on the clients' listener (issue 14.7): its own, loopback by default, or none.
   const metricsServer =
     config.GATEWAY_METRICS_PORT === undefined
@@ -93,24 +144,13 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
       : Bun.serve({
           hostname: config.GATEWAY_METRICS_HOST,
           port: config.GATEWAY_METRICS_PORT,
-          fetch: createMetricsApp({ store, queue, log, metrics, readiness }).fetch,
+          fetch: createMetricsApp(parts).fetch,
         });
-  const metricsUrl = metricsServer ? `http://${config.GATEWAY_METRICS_HOST}:${metricsServer.port}` : undefined;
-  log.info(
-    { url, region: config.REGION, ...(metricsUrl ? { metrics: `${metricsUrl}/metrics` } : {}) },
-    "gateway listening",
-  );
   return {
-    url,
-    ...(metricsUrl ? { metricsUrl } : {}),
-    async stop() {
-      fence?.stop();
-      await server.stop(false);
-      await metricsServer?.stop(true);
-      watcher.close();
-      await nc.drain().catch(() => {});
-      await database.close().catch(() => {});
-    },
+    server,
+    metricsServer,
+    url: `http://${config.GATEWAY_HOST}:${server.port}`,
+    metricsUrl: metricsServer ? `http://${config.GATEWAY_METRICS_HOST}:${metricsServer.port}` : undefined,
   };
 }
 
