@@ -182,125 +182,182 @@ async function readRollout(d: DataDeps): Promise<ConsoleState["rollout"]> {
   }
 }
 
-export async function collectState(d: DataDeps, now = Date.now()): Promise<ConsoleState> {
-  const sql = d.sql;
-  const [tasks, buckets, totals, provider, waiting, slots, failed, drills] = await Promise.all([
-    sql<
-      { region: string; state: string; type: string; n: number }[]
-    >`select region, state, type, count(*)::int as n from tasks group by 1, 2, 3 order by 1, 2, 3`,
+/** Rows of the tasks table by (region, state, type). */
+function readTaskCounts(sql: postgres.Sql): Promise<ConsoleState["tasks"]> {
+  return sql<
+    { region: string; state: string; type: string; n: number }[]
+  >`select region, state, type, count(*)::int as n from tasks group by 1, 2, 3 order by 1, 2, 3`;
+}
+
+/** Tasks finished in the last WINDOW_MINUTES minutes: per minute, and in all, with solve time percentiles. */
+async function readWindow(sql: postgres.Sql, now: number): Promise<ConsoleState["window"]> {
+  const since = Math.floor(now / 60_000 - (WINDOW_MINUTES - 1)) * 60;
+  const [buckets, totals] = await Promise.all([
     sql<{ minute: number; n: number; p50: number | null; p95: number | null }[]>`
       select floor(extract(epoch from completed_at) / 60)::bigint::int as minute, count(*)::int as n,
              percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at) * 1000) as p50,
              percentile_cont(0.95) within group (order by extract(epoch from completed_at - created_at) * 1000) as p95
-      from tasks where state in ('completed', 'expired') and completed_at >= to_timestamp(${Math.floor(now / 60_000 - (WINDOW_MINUTES - 1)) * 60})
+      from tasks where state in ('completed', 'expired') and completed_at >= to_timestamp(${since})
       group by 1`,
     sql<{ n: number; p50: number | null; p95: number | null }[]>`
       select count(*)::int as n,
              percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at) * 1000) as p50,
              percentile_cont(0.95) within group (order by extract(epoch from completed_at - created_at) * 1000) as p95
-      from tasks where state in ('completed', 'expired') and completed_at >= to_timestamp(${Math.floor(now / 60_000 - (WINDOW_MINUTES - 1)) * 60})`,
-    sql<{ solved: number; calls: number; extra: number }[]>`
+      from tasks where state in ('completed', 'expired') and completed_at >= to_timestamp(${since})`,
+  ]);
+  const t = totals[0]!;
+  return {
+    minutes: WINDOW_MINUTES,
+    buckets: fillBuckets(buckets, now, WINDOW_MINUTES),
+    completed: t.n,
+    perMinute: t.n / WINDOW_MINUTES,
+    p50: num(t.p50),
+    p95: num(t.p95),
+  };
+}
+
+/** Provider calls of the solved tasks, and the extra submissions paid for. */
+async function readProviderFigures(sql: postgres.Sql): Promise<ConsoleState["provider"]> {
+  const [p] = await sql<{ solved: number; calls: number; extra: number }[]>`
       select count(*)::int as solved, coalesce(sum(provider_submissions + provider_polls), 0)::int as calls,
              coalesce(sum(greatest(provider_submissions - 1, 0)), 0)::int as extra
-      from tasks where state in ('completed', 'expired')`,
-    sql<
-      { owner: string; n: number }[]
-    >`select lease_owner as owner, count(*)::int as n from tasks where state = 'solving' and provider_id is not null and lease_owner is not null group by 1`,
-    // The plan per key as the live solvers lease it (provider_slot_blocks), and its provider tasks
-    // in flight (what the plan counts: a provider id, solving or retrying).
-    sql<{ key_ref: string; threads: number; in_use: number }[]>`
+      from tasks where state in ('completed', 'expired')`;
+  return {
+    solved: p!.solved,
+    calls: p!.calls,
+    callsPerSolved: p!.solved ? p!.calls / p!.solved : null,
+    extraPaid: p!.extra,
+  };
+}
+
+/** Tasks waiting on the provider, by the solver that holds them. */
+function readWaiting(sql: postgres.Sql) {
+  return sql<
+    { owner: string; n: number }[]
+  >`select lease_owner as owner, count(*)::int as n from tasks where state = 'solving' and provider_id is not null and lease_owner is not null group by 1`;
+}
+
+/**
+ * The plan per key as the live solvers lease it (provider_slot_blocks), and its provider tasks
+ * in flight (what the plan counts: a provider id, solving or retrying).
+ */
+function readSlots(sql: postgres.Sql) {
+  return sql<{ key_ref: string; threads: number; in_use: number }[]>`
       select b.key_ref, max(b.threads)::int as threads,
              (select count(*)::int from tasks t where t.provider_key_ref = b.key_ref and t.provider_id is not null and t.state in ('solving', 'retrying')) as in_use
-      from provider_slot_blocks b where b.lease_until > now() group by b.key_ref order by 1`,
-    sql<
-      {
-        id: string;
-        type: string;
-        region: string;
-        at: Date;
-        code: string | null;
-        reason: string | null;
-        redrives: number;
-      }[]
-    >`
+      from provider_slot_blocks b where b.lease_until > now() group by b.key_ref order by 1`;
+}
+
+/** The 50 latest failed tasks, `home` when this region took them. */
+async function readFailed(sql: postgres.Sql, region: string): Promise<ConsoleState["dlq"]["failed"]> {
+  const failed = await sql<
+    {
+      id: string;
+      type: string;
+      region: string;
+      at: Date;
+      code: string | null;
+      reason: string | null;
+      redrives: number;
+    }[]
+  >`
       select id, type, region, coalesce(completed_at, updated_at) as at, error_code as code, error_message as reason, redrives
-      from tasks where state = 'failed' order by coalesce(completed_at, updated_at) desc limit 50`,
-    sql<{ at: Date; actor: string; detail: Record<string, unknown> }[]>`
-      select distinct on (detail->>'scenario') at, actor, detail from audit_log where action = 'drill' order by detail->>'scenario', id desc`,
-  ]);
-  const fleet = await fleetOf(d, waiting, now);
-  const a = d.assessment();
-  const ourRef = d.providerKey ? keyRefOf(d.providerKey) : undefined;
+      from tasks where state = 'failed' order by coalesce(completed_at, updated_at) desc limit 50`;
+  return failed.map((f) => ({ ...f, at: new Date(f.at).toISOString(), home: f.region === region }));
+}
+
+/** The latest drill of each scenario (audit_log). */
+async function readDrills(sql: postgres.Sql): Promise<ConsoleState["recovery"]["drills"]> {
+  const drills = await sql<{ at: Date; actor: string; detail: Record<string, unknown> }[]>`
+      select distinct on (detail->>'scenario') at, actor, detail from audit_log where action = 'drill' order by detail->>'scenario', id desc`;
+  return drills.map((r) => ({
+    scenario: String(r.detail.scenario),
+    at: new Date(r.at).toISOString(),
+    rpo: r.detail.rpo,
+    rtoMs: r.detail.rtoMs,
+    passed: r.detail.passed,
+    actor: r.actor,
+  }));
+}
+
+/** Each provider key the plan or a live solver names: its threads, those in use, and (for PROVIDER_KEY) its balance. */
+function keysOf(
+  slots: Array<{ key_ref: string; threads: number; in_use: number }>,
+  fleet: ConsoleState["fleet"],
+  ourRef: string | undefined,
+  balance: string | null,
+): ConsoleState["keys"] {
   const namesOf = (ref: string) => [...new Set(fleet.workers.filter((w) => w.keyRef === ref).map((w) => w.keyName))];
   const refs = new Set([...slots.map((s) => s.key_ref), ...fleet.workers.map((w) => w.keyRef)]);
-  const keys = [...refs].sort().map((ref) => {
+  return [...refs].sort().map((ref) => {
     const s = slots.find((x) => x.key_ref === ref);
     return {
       keyRef: ref,
       names: namesOf(ref),
       threads: s?.threads ?? 0,
       inUse: s?.in_use ?? 0,
-      balance: ref === ourRef ? (a?.provider?.balance ?? null) : null,
+      balance: ref === ourRef ? balance : null,
     };
   });
+}
+
+/** The newest snapshot, the drills and the cached `assess`. */
+function recoveryOf(
+  d: DataDeps,
+  drills: ConsoleState["recovery"]["drills"],
+  a: Assessment | null,
+  now: number,
+): ConsoleState["recovery"] {
+  const newest = listSnapshots(d.snapshotDir)[0];
+  return {
+    snapshot: newest
+      ? {
+          name: newest.manifest.name,
+          at: newest.manifest.createdAt,
+          ageSec: Math.round((now - Date.parse(newest.manifest.createdAt)) / 1000),
+        }
+      : null,
+    drills,
+    assess: a
+      ? {
+          at: a.at,
+          level: a.level,
+          checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })),
+        }
+      : null,
+  };
+}
+
+export async function collectState(d: DataDeps, now = Date.now()): Promise<ConsoleState> {
+  const sql = d.sql;
+  const [tasks, window, provider, waiting, slots, failed, drills] = await Promise.all([
+    readTaskCounts(sql),
+    readWindow(sql, now),
+    readProviderFigures(sql),
+    readWaiting(sql),
+    readSlots(sql),
+    readFailed(sql, d.region),
+    readDrills(sql),
+  ]);
+  const fleet = await fleetOf(d, waiting, now);
+  const a = d.assessment();
+  const keys = keysOf(slots, fleet, d.providerKey ? keyRefOf(d.providerKey) : undefined, a?.provider?.balance ?? null);
   const dlqStream = await dlqMessages(d);
   const rollouts = await readRollouts(d);
   const rollout = await readRollout(d);
-  const snaps = listSnapshots(d.snapshotDir);
-  const newest = snaps[0];
-  const t = totals[0]!;
-  const completed = t.n;
-  const p = provider[0]!;
+  const recovery = recoveryOf(d, drills, a, now);
   const probe = d.regionsProbe();
   return {
     at: new Date(now).toISOString(),
     region: d.region,
     regions: d.regions,
     tasks,
-    window: {
-      minutes: WINDOW_MINUTES,
-      buckets: fillBuckets(buckets, now, WINDOW_MINUTES),
-      completed,
-      perMinute: completed / WINDOW_MINUTES,
-      p50: num(t.p50),
-      p95: num(t.p95),
-    },
-    provider: {
-      solved: p.solved,
-      calls: p.calls,
-      callsPerSolved: p.solved ? p.calls / p.solved : null,
-      extraPaid: p.extra,
-    },
+    window,
+    provider,
     fleet,
     keys,
-    dlq: {
-      stream: dlqStream,
-      failed: failed.map((f) => ({ ...f, at: new Date(f.at).toISOString(), home: f.region === d.region })),
-    },
-    recovery: {
-      snapshot: newest
-        ? {
-            name: newest.manifest.name,
-            at: newest.manifest.createdAt,
-            ageSec: Math.round((now - Date.parse(newest.manifest.createdAt)) / 1000),
-          }
-        : null,
-      drills: drills.map((r) => ({
-        scenario: String(r.detail.scenario),
-        at: new Date(r.at).toISOString(),
-        rpo: r.detail.rpo,
-        rtoMs: r.detail.rtoMs,
-        passed: r.detail.passed,
-        actor: r.actor,
-      })),
-      assess: a
-        ? {
-            at: a.at,
-            level: a.level,
-            checks: a.checks.map((c) => ({ name: c.name, level: c.level, summary: c.summary })),
-          }
-        : null,
-    },
+    dlq: { stream: dlqStream, failed },
+    recovery,
     regionsView: regionsViewOf(d.regions, probe),
     rollouts,
     rollout,
