@@ -1,5 +1,5 @@
 // A region's NATS topology, created by the administering side (issue 34): the apps' users may not
-// create or change a stream, a bucket or the notifier's consumers, so whoever administers the
+// create or change a stream, a bucket or the notifier's consumer, so whoever administers the
 // region creates them before the apps start (the recovery service at start; the dev stack, the
 // test harness and the bench before they spawn the apps). The apps verify and wait
 // (nats/topology.ts requireStreams, kv/buckets.ts bindBucket).
@@ -9,7 +9,7 @@ import { openWorkersBucket } from "./kv/heartbeats.ts";
 import { connectNats, type NatsAuth, type NatsConnection } from "./nats/connection.ts";
 import {
   bodiesStreamConfig,
-  ensureNotifierConsumers,
+  ensureNotifierConsumer,
   ensureStream,
   ensureStreamPresent,
   ensureStreams,
@@ -34,7 +34,7 @@ export interface Provisioned {
 
 /**
  * Creates or verifies everything the apps of `o.region` use: TASKS, EVENTS, DLQ and BODIES, the
- * config, workers, region and rollout buckets, and the notifier's consumers on EVENTS.
+ * config, workers, region and rollout buckets, and the notifier's consumer on EVENTS.
  * Idempotent (a second run changes nothing); needs an administering user (recovery, rollout,
  * admin).
  */
@@ -54,7 +54,7 @@ export async function provisionRegion(nc: NatsConnection, o: ProvisionOptions): 
     openRegionBucket(nc, o.region),
     openRolloutBucket(nc, o.region),
   ]);
-  const consumers = await ensureNotifierConsumers(jsm, o.region);
+  const consumers = [await ensureNotifierConsumer(jsm, o.region)];
   return {
     streams: [streams.tasks(o.region), streams.events(o.region), streams.dlq(o.region), streams.bodies(o.region)],
     buckets: [buckets.config(o.region), buckets.workers(o.region), buckets.region(o.region), buckets.rollout(o.region)],

@@ -21,32 +21,40 @@ import {
   connectNats,
   ensureConsumer,
   ensureNotifierConsumer,
-  ensureNotifierConsumers,
   ensureStreams,
-  legacyNotifierConsumer,
-  notifierConsumerConfig,
-  notifierConsumerNames,
+  notifierConsumerName,
   notifierHooksConsumerConfig,
-  resumePoint,
 } from "@pipeline/shared/nats";
-import { eventSubject, hookEventSubject, streams, subjectOfEvent } from "@pipeline/shared/subjects";
+import { eventSubject, FINAL_EVENT_KINDS, hookEventSubject, streams, subjectOfEvent } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "../adapters/deliveries.ts";
 import { createEventSink } from "../adapters/nats.ts";
 import { createNotifier } from "./notifier.ts";
 
 const REGION = "nt";
-const MIGRATING = "nm"; // a region whose EVENTS has the previous version's notifier consumer
+/**
+ * A consumer made by hand on the plain subjects of the final events (not the hook subjects the
+ * notifier's own consumer filters on): what the notifier does with events whose subject or
+ * `data.callback` already says there is nothing to record.
+ */
+const byHand = {
+  durable_name: `by_hand_${REGION}`,
+  filter_subjects: FINAL_EVENT_KINDS.map((k) => eventSubject(REGION, k)),
+  ack_policy: AckPolicy.Explicit,
+  deliver_policy: DeliverPolicy.All,
+  ack_wait: nanos(30_000),
+  max_deliver: -1,
+};
 let nats: TestNats;
 let nc: NatsConnection;
 let jsm: JetStreamManager;
 let tdb: TestDatabase;
 let database: Database;
 beforeAll(async () => {
-  nats = await startTestNats({ regions: [REGION, MIGRATING] });
+  nats = await startTestNats({ regions: [REGION] });
   nc = await connectNats(nats.url, "notifier-test", nats.auth("admin"));
   jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { region: REGION });
-  await ensureNotifierConsumer(jsm, REGION);
+  await ensureConsumer(jsm, streams.events(REGION), byHand);
   tdb = await createTestDatabase("notifier");
   database = openDatabase(tdb.url, { max: 4 });
 });
@@ -57,13 +65,9 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-/** Runs a notifier on the region's consumer until it has finished every event up to stream sequence `lastSeq`. */
-async function runNotifier(
-  region: string,
-  store: Parameters<typeof createNotifier>[0]["store"],
-  lastSeq: number,
-): Promise<void> {
-  const name = notifierConsumerConfig(region).durable_name;
+/** Runs a notifier on the consumer made by hand until it has finished every event up to stream sequence `lastSeq`. */
+async function runNotifier(store: Parameters<typeof createNotifier>[0]["store"], lastSeq: number): Promise<void> {
+  const [region, name] = [REGION, byHand.durable_name];
   const notifier = createNotifier({
     consumer: await jetstream(nc).consumers.get(streams.events(region), name),
     store,
@@ -134,11 +138,8 @@ test("final-state events with a callback become deliveries; the rest are acked, 
   await publish("completed", "not json");
 
   // Only the final-state events reach the consumer (five of the nine).
-  await runNotifier(REGION, counted, 9);
-  expect(
-    (await jsm.consumers.info(streams.events(REGION), notifierConsumerConfig(REGION).durable_name)).delivered
-      .consumer_seq,
-  ).toBe(5);
+  await runNotifier(counted, 9);
+  expect((await jsm.consumers.info(streams.events(REGION), byHand.durable_name)).delivered.consumer_seq).toBe(5);
   const rows = await database.db.select().from(webhookDeliveries);
   expect(rows.map((r) => r.deliveryId).sort()).toEqual(
     [`${failedUnflagged}:failed:0`, `${withCallback}:completed:0`].sort(),
@@ -154,85 +155,7 @@ test("final-state events with a callback become deliveries; the rest are acked, 
   expect(reads.sort()).toEqual([withCallback, failedUnflagged, redriven].sort());
 });
 
-test("resumePoint: after the legacy consumer's acknowledged floor, or after the stream's last message when it left nothing", () => {
-  expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 3, num_ack_pending: 2 }, 50)).toBe(41);
-  expect(resumePoint({ ack_floor: { stream_seq: 40 }, num_pending: 0, num_ack_pending: 0 }, 40)).toBe(41);
-  // Nothing acknowledged ever: its unfinished messages are the stream's last ones.
-  expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 4, num_ack_pending: 1 }, 12)).toBe(8);
-  expect(resumePoint({ ack_floor: { stream_seq: 0 }, num_pending: 0, num_ack_pending: 0 }, 12)).toBe(13);
-});
-
-test("upgrading beside the previous version's consumer: this version starts where that one's acknowledgements end", async () => {
-  await ensureStreams(jsm, { region: MIGRATING });
-  const stream = streams.events(MIGRATING);
-  // The previous version's consumer, as it made it: every event of the region, from its creation on.
-  await ensureConsumer(jsm, stream, {
-    durable_name: legacyNotifierConsumer(MIGRATING),
-    filter_subject: `events.${MIGRATING}.*`,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.New,
-    ack_wait: nanos(30_000),
-    max_deliver: -1,
-    max_ack_pending: 1000,
-  });
-  const done = await task("completed", "https://hooks.example.com/done", MIGRATING);
-  const unfinished = await task("completed", "https://hooks.example.com/left", MIGRATING);
-  const later = await task("completed", "https://hooks.example.com/later", MIGRATING);
-  const js = jetstream(nc);
-  const ev = (taskId: string, kind: string) =>
-    JSON.stringify({
-      taskId,
-      kind,
-      state: kind,
-      version: 1,
-      region: MIGRATING,
-      at: new Date().toISOString(),
-      data: { tokenStored: true },
-    });
-  await js.publish(eventSubject(MIGRATING, "completed"), ev(done, "completed")); // 1: finished by the old solver
-  await js.publish(eventSubject(MIGRATING, "accepted"), ev(unfinished, "accepted")); // 2
-  await js.publish(eventSubject(MIGRATING, "completed"), ev(unfinished, "completed")); // 3: delivered to the old solver, never acked (it stopped)
-  const legacy = await js.consumers.get(stream, legacyNotifierConsumer(MIGRATING));
-  const first = await legacy.next({ expires: 2000 });
-  expect(first?.seq).toBe(1);
-  await first!.ackAck();
-  const batch = await legacy.fetch({ max_messages: 2, expires: 2000 });
-  for await (const m of batch) expect([2, 3]).toContain(m.seq);
-
-  // The provisioning of this version (the recovery service at start, as its NATS user: the
-  // solver's may not create a consumer on EVENTS): the consumer starts after the legacy one's floor (1).
-  const recoveryNc = await connectNats(nats.url, "notifier-test-recovery", nats.auth("recovery"));
-  try {
-    await ensureNotifierConsumer(await jetstreamManager(recoveryNc), MIGRATING);
-  } finally {
-    await recoveryNc.close();
-  }
-  const ci = await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name);
-  expect(ci.config).toMatchObject({
-    deliver_policy: DeliverPolicy.StartSequence,
-    opt_start_seq: 2,
-    filter_subjects: notifierConsumerConfig(MIGRATING).filter_subjects,
-  });
-  // A second solver (or a restart) keeps that start, whatever the legacy consumer holds now.
-  await ensureNotifierConsumer(jsm, MIGRATING);
-  expect((await jsm.consumers.info(stream, notifierConsumerConfig(MIGRATING).durable_name)).config.opt_start_seq).toBe(
-    2,
-  );
-  await js.publish(eventSubject(MIGRATING, "completed"), ev(later, "completed")); // 4
-
-  const store = createDeliveryStore(database.db);
-  await runNotifier(MIGRATING, store, 4);
-  const rows = await database.db.select().from(webhookDeliveries);
-  // The event the old solver left unfinished is recorded; the one it finished is not read again.
-  expect(
-    rows
-      .filter((r) => [done, unfinished, later].includes(r.taskId))
-      .map((r) => r.deliveryId)
-      .sort(),
-  ).toEqual([`${later}:completed:0`, `${unfinished}:completed:0`].sort());
-});
-
-test("a fresh install reads the hooks consumer only: a final event without a callback reaches no notifier, one with a callback (published by the solver's event sink, or on its hook subject by another writer) is recorded", async () => {
+test("the notifier reads the hooks consumer: a final event without a callback reaches no notifier, one with a callback (published by the solver's event sink, or on its hook subject by another writer) is recorded", async () => {
   const FRESH = "nh";
   const fresh = await startTestNats({ regions: [FRESH] });
   const fnc = await connectNats(fresh.url, "notifier-hooks-test", fresh.auth("admin"));
@@ -242,21 +165,24 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
     // Made as the recovery service's user (its provisioning at start), read as the solver's, as the solver does at start.
     const recoveryNc = await connectNats(fresh.url, "notifier-hooks-recovery", fresh.auth("recovery"));
     const solverNc = await connectNats(fresh.url, "notifier-hooks-solver", fresh.auth("solver"));
-    let names: string[];
+    let name: string;
     try {
-      names = await ensureNotifierConsumers(await jetstreamManager(recoveryNc), FRESH);
-      // A second provisioning: the same answer, nothing changed; the solver reads the same names.
-      expect(await ensureNotifierConsumers(await jetstreamManager(recoveryNc), FRESH)).toEqual(names);
-      expect(await notifierConsumerNames(await jetstreamManager(solverNc), FRESH)).toEqual(names);
+      name = await ensureNotifierConsumer(await jetstreamManager(recoveryNc), FRESH);
+      // A second provisioning: the same answer, nothing changed; the solver reads the same name.
+      expect(await ensureNotifierConsumer(await jetstreamManager(recoveryNc), FRESH)).toBe(name);
+      expect(await notifierConsumerName(await jetstreamManager(solverNc), FRESH)).toBe(name);
       // The solver's user cannot make a notifier consumer itself.
       await expect(
-        (await jetstreamManager(solverNc)).consumers.add(streams.events(FRESH), notifierConsumerConfig(FRESH)),
+        (await jetstreamManager(solverNc)).consumers.add(streams.events(FRESH), {
+          ...notifierHooksConsumerConfig(FRESH),
+          durable_name: `by_hand_${FRESH}`,
+        }),
       ).rejects.toThrow(/permissions violation/i);
     } finally {
       await Promise.all([recoveryNc.close(), solverNc.close()]);
     }
     const hooks = notifierHooksConsumerConfig(FRESH).durable_name;
-    expect(names).toEqual([hooks]);
+    expect(name).toBe(hooks);
     expect((await fjsm.consumers.list(streams.events(FRESH)).next()).map((c) => c.name)).toEqual([hooks]);
 
     const withCallback = await task("completed", "https://hooks.example.com/h", FRESH);
@@ -325,21 +251,5 @@ test("a fresh install reads the hooks consumer only: a final event without a cal
   } finally {
     await fnc.close();
     await fresh.dispose();
-  }
-});
-
-test("beside the previous version's final-events consumer, a solver reads both (what an earlier gateway or solver still publishes on the plain subjects)", async () => {
-  expect(await ensureNotifierConsumers(jsm, REGION)).toEqual([
-    notifierHooksConsumerConfig(REGION).durable_name,
-    notifierConsumerConfig(REGION).durable_name,
-  ]);
-  const solverNc = await connectNats(nats.url, "notifier-both-solver", nats.auth("solver"));
-  try {
-    expect(await notifierConsumerNames(await jetstreamManager(solverNc), REGION)).toEqual([
-      notifierHooksConsumerConfig(REGION).durable_name,
-      notifierConsumerConfig(REGION).durable_name,
-    ]);
-  } finally {
-    await solverNc.close();
   }
 });

@@ -95,7 +95,7 @@ export function createNotifier(deps: NotifierDeps) {
             messages = await deps.consumer.consume({ max_messages: deps.concurrency, expires: 5000 });
             for await (const msg of messages) {
               if (!running) break;
-              // The consumers' filters (notifierHooksConsumerConfig, notifierConsumerConfig) deliver final-state events only;
+              // The consumer's filter (notifierHooksConsumerConfig) delivers final-state events only;
               // anything else (a consumer made by hand) is acked by its subject's kind, unparsed.
               if (!FINAL.has(eventKindOf(msg.subject))) {
                 msg.ack();

@@ -3,7 +3,7 @@
 // Off without WEBHOOK_SECRET.
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "@pipeline/shared/log";
-import { notifierConsumerNames, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
+import { notifierConsumerName, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
 import { pinnedPost, systemResolve } from "../adapters/callback-http.ts";
 import type { createDeliveryStore } from "../adapters/deliveries.ts";
@@ -53,9 +53,9 @@ export function createCallbackDispatcher(d: {
 }
 
 /**
- * Starts the dispatcher and the notifier on EVENTS: one per notifier consumer this version reads
- * (notifierConsumerNames: made by the administering side, @pipeline/shared/provision; the solver's user
- * may read them, not create them).
+ * Starts the dispatcher and the notifier on EVENTS, on the notifier's consumer (notifierConsumerName:
+ * made by the administering side, @pipeline/shared/provision; the solver's user may read it, not
+ * create it).
  */
 export async function startCallbacks(d: {
   config: SolverConfig;
@@ -65,27 +65,23 @@ export async function startCallbacks(d: {
   deliveries: ReturnType<typeof createDeliveryStore>;
   log: Logger;
 }): Promise<Callbacks> {
-  const names = await notifierConsumerNames(d.jsm, d.config.REGION, {
+  const name = await notifierConsumerName(d.jsm, d.config.REGION, {
     waitMs: TOPOLOGY_WAIT_MS,
     onWait: (missing) =>
-      d.log.warn({ missing }, "waiting for the notifier's consumers (created by the recovery service)"),
+      d.log.warn({ missing }, "waiting for the notifier's consumer (created by the recovery service)"),
   });
-  const notifiers = await Promise.all(
-    names.map(async (name) =>
-      createNotifier({
-        consumer: await d.js.consumers.get(streams.events(d.config.REGION), name),
-        store: d.deliveries,
-        onRecorded: () => d.dispatcher.kick(),
-        retryBaseMs: d.config.WEBHOOK_RETRY_BASE_MS,
-        concurrency: 50,
-        log: d.log,
-      }),
-    ),
-  );
+  const notifier = createNotifier({
+    consumer: await d.js.consumers.get(streams.events(d.config.REGION), name),
+    store: d.deliveries,
+    onRecorded: () => d.dispatcher.kick(),
+    retryBaseMs: d.config.WEBHOOK_RETRY_BASE_MS,
+    concurrency: 50,
+    log: d.log,
+  });
   d.dispatcher.start();
-  for (const n of notifiers) n.start();
+  notifier.start();
   return {
     dispatcher: d.dispatcher,
-    stop: async () => void (await Promise.all([...notifiers.map((n) => n.stop()), d.dispatcher.stop()])),
+    stop: async () => void (await Promise.all([notifier.stop(), d.dispatcher.stop()])),
   };
 }

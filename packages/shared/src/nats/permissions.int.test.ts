@@ -21,7 +21,7 @@ import {
 import { connectNats, type NatsConnection } from "./connection.ts";
 import {
   ensureLaneConsumers,
-  notifierConsumerNames,
+  notifierConsumerName,
   notifierHooksConsumerConfig,
   requireStreams,
   TopologyMissingError,
@@ -433,10 +433,10 @@ test("what each app does at start still works as its own user: the streams' info
     (await jsm.consumers.info(streams.tasks(REGION), laneConsumer(REGION, "normal", "v2"))).config.filter_subjects,
   ).toEqual([`tasks.${REGION}.normal.idle_v2`]);
   // The notifier's consumer, made by the provisioning, read and acked.
-  const names = await notifierConsumerNames(jsm, REGION);
-  expect(names).toEqual([notifierHooksConsumerConfig(REGION).durable_name]);
+  const name = await notifierConsumerName(jsm, REGION);
+  expect(name).toBe(notifierHooksConsumerConfig(REGION).durable_name);
   await jetstream(nc).publish(hookEventSubject(REGION, "completed"), "{}");
-  const m = await (await jetstream(nc).consumers.get(streams.events(REGION), names[0]!)).next({ expires: 2000 });
+  const m = await (await jetstream(nc).consumers.get(streams.events(REGION), name)).next({ expires: 2000 });
   expect(m?.subject).toMatch(/^events\.perm\.(completed|failed|cancelled)\.hook$/);
   expect(await m!.ackAck()).toBe(true);
 });
@@ -452,7 +452,7 @@ test("an app finds a region nobody provisioned: it names what is missing, waits 
   expect(String(await bindBucket(nc, buckets.config(BARE)).catch((e: unknown) => e))).toContain(
     `KV bucket ${buckets.config(BARE)} (stream KV_${buckets.config(BARE)}) does not exist`,
   );
-  expect(String(await notifierConsumerNames(await jetstreamManager(nc), BARE).catch((e: unknown) => e))).toContain(
+  expect(String(await notifierConsumerName(await jetstreamManager(nc), BARE).catch((e: unknown) => e))).toContain(
     `consumer ${streams.events(BARE)}/${notifierHooksConsumerConfig(BARE).durable_name}`,
   );
   // Nothing was created by trying.
@@ -461,9 +461,9 @@ test("an app finds a region nobody provisioned: it names what is missing, waits 
   await Bun.sleep(300);
   await provisionRegion(admin, { region: BARE });
   expect((await waiting).map((i) => i.config.name)).toEqual([streams.tasks(BARE), streams.bodies(BARE)]);
-  expect(await notifierConsumerNames(await jetstreamManager(nc), BARE, { waitMs: 5000 })).toEqual([
+  expect(await notifierConsumerName(await jetstreamManager(nc), BARE, { waitMs: 5000 })).toBe(
     notifierHooksConsumerConfig(BARE).durable_name,
-  ]);
+  );
 });
 
 test("recovery administers streams", async () => {

@@ -18,7 +18,7 @@ import {
   taskSubjects,
 } from "../subjects.ts";
 import { inboxPrefixOf } from "./connection.ts";
-import { notifierConsumerConfig, notifierHooksConsumerConfig } from "./topology.ts";
+import { notifierHooksConsumerConfig } from "./topology.ts";
 
 /** One NATS user per app; `admin` is the operator (CLI, tests, drills). */
 export const NATS_ROLES = ["admin", "gateway", "solver", "recovery", "rollout"] as const;
@@ -168,8 +168,7 @@ function solver(regions: string[]): Permissions {
     );
     // A lane consumer that gains shards is rewound to the oldest message left (shards/assignment.ts).
     pub.push(`$JS.API.CONSUMER.RESET.${tasks}.>`);
-    for (const c of [notifierHooksConsumerConfig(r).durable_name, notifierConsumerConfig(r).durable_name])
-      pub.push(...pullFrom(events, c));
+    pub.push(...pullFrom(events, notifierHooksConsumerConfig(r).durable_name));
     pub.push(...kvWrite(buckets.workers(r)), ...kvRead(buckets.config(r)), ...kvRead(buckets.region(r)));
     // The shard assignment: the first solver of a region writes it; the rollout service changes it.
     pub.push(...kvWrite(buckets.rollout(r)));

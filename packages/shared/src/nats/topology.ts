@@ -15,7 +15,6 @@ import type { Priority } from "../schemas/task-types.ts";
 import {
   bodySubjects,
   dlqSubjects,
-  eventSubject,
   eventSubjects,
   FINAL_EVENT_KINDS,
   hookEventSubject,
@@ -398,90 +397,15 @@ export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneCon
 
 /**
  * The webhook notifier's durable consumer on EVENTS: the final events of tasks with a callback
- * URL, which this version publishes on their hook subjects (`events.<region>.<kind>.hook`); the
- * final event of a task without one reaches no notifier. From the stream's start: only this
- * version publishes there, so nothing before its creation is another's.
+ * URL, published on their hook subjects (`events.<region>.<kind>.hook`); the final event of a
+ * task without one reaches no notifier. From the stream's start: nothing else publishes there.
  */
 export function notifierHooksConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
   return {
-    ...notifierConsumerConfig(region),
     durable_name: `notifier_hooks_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
     filter_subjects: FINAL_EVENT_KINDS.map((k) => hookEventSubject(region, k)),
-    deliver_policy: DeliverPolicy.All,
-  };
-}
-
-/**
- * The notifier consumers a solver of this version reads, created or updated: always the hooks
- * consumer; besides it, the final-events consumer of the version before (`notifier_final_<region>`:
- * every final event, on the plain subjects an earlier gateway or solver still publishes) when it
- * exists, or when the one before that (`notifier_<region>`) does (an upgrade from it: created where
- * that one stopped, see ensureNotifierConsumer). A fresh install has neither, and reads hooks
- * only. Delete both once no earlier gateway or solver runs (docs/runbook.md).
- */
-export async function ensureNotifierConsumers(jsm: JetStreamManager, region: string): Promise<string[]> {
-  const stream = streams.events(region);
-  const hooks = notifierHooksConsumerConfig(region);
-  const exists = (name: string) =>
-    jsm.consumers.info(stream, name).then(
-      () => true,
-      (err) => {
-        if (isNotFound(err)) return false;
-        throw err;
-      },
-    );
-  // Two solvers creating it at once: the one that loses the race finds it made.
-  await ensureConsumer(jsm, stream, hooks).catch(async (err) => {
-    if (!(await exists(hooks.durable_name))) throw err;
-  });
-  const earlier = notifierConsumerConfig(region).durable_name;
-  if (!(await exists(earlier)) && !(await exists(legacyNotifierConsumer(region)))) return [hooks.durable_name];
-  await ensureNotifierConsumer(jsm, region);
-  return [hooks.durable_name, earlier];
-}
-
-/**
- * The notifier consumers a solver reads, as the administering side made them (ensureNotifierConsumers,
- * run by provisionRegion): the hooks consumer, waited for up to `waitMs`, and the previous
- * version's final-events consumer when it exists. Creates nothing: the solver's user may only
- * read them.
- */
-export async function notifierConsumerNames(
-  jsm: JetStreamManager,
-  region: string,
-  o: RequireOptions = {},
-): Promise<string[]> {
-  const stream = streams.events(region);
-  const exists = (name: string) =>
-    jsm.consumers.info(stream, name).then(
-      () => name,
-      (err) => {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      },
-    );
-  const [hooks] = await waitFor(
-    [notifierHooksConsumerConfig(region).durable_name],
-    exists,
-    (name) => `consumer ${stream}/${name}`,
-    o,
-  );
-  const earlier = await exists(notifierConsumerConfig(region).durable_name);
-  return earlier ? [hooks!, earlier] : [hooks!];
-}
-
-/**
- * The notifier's consumer of the version before (issue 13's first step): every final-state event
- * (three subjects; a task's `accepted`, `solving` and `submitted` events never reach it), from its
- * creation on (or see ensureNotifierConsumer). This version reads it only while it exists
- * (ensureNotifierConsumers).
- */
-export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> & { durable_name: string } {
-  return {
-    durable_name: `notifier_final_${region}`.replace(/[^A-Za-z0-9_-]/g, "_"),
-    filter_subjects: FINAL_EVENT_KINDS.map((k) => eventSubject(region, k)),
     ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.New,
+    deliver_policy: DeliverPolicy.All,
     ack_wait: nanos(30_000),
     max_deliver: -1,
     max_ack_pending: 1000,
@@ -489,66 +413,48 @@ export function notifierConsumerConfig(region: string): Partial<ConsumerConfig> 
 }
 
 /**
- * The notifier's consumer of the versions before issue 13 (every event of the region). Kept, not
- * read by this version: a solver rolled back to a previous version resumes it where it stopped
- * (what it records twice is recorded once: the delivery id). Delete it once no rollback is planned
- * (docs/runbook.md, "The legacy notifier consumers").
+ * The notifier's consumer (notifierHooksConsumerConfig) created, or its mutable fields updated;
+ * returns its name. Two provisionings creating it at once: the one that loses the race finds it made.
  */
-export const legacyNotifierConsumer = (region: string) => `notifier_${region}`.replace(/[^A-Za-z0-9_-]/g, "_");
-
-/**
- * Where the notifier's consumer starts when it is created beside the legacy one: after the legacy
- * consumer's acknowledged floor, so an event a solver of the previous version had not finished
- * (pending, or delivered and not acknowledged) is taken up by this version; with nothing
- * unfinished, after the stream's last message. `streamLastSeq` is read before `legacy`: a message
- * stored in between is then either counted as unfinished or delivered again (recorded once).
- */
-export function resumePoint(
-  legacy: { ack_floor: { stream_seq: number }; num_pending: number; num_ack_pending: number },
-  streamLastSeq: number,
-): number {
-  const unfinished = legacy.num_pending + legacy.num_ack_pending;
-  if (unfinished === 0) return streamLastSeq + 1;
-  if (legacy.ack_floor.stream_seq > 0) return legacy.ack_floor.stream_seq + 1;
-  // Nothing acknowledged yet: every message of the stream matches the legacy filter, so its
-  // unfinished ones are the last `unfinished` of the stream (or later ones: started earlier).
-  return Math.max(1, streamLastSeq - unfinished + 1);
+export async function ensureNotifierConsumer(jsm: JetStreamManager, region: string): Promise<string> {
+  const stream = streams.events(region);
+  const hooks = notifierHooksConsumerConfig(region);
+  await ensureConsumer(jsm, stream, hooks).catch(async (err) => {
+    const made = await jsm.consumers.info(stream, hooks.durable_name).then(
+      () => true,
+      (e) => {
+        if (isNotFound(e)) return false;
+        throw e;
+      },
+    );
+    if (!made) throw err;
+  });
+  return hooks.durable_name;
 }
 
 /**
- * Creates the notifier's consumer (where the legacy one stopped, when there is one: see
- * resumePoint), or updates its mutable fields. Two solvers creating it at once: the one that
- * loses the race finds it made.
+ * The name of the notifier's consumer as the administering side made it (ensureNotifierConsumer,
+ * run by provisionRegion), waited for up to `waitMs`. Creates nothing: the solver's user may only
+ * read it.
  */
-export async function ensureNotifierConsumer(jsm: JetStreamManager, region: string): Promise<void> {
+export async function notifierConsumerName(
+  jsm: JetStreamManager,
+  region: string,
+  o: RequireOptions = {},
+): Promise<string> {
   const stream = streams.events(region);
-  const cfg = notifierConsumerConfig(region);
-  const info = async (name: string) => {
-    try {
-      return await jsm.consumers.info(stream, name);
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
-  const keepStart = async () => {
-    const existing = await info(cfg.durable_name);
-    if (!existing) return false;
-    const { deliver_policy, opt_start_seq } = existing.config;
-    await ensureConsumer(jsm, stream, { ...cfg, deliver_policy, ...(opt_start_seq ? { opt_start_seq } : {}) });
-    return true;
-  };
-  if (await keepStart()) return;
-  const lastSeq = (await jsm.streams.info(stream)).state.last_seq;
-  const legacy = await info(legacyNotifierConsumer(region));
-  const start = legacy ? resumePoint(legacy, lastSeq) : undefined;
-  try {
-    await ensureConsumer(
-      jsm,
-      stream,
-      start ? { ...cfg, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : cfg,
-    );
-  } catch (err) {
-    if (!(await keepStart())) throw err;
-  }
+  const [name] = await waitFor(
+    [notifierHooksConsumerConfig(region).durable_name],
+    (name) =>
+      jsm.consumers.info(stream, name).then(
+        () => name,
+        (err) => {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        },
+      ),
+    (name) => `consumer ${stream}/${name}`,
+    o,
+  );
+  return name!;
 }
