@@ -203,41 +203,56 @@ function serveMetrics(config: RecoveryConfig, metrics: RecoveryMetrics, log: Log
 }
 
 /**
- * The long-running part: a stale sweep every SWEEP_INTERVAL_MS and a snapshot every
- * SNAPSHOT_INTERVAL_MS (0 turns either off). A run never overlaps itself; a failed run is logged
- * and the next one is tried on schedule.
+ * The region's topology is this service's to create (issue 34: the gateway's and the solver's
+ * users may not create or change a stream, a bucket or the notifier's consumers; they wait for
+ * them): TASKS, EVENTS, DLQ, BODIES (how long it keeps image bodies: BODIES_MAX_AGE_MS), the
+ * config, workers, region and rollout buckets, the notifier's consumers.
  */
-export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
-  const ctx = await openContext(config, log, "recovery");
-  // The region's topology is this service's to create (issue 34: the gateway's and the solver's
-  // users may not create or change a stream, a bucket or the notifier's consumers; they wait for
-  // them): TASKS, EVENTS, DLQ, BODIES (how long it keeps image bodies: BODIES_MAX_AGE_MS), the
-  // config, workers, region and rollout buckets, the notifier's consumers.
+async function provisionTopology(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<void> {
   const provisioned = await provisionRegion(ctx.nc, {
     region: config.REGION,
     replicas: config.STREAM_REPLICAS,
     bodiesMaxAgeMs: config.bodiesMaxAgeMs,
   });
   log.info(provisioned, "region topology created or verified");
-  const sizeEvents = () =>
-    probeEventsSizing(ctx.jsm, {
-      region: config.REGION,
-      snapshotDir: config.SNAPSHOT_DIR,
-      snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS,
-      snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
-    });
-  await warnOnEventsSizing(sizeEvents, log);
-  const timed = jobs(log);
-  timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", async () => {
-    const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
-    if (r.candidates)
-      log.info(
-        { candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms },
-        "stale sweep",
-      );
-  });
-  // Every other region's events, applied here: reads and Idempotency-Keys work from either region.
-  // (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
+}
+
+/** One stale sweep, logged when it found something. */
+async function sweepStale(config: RecoveryConfig, ctx: RecoveryContext, log: Logger): Promise<void> {
+  const r = await recoverStale(ctx, { staleAfterMs: config.STALE_AFTER_MS });
+  if (r.candidates)
+    log.info(
+      { candidates: r.candidates, republished: r.republished, withMessage: r.withMessage, ms: r.ms },
+      "stale sweep",
+    );
+}
+
+/** One retention run (docs/security.md: tokens, params, callback URLs, old rows), logged. */
+async function retainOnce(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  metrics: RecoveryMetrics,
+  log: Logger,
+): Promise<void> {
+  const r = await runRetention(ctx.database.sql, retentionPolicy(config), metrics.retention);
+  log.info(
+    {
+      tokensErased: r.tokensErased,
+      paramsPurged: r.paramsPurged,
+      rowsDeleted: r.rowsDeleted,
+      deliveriesDeleted: r.deliveriesDeleted,
+      batches: r.batches,
+      ms: r.ms,
+    },
+    "retention",
+  );
+}
+
+/**
+ * Every other region's events, applied here: reads and Idempotency-Keys work from either region.
+ * (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
+ */
+async function startReplication(config: RecoveryConfig, ctx: RecoveryContext, log: Logger) {
   const remotes = config.regions.filter((r) => r !== config.REGION);
   const replicaSql = remotes.length
     ? postgres(config.DATABASE_URL!, {
@@ -260,35 +275,61 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
       }),
     ),
   );
+  return {
+    remotes,
+    replicaSql,
+    async stop() {
+      await Promise.allSettled(replicators.map((r) => r.stop()));
+      await replicaSql?.end({ timeout: 5 });
+    },
+  };
+}
+
+/** The service's metrics: EVENTS' sizing, and with several regions the lease and the mirrors. */
+async function openMetrics(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  sizeEvents: () => ReturnType<typeof probeEventsSizing>,
+  remotes: string[],
+): Promise<RecoveryMetrics> {
+  const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
+  return createRecoveryMetrics({
+    events: sizeEvents,
+    ...(regionKv
+      ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKv, config.REGION, remotes)) }
+      : {}),
+  });
+}
+
+/**
+ * The long-running part: a stale sweep every SWEEP_INTERVAL_MS and a snapshot every
+ * SNAPSHOT_INTERVAL_MS (0 turns either off). A run never overlaps itself; a failed run is logged
+ * and the next one is tried on schedule.
+ */
+export async function startRecovery(config: RecoveryConfig, log: Logger): Promise<RecoveryService> {
+  const ctx = await openContext(config, log, "recovery");
+  await provisionTopology(config, ctx, log);
+  const sizeEvents = () =>
+    probeEventsSizing(ctx.jsm, {
+      region: config.REGION,
+      snapshotDir: config.SNAPSHOT_DIR,
+      snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS,
+      snapshotMaxAgeMs: config.SNAPSHOT_MAX_AGE_MS,
+    });
+  await warnOnEventsSizing(sizeEvents, log);
+  const timed = jobs(log);
+  timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", () => sweepStale(config, ctx, log));
+  const replication = await startReplication(config, ctx, log);
+  const { remotes, replicaSql } = replication;
   // The region lease (several regions only): renewed at the witness, taken over from a silent region.
   let stopping = false;
   const keeper =
     remotes.length && config.WITNESS_URL
       ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping)
       : undefined;
-  const regionKvForMetrics = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
-  const metrics = createRecoveryMetrics({
-    events: sizeEvents,
-    ...(regionKvForMetrics
-      ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKvForMetrics, config.REGION, remotes)) }
-      : {}),
-  });
+  const metrics = await openMetrics(config, ctx, sizeEvents, remotes);
   timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));
-  // Data retention (docs/security.md): tokens, params, callback URLs, old rows.
-  timed.every(config.RETENTION_INTERVAL_MS, "retention", async () => {
-    const r = await runRetention(ctx.database.sql, retentionPolicy(config), metrics.retention);
-    log.info(
-      {
-        tokensErased: r.tokensErased,
-        paramsPurged: r.paramsPurged,
-        rowsDeleted: r.rowsDeleted,
-        deliveriesDeleted: r.deliveriesDeleted,
-        batches: r.batches,
-        ms: r.ms,
-      },
-      "retention",
-    );
-  });
+  timed.every(config.RETENTION_INTERVAL_MS, "retention", () => retainOnce(config, ctx, metrics, log));
   const metricsServer = serveMetrics(config, metrics, log);
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);
@@ -308,8 +349,7 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
       void metricsServer?.stop(true);
       await operatorConsole?.stop();
       await keeper?.stop();
-      await Promise.allSettled(replicators.map((r) => r.stop()));
-      await replicaSql?.end({ timeout: 5 });
+      await replication.stop();
       await timed.settled();
       await ctx.close();
     },
