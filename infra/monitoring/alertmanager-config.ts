@@ -19,7 +19,7 @@ export const INHIBITED_BY_HOST_DOWN = ["AppDown", "PostgresDown", "NatsDown", "E
 const TITLE =
   '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] {{ .CommonLabels.alertname }}';
 const TEXT =
-  "{{ range .Alerts }}{{ .Annotations.summary }} ({{ .Labels.severity }}; {{ with .Labels.host }}host {{ . }}, {{ end }}{{ with .Labels.instance }}{{ . }}{{ end }})\n{{ end }}";
+  "{{ range .Alerts }}{{ .Annotations.summary }} ({{ .Labels.severity }}{{ with .Labels.host }}; host {{ . }}{{ end }}{{ with .Labels.instance }}, {{ . }}{{ end }})\n{{ end }}";
 
 /** alertmanager.yml as text. Throws unless exactly one of webhookUrl and webhookUrlFile is given. */
 export function renderAlertmanagerConfig(o: AlertmanagerOptions): string {

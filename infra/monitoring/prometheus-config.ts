@@ -35,6 +35,8 @@ export const MonitoredInventory = z.object({ hosts: z.array(MonitoredHost).min(1
 export type MonitoredInventory = z.infer<typeof MonitoredInventory>;
 
 export interface PrometheusOptions {
+  /** Other ports than production's (a test stack's free ports). */
+  ports?: Partial<Record<keyof typeof METRICS_PORTS, number>>;
   /** Ports of the solver versions running (one per version during a rollout); default [9464]. */
   solverPorts?: number[];
   /** The host whose rollout.env is set (its unit runs nowhere else); default the first app host. */
@@ -47,6 +49,8 @@ export interface PrometheusOptions {
   alertmanager?: string;
   /** Where the nats-exporter listens, as Prometheus reaches it. */
   natsExporter?: string;
+  /** Only these jobs (a test stack runs part of the fleet); default every job. */
+  only?: string[];
   /** Intervals: production's defaults (15 s); tests use shorter ones. */
   scrapeInterval?: string;
   evaluationInterval?: string;
@@ -60,6 +64,7 @@ const labelsOf = (h: MonitoredHost) => ({ host: h.name, region: h.region });
 
 /** The scrape configs: one job per service, each target labelled with its host and region. */
 export function scrapeConfigs(inv: MonitoredInventory, o: PrometheusOptions = {}): ScrapeConfig[] {
+  const P = { ...METRICS_PORTS, ...o.ports };
   const withRole = (role: string) => inv.hosts.filter((h) => h.roles.includes(role));
   const apps = withRole("app");
   const rolloutHost = o.rolloutHost ?? apps[0]?.name;
@@ -72,30 +77,30 @@ export function scrapeConfigs(inv: MonitoredInventory, o: PrometheusOptions = {}
   const monitoring = o.monitoringHost ?? "monitoring";
   const natsHosts = inv.hosts.filter((h) => h.roles.includes("nats") || h.roles.includes("witness"));
   return [
-    job("gateway", apps, [METRICS_PORTS.gateway]),
-    job("solver", apps, o.solverPorts ?? [METRICS_PORTS.solver]),
-    job("recovery", apps, [METRICS_PORTS.recovery]),
+    job("gateway", apps, [P.gateway]),
+    job("solver", apps, o.solverPorts ?? [P.solver]),
+    job("recovery", apps, [P.recovery]),
     job(
       "rollout",
       apps.filter((h) => h.name === rolloutHost),
-      [METRICS_PORTS.rollout],
+      [P.rollout],
     ),
     {
       job_name: "node",
       static_configs: [
-        ...job("node", inv.hosts, [METRICS_PORTS.node]).static_configs,
-        { targets: [`127.0.0.1:${METRICS_PORTS.node}`], labels: { host: monitoring, region: "" } },
+        ...job("node", inv.hosts, [P.node]).static_configs,
+        { targets: [`127.0.0.1:${P.node}`], labels: { host: monitoring, region: "" } },
       ],
     },
-    job("postgres", withRole("postgres"), [METRICS_PORTS.postgres]),
+    job("postgres", withRole("postgres"), [P.postgres]),
     // Prometheus' multi-target pattern: the target is a NATS monitoring port, handed to the one
     // exporter as ?target=; `instance` stays the NATS server's address.
     {
-      ...job("nats", natsHosts, [METRICS_PORTS.natsMonitor]),
+      ...job("nats", natsHosts, [P.natsMonitor]),
       relabel_configs: [
         { source_labels: ["__address__"], target_label: "__param_target" },
         { source_labels: ["__address__"], target_label: "instance" },
-        { target_label: "__address__", replacement: o.natsExporter ?? `127.0.0.1:${METRICS_PORTS.natsExporter}` },
+        { target_label: "__address__", replacement: o.natsExporter ?? `127.0.0.1:${P.natsExporter}` },
       ],
     },
     {
@@ -106,7 +111,7 @@ export function scrapeConfigs(inv: MonitoredInventory, o: PrometheusOptions = {}
       job_name: "alertmanager",
       static_configs: [{ targets: [o.alertmanager ?? "127.0.0.1:9093"], labels: { host: monitoring, region: "" } }],
     },
-  ].filter((j) => j.static_configs.length > 0);
+  ].filter((j) => j.static_configs.length > 0 && (!o.only || o.only.includes(j.job_name)));
 }
 
 /** prometheus.yml as YAML text, with a header saying where it came from. */
@@ -114,7 +119,8 @@ export function renderPrometheusConfig(inv: MonitoredInventory, o: PrometheusOpt
   const config = {
     global: {
       scrape_interval: o.scrapeInterval ?? "15s",
-      scrape_timeout: "10s",
+      // Never longer than the interval (Prometheus refuses that): a test's 2 s interval times out at 2 s.
+      scrape_timeout: o.scrapeInterval ?? "10s",
       evaluation_interval: o.evaluationInterval ?? "15s",
       external_labels: { monitor: "captcha-pipeline" },
     },
