@@ -1,5 +1,4 @@
 import { join, resolve } from "node:path";
-import { MIN_PEPPER_LENGTH } from "@pipeline/shared/client-ids";
 import {
   ConfigError,
   commonEnv,
@@ -127,9 +126,6 @@ export const RecoveryEnv = z
     /** Failed token sign-ins (form or Bearer) from one address within CONSOLE_SIGNIN_WINDOW_MS before it gets 429. */
     CONSOLE_SIGNIN_MAX_FAILURES: envInt(10, 1, 10_000),
     CONSOLE_SIGNIN_WINDOW_MS: envInt(300_000, 1000, 24 * 3600_000),
-    /** `rewrite-owners` only (issue 14.8): the gateways' API keys and pepper, to map each key's legacy client id to its peppered one; never printed. */
-    API_KEYS: envList().optional(),
-    API_KEY_PEPPER: z.string().min(MIN_PEPPER_LENGTH, `at least ${MIN_PEPPER_LENGTH} characters`).optional(),
     /** A redriven task's fresh deadline (the gateway's TASK_DEADLINE_MS). */
     TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })

@@ -40,8 +40,6 @@ export const Command = z.discriminatedUnion("command", [
     })
     .strict(),
   z.object({ command: z.literal("retention"), args: z.tuple([]), json: Flag }).strict(),
-  /** Without --yes: a dry run (counts, nothing changed). */
-  z.object({ command: z.literal("rewrite-owners"), args: z.tuple([]), yes: Flag, json: Flag, by: Actor.by }).strict(),
   z
     .object({
       command: z.literal("verify"),
@@ -126,10 +124,6 @@ export const USAGE = `usage: bun run recovery <command> [options]
                                           --from: the off-host copy in that region's domain (checked again);
                                           --events-from: replay from that region's mirror of our EVENTS
   retention [--json]                      erase expired tokens, old params/images/callback URLs, delete old finished rows
-  rewrite-owners [--yes] [--by WHO] [--json]
-                                          rows owned by legacy client ids -> the peppered ids (API_KEYS, API_KEY_PEPPER;
-                                          tasks, webhook_deliveries, audit_log; one transaction); without --yes a dry run;
-                                          run it against each region's database (replicated rows included)
   verify <snapshot> [--json]              checksum + restore into a scratch database + row counts; drops it
   workers [--json]                        live solvers (heartbeats): key, config revision, breaker, in flight
   config show|history [--json]            the solvers' runtime config in KV, and its kept revisions

@@ -10,7 +10,6 @@ import { rebuildQueueCommand } from "./rebuild-queue.ts";
 import { recoverStaleCommand } from "./recover-stale.ts";
 import { restoreCommand } from "./restore.ts";
 import { retentionCommand } from "./retention.ts";
-import { rewriteOwnersCommand } from "./rewrite-owners.ts";
 import { rotateKeyCommand } from "./rotate-key.ts";
 import { snapshotCommand } from "./snapshot.ts";
 import { snapshotsCommand } from "./snapshots.ts";
@@ -32,7 +31,6 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   snapshot: snapshotCommand,
   snapshots: snapshotsCommand,
   retention: retentionCommand,
-  "rewrite-owners": rewriteOwnersCommand,
   restore: restoreCommand,
   verify: verifyCommand,
   workers: workersCommand,
