@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const scripts = { dev: "infra/dev.ts", test: "infra/test.ts", bench: "bench/run.ts", typecheck: "infra/typecheck.ts", drill: "infra/drill.ts", build: "infra/build.ts", deploy: "infra/deploy/deploy.ts" };
+const scripts = { dev: "infra/dev.ts", test: "infra/test.ts", bench: "bench/run.ts", typecheck: "infra/typecheck.ts", drill: "infra/drill.ts", build: "infra/build.ts", deploy: "infra/deploy/deploy.ts", rehearse: "infra/rehearsal/rehearse.ts" };
 const [cmd, ...args] = process.argv.slice(2);
 if (!scripts[cmd]) {
   console.error(`usage: node infra/bootstrap.mjs <${Object.keys(scripts).join("|")}> [args]`);

@@ -1,0 +1,203 @@
+// The operator's steps after the hosts' first boot (docs/deploy.md, "Secrets"), done as `ops`
+// with sudo over SSH: the NATS server's TLS files and passwords, then its start; Postgres' TLS
+// files, the four roles and the database; the app host's internal CA, env files (from
+// infra/deploy/env/*.env.example) and provider keys. Values for one region (fsn1, 10.77.1.x).
+import { join } from "node:path";
+import type { HostSpec } from "./config.ts";
+import { envTemplate, renderEnvTemplate } from "./envfiles.ts";
+import type { Log } from "./exec.ts";
+import { waitFor } from "./exec.ts";
+import { asOps, asOpsChecked, putFile } from "./ops-ssh.ts";
+import { type Secrets, serverCertificate } from "./secrets.ts";
+
+export interface Topology {
+  region: string;
+  regions: string[];
+  nats: HostSpec[];
+  postgres: HostSpec;
+  apps: HostSpec[];
+  lb: HostSpec;
+  providerUrl: string;
+}
+
+const NATS_USERS = ["system", "admin", "gateway", "solver", "recovery", "rollout", "leaf"];
+
+export async function setUpNats(h: HostSpec, s: Secrets, log: Log): Promise<void> {
+  const { cert, key } = serverCertificate(s, h.name, h.ip);
+  const passwords = NATS_USERS.map((u) => `${u}=${s.passwords[`nats_${u}`]}`).join("\n");
+  asOpsChecked(
+    h,
+    s.sshKey,
+    "NATS TLS files and passwords",
+    [
+      putFile("/etc/nats/tls/ca.pem", s.caPem, "0644"),
+      putFile("/etc/nats/tls/server.pem", cert, "0644"),
+      putFile("/etc/nats/tls/server-key.pem", key, "0640", "root", "nats"),
+      putFile("/etc/nats/passwords.env", `${passwords}\n`, "0600"),
+      "systemctl start nats-server.service",
+    ].join("\n"),
+  );
+  await waitFor(
+    `${h.name}: nats-server healthy (JetStream)`,
+    60_000,
+    () =>
+      asOps(h, s.sshKey, "curl -fsS -m 2 'http://127.0.0.1:8222/healthz?js-enabled-only=true'").code === 0
+        ? true
+        : undefined,
+    1000,
+  );
+  log(`${h.name}: nats-server up (TLS, passwords, JetStream)`);
+}
+
+export async function setUpPostgres(h: HostSpec, s: Secrets, log: Log): Promise<void> {
+  const { cert, key } = serverCertificate(s, h.name, h.ip);
+  asOpsChecked(
+    h,
+    s.sshKey,
+    "Postgres TLS files",
+    [
+      putFile("/etc/postgresql/tls/server.pem", cert, "0644"),
+      putFile("/etc/postgresql/tls/server-key.pem", key, "0640", "root", "postgres"),
+      "systemctl restart postgresql.service",
+    ].join("\n"),
+  );
+  await waitFor(
+    `${h.name}: postgres accepting connections`,
+    60_000,
+    () => (asOps(h, s.sshKey, "pg_isready -q -h /var/run/postgresql").code === 0 ? true : undefined),
+    1000,
+  );
+  const pw = (r: string) => s.passwords[`pg_${r}`]!;
+  const sql = [
+    `CREATE ROLE pipeline_owner LOGIN CREATEDB PASSWORD '${pw("pipeline_owner")}';`,
+    `CREATE DATABASE pipeline OWNER pipeline_owner;`,
+    ...["pipeline_gateway", "pipeline_solver", "pipeline_rollout"].map(
+      (r) => `CREATE ROLE ${r} LOGIN PASSWORD '${pw(r)}';`,
+    ),
+  ].join("\n");
+  asOpsChecked(
+    h,
+    s.sshKey,
+    "Postgres roles and database",
+    "cd / && runuser -u postgres -- psql -v ON_ERROR_STOP=1 -q -f -",
+    { input: sql },
+  );
+  log(`${h.name}: postgres up (TLS, roles pipeline_owner/gateway/solver/rollout, database pipeline)`);
+}
+
+/** The env files of an app host, rendered from the project's templates. */
+export function appEnvFiles(repo: string, h: HostSpec, t: Topology, s: Secrets): Record<string, string> {
+  const p = s.passwords;
+  const ca = "/etc/ssl/captcha-pipeline/internal-ca.pem";
+  const natsUrl = t.nats.map((n) => `tls://${n.ip}:4222`).join(",");
+  const db = (role: string) =>
+    `postgres://${role}:${p[`pg_${role}`]}@${t.postgres.ip}:5432/pipeline?sslmode=verify-full`;
+  return {
+    common: renderEnvTemplate(envTemplate(repo, "common"), {
+      REGION: t.region,
+      REGIONS: t.regions.join(","),
+      NATS_URL: natsUrl,
+      NATS_TLS_CA: ca,
+      NODE_EXTRA_CA_CERTS: ca,
+      PGSSLROOTCERT: ca,
+      STREAM_REPLICAS: String(Math.min(3, t.nats.length)),
+    }),
+    gateway: renderEnvTemplate(envTemplate(repo, "gateway"), {
+      NATS_PASSWORD: p.nats_gateway!,
+      DATABASE_URL: db("pipeline_gateway"),
+      GATEWAY_METRICS_HOST: h.ip,
+      GATEWAY_TRUSTED_PROXIES: t.lb.ip,
+      API_KEYS: p.api_key!,
+      API_KEY_PEPPER: p.api_key_pepper!,
+      WEBHOOK_SECRET: p.webhook_secret!,
+    }),
+    solver: renderEnvTemplate(envTemplate(repo, "solver"), {
+      NATS_PASSWORD: p.nats_solver!,
+      DATABASE_URL: db("pipeline_solver"),
+      PROVIDER_URL: t.providerUrl,
+      WEBHOOK_SECRET: p.webhook_secret!,
+    }),
+    recovery: renderEnvTemplate(
+      envTemplate(repo, "recovery"),
+      {
+        NATS_PASSWORD: p.nats_recovery!,
+        DATABASE_URL: db("pipeline_owner"),
+        SNAPSHOT_OFFHOST: "none",
+        RECOVERY_METRICS_HOST: h.ip,
+      },
+      { drop: t.regions.length > 1 ? [] : ["WITNESS_URL", "WITNESS_USER", "WITNESS_PASSWORD", "WITNESS_REPLICAS"] },
+    ),
+  };
+}
+
+export function setUpApp(repo: string, h: HostSpec, t: Topology, s: Secrets, log: Log): void {
+  const env = appEnvFiles(repo, h, t, s);
+  asOpsChecked(
+    h,
+    s.sshKey,
+    "internal CA, env files, provider keys",
+    [
+      "install -d -m 0755 -o root -g root /etc/ssl/captcha-pipeline",
+      putFile("/etc/ssl/captcha-pipeline/internal-ca.pem", s.caPem, "0644"),
+      ...Object.entries(env).map(([name, text]) => putFile(`/etc/captcha-pipeline/${name}.env`, text, "0600")),
+      putFile(
+        "/etc/captcha-pipeline-solver/provider-keys.json",
+        `${JSON.stringify({ default: s.passwords.provider_key })}\n`,
+        "0640",
+        "root",
+        "pipeline-solver",
+      ),
+    ].join("\n"),
+  );
+  log(
+    `${h.name}: internal CA, ${Object.keys(env)
+      .map((n) => `${n}.env`)
+      .join(", ")}, provider-keys.json`,
+  );
+}
+
+/** `recovery migrate` on an app host, as recovery's user with its unit's env files (docs/deploy.md). */
+export function migrate(h: HostSpec, s: Secrets): string {
+  return asOpsChecked(
+    h,
+    s.sshKey,
+    "recovery migrate",
+    "systemd-run --pipe --wait --collect --quiet --uid=pipeline-recovery --gid=pipeline-recovery -p EnvironmentFile=/etc/captcha-pipeline/common.env -p EnvironmentFile=/etc/captcha-pipeline/recovery.env /opt/captcha-pipeline/recovery/current/recovery migrate",
+    { timeoutMs: 180_000 },
+  );
+}
+
+export const lbCertificate = (s: Secrets, lb: HostSpec) => {
+  const { cert, key } = serverCertificate(s, lb.name, lb.ip);
+  return `${cert.trim()}\n${key.trim()}\n`;
+};
+
+export const caFile = (s: Secrets) => join(s.dir, "ca.pem");
+
+/** KEY=VALUE lines of an env file as systemd reads them (one pair of surrounding quotes removed). */
+export function parseEnv(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of text.matchAll(/^([A-Z][A-Z0-9_]*)=(.*)$/gm)) out[m[1]!] = m[2]!.replace(/^'(.*)'$|^"(.*)"$/, "$1$2");
+  return out;
+}
+
+/**
+ * `recovery migrate` from this clone over the private network, before any app runs (docs/deploy.md:
+ * `npm run recovery -- migrate` "given the private network, the internal CA in NODE_EXTRA_CA_CERTS
+ * and the same DATABASE_URL"): the app host's common.env and recovery.env, the CA path the host's.
+ */
+export function migrateFromClone(repo: string, h: HostSpec, t: Topology, s: Secrets): string {
+  const env = appEnvFiles(repo, h, t, s);
+  const vars = { ...parseEnv(env.common!), ...parseEnv(env.recovery!) };
+  for (const k of ["NATS_TLS_CA", "NODE_EXTRA_CA_CERTS", "PGSSLROOTCERT"]) vars[k] = caFile(s);
+  const r = Bun.spawnSync([process.execPath, "apps/recovery/src/cli.ts", "migrate"], {
+    cwd: repo,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", ...vars },
+  });
+  const out = `${r.stdout.toString()}${r.stderr.toString()}`.trim();
+  if (r.exitCode !== 0)
+    throw new Error(
+      `recovery migrate (from the clone) failed (exit ${r.exitCode}):\n${out.split("\n").slice(-15).join("\n")}`,
+    );
+  return out;
+}

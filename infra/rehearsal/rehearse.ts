@@ -1,0 +1,42 @@
+// `npm run rehearse [-- up|down|status]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
+import { BRIDGE, BRIDGE_IP } from "./config.ts";
+import { down, fleetTable, status, up } from "./up.ts";
+
+const log = (m: string) => console.error(`[rehearse] ${m}`);
+const cmd = Bun.argv[2] ?? "up";
+
+if (cmd === "up") {
+  try {
+    const r = await up(log);
+    console.log(`fleet (region fsn1, bridge ${BRIDGE} ${BRIDGE_IP}):\n${fleetTable(r.state.hosts)}`);
+    console.log(`  emulator       ${r.state.services.emulatorUrl} (host)`);
+    console.log(
+      `load balancer: ${r.state.lbUrl}  (CA ${r.state.caFile}; API key in .data/rehearsal/secrets/passwords.json)`,
+    );
+    console.log(`first task through the LB: ${r.firstTask.id} ${r.firstTask.status} in ${r.firstTask.ms} ms`);
+    console.log(`timings: ${JSON.stringify(r.state.timings)}`);
+    for (const h of r.state.hosts) console.log(`  boot ${h.name}: ${h.bootMs} ms`);
+    process.exit(0);
+  } catch (err) {
+    log(`up failed: ${(err as Error).message}`);
+    log(
+      "the machines are left running for a look (`npm run rehearse -- status`); `npm run rehearse -- down` stops them",
+    );
+    process.exit(1);
+  }
+} else if (cmd === "down") {
+  const r = await down(log);
+  console.log(`down in ${r.seconds} s`);
+} else if (cmd === "status") {
+  const s = status();
+  if (!s.state) console.log("no rehearsal is up");
+  else {
+    console.log(`rehearsal ${s.state.phase}, started ${s.state.startedAt}\n${fleetTable(s.hosts)}`);
+    console.log(
+      `load balancer: ${s.state.lbUrl ?? "-"}; bridge ${BRIDGE}: ${s.bridge ? `up, ports ${s.ports.join(" ")}` : "absent"}`,
+    );
+  }
+} else {
+  console.error("usage: npm run rehearse -- [up|down|status]");
+  process.exit(2);
+}

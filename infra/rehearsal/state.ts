@@ -1,0 +1,42 @@
+// .data/rehearsal/state.json: what `up` started (machines, host processes, the network), so that
+// `down` and `status` find it from another process.
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { DATA, type HostSpec } from "./config.ts";
+
+export interface HostState extends HostSpec {
+  machine: string;
+  nspawnPid: number;
+  leaderPid: number;
+  hostKey: string;
+  bootMs?: number;
+}
+
+export interface State {
+  startedAt: string;
+  phase: "starting" | "up" | "failed";
+  image?: { key: string; root: string };
+  hosts: HostState[];
+  services: { emulatorPid?: number; artifactsPid?: number; emulatorUrl?: string };
+  lbUrl?: string;
+  inventory?: string;
+  apiKey?: string;
+  caFile?: string;
+  timings: Record<string, number>;
+}
+
+export const STATE_FILE = join(DATA, "state.json");
+
+export function readState(): State | undefined {
+  if (!existsSync(STATE_FILE)) return undefined;
+  return JSON.parse(readFileSync(STATE_FILE, "utf8")) as State;
+}
+
+export function writeState(s: State): void {
+  mkdirSync(DATA, { recursive: true });
+  writeFileSync(STATE_FILE, `${JSON.stringify(s, null, 2)}\n`, { mode: 0o600 });
+}
+
+export function clearState(): void {
+  rmSync(STATE_FILE, { force: true });
+}

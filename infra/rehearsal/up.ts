@@ -1,0 +1,324 @@
+// `npm run rehearse -- up|down|status`: the whole rehearsal, from the steps of the other modules.
+// up: image -> secrets -> bridge + host services -> user-data -> machines booted (systemd, cloud-init)
+// -> operator steps (NATS, Postgres, app env files) -> binaries -> migrate -> `npm run deploy`
+// (recovery, gateway, solver; unchanged) -> the LB sees a healthy gateway -> one task through the LB.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { type LbClient, readyz, roundTrip } from "./client.ts";
+import { BRIDGE_IP, DATA, EMULATOR_PORT, fleet, type HostSpec, machineName, REPO, SUBNET } from "./config.ts";
+import { check, type Log, run, waitFor } from "./exec.ts";
+import { natsArtifact, startHostServices, stopPid } from "./host-services.ts";
+import { ensureHostTools } from "./host-tools.ts";
+import { ensureImage } from "./image.ts";
+import { inMachine, startMachine, stopMachine, waitBooted } from "./machine.ts";
+import { bridgeExists, bridgePorts, createBridge, removeBridge } from "./network.ts";
+import {
+  caFile,
+  lbCertificate,
+  migrate,
+  migrateFromClone,
+  setUpApp,
+  setUpNats,
+  setUpPostgres,
+  type Topology,
+} from "./operator.ts";
+import { pinHostKey, resetKnownHosts } from "./ops-ssh.ts";
+import { ensureSecrets, hostKeyPair, type Secrets } from "./secrets.ts";
+import { clearState, type HostState, readState, type State, writeState } from "./state.ts";
+import { templatefile } from "./templatefile.ts";
+import { renderUserData } from "./userdata.ts";
+
+export const VERSION = "v1";
+export const DEPLOY_ORDER = ["recovery", "gateway", "solver"] as const;
+
+export interface UpResult {
+  state: State;
+  client: LbClient;
+  firstTask: { id: string; status: string; ms: number };
+}
+
+const secondsSince = (t0: number) => Math.round((Date.now() - t0) / 100) / 10;
+
+function topologyOf(hosts: HostSpec[]): Topology {
+  const region = hosts[0]!.region;
+  return {
+    region,
+    regions: [region],
+    nats: hosts.filter((h) => h.role === "nats"),
+    postgres: hosts.find((h) => h.role === "postgres")!,
+    apps: hosts.filter((h) => h.role === "app"),
+    lb: hosts.find((h) => h.role === "lb")!,
+    providerUrl: `http://${BRIDGE_IP}:${EMULATOR_PORT}`,
+  };
+}
+
+/** The deploy command's inventory (infra/deploy/cli/inventory.ts): the hosts' addresses and pinned keys. */
+function writeInventory(hosts: HostState[]): string {
+  const file = join(DATA, "inventory.json");
+  const entries = hosts
+    .filter((h) => h.role !== "lb")
+    .map((h) => ({
+      name: h.name,
+      region: h.region,
+      roles: [h.role],
+      ssh: { host: h.ip, user: "deploy" },
+      hostKeys: [h.hostKey.trim().split(/\s+/).slice(0, 2).join(" ")],
+      privateIp: h.ip,
+    }));
+  writeFileSync(file, `${JSON.stringify({ hosts: entries }, null, 2)}\n`);
+  return file;
+}
+
+/** Runs a project command through its own entry point (node infra/bootstrap.mjs ...), output to stderr. */
+function npmRun(args: string[], log: Log, env: Record<string, string> = {}): void {
+  log(`$ npm run ${args[0]} -- ${args.slice(1).join(" ")}`);
+  const r = spawnSync("node", ["infra/bootstrap.mjs", ...args], {
+    cwd: REPO,
+    stdio: ["ignore", 2, 2],
+    env: { ...process.env, ...env },
+    timeout: 1_200_000,
+  });
+  if (r.status !== 0) throw new Error(`npm run ${args.join(" ")}: exit ${r.status ?? r.signal}`);
+}
+
+/** The apps' binaries of this commit, built once into .data/rehearsal/dist/<commit> (REHEARSAL_REBUILD=1 rebuilds). */
+function binaries(signingKey: string, log: Log): string {
+  const rev = run(["git", "rev-parse", "--short=12", "HEAD"], { cwd: REPO }).stdout.trim() || "unknown";
+  const dist = join(DATA, "dist", rev);
+  const names = DEPLOY_ORDER.map((a) => join(dist, `${a}-${VERSION}-linux-x64.sha256.sig`));
+  if (process.env.REHEARSAL_REBUILD === "1" || !names.every(existsSync)) {
+    mkdirSync(dist, { recursive: true });
+    npmRun(
+      [
+        "build",
+        "--version",
+        VERSION,
+        "--arch",
+        "x64",
+        "--apps",
+        DEPLOY_ORDER.join(","),
+        "--out",
+        dist,
+        "--signing-key",
+        signingKey,
+      ],
+      log,
+    );
+  } else log(`binaries of ${rev} (${VERSION}) already in ${dist}`);
+  return dist;
+}
+
+/** Image, secrets, the bridge, the host's services, every host's user-data. */
+async function prepare(state: State, log: Log) {
+  const t = Date.now();
+  const image = await ensureImage(REPO, log);
+  state.image = { key: image.key, root: image.root };
+  state.timings.imageSeconds = image.cached ? secondsSince(t) : image.builtSeconds;
+  state.timings.imageCached = image.cached ? 1 : 0;
+  log(`image ${image.key}: ${image.cached ? "cached" : `built in ${image.builtSeconds} s`} (${image.root})`);
+  const s = ensureSecrets();
+  const hosts = fleet();
+  const topo = topologyOf(hosts);
+  const nats = await natsArtifact(log);
+  createBridge(log);
+  const services = await startHostServices(s.passwords.provider_key!, log);
+  state.services = {
+    emulatorPid: services.emulatorPid,
+    artifactsPid: services.artifactsPid,
+    emulatorUrl: services.emulatorUrl,
+  };
+  writeState(state);
+  const haproxyConfig = templatefile(join(REPO, "infra", "rehearsal", "haproxy.cfg.tftpl"), {
+    listen_ip: topo.lb.ip,
+    health_check_host: "gateway",
+    servers: topo.apps.map((a) => `  server ${a.name} ${a.ip}:8080`).join("\n"),
+  });
+  const userData = renderUserData(REPO, {
+    hosts,
+    regions: topo.regions,
+    leafHubRegion: topo.region,
+    privateCidr: SUBNET,
+    natsServerVersion: nats.version,
+    natsServerSha256: nats.sha256,
+    natsServerUrl: nats.url,
+    adminSshKeys: [s.sshPub],
+    deploySshKeys: [s.sshPub],
+    releaseSigningKeys: [s.signingPub],
+    haproxyConfig,
+    lbCertificate: lbCertificate(s, topo.lb),
+  });
+  mkdirSync(join(DATA, "user-data"), { recursive: true });
+  for (const [name, text] of Object.entries(userData))
+    writeFileSync(join(DATA, "user-data", `${name}.yaml`), text, { mode: 0o600 });
+  return { image, s, hosts, topo, userData };
+}
+
+/** Boots every host at once; each is up when systemd runs and cloud-init is done. */
+async function bootFleet(
+  state: State,
+  hosts: HostSpec[],
+  imageRoot: string,
+  userData: Record<string, string>,
+  log: Log,
+) {
+  resetKnownHosts();
+  const t = Date.now();
+  const started = await Promise.all(
+    hosts.map(async (h) => {
+      const key = hostKeyPair(join(DATA, "secrets"), h.name);
+      pinHostKey(h, key.public);
+      const m = await startMachine(h, imageRoot, { userData: userData[h.name]!, hostKey: key }, log);
+      const hs: HostState = {
+        ...h,
+        machine: m.machine,
+        nspawnPid: m.nspawnPid,
+        leaderPid: m.leaderPid,
+        hostKey: key.public.trim(),
+      };
+      state.hosts.push(hs);
+      writeState(state);
+      return { m, hs };
+    }),
+  );
+  await Promise.all(
+    started.map(async ({ m, hs }) => {
+      const b = await waitBooted(m, log);
+      hs.bootMs = b.cloudInitMs;
+      log(`${hs.name}: systemd ${b.state} after ${b.systemdMs} ms, cloud-init done after ${b.cloudInitMs} ms`);
+    }),
+  );
+  state.timings.bootAllSeconds = secondsSince(t);
+  writeState(state);
+}
+
+/** The operator's part (docs/deploy.md, "Secrets"), as ops over SSH; then the schema. */
+async function operate(state: State, topo: Topology, s: Secrets, log: Log): Promise<void> {
+  const t = Date.now();
+  await Promise.all([...topo.nats.map((h) => setUpNats(h, s, log)), setUpPostgres(topo.postgres, s, log)]);
+  for (const a of topo.apps) setUpApp(REPO, a, topo, s, log);
+  const migrated = migrateFromClone(REPO, topo.apps[0]!, topo, s);
+  log(`migrate (from the clone over the private network): ${migrated.split("\n").slice(-1)[0]}`);
+  state.timings.operatorSeconds = secondsSince(t);
+}
+
+/** The release: built and signed once per commit, deployed with the project's command, unchanged. */
+function release(state: State, topo: Topology, s: Secrets, log: Log): void {
+  let t = Date.now();
+  const dist = binaries(s.signingKey, log);
+  state.timings.buildSeconds = secondsSince(t);
+  const inventory = writeInventory(state.hosts);
+  state.inventory = inventory;
+  t = Date.now();
+  for (const app of DEPLOY_ORDER)
+    npmRun(["deploy", app, VERSION, "--hosts", inventory, "--dist", dist, "--ssh-key", s.sshKey], log);
+  state.timings.deploySeconds = secondsSince(t);
+  const again = migrate(topo.apps[0]!, s).trim().split("\n").slice(-1)[0];
+  log(`recovery migrate on ${topo.apps[0]!.name} (systemd-run, the deployed binary): ${again}`);
+}
+
+/** The load balancer puts the gateway in rotation (2 passing checks, 5 s apart), then one task through it. */
+async function throughLb(state: State, topo: Topology, s: Secrets) {
+  const client: LbClient = { url: `https://${topo.lb.ip}`, ca: s.caPem, apiKey: s.passwords.api_key! };
+  state.lbUrl = client.url;
+  state.apiKey = s.passwords.api_key;
+  state.caFile = caFile(s);
+  const t = Date.now();
+  await waitFor(
+    "the load balancer's /readyz (a gateway in rotation)",
+    60_000,
+    async () => ((await readyz(client)) === 200 ? true : undefined),
+    500,
+  );
+  state.timings.lbReadySeconds = secondsSince(t);
+  const first = await roundTrip(client, `up-${Date.now()}`);
+  if (first.status !== "completed") throw new Error(`the first task through the LB ended ${first.status}`);
+  state.timings.firstTaskMs = first.ms;
+  return { client, first };
+}
+
+export async function up(log: Log): Promise<UpResult> {
+  const t0 = Date.now();
+  ensureHostTools(log);
+  if (readState()) {
+    log("a previous rehearsal is still recorded: taking it down first");
+    await down(log);
+  }
+  const state: State = {
+    startedAt: new Date().toISOString(),
+    phase: "starting",
+    hosts: [],
+    services: {},
+    timings: {},
+  };
+  writeState(state);
+  try {
+    const { image, s, hosts, topo, userData } = await prepare(state, log);
+    await bootFleet(state, hosts, image.root, userData, log);
+    await operate(state, topo, s, log);
+    release(state, topo, s, log);
+    const { client, first } = await throughLb(state, topo, s);
+    state.timings.upSeconds = secondsSince(t0);
+    state.phase = "up";
+    writeState(state);
+    return { state, client, firstTask: first };
+  } catch (err) {
+    state.phase = "failed";
+    writeState(state);
+    throw err;
+  }
+}
+
+export async function down(log: Log): Promise<{ seconds: number }> {
+  const t0 = Date.now();
+  const state = readState();
+  const hosts: Array<HostSpec & { nspawnPid?: number }> = state?.hosts.length ? state.hosts : fleet();
+  await Promise.all(
+    hosts.map(async (h) => {
+      const r = await stopMachine(h, h.nspawnPid, log);
+      log(`${h.name}: stopped${r.clean ? "" : " (killed)"}`);
+    }),
+  );
+  stopPid(state?.services.emulatorPid, "emulator");
+  stopPid(state?.services.artifactsPid, "serve-artifacts");
+  removeBridge(log);
+  clearState();
+  return { seconds: secondsSince(t0) };
+}
+
+export interface HostStatus {
+  name: string;
+  role: string;
+  ip: string;
+  machine: string;
+  running: boolean;
+  systemd?: string;
+}
+
+export function status(): { state?: State; hosts: HostStatus[]; bridge: boolean; ports: string[] } {
+  const state = readState();
+  const hosts = (state?.hosts ?? []).map((h) => {
+    const running = existsSync(`/proc/${h.nspawnPid}`) && existsSync(`/proc/${h.leaderPid}`);
+    return {
+      name: h.name,
+      role: h.role,
+      ip: h.ip,
+      machine: machineName(h),
+      running,
+      ...(running ? { systemd: inMachine(h, "systemctl is-system-running").stdout.trim() } : {}),
+    };
+  });
+  return { state, hosts, bridge: bridgeExists(), ports: bridgeExists() ? bridgePorts() : [] };
+}
+
+/** The fleet as a table: name, address, role. */
+export function fleetTable(
+  hosts: Array<{ name: string; ip: string; role: string; running?: boolean; systemd?: string }>,
+): string {
+  return hosts
+    .map(
+      (h) =>
+        `  ${h.name.padEnd(14)} ${h.ip.padEnd(12)} ${h.role.padEnd(9)}${h.systemd ? ` ${h.systemd}` : h.running === false ? " stopped" : ""}`,
+    )
+    .join("\n");
+}
