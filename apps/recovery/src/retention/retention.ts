@@ -55,24 +55,22 @@ async function drain(
   }
 }
 
-export async function runRetention(
+/** How a rule runs: rows per statement, and at most this many statements per run. */
+interface Batching {
+  batch: number;
+  maxBatches: number;
+}
+
+/** Rule 3: finished rows older than `rowAge`, and their deliveries, deleted (one statement a batch: they go together). */
+async function deleteOldRows(
   sql: postgres.Sql,
-  p: RetentionPolicy,
-  metrics?: RetentionMetrics,
-): Promise<RetentionReport> {
-  const started = Date.now();
-  const batch = p.batch ?? 1000;
-  const maxBatches = p.maxBatches ?? 1000;
-  const grace = `${p.tokenGraceMs} milliseconds`;
-  const taskAge = `${p.taskRetentionDays} days`;
-  const rowAge = `${p.rowRetentionDays} days`;
-  try {
-    // Rows first: nothing is rewritten that is about to go.
-    let deliveriesDeleted = 0;
-    const rows = await drain(
-      async () => {
-        // One statement: the rows and their (finished) deliveries go together.
-        const [r] = await sql<{ tasks: number; deliveries: number }[]>`
+  rowAge: string,
+  { batch, maxBatches }: Batching,
+): Promise<{ rows: number; batches: number; deliveries: number }> {
+  let deliveries = 0;
+  const rows = await drain(
+    async () => {
+      const [r] = await sql<{ tasks: number; deliveries: number }[]>`
         with gone as (
           delete from tasks t where t.id in (
             select id from tasks
@@ -82,38 +80,54 @@ export async function runRetention(
           returning t.id),
         deliveries as (delete from webhook_deliveries d using gone where d.task_id = gone.id returning 1)
         select (select count(*) from gone)::int as tasks, (select count(*) from deliveries)::int as deliveries`;
-        deliveriesDeleted += r?.deliveries ?? 0;
-        return r?.tasks ?? 0;
-      },
-      batch,
-      maxBatches,
-    );
-    metrics?.rows("row_deleted", rows.rows);
-    metrics?.rows("delivery_deleted", deliveriesDeleted);
-    // Two statements, each an index range on tasks_token_expiry_idx: tokens past expiry + grace,
-    // then answers without expiry (image tasks) of tasks finished TASK_RETENTION_DAYS ago.
-    const erase = (which: "expired" | "no-expiry") =>
-      drain(
-        async () => {
-          const r = await sql`
+      deliveries += r?.deliveries ?? 0;
+      return r?.tasks ?? 0;
+    },
+    batch,
+    maxBatches,
+  );
+  return { ...rows, deliveries };
+}
+
+/**
+ * Rule 1, in two statements, each an index range on tasks_token_expiry_idx: tokens past expiry +
+ * grace, then answers without expiry (image tasks) of tasks finished TASK_RETENTION_DAYS ago.
+ */
+async function eraseTokens(
+  sql: postgres.Sql,
+  grace: string,
+  taskAge: string,
+  { batch, maxBatches }: Batching,
+): Promise<{ rows: number; batches: number }> {
+  const erase = (which: "expired" | "no-expiry") =>
+    drain(
+      async () => {
+        const r = await sql`
           update tasks t set token = null, user_agent = null
           where t.id in (
             select id from tasks
             where token is not null and state = 'completed'
               and ${which === "expired" ? sql`token_expires_at < now() - ${grace}::interval` : sql`token_expires_at is null and coalesce(completed_at, updated_at) < now() - ${taskAge}::interval`}
             limit ${batch} for update skip locked)`;
-          return r.count;
-        },
-        batch,
-        maxBatches,
-      );
-    const expiredTokens = await erase("expired");
-    const answers = await erase("no-expiry");
-    const tokens = { rows: expiredTokens.rows + answers.rows, batches: expiredTokens.batches + answers.batches };
-    metrics?.rows("token_erased", tokens.rows);
-    const params = await drain(
-      async () => {
-        const r = await sql`
+        return r.count;
+      },
+      batch,
+      maxBatches,
+    );
+  const expiredTokens = await erase("expired");
+  const answers = await erase("no-expiry");
+  return { rows: expiredTokens.rows + answers.rows, batches: expiredTokens.batches + answers.batches };
+}
+
+/** Rule 2: params and callback URL of a task finished `taskAge` ago, unless a callback is still pending. */
+function purgeParams(
+  sql: postgres.Sql,
+  taskAge: string,
+  { batch, maxBatches }: Batching,
+): Promise<{ rows: number; batches: number }> {
+  return drain(
+    async () => {
+      const r = await sql`
         update tasks t set params = '{}'::jsonb, callback_url = null
         where t.id in (
           select id from tasks
@@ -121,17 +135,35 @@ export async function runRetention(
             and (params <> '{}'::jsonb or callback_url is not null)
             and not exists (select 1 from webhook_deliveries d where d.status = 'pending' and d.task_id = tasks.id)
           limit ${batch} for update skip locked)`;
-        return r.count;
-      },
-      batch,
-      maxBatches,
-    );
+      return r.count;
+    },
+    batch,
+    maxBatches,
+  );
+}
+
+export async function runRetention(
+  sql: postgres.Sql,
+  p: RetentionPolicy,
+  metrics?: RetentionMetrics,
+): Promise<RetentionReport> {
+  const started = Date.now();
+  const batching = { batch: p.batch ?? 1000, maxBatches: p.maxBatches ?? 1000 };
+  const taskAge = `${p.taskRetentionDays} days`;
+  try {
+    // Rows first: nothing is rewritten that is about to go.
+    const rows = await deleteOldRows(sql, `${p.rowRetentionDays} days`, batching);
+    metrics?.rows("row_deleted", rows.rows);
+    metrics?.rows("delivery_deleted", rows.deliveries);
+    const tokens = await eraseTokens(sql, `${p.tokenGraceMs} milliseconds`, taskAge, batching);
+    metrics?.rows("token_erased", tokens.rows);
+    const params = await purgeParams(sql, taskAge, batching);
     metrics?.rows("params_purged", params.rows);
     const report = {
       tokensErased: tokens.rows,
       paramsPurged: params.rows,
       rowsDeleted: rows.rows,
-      deliveriesDeleted,
+      deliveriesDeleted: rows.deliveries,
       batches: tokens.batches + params.batches + rows.batches,
       ms: Date.now() - started,
     };
