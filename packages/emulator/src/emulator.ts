@@ -53,92 +53,129 @@ function corsPreflight(): Response {
   });
 }
 
+/** The emulator's state from validated settings: fresh accounts, no task, zeroed counters. */
+function initialState(resolved: EmulatorState["settings"], opts: EmulatorOptions): EmulatorState {
+  const state: EmulatorState = {
+    settings: resolved,
+    accounts: new Accounts(resolved.keys),
+    tasks: new TaskBook(() => state.now()),
+    stats: new StatsRecorder(),
+    now: opts.now ?? Date.now,
+    random: opts.random ?? Math.random,
+  };
+  return state;
+}
+
+function applyConfig(state: EmulatorState, patch: EmulatorConfigPatch): void {
+  state.settings = applyPatch(state.settings, patch);
+  if (patch.keys) state.accounts.configure(patch.keys);
+}
+
+/** What the control API shows of the settings (never a key). */
+function configView(state: EmulatorState): EmulatorConfigView {
+  return {
+    keyCount: Object.keys(state.settings.keys).length,
+    latencyMs: state.settings.latencyMs,
+    latencyJitterMs: state.settings.latencyJitterMs,
+    maxImageBytes: state.settings.maxImageBytes,
+    faults: state.settings.faults,
+  };
+}
+
+function taskView(state: EmulatorState, providerId: string): EmulatorTaskView | undefined {
+  const t = state.tasks.get(providerId);
+  if (!t) return undefined;
+  return {
+    id: t.id,
+    method: t.method,
+    fingerprint: t.fingerprint,
+    submittedAt: t.submittedAt,
+    readyAt: t.readyAt,
+    answer: t.unsolvable ? null : t.answer,
+    unsolvable: t.unsolvable,
+    answerReadAt: t.answerReadAt ?? null,
+    report: t.report ?? null,
+  };
+}
+
+/** The counters and resets over `state`, as the handle and the control API offer them. */
+function controlOf(state: EmulatorState) {
+  return {
+    stats: (): EmulatorStats => state.stats.snapshot(state.tasks.inFlightByKey()),
+    resetStats: (): void => state.stats.reset(state.tasks.inFlightByKey()),
+    reset: (): void => {
+      state.tasks.clear();
+      state.accounts.refill();
+      state.stats.reset({});
+    },
+    applyConfig: (patch: EmulatorConfigPatch) => applyConfig(state, patch),
+    configView: () => configView(state),
+    task: (providerId: string) => taskView(state, providerId),
+  };
+}
+
+/** in.php and res.php (the protocol), anything else to the control API. */
+async function route(state: EmulatorState, control: ReturnType<typeof controlOf>, req: Request): Promise<Response> {
+  const path = new URL(req.url).pathname;
+  if (path === "/in.php" || path === "/res.php") {
+    if (req.method === "OPTIONS") return corsPreflight();
+    if (req.method !== "GET" && req.method !== "POST") return new Response("Method Not Allowed", { status: 405 });
+    const call = await readProtocolParams(req);
+    return path === "/in.php" ? handleInPhp(state, call) : handleResPhp(state, call);
+  }
+  return (await handleControl(req, path, control)) ?? new Response("Not Found", { status: 404 });
+}
+
+function serve(host: string, port: number, fetch: (req: Request) => Promise<Response>) {
+  return Bun.serve({
+    hostname: host,
+    port,
+    maxRequestBodySize: MAX_REQUEST_BODY,
+    idleTimeout: 90,
+    fetch,
+    error(err) {
+      console.error(JSON.stringify({ event: "emulator.handler_error", message: err.message }));
+      return new Response("Internal Server Error", { status: 500 });
+    },
+  });
+}
+
+/** A runtime patch checked as settings; host/port refused while the emulator listens. */
+function checkPatch(patch: Partial<EmulatorOptions>, listening: boolean) {
+  const { now: _n, random: _r, host: h, port: p, ...rest } = patch;
+  if ((h !== undefined || p !== undefined) && listening) {
+    throw new EmulatorConfigError("host/port cannot change while the emulator is running", [
+      ...(h !== undefined ? ["host"] : []),
+      ...(p !== undefined ? ["port"] : []),
+    ]);
+  }
+  return parseSettings(EmulatorSettings, {
+    ...rest,
+    ...(h !== undefined ? { host: h } : {}),
+    ...(p !== undefined ? { port: p } : {}),
+  });
+}
+
 /**
  * Creates a 2Captcha/CaptchaAI v1 protocol emulator (in.php/res.php plus a JSON control API).
  * Nothing listens until start(). Options are validated at once (EmulatorConfigError).
  * Logs nothing per request; API keys are never printed.
  */
 export function createEmulator(opts: EmulatorOptions = {}): Emulator {
-  const { now: nowOpt, random: randomOpt, ...plain } = opts;
+  const { now: _now, random: _random, ...plain } = opts;
   const settings = parseSettings(EmulatorSettings, plain);
   let host = settings.host ?? "127.0.0.1";
   let port = settings.port ?? 0;
-  const resolved = resolveSettings(settings);
-  const state: EmulatorState = {
-    settings: resolved,
-    accounts: new Accounts(resolved.keys),
-    tasks: new TaskBook(() => state.now()),
-    stats: new StatsRecorder(),
-    now: nowOpt ?? Date.now,
-    random: randomOpt ?? Math.random,
-  };
+  const state = initialState(resolveSettings(settings), opts);
+  const control = controlOf(state);
 
   let server: ReturnType<typeof Bun.serve> | undefined;
   let baseUrl: string | undefined;
 
-  const applyConfig = (patch: EmulatorConfigPatch): void => {
-    state.settings = applyPatch(state.settings, patch);
-    if (patch.keys) state.accounts.configure(patch.keys);
-  };
-
-  const configView = (): EmulatorConfigView => ({
-    keyCount: Object.keys(state.settings.keys).length,
-    latencyMs: state.settings.latencyMs,
-    latencyJitterMs: state.settings.latencyJitterMs,
-    maxImageBytes: state.settings.maxImageBytes,
-    faults: state.settings.faults,
-  });
-
-  const task = (providerId: string): EmulatorTaskView | undefined => {
-    const t = state.tasks.get(providerId);
-    if (!t) return undefined;
-    return {
-      id: t.id,
-      method: t.method,
-      fingerprint: t.fingerprint,
-      submittedAt: t.submittedAt,
-      readyAt: t.readyAt,
-      answer: t.unsolvable ? null : t.answer,
-      unsolvable: t.unsolvable,
-      answerReadAt: t.answerReadAt ?? null,
-      report: t.report ?? null,
-    };
-  };
-
-  const stats = (): EmulatorStats => state.stats.snapshot(state.tasks.inFlightByKey());
-  const resetStats = (): void => state.stats.reset(state.tasks.inFlightByKey());
-  const reset = (): void => {
-    state.tasks.clear();
-    state.accounts.refill();
-    state.stats.reset({});
-  };
-  const control = { stats, reset, applyConfig, configView, task };
-
-  async function route(req: Request): Promise<Response> {
-    const path = new URL(req.url).pathname;
-    if (path === "/in.php" || path === "/res.php") {
-      if (req.method === "OPTIONS") return corsPreflight();
-      if (req.method !== "GET" && req.method !== "POST") return new Response("Method Not Allowed", { status: 405 });
-      const call = await readProtocolParams(req);
-      return path === "/in.php" ? handleInPhp(state, call) : handleResPhp(state, call);
-    }
-    return (await handleControl(req, path, control)) ?? new Response("Not Found", { status: 404 });
-  }
-
   return {
     async start() {
       if (!server) {
-        server = Bun.serve({
-          hostname: host,
-          port,
-          maxRequestBodySize: MAX_REQUEST_BODY,
-          idleTimeout: 90,
-          fetch: route,
-          error(err) {
-            console.error(JSON.stringify({ event: "emulator.handler_error", message: err.message }));
-            return new Response("Internal Server Error", { status: 500 });
-          },
-        });
+        server = serve(host, port, (req) => route(state, control, req));
         const boundPort = server.port ?? port;
         baseUrl = `http://${host.includes(":") ? `[${host}]` : host}:${boundPort}`;
       }
@@ -154,29 +191,18 @@ export function createEmulator(opts: EmulatorOptions = {}): Emulator {
       if (!baseUrl) throw new Error("emulator not started: call start() first");
       return baseUrl;
     },
-    stats,
-    resetStats,
-    reset,
+    stats: control.stats,
+    resetStats: control.resetStats,
+    reset: control.reset,
     configure(patch) {
-      const { now: n, random: r, host: h, port: p, ...rest } = patch;
-      if ((h !== undefined || p !== undefined) && server) {
-        throw new EmulatorConfigError("host/port cannot change while the emulator is running", [
-          ...(h !== undefined ? ["host"] : []),
-          ...(p !== undefined ? ["port"] : []),
-        ]);
-      }
-      const checked = parseSettings(EmulatorSettings, {
-        ...rest,
-        ...(h !== undefined ? { host: h } : {}),
-        ...(p !== undefined ? { port: p } : {}),
-      });
+      const checked = checkPatch(patch, server !== undefined);
       if (checked.host !== undefined) host = checked.host;
       if (checked.port !== undefined) port = checked.port;
       const { host: _h, port: _p, ...runtime } = checked;
-      applyConfig(runtime);
-      if (n) state.now = n;
-      if (r) state.random = r;
+      applyConfig(state, runtime);
+      if (patch.now) state.now = patch.now;
+      if (patch.random) state.random = patch.random;
     },
-    task,
+    task: control.task,
   };
 }
