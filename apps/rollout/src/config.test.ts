@@ -1,4 +1,7 @@
 import { expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigError } from "@pipeline/shared/config";
 import { loadConfig, regionEndpoints } from "./config.ts";
 
@@ -44,4 +47,32 @@ test("the service needs the home database; the CLI does not", () => {
   expect(regionEndpoints(loadConfig(env), env, { needDatabase: false })).toHaveLength(1);
   expect(() => regionEndpoints(loadConfig(env), env, { needDatabase: true })).toThrow("DATABASE_URL");
   expect(() => loadConfig({ ...env, ROLLOUT_TICK_MS: "5" })).toThrow("ROLLOUT_TICK_MS");
+});
+
+test("under systemd the passwords are credentials: the home region's and, loaded from a folder, the other regions'", () => {
+  const dir = mkdtempSync(join(tmpdir(), "rollout-creds-"));
+  try {
+    // As systemd lays them out: LoadCredential=NATS_PASSWORD:... and LoadCredential=regions:<folder>.
+    writeFileSync(join(dir, "NATS_PASSWORD"), "home-nats-pw\n");
+    writeFileSync(join(dir, "DATABASE_PASSWORD"), "home-db-pw\n");
+    writeFileSync(join(dir, "regions_NATS_PASSWORD_HEL1"), "hel1-nats-pw\n");
+    writeFileSync(join(dir, "regions_DATABASE_PASSWORD_HEL1"), "hel1-db-pw\n");
+    const env = {
+      ...base,
+      CREDENTIALS_DIRECTORY: dir,
+      NATS_USER: "rollout",
+      NATS_URL_HEL1: "nats://10.0.0.2:4222",
+      DATABASE_URL_HEL1: "postgres://b@10.0.0.2/x",
+      NATS_USER_HEL1: "rollout",
+    };
+    const config = loadConfig(env);
+    expect(config.DATABASE_URL).toBe("postgres://a:home-db-pw@127.0.0.1/x");
+    const e = regionEndpoints(config, env, { needDatabase: true });
+    expect(e.map((r) => [r.name, r.auth, r.databaseUrl])).toEqual([
+      ["fsn1", { user: "rollout", pass: "home-nats-pw" }, "postgres://a:home-db-pw@127.0.0.1/x"],
+      ["hel1", { user: "rollout", pass: "hel1-nats-pw" }, "postgres://b:hel1-db-pw@10.0.0.2/x"],
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -1,4 +1,12 @@
-import { ConfigError, commonEnv, envInt, natsAuthEnv, parseEnv, regionsOf } from "@pipeline/shared/config";
+import {
+  ConfigError,
+  commonEnv,
+  envInt,
+  natsAuthEnv,
+  parseEnv,
+  regionsOf,
+  withCredentials,
+} from "@pipeline/shared/config";
 import { type NatsAuth, natsAuthFromEnv } from "@pipeline/shared/nats";
 import { z } from "zod";
 
@@ -47,7 +55,8 @@ export const envSuffix = (region: string) => region.toUpperCase().replace(/-/g, 
  * Every region the rollout drives (REGIONS, or REGION alone): the home region through NATS_URL,
  * DATABASE_URL and NATS_USER/NATS_PASSWORD/NATS_CREDS, each other one through the same variables
  * suffixed with its name (`NATS_URL_HEL1`, `DATABASE_URL_HEL1`, `NATS_USER_HEL1`...). A missing or
- * malformed one is a ConfigError naming it.
+ * malformed one is a ConfigError naming it. Each may come from the environment or as a systemd
+ * credential of that name (withCredentials: `DATABASE_PASSWORD_HEL1` goes into `DATABASE_URL_HEL1`).
  */
 export function regionEndpoints(
   config: RolloutConfig,
@@ -56,6 +65,8 @@ export function regionEndpoints(
 ): RegionEndpoint[] {
   const out: RegionEndpoint[] = [];
   const faults: string[] = [];
+  // Another region's passwords come as credentials too (NATS_PASSWORD_HEL1, DATABASE_PASSWORD_HEL1).
+  const settings = withCredentials(env);
   for (const name of regionsOf(config)) {
     if (name === config.REGION) {
       if (o.needDatabase && !config.DATABASE_URL) faults.push("DATABASE_URL: required by the rollout service");
@@ -63,7 +74,7 @@ export function regionEndpoints(
       continue;
     }
     const sfx = envSuffix(name);
-    const pick = (k: string) => env[`${k}_${sfx}`];
+    const pick = (k: string) => settings[`${k}_${sfx}`];
     const r = z
       .object({
         NATS_URL: OtherNatsUrl,

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { z } from "zod";
 import { parseRegions } from "./regions/home.ts";
 import { fieldErrors } from "./schemas/zod-issues.ts";
@@ -19,12 +21,94 @@ export class ConfigError extends Error {
  * at fault, never its value (values may be secrets).
  */
 export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
-  const r = schema.safeParse(env);
+  const settings = withCredentials(env);
+  const r = schema.safeParse(settings);
   if (r.success) return r.data;
+  const dir = env.CREDENTIALS_DIRECTORY;
   const errors = fieldErrors(r.error).map((f) => ({ ...f, field: f.field === "(root)" ? "(env)" : f.field }));
   const fields = errors.map((f) => f.field);
-  const lines = errors.map((f) => `  ${f.field}: ${f.message}`);
+  // Under systemd a secret comes as a credential: say where it was looked for when it is missing.
+  const where = (field: string) =>
+    dir && settings[field] === undefined ? ` (not in the environment, and no credential ${field} in ${dir})` : "";
+  const lines = errors.map((f) => `  ${f.field}: ${f.message}${where(f.field)}`);
   throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`, fields);
+}
+
+/** A setting's name, and so a credential's: `API_KEY_PEPPER`, `NATS_PASSWORD_HEL1`. */
+const SETTING_NAME = /^[A-Z][A-Z0-9_]{0,127}$/;
+/** A credential loaded from a directory (`LoadCredential=regions:/dir`): systemd names it `<id>_<file>`. */
+const PREFIXED_CREDENTIAL = /^[a-z][a-z0-9-]{0,31}_([A-Z][A-Z0-9_]{0,127})$/;
+
+/**
+ * The environment with the secrets systemd hands the process (`LoadCredential=`, docs/deploy.md):
+ * when `CREDENTIALS_DIRECTORY` is set, each file there named for a setting (`API_KEY_PEPPER`, or
+ * `<id>_API_KEY_PEPPER` when loaded from a directory) gives that setting its content, one trailing
+ * newline removed; an empty file leaves it unset. A setting both in the environment and as a
+ * credential is refused (which one would win is a trap). Then `DATABASE_PASSWORD` (and
+ * `DATABASE_PASSWORD_<REGION>`) goes into the `DATABASE_URL` of the same suffix, which must carry no
+ * password of its own: the env files name the database, the credential holds its password. Errors
+ * are ConfigErrors naming the setting, never a value.
+ */
+export function withCredentials(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = { ...env };
+  const dir = env.CREDENTIALS_DIRECTORY;
+  const faults: [string, string][] = [];
+  if (dir) {
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch (err) {
+      faults.push(["CREDENTIALS_DIRECTORY", `cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`]);
+    }
+    for (const file of names.sort()) {
+      const setting = SETTING_NAME.test(file) ? file : PREFIXED_CREDENTIAL.exec(file)?.[1];
+      if (!setting) continue;
+      let value: string;
+      try {
+        value = readFileSync(join(dir, file), "utf8").replace(/\r?\n$/, "");
+      } catch (err) {
+        faults.push([
+          setting,
+          `its credential ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`,
+        ]);
+        continue;
+      }
+      if (value === "") continue;
+      if (env[setting] !== undefined && env[setting] !== "")
+        faults.push([
+          setting,
+          `set in the environment and as the credential ${file}: keep it in one place (the credential; remove it from the env file)`,
+        ]);
+      else out[setting] = value;
+    }
+  }
+  for (const key of Object.keys(out)) {
+    const m = /^DATABASE_PASSWORD(_[A-Z0-9_]+)?$/.exec(key);
+    const password = out[key];
+    if (!m || !password) continue;
+    const urlKey = `DATABASE_URL${m[1] ?? ""}`;
+    const raw = out[urlKey];
+    if (!raw) continue; // the URL's own check names it
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      faults.push([urlKey, "must be a postgres:// URL"]);
+      continue;
+    }
+    if (url.password) faults.push([key, `${urlKey} carries a password already: give it in one place (${key})`]);
+    else if (!url.username) faults.push([urlKey, `names no user (postgres://<user>@host/db): ${key} is that user's`]);
+    else {
+      url.password = password;
+      out[urlKey] = url.toString();
+    }
+  }
+  if (faults.length)
+    throw new ConfigError(
+      `invalid configuration:\n${faults.map(([f, m]) => `  ${f}: ${m}`).join("\n")}`,
+      faults.map(([f]) => f),
+    );
+  return out;
 }
 
 /**
