@@ -15,6 +15,7 @@ import {
 } from "node:fs";
 import { join, resolve } from "node:path";
 import { MissingBinaryError, onPath } from "./binaries.ts";
+import { DEBIAN_KEYRING, lastLine, tempApt } from "./debian-apt.ts";
 import { debianMirror, withLock } from "./nats-binary.ts";
 
 /** `.data/tools/debian` (DEBIAN_TOOLS_DIR overrides). */
@@ -42,89 +43,74 @@ export interface UnpackedPackages {
  */
 export function debianPackages(name: string, pkgs: string[], log: (m: string) => void = () => {}): UnpackedPackages {
   const dir = join(debianToolsDir(), name);
-  const manifest = join(dir, "manifest.json");
-  const cached = (): UnpackedPackages | undefined => {
-    if (!existsSync(manifest)) return undefined;
-    try {
-      const m = JSON.parse(readFileSync(manifest, "utf8")) as { wanted: string[]; packages: string[] };
-      return m.wanted.join(" ") === pkgs.join(" ") ? { root: join(dir, "root"), packages: m.packages } : undefined;
-    } catch {
-      return undefined;
-    }
-  };
-  const hit = cached();
+  const hit = cachedPackages(dir, pkgs);
   if (hit) return hit;
   mkdirSync(dir, { recursive: true });
-  return withLock(dir, () => {
-    const again = cached();
-    if (again) return again;
-    const mirror = debianMirror();
-    const suite = debianSuite();
-    const keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
-    if (!mirror || !suite || !existsSync(keyring) || !onPath("apt-get") || !onPath("dpkg-deb")) {
-      throw new MissingBinaryError(
-        `cannot fetch ${pkgs.join(", ")}: this machine has no apt with a Debian archive (set DEBIAN_MIRROR)`,
-      );
+  return withLock(dir, () => cachedPackages(dir, pkgs) ?? fetchPackages(dir, pkgs, log));
+}
+
+/** What `dir` holds when its manifest lists exactly `pkgs`. */
+function cachedPackages(dir: string, pkgs: string[]): UnpackedPackages | undefined {
+  const manifest = join(dir, "manifest.json");
+  if (!existsSync(manifest)) return undefined;
+  try {
+    const m = JSON.parse(readFileSync(manifest, "utf8")) as { wanted: string[]; packages: string[] };
+    return m.wanted.join(" ") === pkgs.join(" ") ? { root: join(dir, "root"), packages: m.packages } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Downloads `pkgs` from this machine's suite (and its updates) in a work folder, then installs them into `dir`. */
+function fetchPackages(dir: string, pkgs: string[], log: (m: string) => void): UnpackedPackages {
+  const mirror = debianMirror();
+  const suite = debianSuite();
+  if (!mirror || !suite || !existsSync(DEBIAN_KEYRING) || !onPath("apt-get") || !onPath("dpkg-deb")) {
+    throw new MissingBinaryError(
+      `cannot fetch ${pkgs.join(", ")}: this machine has no apt with a Debian archive (set DEBIAN_MIRROR)`,
+    );
+  }
+  const work = mkdtempSync(join(dir, ".apt-"));
+  try {
+    const apt = tempApt(work, mirror, [suite, `${suite}-updates`]);
+    log(`fetching ${pkgs.join(", ")} from Debian ${suite} (apt-get download, into ${dir})`);
+    const upd = apt(["update"]);
+    if (upd.status !== 0) throw new MissingBinaryError(`apt-get update for ${suite} failed: ${lastLine(upd)}`);
+    const dl = apt(["download", ...pkgs]);
+    const debs = readdirSync(work).filter((f) => f.endsWith(".deb"));
+    if (dl.status !== 0 || debs.length !== pkgs.length) {
+      throw new MissingBinaryError(`apt-get download ${pkgs.join(" ")} failed: ${lastLine(dl)}`);
     }
-    const work = mkdtempSync(join(dir, ".apt-"));
-    try {
-      const lists = join(work, "lists");
-      mkdirSync(join(lists, "partial"), { recursive: true });
-      const list = join(work, "sources.list");
-      writeFileSync(
-        list,
-        `deb [signed-by=${keyring}] ${mirror} ${suite} main\ndeb [signed-by=${keyring}] ${mirror} ${suite}-updates main\n`,
-      );
-      const apt = (args: string[]) =>
-        spawnSync(
-          "apt-get",
-          [
-            "-qq",
-            "-o",
-            `Dir::Etc::sourcelist=${list}`,
-            "-o",
-            "Dir::Etc::sourceparts=-",
-            "-o",
-            `Dir::State::Lists=${lists}`,
-            "-o",
-            "APT::Sandbox::User=root",
-            ...args,
-          ],
-          {
-            cwd: work,
-            encoding: "utf8",
-          },
-        );
-      log(`fetching ${pkgs.join(", ")} from Debian ${suite} (apt-get download, into ${dir})`);
-      const upd = apt(["update"]);
-      if (upd.status !== 0)
-        throw new MissingBinaryError(
-          `apt-get update for ${suite} failed: ${(upd.stderr || upd.stdout).trim().split("\n").pop()}`,
-        );
-      const dl = apt(["download", ...pkgs]);
-      const debs = readdirSync(work).filter((f) => f.endsWith(".deb"));
-      if (dl.status !== 0 || debs.length !== pkgs.length) {
-        throw new MissingBinaryError(
-          `apt-get download ${pkgs.join(" ")} failed: ${(dl.stderr || dl.stdout).trim().split("\n").pop()}`,
-        );
-      }
-      const root = join(work, "root");
-      for (const deb of debs) {
-        const x = spawnSync("dpkg-deb", ["-x", join(work, deb), root], { encoding: "utf8" });
-        if (x.status !== 0) throw new MissingBinaryError(`dpkg-deb -x ${deb} failed: ${x.stderr.trim()}`);
-      }
-      rmSync(join(dir, "root"), { recursive: true, force: true });
-      renameSync(root, join(dir, "root"));
-      writeFileSync(
-        manifest,
-        `${JSON.stringify({ wanted: pkgs, packages: debs.sort(), suite, fetchedAt: new Date().toISOString() }, null, 2)}\n`,
-      );
-      log(`unpacked ${debs.join(", ")}`);
-      return { root: join(dir, "root"), packages: debs.sort() };
-    } finally {
-      rmSync(work, { recursive: true, force: true });
-    }
-  });
+    installPackages(dir, unpackDebs(work, debs), { wanted: pkgs, packages: debs.sort(), suite });
+    log(`unpacked ${debs.join(", ")}`);
+    return { root: join(dir, "root"), packages: debs.sort() };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Unpacks every .deb of `work` into `work/root`; returns that folder. */
+function unpackDebs(work: string, debs: string[]): string {
+  const root = join(work, "root");
+  for (const deb of debs) {
+    const x = spawnSync("dpkg-deb", ["-x", join(work, deb), root], { encoding: "utf8" });
+    if (x.status !== 0) throw new MissingBinaryError(`dpkg-deb -x ${deb} failed: ${x.stderr.trim()}`);
+  }
+  return root;
+}
+
+/** Moves `root` to `dir/root` (replacing what was there) and writes `dir/manifest.json`. */
+function installPackages(
+  dir: string,
+  root: string,
+  what: { wanted: string[]; packages: string[]; suite: string },
+): void {
+  rmSync(join(dir, "root"), { recursive: true, force: true });
+  renameSync(root, join(dir, "root"));
+  writeFileSync(
+    join(dir, "manifest.json"),
+    `${JSON.stringify({ ...what, fetchedAt: new Date().toISOString() }, null, 2)}\n`,
+  );
 }
 
 /** `shellcheck` from PATH, else Debian's package unpacked into the project. */

@@ -19,6 +19,7 @@ import {
 import { join, resolve } from "node:path";
 import { MIN_NATS_SERVER, parseServerVersion, versionAtLeast } from "@pipeline/shared/nats";
 import { MissingBinaryError, onPath } from "./binaries.ts";
+import { DEBIAN_KEYRING, lastLine, tempApt } from "./debian-apt.ts";
 
 /** The repository's `.data/bin`: where a fetched server is kept (NATS_BIN_DIR overrides). */
 export function natsBinDir(): string {
@@ -112,89 +113,86 @@ export function cachedServer(dir = natsBinDir()): FetchedServer | undefined {
  */
 export function fetchDebianServer(log: (m: string) => void, dir = natsBinDir()): FetchedServer {
   mkdirSync(dir, { recursive: true });
-  return withLock(dir, () => {
-    const cached = cachedServer(dir);
-    if (cached) return cached;
-    const mirror = debianMirror();
-    const keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
-    if (!mirror || !existsSync(keyring) || !onPath("apt-get") || !onPath("dpkg-deb")) {
-      throw new MissingBinaryError(
-        "cannot fetch nats-server: this machine has no apt with a Debian archive (set DEBIAN_MIRROR, or NATS_SERVER_BIN)",
-      );
+  return withLock(dir, () => cachedServer(dir) ?? fetchIntoDir(log, dir));
+}
+
+/** Tries Debian unstable, then testing, in a work folder inside `dir` that is removed after. */
+function fetchIntoDir(log: (m: string) => void, dir: string): FetchedServer {
+  const mirror = debianMirror();
+  if (!mirror || !existsSync(DEBIAN_KEYRING) || !onPath("apt-get") || !onPath("dpkg-deb")) {
+    throw new MissingBinaryError(
+      "cannot fetch nats-server: this machine has no apt with a Debian archive (set DEBIAN_MIRROR, or NATS_SERVER_BIN)",
+    );
+  }
+  const work = mkdtempSync(join(dir, ".apt-"));
+  try {
+    for (const suite of ["unstable", "testing"]) {
+      const fetched = fetchFromSuite(log, dir, join(work, suite), mirror, suite);
+      if (fetched) return fetched;
     }
-    const work = mkdtempSync(join(dir, ".apt-"));
-    try {
-      for (const suite of ["unstable", "testing"]) {
-        const lists = join(work, suite, "lists");
-        mkdirSync(join(lists, "partial"), { recursive: true });
-        const list = join(work, suite, "sources.list");
-        writeFileSync(list, `deb [signed-by=${keyring}] ${mirror} ${suite} main\n`);
-        const apt = (args: string[]) =>
-          spawnSync(
-            "apt-get",
-            [
-              "-qq",
-              "-o",
-              `Dir::Etc::sourcelist=${list}`,
-              "-o",
-              "Dir::Etc::sourceparts=-",
-              "-o",
-              `Dir::State::Lists=${lists}`,
-              "-o",
-              "APT::Sandbox::User=root",
-              ...args,
-            ],
-            {
-              cwd: join(work, suite),
-              encoding: "utf8",
-            },
-          );
-        log(`fetching nats-server from Debian ${suite} (apt-get download, into ${dir})`);
-        const upd = apt(["update"]);
-        if (upd.status !== 0) {
-          log(`apt-get update for ${suite} failed: ${(upd.stderr || upd.stdout).trim().split("\n").pop()}`);
-          continue;
-        }
-        const dl = apt(["download", "nats-server"]);
-        const deb = readdirSync(join(work, suite)).find((f) => /^nats-server_.*\.deb$/.test(f));
-        if (dl.status !== 0 || !deb) {
-          log(
-            `apt-get download nats-server from ${suite} failed: ${(dl.stderr || dl.stdout).trim().split("\n").pop()}`,
-          );
-          continue;
-        }
-        const x = join(work, suite, "x");
-        const unpack = spawnSync("dpkg-deb", ["-x", join(work, suite, deb), x], { encoding: "utf8" });
-        const found = ["usr/sbin/nats-server", "usr/bin/nats-server"].map((p) => join(x, p)).find((p) => existsSync(p));
-        if (unpack.status !== 0 || !found) continue;
-        const version = natsServerVersion(found);
-        if (!version || !versionAtLeast(version, MIN_NATS_SERVER)) {
-          log(`Debian ${suite} has nats-server ${version ?? "?"}, older than ${MIN_NATS_SERVER}`);
-          continue;
-        }
-        const tmp = join(dir, `.nats-server.${process.pid}`);
-        copyFileSync(found, tmp);
-        chmodSync(tmp, 0o755);
-        renameSync(tmp, join(dir, "nats-server"));
-        const fetched: FetchedServer = {
-          bin: join(dir, "nats-server"),
-          version,
-          sha256: sha256(join(dir, "nats-server")),
-          package: deb,
-          suite,
-          fetchedAt: new Date().toISOString(),
-        };
-        writeFileSync(join(dir, "nats-server.json"), `${JSON.stringify(fetched, null, 2)}\n`);
-        log(`nats-server ${version} from ${deb} (sha256 ${fetched.sha256.slice(0, 16)}…)`);
-        return fetched;
-      }
-      throw new MissingBinaryError(
-        `no nats-server >= ${MIN_NATS_SERVER} could be fetched from Debian (unstable, testing); set NATS_SERVER_BIN to one`,
-      );
-    } finally {
-      rmSync(work, { recursive: true, force: true });
-    }
-  });
+    throw new MissingBinaryError(
+      `no nats-server >= ${MIN_NATS_SERVER} could be fetched from Debian (unstable, testing); set NATS_SERVER_BIN to one`,
+    );
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** `suite`'s nats-server, downloaded and unpacked in `work`, installed into `dir` when new enough; else undefined (logged). */
+function fetchFromSuite(
+  log: (m: string) => void,
+  dir: string,
+  work: string,
+  mirror: string,
+  suite: string,
+): FetchedServer | undefined {
+  const apt = tempApt(work, mirror, [suite]);
+  log(`fetching nats-server from Debian ${suite} (apt-get download, into ${dir})`);
+  const upd = apt(["update"]);
+  if (upd.status !== 0) {
+    log(`apt-get update for ${suite} failed: ${lastLine(upd)}`);
+    return undefined;
+  }
+  const dl = apt(["download", "nats-server"]);
+  const deb = readdirSync(work).find((f) => /^nats-server_.*\.deb$/.test(f));
+  if (dl.status !== 0 || !deb) {
+    log(`apt-get download nats-server from ${suite} failed: ${lastLine(dl)}`);
+    return undefined;
+  }
+  const x = join(work, "x");
+  const unpack = spawnSync("dpkg-deb", ["-x", join(work, deb), x], { encoding: "utf8" });
+  const found = ["usr/sbin/nats-server", "usr/bin/nats-server"].map((p) => join(x, p)).find((p) => existsSync(p));
+  if (unpack.status !== 0 || !found) return undefined;
+  const version = natsServerVersion(found);
+  if (!version || !versionAtLeast(version, MIN_NATS_SERVER)) {
+    log(`Debian ${suite} has nats-server ${version ?? "?"}, older than ${MIN_NATS_SERVER}`);
+    return undefined;
+  }
+  return installServer(log, dir, found, { version, package: deb, suite });
+}
+
+/** Copies `binary` into `dir/nats-server` (atomically) and records it in `dir/nats-server.json`. */
+function installServer(
+  log: (m: string) => void,
+  dir: string,
+  binary: string,
+  from: { version: string; package: string; suite: string },
+): FetchedServer {
+  const tmp = join(dir, `.nats-server.${process.pid}`);
+  copyFileSync(binary, tmp);
+  chmodSync(tmp, 0o755);
+  renameSync(tmp, join(dir, "nats-server"));
+  const fetched: FetchedServer = {
+    bin: join(dir, "nats-server"),
+    version: from.version,
+    sha256: sha256(join(dir, "nats-server")),
+    package: from.package,
+    suite: from.suite,
+    fetchedAt: new Date().toISOString(),
+  };
+  writeFileSync(join(dir, "nats-server.json"), `${JSON.stringify(fetched, null, 2)}\n`);
+  log(`nats-server ${from.version} from ${from.package} (sha256 ${fetched.sha256.slice(0, 16)}…)`);
+  return fetched;
 }
 
 export interface FoundServer {
