@@ -2,8 +2,9 @@
 // monitoring host runs them) scrape a running pipeline (gateway and solver processes) and a
 // nats-server through @pipeline/nats-exporter, with the production rules (infra/prometheus/alerts.yml)
 // and the configs rendered by infra/monitoring; every alert goes to one Slack-format webhook. The
-// solver is killed -9 and the NATS server too: AppDown and NatsDown must arrive at the webhook, in
-// Slack's JSON, within 2 minutes; the restarted solver's AppDown resolves. Only the scrape and
+// solver is killed -9 and the NATS server too, and a task is submitted: AppDown, NatsDown and
+// TasksNotCompleting must arrive at the webhook, in Slack's JSON, within 2 minutes; a restarted
+// solver solves the task and both of its alerts resolve. Only the scrape and
 // evaluation intervals (2 s) and Alertmanager's grouping waits are shorter than production's;
 // the rules' `for:` is production's (1 min).
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -21,7 +22,7 @@ import { renderAlertmanagerConfig } from "../infra/monitoring/alertmanager-confi
 import { renderPrometheusConfig } from "../infra/monitoring/prometheus-config.ts";
 import { startAlertmanager, startPrometheus, type ToolProcess } from "../infra/monitoring/prometheus-tools.ts";
 import { ALERTS_FILE } from "../infra/monitoring/render.ts";
-import { type Stack, startStack } from "./harness.ts";
+import { api, type Stack, startStack } from "./harness.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "alerts-delivery-"));
 const log = (m: string) => console.log(`[alerts-delivery] ${m}`);
@@ -110,7 +111,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-test("killed solver and NATS server: AppDown and NatsDown reach the webhook in Slack's JSON within 2 min; the restarted solver's alert resolves", async () => {
+test("killed solver and NATS server, a task waiting: AppDown, NatsDown and TasksNotCompleting reach the webhook in Slack's JSON within 2 min; a restarted solver resolves them", async () => {
   // Every target scraped and up, NATS answering through the exporter, nothing firing yet.
   const deadline = Date.now() + 60_000;
   for (;;) {
@@ -134,13 +135,24 @@ test("killed solver and NATS server: AppDown and NatsDown reach the webhook in S
     stack.solvers[0]!.kill("SIGKILL"),
     new Promise((r) => (nats.once("exit", r), nats.kill("SIGKILL"))),
   ]);
-  const [appDown, natsDown] = await Promise.all([
+  // A task accepted while no solver runs: it waits, and none completes.
+  const submitted = await api<{ id: string }>(stack, "/v1/tasks", {
+    method: "POST",
+    body: { type: "turnstile", params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: "https://example.com/alerts" } },
+    headers: { "idempotency-key": "alerts-delivery-1" },
+  });
+  expect(submitted.status).toBe(202);
+  const [appDown, natsDown, stuck] = await Promise.all([
     receiver.waitFor("AppDown", { timeoutMs: 150_000 }),
     receiver.waitFor("NatsDown", { timeoutMs: 150_000 }),
+    receiver.waitFor("TasksNotCompleting", { timeoutMs: 150_000 }),
   ]);
-  for (const a of [appDown, natsDown]) {
+  expect(stuck.text).toContain("1 tasks wait in e2e and none completed");
+  for (const a of [appDown, natsDown, stuck]) {
     const s = a.afterMs / 1000;
-    console.log(`alert ${a.name} after ${s.toFixed(1)} s (solver and nats-server killed -9 at 0 s; for: 1m)`);
+    console.log(
+      `alert ${a.name} after ${s.toFixed(1)} s (solver and nats-server killed -9, then a task submitted, at 0 s; for: 1m)`,
+    );
     // Not before the rule's `for:`, and within the 2 minutes a drill allows.
     expect(s).toBeGreaterThanOrEqual(60);
     expect(s).toBeLessThan(120);
@@ -155,11 +167,15 @@ test("killed solver and NATS server: AppDown and NatsDown reach the webhook in S
   // The gateway still answers: no AppDown names it.
   expect(receiver.alerts.some((a) => a.name === "AppDown" && a.text.includes("gateway on"))).toBe(false);
 
-  // A solver back on the same port: the webhook hears AppDown resolved.
+  // A solver back on the same port: it solves the task, and the webhook hears both alerts resolved.
   receiver.mark();
   stack.spawnSolver({ METRICS_PORT: String(solverPort) });
-  const resolved = await receiver.waitFor("AppDown", { status: "resolved", timeoutMs: 60_000 });
+  const [resolved, unstuck] = await Promise.all([
+    receiver.waitFor("AppDown", { status: "resolved", timeoutMs: 60_000 }),
+    receiver.waitFor("TasksNotCompleting", { status: "resolved", timeoutMs: 60_000 }),
+  ]);
   expect(resolved.body.attachments[0]!.title).toBe("[RESOLVED] AppDown");
-  console.log(`resolved AppDown after ${(resolved.afterMs / 1000).toFixed(1)} s (solver restarted at 0 s)`);
+  for (const r of [resolved, unstuck])
+    console.log(`resolved ${r.name} after ${(r.afterMs / 1000).toFixed(1)} s (solver restarted at 0 s)`);
   log(`total ${((performance.now() - killedAt) / 1000).toFixed(1)} s`);
 }, 300_000);
