@@ -7,7 +7,7 @@ import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, type Outcome, term } from "../domain/outcome.ts";
 import { type Handled, type HandlerDeps, handleTask, submitAnew } from "./handle-task.ts";
-import { createWaitingRoom, type WaitResult } from "./waiting.ts";
+import { createWaitingRoom, type WaitingRoom, type WaitResult } from "./waiting.ts";
 
 export interface WorkerDeps extends HandlerDeps {
   consumers: Record<Priority, Consumer>;
@@ -53,217 +53,290 @@ export interface Worker {
 }
 
 /**
- * The solver loop: one fetch loop per lane, all sharing one in-flight limit. A message is
- * only fetched when a slot is free, so none waits in a local buffer while its AckWait runs.
+ * The shared in-flight limit: normal and low may not use the reserved share, so a high task
+ * always finds a slot quickly.
  */
-export function createWorker(deps: WorkerDeps): Worker {
-  let running = false;
-  let inFlight = 0;
-  const active = new Set<Promise<void>>();
-  /** Task ids being handled now: only their leases are renewed. */
-  const handling = new Set<string>();
-  const hard = new AbortController();
-  const room = createWaitingRoom(deps, hard.signal);
-  const slotWaiters: Array<() => void> = [];
-  const loops: Promise<void>[] = [];
-  const reserve = Math.min(deps.concurrency - 1, Math.floor(deps.concurrency * deps.highReserved));
-  // normal and low may not use the reserved share, so a high task always finds a slot quickly.
-  const free = (lane: Priority = "high") => deps.concurrency - inFlight - (lane === "high" ? 0 : reserve);
-  const releaseSlot = () => {
-    inFlight--;
-    for (const w of slotWaiters.splice(0)) w();
+function createSlots(concurrency: number, highReserved: number) {
+  let used = 0;
+  const waiters: Array<() => void> = [];
+  const reserve = Math.min(concurrency - 1, Math.floor(concurrency * highReserved));
+  const free = (lane: Priority) => concurrency - used - (lane === "high" ? 0 : reserve);
+  const wake = () => {
+    for (const w of waiters.splice(0)) w();
   };
-  const waitForSlot = async (lane: Priority) => {
-    while (running && free(lane) <= 0) await new Promise<void>((r) => slotWaiters.push(r));
+  return {
+    free,
+    wake,
+    take: () => void used++,
+    release() {
+      used--;
+      wake();
+    },
+    async waitFor(lane: Priority, running: () => boolean) {
+      while (running() && free(lane) <= 0) await new Promise<void>((r) => waiters.push(r));
+    },
   };
+}
 
+/** What the worker's lane loops, handlers and timers share. */
+interface WorkerState {
+  deps: WorkerDeps;
+  running: boolean;
+  /** In-flight handlers. */
+  active: Set<Promise<void>>;
+  /** Task ids being handled now: only their leases are renewed. */
+  handling: Set<string>;
   /**
    * Messages held now (handled, or waiting for a slot): one timer keeps them all alive with
    * `working()` every third of the AckWait, rather than a timer (and closure) per message.
    */
-  const held = new Set<Acknowledgeable>();
-  const workingTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
+  held: Set<Acknowledgeable>;
+  /** The lanes' pull subscriptions open now. */
+  streams: Set<ConsumerMessages>;
+  slots: ReturnType<typeof createSlots>;
+  hard: AbortController;
+  room: WaitingRoom;
+}
 
-  function receive(msg: JsMsg): Received {
-    let body: unknown;
-    try {
-      body = msg.json();
-    } catch {
-      body = undefined;
-    }
-    // The client's JsMsg has the reply subject but its interface does not say so: checked here,
-    // and the message itself kept when it is not an ack subject.
-    const reply = (msg as { reply?: unknown }).reply;
-    const handle =
-      deps.ackPublish && typeof reply === "string" && reply.startsWith("$JS.ACK.")
-        ? ackHandle(deps.ackPublish, reply)
-        : msg;
-    return { handle, body, seq: msg.seq, subject: msg.subject, deliveries: msg.info.deliveryCount };
-  }
-
-  async function process(r: Received): Promise<void> {
-    const msg = r.handle;
-    held.add(msg);
-    let outcome: Outcome;
-    try {
-      let parsed: TaskMessage;
-      try {
-        parsed = TaskMessage.parse(r.body);
-      } catch {
-        outcome = term("unparseable task message");
-        deps.log.error({ seq: r.seq, subject: r.subject }, "unparseable task message; terminated");
-        applyOutcome(msg, outcome);
-        return;
-      }
-      if (handling.has(parsed.id)) {
-        // A second copy of a message we are still handling (redelivered after AckWait ran out
-        // while it waited in the pull buffer): never handle one task twice at once.
-        outcome = nak(deps.timing.get().leaseMs, "already handling this task");
-        applyOutcome(msg, outcome);
-        deps.metrics?.event("duplicateDeliveries");
-        return;
-      }
-      handling.add(parsed.id);
-      let failed = false;
-      const onError = (err: Error) => {
-        failed = true;
-        if (hard.signal.aborted) return nak(0, "aborted by shutdown");
-        deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
-        return nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error");
-      };
-      const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries: r.deliveries };
-      let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
-      // A parked task waits in the waiting room, which finishes it (its step written there) or
-      // hands it back only to be submitted anew; then it is parked again, or ends in the submit.
-      while (handled.kind === "parked") {
-        const waited: WaitResult | Outcome = await room.wait(handled.parked).catch(onError);
-        if (waited.kind === "resume") handled = await submitAnew(deps, waited.resume, hard.signal).catch(onError);
-        else handled = waited.kind === "done" ? waited.outcome : waited;
-      }
-      outcome = handled;
-      handling.delete(parsed.id);
-      if (failed) {
-        // Leave the row to the next worker (it resumes from the stored provider id). If the
-        // database is what failed, the lease, no longer renewed, runs out instead.
-        await deps.store.release(parsed.id, deps.workerId, { polls: 0 }).catch(() => {});
-      }
-      applyOutcome(msg, outcome);
-      deps.metrics?.outcome(outcome.kind);
-      deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
-    } finally {
-      held.delete(msg);
-    }
-  }
-
-  const streams = new Set<ConsumerMessages>();
-  /**
-   * One long-lived pull subscription per lane (nats.js `consume()`): repeated short `fetch()`es
-   * lose a message now and then at the moment a pull expires, which then waits out a whole
-   * AckWait. The lane's buffer is small, and a message waiting there for a slot is kept alive
-   * with `working()`.
-   */
-  async function laneLoop(lane: Priority): Promise<void> {
-    const consumer = deps.consumers[lane];
-    const buffer = Math.max(1, Math.min(deps.fetchBatch, Math.ceil(deps.concurrency / 4)));
-    while (running) {
-      let messages: ConsumerMessages | undefined;
-      try {
-        // A 5 s pull (heartbeat 2.5 s): after a nats-server restart the lost pull is noticed in
-        // seconds, not after the 30 s default.
-        messages = await consumer.consume({ max_messages: buffer, expires: 5000 });
-        streams.add(messages);
-        const watched = messages;
-        void (async () => {
-          for await (const s of watched.status()) {
-            if (s.type === "consumer_not_found" || s.type === "consumer_deleted" || s.type === "stream_not_found")
-              deps.onConsumerMissing?.(lane, s.type);
-          }
-        })().catch(() => {});
-        for await (const msg of messages) {
-          if (!running) break;
-          const r = receive(msg);
-          if (free(lane) <= 0) {
-            held.add(r.handle);
-            await waitForSlot(lane);
-            held.delete(r.handle);
-          }
-          if (!running) {
-            r.handle.nak(0);
-            break;
-          }
-          inFlight++;
-          const p = process(r).finally(() => {
-            active.delete(p);
-            releaseSlot();
-          });
-          active.add(p);
-        }
-      } catch (err) {
-        if (running) {
-          deps.log.warn({ lane, err: (err as Error).message }, "consume failed; retrying");
-          await Bun.sleep(500);
-        }
-      } finally {
-        if (messages) {
-          streams.delete(messages);
-          await messages.close().catch(() => {});
-        }
-      }
-    }
-  }
-
-  const leaseTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
-  const probeTimer = { id: undefined as ReturnType<typeof setInterval> | undefined };
+/**
+ * The solver loop: one fetch loop per lane, all sharing one in-flight limit. A message is
+ * only fetched when a slot is free, so none waits in a local buffer while its AckWait runs.
+ */
+export function createWorker(deps: WorkerDeps): Worker {
+  const hard = new AbortController();
+  const w: WorkerState = {
+    deps,
+    running: false,
+    active: new Set(),
+    handling: new Set(),
+    held: new Set(),
+    streams: new Set(),
+    slots: createSlots(deps.concurrency, deps.highReserved),
+    hard,
+    room: createWaitingRoom(deps, hard.signal),
+  };
+  const loops: Promise<void>[] = [];
+  let stopTimers = () => {};
   return {
     counters: deps.counters,
-    inFlight: () => active.size,
-    waiting: () => room.size(),
+    inFlight: () => w.active.size,
+    waiting: () => w.room.size(),
     start() {
-      running = true;
-      workingTimer.id = setInterval(
-        () => {
-          for (const m of held) m.working();
-        },
-        Math.max(500, Math.floor(deps.ackWaitMs / 3)),
-      );
-      for (const lane of LANES) loops.push(laneLoop(lane));
-      leaseTimer.id = setInterval(
-        () => {
-          const ids = [...handling];
-          deps.store
-            .renewLeases(deps.workerId, ids, deps.timing.get().leaseMs)
-            .catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
-        },
-        Math.max(500, Math.floor(deps.timing.get().leaseMs / 3)),
-      );
-      let probing = false;
-      probeTimer.id = setInterval(() => {
-        const key = deps.keys.current();
-        const breaker = deps.keys.breaker(key.ref);
-        if (probing || breaker.state() !== "half_open") return;
-        probing = true;
-        deps.provider
-          .balance(key.value, hard.signal)
-          .then((r) => breaker.probed(r.kind === "ok"))
-          .catch(() => breaker.probed(false))
-          .finally(() => (probing = false));
-      }, 200);
+      w.running = true;
+      const timers = [keepHeldAlive(w)];
+      for (const lane of LANES) loops.push(laneLoop(w, lane));
+      timers.push(renewLeases(w), probeHalfOpenBreaker(w));
+      stopTimers = () => {
+        for (const t of timers) clearInterval(t);
+      };
     },
     async stop() {
-      running = false;
-      for (const w of slotWaiters.splice(0)) w();
-      for (const m of streams) m.stop();
+      w.running = false;
+      w.slots.wake();
+      for (const m of w.streams) m.stop();
       await Promise.all(loops);
-      const deadline = Bun.sleep(deps.drainTimeoutMs).then(() => "timeout" as const);
-      const outcome = await Promise.race([Promise.all([...active]).then(() => "done" as const), deadline]);
-      if (outcome === "timeout") {
-        deps.log.warn({ inFlight: active.size }, "drain deadline passed; releasing in-flight tasks for redelivery");
-        hard.abort(new Error("shutdown"));
-        await Promise.all([...active]);
-      }
-      clearInterval(leaseTimer.id);
-      clearInterval(probeTimer.id);
-      clearInterval(workingTimer.id);
+      await drain(w);
+      stopTimers();
     },
   };
+}
+
+/** The delivery as the worker holds it: with `ackPublish`, an AckHandle on its reply subject instead of the message. */
+function receive(msg: JsMsg, ackPublish: WorkerDeps["ackPublish"]): Received {
+  let body: unknown;
+  try {
+    body = msg.json();
+  } catch {
+    body = undefined;
+  }
+  // The client's JsMsg has the reply subject but its interface does not say so: checked here,
+  // and the message itself kept when it is not an ack subject.
+  const reply = (msg as { reply?: unknown }).reply;
+  const handle =
+    ackPublish && typeof reply === "string" && reply.startsWith("$JS.ACK.") ? ackHandle(ackPublish, reply) : msg;
+  return { handle, body, seq: msg.seq, subject: msg.subject, deliveries: msg.info.deliveryCount };
+}
+
+/** Handles one delivery to its outcome and applies it to the message; never two copies of one task at once. */
+async function process(w: WorkerState, r: Received): Promise<void> {
+  const { deps } = w;
+  const msg = r.handle;
+  w.held.add(msg);
+  try {
+    let parsed: TaskMessage;
+    try {
+      parsed = TaskMessage.parse(r.body);
+    } catch {
+      deps.log.error({ seq: r.seq, subject: r.subject }, "unparseable task message; terminated");
+      applyOutcome(msg, term("unparseable task message"));
+      return;
+    }
+    if (w.handling.has(parsed.id)) {
+      // A second copy of a message we are still handling (redelivered after AckWait ran out
+      // while it waited in the pull buffer): never handle one task twice at once.
+      applyOutcome(msg, nak(deps.timing.get().leaseMs, "already handling this task"));
+      deps.metrics?.event("duplicateDeliveries");
+      return;
+    }
+    w.handling.add(parsed.id);
+    const outcome = await handleToOutcome(w, parsed, r.deliveries);
+    applyOutcome(msg, outcome);
+    deps.metrics?.outcome(outcome.kind);
+    deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
+  } finally {
+    w.held.delete(msg);
+  }
+}
+
+/**
+ * The task handled, through the waiting room while it is parked, to its outcome; a handler error
+ * is a nak, and the row is released for the next worker.
+ */
+async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: number): Promise<Outcome> {
+  const { deps, hard } = w;
+  let failed = false;
+  const onError = (err: Error) => {
+    failed = true;
+    if (hard.signal.aborted) return nak(0, "aborted by shutdown");
+    deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
+    return nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error");
+  };
+  const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries };
+  let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
+  // A parked task waits in the waiting room, which finishes it (its step written there) or
+  // hands it back only to be submitted anew; then it is parked again, or ends in the submit.
+  while (handled.kind === "parked") {
+    const waited: WaitResult | Outcome = await w.room.wait(handled.parked).catch(onError);
+    if (waited.kind === "resume") handled = await submitAnew(deps, waited.resume, hard.signal).catch(onError);
+    else handled = waited.kind === "done" ? waited.outcome : waited;
+  }
+  w.handling.delete(parsed.id);
+  if (failed) {
+    // Leave the row to the next worker (it resumes from the stored provider id). If the
+    // database is what failed, the lease, no longer renewed, runs out instead.
+    await deps.store.release(parsed.id, deps.workerId, { polls: 0 }).catch(() => {});
+  }
+  return handled;
+}
+
+/**
+ * One long-lived pull subscription per lane (nats.js `consume()`): repeated short `fetch()`es
+ * lose a message now and then at the moment a pull expires, which then waits out a whole
+ * AckWait. The lane's buffer is small, and a message waiting there for a slot is kept alive
+ * with `working()`.
+ */
+async function laneLoop(w: WorkerState, lane: Priority): Promise<void> {
+  const { deps } = w;
+  const consumer = deps.consumers[lane];
+  const buffer = Math.max(1, Math.min(deps.fetchBatch, Math.ceil(deps.concurrency / 4)));
+  while (w.running) {
+    let messages: ConsumerMessages | undefined;
+    try {
+      // A 5 s pull (heartbeat 2.5 s): after a nats-server restart the lost pull is noticed in
+      // seconds, not after the 30 s default.
+      messages = await consumer.consume({ max_messages: buffer, expires: 5000 });
+      w.streams.add(messages);
+      watchConsumer(messages, (what) => deps.onConsumerMissing?.(lane, what));
+      for await (const msg of messages) {
+        if (!w.running) break;
+        if (!(await dispatch(w, lane, receive(msg, deps.ackPublish)))) break;
+      }
+    } catch (err) {
+      if (w.running) {
+        deps.log.warn({ lane, err: (err as Error).message }, "consume failed; retrying");
+        await Bun.sleep(500);
+      }
+    } finally {
+      if (messages) {
+        w.streams.delete(messages);
+        await messages.close().catch(() => {});
+      }
+    }
+  }
+}
+
+/** Tells `onMissing` when the subscription's consumer or stream is gone. */
+function watchConsumer(messages: ConsumerMessages, onMissing: (what: string) => void): void {
+  void (async () => {
+    for await (const s of messages.status()) {
+      if (s.type === "consumer_not_found" || s.type === "consumer_deleted" || s.type === "stream_not_found")
+        onMissing(s.type);
+    }
+  })().catch(() => {});
+}
+
+/**
+ * Waits for a slot of the lane (the message kept alive meanwhile), then starts handling the
+ * delivery; false (the message nak'd) when the worker stopped meanwhile.
+ */
+async function dispatch(w: WorkerState, lane: Priority, r: Received): Promise<boolean> {
+  if (w.slots.free(lane) <= 0) {
+    w.held.add(r.handle);
+    await w.slots.waitFor(lane, () => w.running);
+    w.held.delete(r.handle);
+  }
+  if (!w.running) {
+    r.handle.nak(0);
+    return false;
+  }
+  w.slots.take();
+  const p = process(w, r).finally(() => {
+    w.active.delete(p);
+    w.slots.release();
+  });
+  w.active.add(p);
+  return true;
+}
+
+/** Every held message told `working()` every third of the AckWait. */
+function keepHeldAlive(w: WorkerState): ReturnType<typeof setInterval> {
+  return setInterval(
+    () => {
+      for (const m of w.held) m.working();
+    },
+    Math.max(500, Math.floor(w.deps.ackWaitMs / 3)),
+  );
+}
+
+/** The leases of the tasks being handled renewed every third of the lease. */
+function renewLeases(w: WorkerState): ReturnType<typeof setInterval> {
+  const { deps } = w;
+  return setInterval(
+    () => {
+      const ids = [...w.handling];
+      deps.store
+        .renewLeases(deps.workerId, ids, deps.timing.get().leaseMs)
+        .catch((err: Error) => deps.log.warn({ err: err.message.slice(0, 200) }, "lease renewal failed"));
+    },
+    Math.max(500, Math.floor(deps.timing.get().leaseMs / 3)),
+  );
+}
+
+/** The current key's breaker, when half open, probed with a balance call (one at a time). */
+function probeHalfOpenBreaker(w: WorkerState): ReturnType<typeof setInterval> {
+  const { deps } = w;
+  let probing = false;
+  return setInterval(() => {
+    const key = deps.keys.current();
+    const breaker = deps.keys.breaker(key.ref);
+    if (probing || breaker.state() !== "half_open") return;
+    probing = true;
+    deps.provider
+      .balance(key.value, w.hard.signal)
+      .then((r) => breaker.probed(r.kind === "ok"))
+      .catch(() => breaker.probed(false))
+      .finally(() => (probing = false));
+  }, 200);
+}
+
+/** In-flight tasks finish until the drain deadline; then the rest are aborted (released for redelivery). */
+async function drain(w: WorkerState): Promise<void> {
+  const { deps, active } = w;
+  const deadline = Bun.sleep(deps.drainTimeoutMs).then(() => "timeout" as const);
+  const outcome = await Promise.race([Promise.all([...active]).then(() => "done" as const), deadline]);
+  if (outcome === "timeout") {
+    deps.log.warn({ inFlight: active.size }, "drain deadline passed; releasing in-flight tasks for redelivery");
+    w.hard.abort(new Error("shutdown"));
+    await Promise.all([...active]);
+  }
 }
