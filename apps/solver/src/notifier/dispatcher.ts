@@ -97,142 +97,16 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * (2 x timeout + 5 s): another dispatcher sends it again, under the same delivery id.
  */
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
-  const leaseMs = deps.leaseMs ?? 2 * deps.timeoutMs + 5000;
   const inflight = new Set<Promise<void>>();
-  let running = false;
+  const state = { running: false, kicked: false };
+  const wakeup = createWakeup();
   let loop: Promise<void> | undefined;
-  let kicked = false;
-  let wake: (() => void) | undefined;
-  let claims = 0;
-
   const kick = () => {
-    kicked = true;
-    wake?.();
+    state.kicked = true;
+    wakeup.wake();
   };
-  const wait = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        wake = undefined;
-        resolve();
-      }
-      wake = done;
-    });
-
-  async function retry(d: ClaimedDelivery, status: number | null, error: string, result: AttemptResult) {
-    deps.metrics?.attempt(result);
-    const delayMs = backoff(d.attempts + 1, deps.retryBaseMs, deps.retryMaxMs);
-    const r = await deps.store.retry(d, {
-      status,
-      error,
-      delayMs,
-      maxAttempts: deps.maxAttempts,
-      maxAgeMs: deps.maxAgeMs,
-    });
-    if (!r)
-      return deps.log.warn(
-        { taskId: d.taskId, deliveryId: d.deliveryId },
-        "callback lease lost before its outcome was written; another attempt follows",
-      );
-    if (r.gaveUp) {
-      deps.metrics?.outcome("failed");
-      deps.log.warn(
-        { taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error },
-        "callback given up: retry limit reached",
-      );
-      return;
-    }
-    deps.log.info(
-      { taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error, retryInMs: delayMs },
-      "callback not acknowledged; will retry",
-    );
-    if (delayMs < deps.pollMs) setTimeout(kick, delayMs).unref?.();
-  }
-
-  async function refuse(d: ClaimedDelivery, reason: string) {
-    await deps.store.end(d, "refused", reason);
-    deps.metrics?.outcome("refused");
-    deps.log.warn(
-      { taskId: d.taskId, deliveryId: d.deliveryId, reason },
-      "callback refused by the SSRF policy; not sent, not retried",
-    );
-  }
-
-  async function attempt(d: ClaimedDelivery): Promise<void> {
-    const row = await deps.store.task(d.taskId);
-    if (!row?.callbackUrl) {
-      await deps.store.end(d, "failed", "the task or its callbackUrl is gone");
-      deps.metrics?.outcome("failed");
-      return;
-    }
-    if (`${row.id}:${row.state}:${row.redrives}` !== d.deliveryId) {
-      // The task was redriven since: the delivery of its new final state notifies.
-      await deps.store.end(d, "superseded", `the task is ${row.state} (redrive ${row.redrives}) now`);
-      deps.metrics?.outcome("superseded");
-      return;
-    }
-    const checked = checkCallbackUrl(row.callbackUrl, deps.policy);
-    if (!checked.ok) return refuse(d, `callbackUrl ${checked.reason}`);
-    const { target } = checked;
-    let candidates = target.literal ? [target.literal] : [];
-    if (!target.literal) {
-      let answers;
-      try {
-        answers = await withTimeout(deps.resolve(target.host), deps.timeoutMs, "DNS lookup");
-      } catch (err) {
-        return retry(d, null, `DNS: ${describe(err, row.callbackUrl)}`, "dns_error");
-      }
-      const r = checkResolvedAddresses(answers, deps.policy);
-      if (!r.ok) return refuse(d, r.reason);
-      // Every answer was checked: a connection refused by one (an unreachable IPv6 route, say)
-      // falls back to the next, up to three.
-      candidates = r.addresses.slice(0, 3);
-    }
-    const body = JSON.stringify({
-      deliveryId: d.deliveryId,
-      event: `task.${row.state}`,
-      task: toTaskView(row, new Date()),
-    });
-    const ts = Math.floor(Date.now() / 1000);
-    const headers = {
-      "content-type": "application/json",
-      [WEBHOOK_HEADERS.delivery]: d.deliveryId,
-      [WEBHOOK_HEADERS.timestamp]: String(ts),
-      [WEBHOOK_HEADERS.signature]: signatureHeader(
-        clientSigningSecrets(deps.secrets, row.owner, deps.generations),
-        ts,
-        body,
-      ),
-    };
-    let status = 0;
-    for (const [i, pinned] of candidates.entries()) {
-      try {
-        ({ status } = await deps.post({
-          url: target.url,
-          address: pinned.address,
-          family: pinned.family,
-          body,
-          timeoutMs: deps.timeoutMs,
-          headers,
-        }));
-        break;
-      } catch (err) {
-        if (i < candidates.length - 1 && CONNECT_ERRORS.has(errorCode(err) ?? "")) continue;
-        return retry(d, null, describe(err, row.callbackUrl), "unreachable");
-      }
-    }
-    if (status >= 200 && status < 300) {
-      await deps.store.delivered(d, status);
-      deps.metrics?.attempt("delivered");
-      deps.metrics?.outcome("delivered");
-      return;
-    }
-    return retry(d, status, `HTTP ${status}`, "http_error");
-  }
-
-  function launch(d: ClaimedDelivery) {
-    const p: Promise<void> = attempt(d)
+  const launch = (d: ClaimedDelivery) => {
+    const p: Promise<void> = attempt({ deps, kick }, d)
       .catch((err: Error) =>
         deps.log.warn(
           { taskId: d.taskId, deliveryId: d.deliveryId, err: err.message },
@@ -244,47 +118,229 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         kick();
       });
     inflight.add(p);
-  }
-
+  };
   return {
     start() {
-      running = true;
-      loop = (async () => {
-        let lastClaim = 0;
-        while (running) {
-          // A burst of kicks (attempts finishing together) is folded into one claim every 20 ms.
-          const gap = 20 - (Date.now() - lastClaim);
-          if (gap > 0) await Bun.sleep(gap);
-          lastClaim = Date.now();
-          kicked = false;
-          const free = deps.concurrency - inflight.size;
-          if (free > 0) {
-            try {
-              const batch = await deps.store.claim({
-                limit: free,
-                tenantCap: deps.tenantMaxInFlight,
-                hostCap: deps.hostMaxInFlight,
-                leaseMs,
-                token: `${deps.workerId}:${++claims}`,
-              });
-              for (const d of batch) launch(d);
-            } catch (err) {
-              if (running) deps.log.warn({ err: (err as Error).message }, "claiming due callbacks failed; retrying");
-              kicked = false;
-            }
-          }
-          // A kick that came while claiming means another look at once.
-          if (running && !kicked) await wait(deps.pollMs);
-        }
-      })();
+      state.running = true;
+      loop = claimLoop(deps, { state, inflight, launch, wait: wakeup.wait });
     },
     kick,
     inFlight: () => inflight.size,
     async stop() {
-      running = false;
-      wake?.();
+      state.running = false;
+      wakeup.wake();
       await loop;
       await Promise.all([...inflight]);
     },
   };
+}
+
+/** A sleep that `wake()` ends early. */
+function createWakeup(): { wait(ms: number): Promise<void>; wake(): void } {
+  let wake: (() => void) | undefined;
+  return {
+    wake: () => wake?.(),
+    wait: (ms) =>
+      new Promise<void>((resolve) => {
+        const t = setTimeout(done, ms);
+        function done() {
+          clearTimeout(t);
+          wake = undefined;
+          resolve();
+        }
+        wake = done;
+      }),
+  };
+}
+
+/**
+ * Claims due deliveries while running, as many as there are free attempts, and launches each;
+ * then waits for a kick or the poll.
+ */
+async function claimLoop(
+  deps: DispatcherDeps,
+  l: {
+    state: { running: boolean; kicked: boolean };
+    inflight: Set<Promise<void>>;
+    launch(d: ClaimedDelivery): void;
+    wait(ms: number): Promise<void>;
+  },
+): Promise<void> {
+  const leaseMs = deps.leaseMs ?? 2 * deps.timeoutMs + 5000;
+  const { state } = l;
+  let claims = 0;
+  let lastClaim = 0;
+  while (state.running) {
+    // A burst of kicks (attempts finishing together) is folded into one claim every 20 ms.
+    const gap = 20 - (Date.now() - lastClaim);
+    if (gap > 0) await Bun.sleep(gap);
+    lastClaim = Date.now();
+    state.kicked = false;
+    const free = deps.concurrency - l.inflight.size;
+    if (free > 0) {
+      try {
+        const batch = await deps.store.claim({
+          limit: free,
+          tenantCap: deps.tenantMaxInFlight,
+          hostCap: deps.hostMaxInFlight,
+          leaseMs,
+          token: `${deps.workerId}:${++claims}`,
+        });
+        for (const d of batch) l.launch(d);
+      } catch (err) {
+        if (state.running) deps.log.warn({ err: (err as Error).message }, "claiming due callbacks failed; retrying");
+        state.kicked = false;
+      }
+    }
+    // A kick that came while claiming means another look at once.
+    if (state.running && !state.kicked) await l.wait(deps.pollMs);
+  }
+}
+
+/** What an attempt needs besides the delivery: the deps, and the dispatcher's kick (a retry due before the poll). */
+interface AttemptContext {
+  deps: DispatcherDeps;
+  kick(): void;
+}
+
+/** A failed attempt recorded: due again after a backoff, or given up past the limits. */
+async function retry(
+  { deps, kick }: AttemptContext,
+  d: ClaimedDelivery,
+  status: number | null,
+  error: string,
+  result: AttemptResult,
+) {
+  deps.metrics?.attempt(result);
+  const delayMs = backoff(d.attempts + 1, deps.retryBaseMs, deps.retryMaxMs);
+  const r = await deps.store.retry(d, {
+    status,
+    error,
+    delayMs,
+    maxAttempts: deps.maxAttempts,
+    maxAgeMs: deps.maxAgeMs,
+  });
+  if (!r)
+    return deps.log.warn(
+      { taskId: d.taskId, deliveryId: d.deliveryId },
+      "callback lease lost before its outcome was written; another attempt follows",
+    );
+  if (r.gaveUp) {
+    deps.metrics?.outcome("failed");
+    deps.log.warn(
+      { taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error },
+      "callback given up: retry limit reached",
+    );
+    return;
+  }
+  deps.log.info(
+    { taskId: d.taskId, deliveryId: d.deliveryId, attempts: r.attempts, status, error, retryInMs: delayMs },
+    "callback not acknowledged; will retry",
+  );
+  if (delayMs < deps.pollMs) setTimeout(kick, delayMs).unref?.();
+}
+
+/** A delivery outside the SSRF policy: ended `refused`, never sent. */
+async function refuse({ deps }: AttemptContext, d: ClaimedDelivery, reason: string) {
+  await deps.store.end(d, "refused", reason);
+  deps.metrics?.outcome("refused");
+  deps.log.warn(
+    { taskId: d.taskId, deliveryId: d.deliveryId, reason },
+    "callback refused by the SSRF policy; not sent, not retried",
+  );
+}
+
+type TaskOfDelivery = NonNullable<Awaited<ReturnType<DeliveryStore["task"]>>> & { callbackUrl: string };
+
+/** One attempt of a claimed delivery: its task checked, its URL and addresses checked, the callback sent, the outcome written. */
+async function attempt(c: AttemptContext, d: ClaimedDelivery): Promise<void> {
+  const { deps } = c;
+  const row = await currentTask(deps, d);
+  if (!row) return;
+  const checked = checkCallbackUrl(row.callbackUrl, deps.policy);
+  if (!checked.ok) return refuse(c, d, `callbackUrl ${checked.reason}`);
+  const { target } = checked;
+  let candidates = target.literal ? [target.literal] : [];
+  if (!target.literal) {
+    let answers;
+    try {
+      answers = await withTimeout(deps.resolve(target.host), deps.timeoutMs, "DNS lookup");
+    } catch (err) {
+      return retry(c, d, null, `DNS: ${describe(err, row.callbackUrl)}`, "dns_error");
+    }
+    const r = checkResolvedAddresses(answers, deps.policy);
+    if (!r.ok) return refuse(c, d, r.reason);
+    // Every answer was checked: a connection refused by one (an unreachable IPv6 route, say)
+    // falls back to the next, up to three.
+    candidates = r.addresses.slice(0, 3);
+  }
+  const request = signedRequest(deps, d, row);
+  let status = 0;
+  for (const [i, pinned] of candidates.entries()) {
+    try {
+      ({ status } = await deps.post({
+        url: target.url,
+        address: pinned.address,
+        family: pinned.family,
+        timeoutMs: deps.timeoutMs,
+        ...request,
+      }));
+      break;
+    } catch (err) {
+      if (i < candidates.length - 1 && CONNECT_ERRORS.has(errorCode(err) ?? "")) continue;
+      return retry(c, d, null, describe(err, row.callbackUrl), "unreachable");
+    }
+  }
+  if (status >= 200 && status < 300) {
+    await deps.store.delivered(d, status);
+    deps.metrics?.attempt("delivered");
+    deps.metrics?.outcome("delivered");
+    return;
+  }
+  return retry(c, d, status, `HTTP ${status}`, "http_error");
+}
+
+/**
+ * The delivery's task, when it still has a callback URL and is in the state the delivery is
+ * for; else the delivery ended (`failed`, `superseded`) and undefined.
+ */
+async function currentTask(deps: DispatcherDeps, d: ClaimedDelivery): Promise<TaskOfDelivery | undefined> {
+  const row = await deps.store.task(d.taskId);
+  if (!row?.callbackUrl) {
+    await deps.store.end(d, "failed", "the task or its callbackUrl is gone");
+    deps.metrics?.outcome("failed");
+    return undefined;
+  }
+  if (`${row.id}:${row.state}:${row.redrives}` !== d.deliveryId) {
+    // The task was redriven since: the delivery of its new final state notifies.
+    await deps.store.end(d, "superseded", `the task is ${row.state} (redrive ${row.redrives}) now`);
+    deps.metrics?.outcome("superseded");
+    return undefined;
+  }
+  return row as TaskOfDelivery;
+}
+
+/** The callback's body and headers, signed with the task owner's secrets. */
+function signedRequest(
+  deps: DispatcherDeps,
+  d: ClaimedDelivery,
+  row: TaskOfDelivery,
+): { body: string; headers: Record<string, string> } {
+  const body = JSON.stringify({
+    deliveryId: d.deliveryId,
+    event: `task.${row.state}`,
+    task: toTaskView(row, new Date()),
+  });
+  const ts = Math.floor(Date.now() / 1000);
+  const headers = {
+    "content-type": "application/json",
+    [WEBHOOK_HEADERS.delivery]: d.deliveryId,
+    [WEBHOOK_HEADERS.timestamp]: String(ts),
+    [WEBHOOK_HEADERS.signature]: signatureHeader(
+      clientSigningSecrets(deps.secrets, row.owner, deps.generations),
+      ts,
+      body,
+    ),
+  };
+  return { body, headers };
 }
