@@ -6,9 +6,10 @@ import { PROVIDER_KEY } from "@pipeline/devstack/testing";
 import type postgres from "postgres";
 import { clients, concurrency, e2eTasks, pipelineThroughput } from "./end-to-end.ts";
 import { waitForCompleted } from "./support/completion.ts";
-import { type Benchmark, envCount } from "./support/context.ts";
+import { type BenchContext, type Benchmark, envCount } from "./support/context.ts";
 import { closedLoop, openLoop, quantile } from "./support/load.ts";
-import { API_KEY, startPipeline, submitTask } from "./support/pipeline.ts";
+import { API_KEY, type Pipeline, startPipeline, submitTask } from "./support/pipeline.ts";
+import type { Figure } from "./support/report.ts";
 
 const PROVIDER_LATENCY_MS = 200;
 const POLL_INTERVAL_MS = 10;
@@ -81,23 +82,80 @@ async function breakdown(sql: postgres.Sql, done: { id: string; ms: number }[]):
   };
 }
 
+/** The maximum rate the latency is measured at half of, and where it came from. */
+async function maximumRate(ctx: BenchContext): Promise<{ maxRate: number; source: string }> {
+  // A fixed rate (BENCH_LATENCY_RATE, tasks/s), to compare runs whose maxima differ.
+  const fixed = envCount("BENCH_LATENCY_RATE", 0);
+  if (fixed > 0) return { maxRate: fixed * 2, source: "BENCH_LATENCY_RATE" };
+  const earlier = ctx.earlier.find((f) => f.bench === "end-to-end")?.ours;
+  if (earlier !== undefined) return { maxRate: earlier, source: "the end-to-end figure of this run" };
+  const tasks = Math.min(1500, e2eTasks());
+  ctx.log(`latency: no end-to-end figure in this run; measuring the maximum rate first (${tasks} tasks)`);
+  const maxRate = (await pipelineThroughput(ctx, { tasks, solvers: 1, run: "latency-max" })).perSecond;
+  return { maxRate, source: `a ${tasks}-task end-to-end run made for it` };
+}
+
+/**
+ * The rate is half of a warm maximum (end-to-end's 15,000-task warm-up): the processes are
+ * warmed the same way first (submitted as fast as they go, run to completion), then a
+ * hundred through the long-poll path.
+ */
+async function warmUp(p: Pipeline): Promise<void> {
+  const jitWarm = envCount("BENCH_LATENCY_WARMUP", 15_000);
+  const jit = await closedLoop(jitWarm, clients(), (i) => submitTask(p.gatewayUrl, i, "latency-jit"));
+  if (jit.errors) throw new Error(`warm-up: ${jit.firstError}`);
+  await waitForCompleted(p.db.sql, jitWarm, 60_000 + jitWarm * 20);
+  const warm = await closedLoop(100, clients(), (i) => throughGateway(p.gatewayUrl, i, "latency-warmup"));
+  if (warm.errors) throw new Error(`warm-up: ${warm.firstError}`);
+}
+
+/** What a latency run measured: the settings, every task's time through the pipeline and direct, and where ours went. */
+interface LatencyRun {
+  rate: number;
+  maxRate: number;
+  source: string;
+  count: number;
+  solverConcurrency: number;
+  ours: number[];
+  base: number[];
+  parts: Record<string, number>;
+}
+
+const spread = (ms: number[]) => ({
+  p50: quantile(ms, 0.5),
+  p90: quantile(ms, 0.9),
+  p99: quantile(ms, 0.99),
+  max: quantile(ms, 1),
+});
+
+/** The p50 and p99 overheads over the provider, ours against the direct client. */
+function latencyFigures(r: LatencyRun): Figure[] {
+  const { ours, base, parts } = r;
+  const row = (q: number, label: string) => {
+    const o = quantile(ours, q) - PROVIDER_LATENCY_MS;
+    const b = quantile(base, q) - PROVIDER_LATENCY_MS;
+    return { o, b, label };
+  };
+  return [row(0.5, "p50"), row(0.99, "p99")].map((x, k) => ({
+    bench: "latency",
+    figure: `${x.label} overhead over the provider`,
+    ours: x.o,
+    unit: "ms",
+    baseline: { label: "client -> provider direct", value: x.b },
+    ratio: x.o / x.b,
+    ...(k === 0
+      ? {
+          note: `latency: ${r.count} tasks at ${r.rate.toFixed(0)}/s (open loop; half of ${r.maxRate.toFixed(0)}/s from ${r.source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}, SOLVER_CONCURRENCY=${r.solverConcurrency}. Overhead = (POST -> GET ?wait=30 shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
+        }
+      : {}),
+  }));
+}
+
 export const latency: Benchmark = {
   name: "latency",
   title: `submit -> completed (GET ?wait=30) minus a ${PROVIDER_LATENCY_MS} ms provider, at half the end-to-end maximum rate`,
   async run(ctx) {
-    let maxRate = ctx.earlier.find((f) => f.bench === "end-to-end")?.ours;
-    let source = "the end-to-end figure of this run";
-    // A fixed rate (BENCH_LATENCY_RATE, tasks/s), to compare runs whose maxima differ.
-    const fixed = envCount("BENCH_LATENCY_RATE", 0);
-    if (fixed > 0) {
-      maxRate = fixed * 2;
-      source = "BENCH_LATENCY_RATE";
-    } else if (maxRate === undefined) {
-      const tasks = Math.min(1500, e2eTasks());
-      ctx.log(`latency: no end-to-end figure in this run; measuring the maximum rate first (${tasks} tasks)`);
-      maxRate = (await pipelineThroughput(ctx, { tasks, solvers: 1, run: "latency-max" })).perSecond;
-      source = `a ${tasks}-task end-to-end run made for it`;
-    }
+    const { maxRate, source } = await maximumRate(ctx);
     const rate = maxRate / 2;
     const count = Math.max(200, Math.min(envCount("BENCH_LATENCY_TASKS", 3000), Math.round(rate * 20)));
     // Room for every task the rate keeps in flight (Little's law: rate x ~0.25 s, twice over), so
@@ -114,15 +172,7 @@ export const latency: Benchmark = {
       },
     });
     ctx.log(`latency: ${count} tasks at ${rate.toFixed(0)}/s (half of ${maxRate.toFixed(0)}/s from ${source})`);
-    // The rate is half of a warm maximum (end-to-end's 15,000-task warm-up): the processes are
-    // warmed the same way first (submitted as fast as they go, run to completion), then a
-    // hundred through the long-poll path.
-    const jitWarm = envCount("BENCH_LATENCY_WARMUP", 15_000);
-    const jit = await closedLoop(jitWarm, clients(), (i) => submitTask(p.gatewayUrl, i, "latency-jit"));
-    if (jit.errors) throw new Error(`warm-up: ${jit.firstError}`);
-    await waitForCompleted(p.db.sql, jitWarm, 60_000 + jitWarm * 20);
-    const warm = await closedLoop(100, clients(), (i) => throughGateway(p.gatewayUrl, i, "latency-warmup"));
-    if (warm.errors) throw new Error(`warm-up: ${warm.firstError}`);
+    await warmUp(p);
     const done = settledValues(
       await openLoop(count, rate, (i) => throughGateway(p.gatewayUrl, i, "latency")),
       "pipeline",
@@ -130,45 +180,16 @@ export const latency: Benchmark = {
     const ours = done.map((d) => d.ms);
     const base = settledValues(await openLoop(count, rate, (i) => direct(p.emulatorUrl, i)), "direct");
     const parts = await breakdown(p.db.sql, done);
-    const row = (q: number, label: string) => {
-      const o = quantile(ours, q) - PROVIDER_LATENCY_MS;
-      const b = quantile(base, q) - PROVIDER_LATENCY_MS;
-      return { o, b, label };
-    };
-    const p50 = row(0.5, "p50");
-    const p99 = row(0.99, "p99");
     ctx.detail.latency = {
       rate,
       maxRate,
       source,
       count,
       providerLatencyMs: PROVIDER_LATENCY_MS,
-      pipelineMs: {
-        p50: quantile(ours, 0.5),
-        p90: quantile(ours, 0.9),
-        p99: quantile(ours, 0.99),
-        max: quantile(ours, 1),
-      },
-      directMs: {
-        p50: quantile(base, 0.5),
-        p90: quantile(base, 0.9),
-        p99: quantile(base, 0.99),
-        max: quantile(base, 1),
-      },
+      pipelineMs: spread(ours),
+      directMs: spread(base),
       pipelineMedians: parts,
     };
-    return [p50, p99].map((r, k) => ({
-      bench: "latency",
-      figure: `${r.label} overhead over the provider`,
-      ours: r.o,
-      unit: "ms",
-      baseline: { label: "client -> provider direct", value: r.b },
-      ratio: r.o / r.b,
-      ...(k === 0
-        ? {
-            note: `latency: ${count} tasks at ${rate.toFixed(0)}/s (open loop; half of ${maxRate.toFixed(0)}/s from ${source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}, SOLVER_CONCURRENCY=${solverConcurrency}. Overhead = (POST -> GET ?wait=30 shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
-          }
-        : {}),
-    }));
+    return latencyFigures({ rate, maxRate, source, count, solverConcurrency, ours, base, parts });
   },
 };
