@@ -1,8 +1,14 @@
 import { hostname } from "node:os";
-import { openDatabase } from "@pipeline/shared/db";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
-import { connectNats, createPubAckPublisher, natsAuthFromEnv, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
+import {
+  connectNats,
+  createPubAckPublisher,
+  type NatsConnection,
+  natsAuthFromEnv,
+  TOPOLOGY_WAIT_MS,
+} from "@pipeline/shared/nats";
 import { watchFence } from "@pipeline/shared/regions";
 import { buckets, streams } from "@pipeline/shared/subjects";
 import { createDeliveryStore } from "./adapters/deliveries.ts";
@@ -10,7 +16,7 @@ import type { LiveConfig } from "./adapters/live-config.ts";
 import type { MemoryGovernor } from "./adapters/memory.ts";
 import { addSolverGauges, createSolverMetrics } from "./adapters/metrics.ts";
 import { createEventSink } from "./adapters/nats.ts";
-import { createProviderSlots } from "./adapters/slots.ts";
+import { createProviderSlots, type ProviderSlots } from "./adapters/slots.ts";
 import type { SolverConfig } from "./config.ts";
 import type { Breaker } from "./domain/breaker.ts";
 import type { KeyRing } from "./domain/keyring.ts";
@@ -73,6 +79,51 @@ function openPools(config: SolverConfig, workerId: string) {
  */
 export async function startSolver(config: SolverConfig, log: Logger): Promise<SolverService> {
   const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
+  const p = await buildSolver(config, workerId, log);
+  const { nc, js, jsm, database, slots, worker, keyRing, liveConfig, dispatcher, deliveries } = p;
+  let ready = false;
+  const metricsServer = serveMetrics(config, p.metrics, () => ready && !nc.isClosed());
+  slots.start();
+  worker.start();
+  const workersKv = await bindBucket(nc, buckets.workers(config.REGION), { waitMs: TOPOLOGY_WAIT_MS });
+  const inFlight = () => worker.inFlight();
+  const heartbeat = startSolverHeartbeat({
+    kv: workersKv,
+    config,
+    workerId,
+    keyRing,
+    liveConfig,
+    inFlight,
+    tally: p.tally,
+    log,
+  });
+  const reaper = startReaper({ config, database, js, kv: workersKv, workerId, log });
+  const callbacks: Callbacks | undefined = dispatcher
+    ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log })
+    : undefined;
+  if (!callbacks) log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
+  ready = true;
+  const metricsUrl = `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`;
+  logStarted(log, config, workerId, metricsUrl);
+  return {
+    workerId,
+    metricsUrl,
+    get breaker() {
+      return keyRing.breaker(keyRing.current().ref);
+    },
+    keys: keyRing,
+    config: liveConfig,
+    worker,
+    memory: p.memory,
+    async stop() {
+      ready = false;
+      await stopSolver(log, { ...p, reaper, callbacks, metricsServer, heartbeat, pools: [database, p.checkpoints] });
+    },
+  };
+}
+
+/** The parts, built in order (see startSolver), none started yet; the gauges added. */
+async function buildSolver(config: SolverConfig, workerId: string, log: Logger) {
   const metrics = createSolverMetrics();
   const nc = await connectNats(config.NATS_URL, `solver-${workerId}`, natsAuthFromEnv(config), (e) =>
     log.error({ err: e.message }, "nats error"),
@@ -80,43 +131,15 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
   const topology = await openTaskTopology(nc, config, workerId, log);
   const { jsm, js, consumers } = topology;
   const { database, checkpoints } = openPools(config, workerId);
-  const slots = createProviderSlots(database.db.$client, {
-    owner: workerId,
-    region: config.REGION,
-    threads: config.PROVIDER_THREADS,
-    leaseMs: config.SLOT_LEASE_MS,
-    markerMs: config.PROVIDER_TIMEOUT_MS + 5000,
-    onError: (err) => log.warn({ err: err.message.slice(0, 200) }, "provider slot lease failed"),
-  });
+  const slots = slotsOf(database, config, workerId, log);
   // Each event waits for its PubAck through one subscription (pub-acks.ts): three per task.
   const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) =>
     log.warn({ err: err.message }, "event not published"),
   );
-  const timing = timingOf(config);
-  const makeBreaker = breakerFactory(
-    config,
-    (data) => void events.alert("breaker", { ...data, worker: workerId }),
-    log,
-  );
-  const { keyRing, liveConfig } = await startKeys({
-    nc,
-    config,
-    timing,
-    makeBreaker,
-    onRejected: () => metrics.event("configRejected"),
-    log,
-  });
+  const { timing, keyRing, liveConfig } = await keysOf({ nc, config, events, workerId, metrics, log });
   const tally: Tally = { providerCalls: 0, providerErrors: 0 };
   const provider = providerClientOf(config, metrics, tally);
-  // With several regions, new provider submissions only while this region holds its lease.
-  const fence =
-    config.regions.length > 1
-      ? watchFence(
-          await bindBucket(nc, buckets.region(config.REGION), { waitMs: TOPOLOGY_WAIT_MS }),
-          config.REGION,
-          log,
-        )
-      : undefined;
+  const fence = await fenceOf(nc, config, log);
   const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) =>
     void topology.recreate(lane, what);
   const worker = createSolverWorker({
@@ -141,40 +164,84 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     ? createCallbackDispatcher({ config, deliveries, workerId, metrics, log })
     : undefined;
   const memory = memoryGovernorOf(config);
+  addGauges(metrics, { config, keyRing, worker, memory, slots, dispatcher, deliveries, consumers, jsm });
+  const built = { nc, jsm, js, database, checkpoints, slots, keyRing, liveConfig, tally, fence, worker };
+  return { ...built, deliveries, dispatcher, memory, metrics };
+}
+
+/**
+ * The timing in use, then the key ring and the live config that applies revisions to it; a
+ * breaker's transitions are published as alerts.
+ */
+async function keysOf(d: {
+  nc: NatsConnection;
+  config: SolverConfig;
+  events: ReturnType<typeof createEventSink>;
+  workerId: string;
+  metrics: ReturnType<typeof createSolverMetrics>;
+  log: Logger;
+}) {
+  const { nc, config, log } = d;
+  const timing = timingOf(config);
+  const makeBreaker = breakerFactory(
+    config,
+    (data) => void d.events.alert("breaker", { ...data, worker: d.workerId }),
+    log,
+  );
+  const onRejected = () => d.metrics.event("configRejected");
+  return { timing, ...(await startKeys({ nc, config, timing, makeBreaker, onRejected, log })) };
+}
+
+/** This solver's leases of the fleet-wide provider thread plan. */
+function slotsOf(database: Database, config: SolverConfig, workerId: string, log: Logger) {
+  return createProviderSlots(database.db.$client, {
+    owner: workerId,
+    region: config.REGION,
+    threads: config.PROVIDER_THREADS,
+    leaseMs: config.SLOT_LEASE_MS,
+    markerMs: config.PROVIDER_TIMEOUT_MS + 5000,
+    onError: (err) => log.warn({ err: err.message.slice(0, 200) }, "provider slot lease failed"),
+  });
+}
+
+/** With several regions, new provider submissions only while this region holds its lease; one region: none. */
+async function fenceOf(nc: NatsConnection, config: SolverConfig, log: Logger) {
+  if (config.regions.length <= 1) return undefined;
+  const bucket = await bindBucket(nc, buckets.region(config.REGION), { waitMs: TOPOLOGY_WAIT_MS });
+  return watchFence(bucket, config.REGION, log);
+}
+
+/** The gauges, read from the parts once they exist. */
+function addGauges(
+  metrics: ReturnType<typeof createSolverMetrics>,
+  p: {
+    config: SolverConfig;
+    keyRing: KeyRing;
+    worker: Worker;
+    memory: MemoryGovernor;
+    slots: ProviderSlots;
+    dispatcher: Dispatcher | undefined;
+    deliveries: ReturnType<typeof createDeliveryStore>;
+    consumers: Parameters<typeof addSolverGauges>[1]["consumers"];
+    jsm: Parameters<typeof addSolverGauges>[1]["jsm"];
+  },
+): void {
+  const { keyRing, worker, memory, dispatcher, deliveries } = p;
   addSolverGauges(metrics, {
     keyRef: () => keyRing.current().ref,
     breakerState: () => keyRing.breaker(keyRing.current().ref).state(),
     inFlight: () => worker.inFlight(),
     waiting: () => worker.waiting(),
     gc: () => ({ collections: memory.collections(), seconds: memory.collectMs() / 1000 }),
-    slotsHeld: () => slots.held(keyRing.current().ref),
+    slotsHeld: () => p.slots.held(keyRing.current().ref),
     ...(dispatcher ? { webhookInFlight: () => dispatcher.inFlight(), webhookBacklog: () => deliveries.backlog() } : {}),
-    consumers,
-    jsm,
-    dlqStream: streams.dlq(config.REGION),
+    consumers: p.consumers,
+    jsm: p.jsm,
+    dlqStream: streams.dlq(p.config.REGION),
   });
-  let ready = false;
-  const metricsServer = serveMetrics(config, metrics, () => ready && !nc.isClosed());
-  slots.start();
-  worker.start();
-  const workersKv = await bindBucket(nc, buckets.workers(config.REGION), { waitMs: TOPOLOGY_WAIT_MS });
-  const heartbeat = startSolverHeartbeat({
-    kv: workersKv,
-    config,
-    workerId,
-    keyRing,
-    liveConfig,
-    inFlight: () => worker.inFlight(),
-    tally,
-    log,
-  });
-  const reaper = startReaper({ config, database, js, kv: workersKv, workerId, log });
-  const callbacks: Callbacks | undefined = dispatcher
-    ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log })
-    : undefined;
-  if (!callbacks) log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
-  ready = true;
-  const metricsUrl = `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`;
+}
+
+function logStarted(log: Logger, config: SolverConfig, workerId: string, metricsUrl: string): void {
   log.info(
     {
       workerId,
@@ -185,30 +252,35 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     },
     "solver started",
   );
-  return {
-    workerId,
-    metricsUrl,
-    get breaker() {
-      return keyRing.breaker(keyRing.current().ref);
-    },
-    keys: keyRing,
-    config: liveConfig,
-    worker,
-    memory,
-    async stop() {
-      ready = false;
-      log.info({ inFlight: worker.inFlight() }, "solver draining");
-      liveConfig.stop();
-      fence?.stop();
-      reaper.stop();
-      await Promise.all([worker.stop(), callbacks?.stop()]);
-      await slots.stop();
-      memory.stop();
-      await metricsServer.stop(true);
-      await heartbeat.stop();
-      await nc.drain().catch(() => {});
-      await Promise.all([database.close().catch(() => {}), checkpoints.close().catch(() => {})]);
-      log.info({ counters: worker.counters }, "solver stopped");
-    },
-  };
+}
+
+/** The graceful stop: no new work, in-flight work drained, then the slots given back and the connections closed. */
+async function stopSolver(
+  log: Logger,
+  p: {
+    liveConfig: LiveConfig;
+    fence: { stop(): void } | undefined;
+    reaper: { stop(): void };
+    worker: Worker;
+    callbacks: Callbacks | undefined;
+    slots: ProviderSlots;
+    memory: MemoryGovernor;
+    metricsServer: { stop(force: boolean): Promise<void> };
+    heartbeat: { stop(): Promise<void> };
+    nc: NatsConnection;
+    pools: Database[];
+  },
+): Promise<void> {
+  log.info({ inFlight: p.worker.inFlight() }, "solver draining");
+  p.liveConfig.stop();
+  p.fence?.stop();
+  p.reaper.stop();
+  await Promise.all([p.worker.stop(), p.callbacks?.stop()]);
+  await p.slots.stop();
+  p.memory.stop();
+  await p.metricsServer.stop(true);
+  await p.heartbeat.stop();
+  await p.nc.drain().catch(() => {});
+  await Promise.all(p.pools.map((d) => d.close().catch(() => {})));
+  log.info({ counters: p.worker.counters }, "solver stopped");
 }
