@@ -54,6 +54,10 @@ export interface SolverStore {
 
 const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval`;
 
+/** The row is `solving` under this worker's lease. */
+const owned = (id: string, worker: string) =>
+  and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
+
 /**
  * `checkpointSql` is a pool of its own for the provider-id writes, which are group-committed
  * (checkpoints.ts): nothing else queues on it, so the window between the provider's `OK|id` and
@@ -63,25 +67,11 @@ const leaseUntil = (ms: number) => sql`now() + ${`${ms} milliseconds`}::interval
 export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?: string): SolverStore {
   const checkpoints = checkpointSql ? createCheckpointWriter(checkpointSql) : undefined;
   const batched = createBatchedWrites(db.$client, region ? { region } : {});
-  const owned = (id: string, worker: string) =>
-    and(eq(tasks.id, id), eq(tasks.state, "solving"), eq(tasks.leaseOwner, worker));
   return {
     async claim(id, worker, leaseMs) {
       const claimed = await batched.claim({ id, worker, leaseMs });
       if (claimed) return { kind: "claimed", row: claimed };
-      const rows = await db
-        .select({
-          row: tasks,
-          leftMs: sql<number>`greatest(0, extract(epoch from (${tasks.leaseUntil} - now())) * 1000)::float8`,
-        })
-        .from(tasks)
-        .where(eq(tasks.id, id));
-      const found = rows[0];
-      if (!found) return { kind: "missing" };
-      // Another region's row (replicated, or adopted away in a failover): not this region's work.
-      if (region && found.row.region !== region) return { kind: "terminal", row: found.row };
-      if (found.row.state === "solving") return { kind: "busy", leaseLeftMs: Number(found.leftMs) };
-      return { kind: "terminal", row: found.row };
+      return whyNotClaimed(db, id, region);
     },
     beginSubmit: (id, worker) => batched.beginSubmit({ id, worker }),
     async endSubmit(id, worker) {
@@ -90,29 +80,9 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?:
         .set({ submitStartedAt: null, submitOwner: null })
         .where(and(eq(tasks.id, id), eq(tasks.submitOwner, worker)));
     },
-    async setProviderId(id, worker, providerId, keyRef) {
+    setProviderId(id, worker, providerId, keyRef) {
       if (checkpoints) return checkpoints.write({ id, worker, providerId, keyRef });
-      const r = await db
-        .update(tasks)
-        .set({
-          providerId,
-          providerKeyRef: keyRef,
-          providerSubmissions: sql`${tasks.providerSubmissions} + 1`,
-          submitStartedAt: null,
-          submitOwner: null,
-          updatedAt: sql`now()`,
-        })
-        .where(
-          and(
-            eq(tasks.id, id),
-            isNull(tasks.providerId),
-            eq(tasks.submitOwner, worker),
-            inArray(tasks.state, ["solving", "retrying"]),
-          ),
-        )
-        .returning({ leaseOwner: tasks.leaseOwner, state: tasks.state });
-      const row = r[0];
-      return { written: row !== undefined, stillOwner: row?.leaseOwner === worker && row.state === "solving" };
+      return writeProviderId(db, { id, worker, providerId, keyRef });
     },
     async get(id) {
       return (await db.select().from(tasks).where(eq(tasks.id, id)))[0];
@@ -134,53 +104,117 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?:
         expiresAt: r.expiresAt,
         polls: r.polls,
       }),
-    async fail(id, worker, r) {
-      const out = await db
-        .update(tasks)
-        .set({
-          state: "failed",
-          version: sql`${tasks.version} + 1`,
-          errorCode: r.code,
-          errorMessage: r.message ?? null,
-          providerPolls: sql`${tasks.providerPolls} + ${r.polls}`,
-          leaseOwner: null,
-          leaseUntil: null,
-          completedAt: sql`now()`,
-          updatedAt: sql`now()`,
-        })
-        .where(owned(id, worker))
-        .returning();
-      return out[0];
-    },
-    async release(id, worker, r) {
-      const out = await db
-        .update(tasks)
-        .set({
-          state: "retrying",
-          version: sql`${tasks.version} + 1`,
-          errorCode: r.code ?? null,
-          providerPolls: sql`${tasks.providerPolls} + ${r.polls}`,
-          leaseOwner: null,
-          leaseUntil: null,
-          updatedAt: sql`now()`,
-        })
-        .where(owned(id, worker))
-        .returning();
-      return out[0];
-    },
-    async renewLeases(worker, ids, leaseMs) {
-      if (ids.length === 0) return 0;
-      // One array parameter, not one parameter per id: with 10,000 tasks in flight this runs
-      // every few seconds, and a 10,000-parameter statement is megabytes of garbage each time.
-      // A lease with more than 5/6 of its length left (claimed or renewed less than a sixth of it
-      // ago) is left alone: a task that finishes in seconds costs no renewal write (issue 13, row
-      // writes per task), and with the timer every third of the lease a lease is renewed before
-      // half of it is gone.
-      const r = await db.$client`
-        update tasks set lease_until = now() + ${`${leaseMs} milliseconds`}::interval
-        where state = 'solving' and lease_owner = ${worker} and id = any(${ids}::uuid[])
-          and lease_until < now() + ${`${Math.floor((leaseMs * 5) / 6)} milliseconds`}::interval`;
-      return r.count;
-    },
+    fail: (id, worker, r) => failTask(db, id, worker, r),
+    release: (id, worker, r) => releaseTask(db, id, worker, r),
+    renewLeases: (worker, ids, leaseMs) => renewLeases(db, worker, ids, leaseMs),
   };
+}
+
+/** A claim that took nothing: the row is missing, another region's or final (`terminal`), or leased by another (`busy`). */
+async function whyNotClaimed(db: Db, id: string, region: string | undefined): Promise<Claim> {
+  const rows = await db
+    .select({
+      row: tasks,
+      leftMs: sql<number>`greatest(0, extract(epoch from (${tasks.leaseUntil} - now())) * 1000)::float8`,
+    })
+    .from(tasks)
+    .where(eq(tasks.id, id));
+  const found = rows[0];
+  if (!found) return { kind: "missing" };
+  // Another region's row (replicated, or adopted away in a failover): not this region's work.
+  if (region && found.row.region !== region) return { kind: "terminal", row: found.row };
+  if (found.row.state === "solving") return { kind: "busy", leaseLeftMs: Number(found.leftMs) };
+  return { kind: "terminal", row: found.row };
+}
+
+/** The provider id written by itself (no checkpoint pool): see SolverStore.setProviderId. */
+async function writeProviderId(
+  db: Db,
+  c: { id: string; worker: string; providerId: string; keyRef: string },
+): Promise<{ written: boolean; stillOwner: boolean }> {
+  const r = await db
+    .update(tasks)
+    .set({
+      providerId: c.providerId,
+      providerKeyRef: c.keyRef,
+      providerSubmissions: sql`${tasks.providerSubmissions} + 1`,
+      submitStartedAt: null,
+      submitOwner: null,
+      updatedAt: sql`now()`,
+    })
+    .where(
+      and(
+        eq(tasks.id, c.id),
+        isNull(tasks.providerId),
+        eq(tasks.submitOwner, c.worker),
+        inArray(tasks.state, ["solving", "retrying"]),
+      ),
+    )
+    .returning({ leaseOwner: tasks.leaseOwner, state: tasks.state });
+  const row = r[0];
+  return { written: row !== undefined, stillOwner: row?.leaseOwner === c.worker && row.state === "solving" };
+}
+
+/** solving -> failed (guarded by the lease). */
+async function failTask(
+  db: Db,
+  id: string,
+  worker: string,
+  r: { code: string; message?: string; polls: number },
+): Promise<TaskRow | undefined> {
+  const out = await db
+    .update(tasks)
+    .set({
+      state: "failed",
+      version: sql`${tasks.version} + 1`,
+      errorCode: r.code,
+      errorMessage: r.message ?? null,
+      providerPolls: sql`${tasks.providerPolls} + ${r.polls}`,
+      leaseOwner: null,
+      leaseUntil: null,
+      completedAt: sql`now()`,
+      updatedAt: sql`now()`,
+    })
+    .where(owned(id, worker))
+    .returning();
+  return out[0];
+}
+
+/** solving -> retrying (guarded by the lease; keeps provider_id). */
+async function releaseTask(
+  db: Db,
+  id: string,
+  worker: string,
+  r: { code?: string; polls: number },
+): Promise<TaskRow | undefined> {
+  const out = await db
+    .update(tasks)
+    .set({
+      state: "retrying",
+      version: sql`${tasks.version} + 1`,
+      errorCode: r.code ?? null,
+      providerPolls: sql`${tasks.providerPolls} + ${r.polls}`,
+      leaseOwner: null,
+      leaseUntil: null,
+      updatedAt: sql`now()`,
+    })
+    .where(owned(id, worker))
+    .returning();
+  return out[0];
+}
+
+/** See SolverStore.renewLeases. */
+async function renewLeases(db: Db, worker: string, ids: string[], leaseMs: number): Promise<number> {
+  if (ids.length === 0) return 0;
+  // One array parameter, not one parameter per id: with 10,000 tasks in flight this runs
+  // every few seconds, and a 10,000-parameter statement is megabytes of garbage each time.
+  // A lease with more than 5/6 of its length left (claimed or renewed less than a sixth of it
+  // ago) is left alone: a task that finishes in seconds costs no renewal write (issue 13, row
+  // writes per task), and with the timer every third of the lease a lease is renewed before
+  // half of it is gone.
+  const r = await db.$client`
+    update tasks set lease_until = now() + ${`${leaseMs} milliseconds`}::interval
+    where state = 'solving' and lease_owner = ${worker} and id = any(${ids}::uuid[])
+      and lease_until < now() + ${`${Math.floor((leaseMs * 5) / 6)} milliseconds`}::interval`;
+  return r.count;
 }
