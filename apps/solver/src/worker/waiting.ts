@@ -37,127 +37,139 @@ type Unanswered = Extract<Step, { kind: "rotated" | "resubmit" | "fail" | "keySt
  * What to do with each reply is the domain's decision (`beforePoll`, `afterPoll`).
  */
 export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): WaitingRoom {
-  let waiting = 0;
-
-  class Wait {
-    /** Polls made in this wait (the budget). */
-    n = 0;
-    transportErrors = 0;
-    constructor(
-      readonly p: Parked,
-      private readonly resolve: (r: WaitResult) => void,
-      private readonly reject: (err: unknown) => void,
-    ) {
-      waiting++;
-    }
-
-    settle(r: WaitResult): void {
-      waiting--;
-      this.resolve(r);
-    }
-
-    fail(err: unknown): void {
-      waiting--;
-      this.reject(err);
-    }
-
-    /** The same delivery waits again, a new wait (its own poll budget) for the provider task it still has. */
-    again(p: Parked): void {
-      waiting--;
-      new Wait(p, this.resolve, this.reject).sleepThenPoll(p.firstDelayMs);
-    }
-
-    sleepThenPoll(ms: number): void {
-      deps.sleeper.sleep(ms, signal).then(
-        () => this.poll(),
-        (err) => this.abandon(err),
-      );
-    }
-
-    poll(): void {
-      const { p } = this;
-      const stop = beforePoll({
-        keyInUse: deps.keys.current().ref,
-        keyOfTask: p.key.ref,
-        polls: this.n,
-        maxPolls: deps.timing.get().maxPolls,
-      });
-      if (stop) return void this.unanswered(stop);
-      const reply = deps.poller
-        ? deps.poller.poll(p.providerId, p.key.value, p.type, signal)
-        : deps.provider.poll(p.providerId, p.key.value, signal);
-      reply.then(
-        (r) => this.onReply(r),
-        (err) => this.abandon(err),
-      );
-    }
-
-    onReply(reply: ProviderReply): void {
-      this.n++;
-      this.p.polls++;
-      observeReply(deps.keys.breaker(this.p.key.ref), deps.profile, reply);
-      if (reply.kind !== "ok" && reply.kind !== "not_ready") this.transportErrors++;
-      const step = afterPoll(reply, {
-        transportErrors: this.transportErrors,
-        profile: deps.profile,
-        limits: deps.timing.get(),
-      });
-      if (step.kind === "pollAgain") return this.sleepThenPoll(step.delayMs);
-      if (step.kind === "complete")
-        return reply.kind === "ok" ? void this.finish(reply) : this.abandon(new Error("an answer without a value"));
-      if (step.kind === "resubmit")
-        deps.log.info(
-          { taskId: this.p.taskId, code: reply.kind === "error" ? reply.code : undefined },
-          "provider gave the task up; submitting anew",
-        );
-      void this.unanswered(step);
-    }
-
-    async finish(reply: Extract<ProviderReply, { kind: "ok" }>): Promise<void> {
-      const { p } = this;
-      // Into the start cap for the finishing writes: thousands of answers arriving together
-      // must not queue thousands of writes.
-      if (deps.admission) await deps.admission.acquire();
-      let outcome: Outcome;
-      try {
-        // The completion takes the task out of the plan's count (slots.ts) in the same write.
-        outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply);
-      } catch (err) {
-        return this.abandon(err);
-      } finally {
-        deps.admission?.release();
-      }
-      this.settle({ kind: "done", outcome });
-    }
-
-    /** The wait ended without an answer: the step written here, the task parked again, or handed back for a new submit. */
-    async unanswered(step: Unanswered): Promise<void> {
-      if (step.kind === "resubmit" && this.n >= deps.timing.get().maxPolls)
-        deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
-      let ended: WaitResult | { kind: "park"; parked: Parked };
-      try {
-        ended = await afterWait(deps, this.p, step);
-      } catch (err) {
-        return this.abandon(err);
-      }
-      if (ended.kind === "park") this.again(ended.parked);
-      else this.settle(ended);
-    }
-
-    /** A hard stop or a failed read or write: the row keeps its provider id (and counts for the plan) until a later delivery finishes it. */
-    abandon(err: unknown): void {
-      this.fail(err);
-    }
-  }
-
+  const room: Room = { deps, signal, waiting: 0 };
   return {
     wait(p) {
       const { promise, resolve, reject } = Promise.withResolvers<WaitResult>();
-      new Wait(p, resolve, reject).sleepThenPoll(p.firstDelayMs);
+      new Wait(room, p, resolve, reject).sleepThenPoll(p.firstDelayMs);
       return promise;
     },
-    size: () => waiting,
+    size: () => room.waiting,
   };
+}
+
+/** What every wait of a worker shares: its deps, its hard stop, the count of waits. */
+interface Room {
+  deps: HandlerDeps;
+  signal: AbortSignal;
+  waiting: number;
+}
+
+/** One wait of one parked task: sleeps and polls until its end, then settles the delivery's promise. */
+class Wait {
+  /** Polls made in this wait (the budget). */
+  n = 0;
+  transportErrors = 0;
+  constructor(
+    private readonly room: Room,
+    readonly p: Parked,
+    private readonly resolve: (r: WaitResult) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {
+    room.waiting++;
+  }
+
+  settle(r: WaitResult): void {
+    this.room.waiting--;
+    this.resolve(r);
+  }
+
+  fail(err: unknown): void {
+    this.room.waiting--;
+    this.reject(err);
+  }
+
+  /** The same delivery waits again, a new wait (its own poll budget) for the provider task it still has. */
+  again(p: Parked): void {
+    this.room.waiting--;
+    new Wait(this.room, p, this.resolve, this.reject).sleepThenPoll(p.firstDelayMs);
+  }
+
+  sleepThenPoll(ms: number): void {
+    this.room.deps.sleeper.sleep(ms, this.room.signal).then(
+      () => this.poll(),
+      (err) => this.abandon(err),
+    );
+  }
+
+  poll(): void {
+    const { p } = this;
+    const { deps, signal } = this.room;
+    const stop = beforePoll({
+      keyInUse: deps.keys.current().ref,
+      keyOfTask: p.key.ref,
+      polls: this.n,
+      maxPolls: deps.timing.get().maxPolls,
+    });
+    if (stop) return void this.unanswered(stop);
+    const reply = deps.poller
+      ? deps.poller.poll(p.providerId, p.key.value, p.type, signal)
+      : deps.provider.poll(p.providerId, p.key.value, signal);
+    reply.then(
+      (r) => this.onReply(r),
+      (err) => this.abandon(err),
+    );
+  }
+
+  onReply(reply: ProviderReply): void {
+    const { deps } = this.room;
+    this.n++;
+    this.p.polls++;
+    observeReply(deps.keys.breaker(this.p.key.ref), deps.profile, reply);
+    if (reply.kind !== "ok" && reply.kind !== "not_ready") this.transportErrors++;
+    const step = afterPoll(reply, {
+      transportErrors: this.transportErrors,
+      profile: deps.profile,
+      limits: deps.timing.get(),
+    });
+    if (step.kind === "pollAgain") return this.sleepThenPoll(step.delayMs);
+    if (step.kind === "complete")
+      return reply.kind === "ok" ? void this.finish(reply) : this.abandon(new Error("an answer without a value"));
+    if (step.kind === "resubmit")
+      deps.log.info(
+        { taskId: this.p.taskId, code: reply.kind === "error" ? reply.code : undefined },
+        "provider gave the task up; submitting anew",
+      );
+    void this.unanswered(step);
+  }
+
+  async finish(reply: Extract<ProviderReply, { kind: "ok" }>): Promise<void> {
+    const { p } = this;
+    const { deps } = this.room;
+    // Into the start cap for the finishing writes: thousands of answers arriving together
+    // must not queue thousands of writes.
+    if (deps.admission) await deps.admission.acquire();
+    let outcome: Outcome;
+    try {
+      // The completion takes the task out of the plan's count (slots.ts) in the same write.
+      outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply);
+    } catch (err) {
+      return this.abandon(err);
+    } finally {
+      deps.admission?.release();
+    }
+    this.settle({ kind: "done", outcome });
+  }
+
+  /** The wait ended without an answer: the step written here, the task parked again, or handed back for a new submit. */
+  async unanswered(step: Unanswered): Promise<void> {
+    const { deps } = this.room;
+    if (step.kind === "resubmit" && this.n >= deps.timing.get().maxPolls)
+      deps.log.warn({ taskId: this.p.taskId, polls: this.n }, "poll budget spent; submitting anew");
+    let ended: WaitResult | { kind: "park"; parked: Parked };
+    try {
+      ended = await afterWait(deps, this.p, step);
+    } catch (err) {
+      return this.abandon(err);
+    }
+    if (ended.kind === "park") this.again(ended.parked);
+    else this.settle(ended);
+  }
+
+  /** A hard stop or a failed read or write: the row keeps its provider id (and counts for the plan) until a later delivery finishes it. */
+  abandon(err: unknown): void {
+    this.fail(err);
+  }
 }
 
 /**
