@@ -85,6 +85,16 @@ export type SolverMetrics = ReturnType<typeof createSolverMetrics>;
 /** The solver's gauges, on the metrics' registry: each read from its source at scrape time (those that need I/O too). */
 export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources): void {
   const { registry } = metrics;
+  addProcessGauges(registry, src);
+  addProviderGauges(registry, src);
+  addQueueGauges(registry, src);
+  addWebhookGauges(registry, src);
+}
+
+type Registry = SolverMetrics["registry"];
+
+/** Tasks in flight and waiting in this process, and the memory governor's collections. */
+function addProcessGauges(registry: Registry, src: SolverMetricSources): void {
   new Gauge({
     name: "solver_in_flight",
     help: "Tasks this process is handling",
@@ -121,6 +131,10 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
       this.set(src.waiting?.() ?? 0);
     },
   });
+}
+
+/** The key in use: its breaker, and its provider tasks in flight across the fleet. */
+function addProviderGauges(registry: Registry, src: SolverMetricSources): void {
   new Gauge({
     name: "solver_breaker_state",
     help: "Circuit breaker per provider key: 0 closed, 1 half-open, 2 open",
@@ -142,6 +156,10 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
       this.set({ key: src.keyRef() }, v);
     },
   });
+}
+
+/** The lanes' consumers (lag, unacknowledged) and the DLQ. */
+function addQueueGauges(registry: Registry, src: SolverMetricSources): void {
   const consumerGauge = (name: string, help: string, field: "num_pending" | "num_ack_pending") =>
     new Gauge({
       name,
@@ -170,6 +188,10 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
       this.set(info?.state.messages ?? Number.NaN);
     },
   });
+}
+
+/** Callbacks: this process's attempts in flight, the fleet's pending ones and how overdue they are. */
+function addWebhookGauges(registry: Registry, src: SolverMetricSources): void {
   new Gauge({
     name: "solver_webhook_in_flight",
     help: "Callback attempts this process has in flight",
