@@ -49,17 +49,13 @@ export interface SubmitContext {
  * written step. Never submits while the region is fenced or after the row stopped being ours.
  */
 export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
-  const { deps, task, key } = c;
-  const { store, provider, workerId: w } = deps;
+  const { deps, task } = c;
+  const { store, workerId: w } = deps;
   const taskId = task.taskId;
   let marked = c.markedAtClaim === true;
   if (c.needsUnit) {
-    const unit = await deps.slots.take(key.ref, "high", 0);
-    if (!unit) {
-      if (marked) await store.endSubmit(taskId, w);
-      return done(nak(500, "no provider slot free"));
-    }
-    unit.visible();
+    const refused = await takeUnit(c, marked);
+    if (refused) return refused;
   }
   const t = deps.timing.get();
   for (;;) {
@@ -74,60 +70,89 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
     if (!marked && !(await store.beginSubmit(taskId, w)))
       return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
     marked = false;
-    deps.log.debug({ taskId, attempt: task.attempts, resubmits: c.resubmits.n }, "provider submit");
-    const reply = await provider.submit(
-      toProviderParams({ type: task.type, params: task.params } as TaskSpec),
-      key.value,
-      c.signal,
-    );
-    observeReply(c.breaker, deps.profile, reply);
-    if (reply.kind !== "ok") await store.endSubmit(taskId, w);
-    // A timed-out in.php may have created a provider task we will never hear of: the retry
-    // then pays twice. Said at warn so an operator can count them.
-    if (reply.kind === "transport")
-      deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
-    const step = afterSubmit(reply, {
-      attempts: task.attempts,
-      resubmits: c.resubmits.n,
-      profile: deps.profile,
-      limits: deps.timing.get(),
-    });
+    const step = await submitOnce(c);
     if (step.kind === "resubmit") {
       c.resubmits.n++;
       continue;
     }
     if (step.kind !== "checkpoint") return writeStep(deps, task, step, c.breaker);
-    const pid = step.providerId;
-    // The provider has the task now: losing this write means paying for it twice, so it is
-    // retried through a database outage (for as long as a lease could have lasted, at least a minute).
-    const cp = await persist(
-      () => store.setProviderId(taskId, w, pid, key.ref),
-      Math.max(60_000, t.leaseMs * 2),
-      deps.sleeper,
-      c.signal,
-    );
-    deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
-    if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
-    task.providerId = pid;
-    await deps.events.publish({
-      taskId,
-      kind: "submitted",
-      state: "solving",
-      version: task.version,
-      data: { providerId: pid, keyRef: key.ref },
-    });
-    c.leave();
-    return {
-      outcome: { kind: "ack", reason: "parked" },
-      park: {
-        taskId,
-        type: task.type,
-        providerId: pid,
-        key,
-        polls: task.polls,
-        resubmits: c.resubmits.n,
-        firstDelayMs: firstPollDelay(task.type, t.firstPollMs),
-      },
-    };
+    return checkpointAndPark(c, step.providerId, t);
   }
+}
+
+/** A unit of the plan for a task taken up without one: undefined when it has one, else the nak (its marker cleared). */
+async function takeUnit(c: SubmitContext, marked: boolean): Promise<Solved | undefined> {
+  const { deps, task } = c;
+  const unit = await deps.slots.take(c.key.ref, "high", 0);
+  if (!unit) {
+    if (marked) await deps.store.endSubmit(task.taskId, deps.workerId);
+    return done(nak(500, "no provider slot free"));
+  }
+  unit.visible();
+  return undefined;
+}
+
+/** One in.php call, its reply observed by the breaker (the marker cleared when no provider task was made); the domain's step. */
+async function submitOnce(c: SubmitContext) {
+  const { deps, task, key } = c;
+  const taskId = task.taskId;
+  deps.log.debug({ taskId, attempt: task.attempts, resubmits: c.resubmits.n }, "provider submit");
+  const reply = await deps.provider.submit(
+    toProviderParams({ type: task.type, params: task.params } as TaskSpec),
+    key.value,
+    c.signal,
+  );
+  observeReply(c.breaker, deps.profile, reply);
+  if (reply.kind !== "ok") await deps.store.endSubmit(taskId, deps.workerId);
+  // A timed-out in.php may have created a provider task we will never hear of: the retry
+  // then pays twice. Said at warn so an operator can count them.
+  if (reply.kind === "transport")
+    deps.log.warn({ taskId, reason: reply.reason }, "provider submit unanswered; the retry may pay twice");
+  return afterSubmit(reply, {
+    attempts: task.attempts,
+    resubmits: c.resubmits.n,
+    profile: deps.profile,
+    limits: deps.timing.get(),
+  });
+}
+
+/** The provider id checkpointed (retried through a database outage), `submitted` published, the task parked. */
+async function checkpointAndPark(
+  c: SubmitContext,
+  pid: string,
+  t: ReturnType<HandlerDeps["timing"]["get"]>,
+): Promise<Solved> {
+  const { deps, task, key } = c;
+  const taskId = task.taskId;
+  // The provider has the task now: losing this write means paying for it twice, so it is
+  // retried through a database outage (for as long as a lease could have lasted, at least a minute).
+  const cp = await persist(
+    () => deps.store.setProviderId(taskId, deps.workerId, pid, key.ref),
+    Math.max(60_000, t.leaseMs * 2),
+    deps.sleeper,
+    c.signal,
+  );
+  deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
+  if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
+  task.providerId = pid;
+  await deps.events.publish({
+    taskId,
+    kind: "submitted",
+    state: "solving",
+    version: task.version,
+    data: { providerId: pid, keyRef: key.ref },
+  });
+  c.leave();
+  return {
+    outcome: { kind: "ack", reason: "parked" },
+    park: {
+      taskId,
+      type: task.type,
+      providerId: pid,
+      key,
+      polls: task.polls,
+      resubmits: c.resubmits.n,
+      firstDelayMs: firstPollDelay(task.type, t.firstPollMs),
+    },
+  };
 }
