@@ -1,14 +1,15 @@
 // The app hosts' env files, from the project's templates (infra/deploy/env/*.env.example) with
 // real values: every `KEY=` line of a template kept in its order, its value replaced where the
 // rehearsal gives one; a template value still holding a `<placeholder>` with no value given is an
-// error, as is a value given for a key the template lacks (unless it is in `extra`).
+// error, as is a value given for a key the template lacks (unless it is in `extra`). `ifPresent`
+// values (secrets, which a template may or may not hold) are written only where the template has the key.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 export function renderEnvTemplate(
   file: string,
   values: Record<string, string>,
-  o: { drop?: string[]; extra?: Record<string, string> } = {},
+  o: { drop?: string[]; extra?: Record<string, string>; ifPresent?: Record<string, string> } = {},
 ): string {
   const text = readFileSync(file, "utf8");
   const seen = new Set<string>();
@@ -26,6 +27,7 @@ export function renderEnvTemplate(
     }
     seen.add(key);
     if (key in values) out.push(`${key}=${values[key]}`);
+    else if (o.ifPresent && key in o.ifPresent) out.push(`${key}=${o.ifPresent[key]}`);
     else if (/<[^>]*>/.test(value))
       throw new Error(`${file}: ${key} is a placeholder (${value}) and the rehearsal gives no value for it`);
     else out.push(line);
@@ -38,3 +40,9 @@ export function renderEnvTemplate(
 }
 
 export const envTemplate = (repo: string, name: string) => join(repo, "infra", "deploy", "env", `${name}.env.example`);
+
+/** Whether the template's value of `key` holds a `<placeholder>` (a secret the operator fills in). */
+export function hasPlaceholder(file: string, key: string): boolean {
+  const m = new RegExp(`^${key}=(.*)$`, "m").exec(readFileSync(file, "utf8"));
+  return !!m && /<[^>]*>/.test(m[1]!);
+}

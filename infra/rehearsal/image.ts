@@ -9,6 +9,7 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   renameSync,
@@ -51,7 +52,7 @@ export const EXTRA_PACKAGES = [
   "iputils-ping",
 ];
 /** Bump when the build steps below change in a way the package lists do not show. */
-const RECIPE_REV = 1;
+const RECIPE_REV = 2;
 
 export interface Image {
   key: string;
@@ -60,26 +61,39 @@ export interface Image {
   /** Seconds the build took, or 0 when it came from the cache. */
   builtSeconds: number;
   cached: boolean;
+  /** The units a role's package enables on install, disabled in the image: by package. */
+  roleUnits: Record<string, string[]>;
 }
 
-/** Every package the cloud-init files' `packages:` name, so the image cannot fall behind them. */
-export function cloudInitPackages(repo: string): string[] {
-  const out = new Set<string>();
-  for (const role of ["app", "nats", "postgres", "witness"]) {
-    const text = readFileSync(join(repo, "infra", "deploy", "cloud-init", `${role}.yaml`), "utf8");
-    const block = /^packages:\n((?:[ \t]+.*\n|\n)*)/m.exec(text)?.[1] ?? "";
-    for (const m of block.matchAll(/^\s+-\s+([a-z0-9][a-z0-9.+-]*)\s*$/gm)) out.add(m[1]!);
-  }
-  return [...out].sort();
+/** The `packages:` list of a cloud-config text. */
+export function packagesOf(text: string): string[] {
+  const block = /^packages:\n((?:[ \t]+.*\n|\n)*)/m.exec(text)?.[1] ?? "";
+  return [...block.matchAll(/^\s+-\s+([a-z0-9][a-z0-9.+-]*)\s*$/gm)].map((m) => m[1]!);
 }
 
-export function imageRecipe(repo: string): { key: string; base: string[]; extra: string[] } {
-  const extra = [...new Set([...EXTRA_PACKAGES, ...cloudInitPackages(repo)])].sort();
+/** Every role's packages (infra/deploy/cloud-init/*.yaml), so the image cannot fall behind them. */
+export function cloudInitPackages(repo: string): { all: string[]; everyRole: string[] } {
+  const dir = join(repo, "infra", "deploy", "cloud-init");
+  const lists = readdirSync(dir)
+    .filter((f) => f.endsWith(".yaml"))
+    .map((f) => packagesOf(readFileSync(join(dir, f), "utf8")));
+  const all = [...new Set(lists.flat())].sort();
+  return { all, everyRole: all.filter((p) => lists.every((l) => l.includes(p))) };
+}
+
+export function imageRecipe(repo: string): { key: string; base: string[]; extra: string[]; rolePackages: string[] } {
+  const { all, everyRole } = cloudInitPackages(repo);
+  const extra = [...new Set([...EXTRA_PACKAGES, ...all])].sort();
+  // A role's own packages (not every role's, and not the image's base): their units stay disabled in
+  // the image and are enabled per machine, where its user-data installs the package (as apt would).
+  const rolePackages = extra.filter(
+    (p) => !everyRole.includes(p) && !["cloud-init", "locales", "iputils-ping"].includes(p),
+  );
   const key = createHash("sha256")
-    .update(JSON.stringify({ SUITE, BASE_PACKAGES, extra, RECIPE_REV }))
+    .update(JSON.stringify({ SUITE, BASE_PACKAGES, extra, rolePackages, RECIPE_REV }))
     .digest("hex")
     .slice(0, 12);
-  return { key, base: BASE_PACKAGES, extra };
+  return { key, base: BASE_PACKAGES, extra, rolePackages };
 }
 
 const alive = (pid: number) => {
@@ -136,7 +150,8 @@ export async function ensureImage(repo: string, log: Log, cache = CACHE): Promis
   const done = (): Image | undefined => {
     if (!existsSync(manifest) || !existsSync(join(dir, "root", "sbin", "init"))) return undefined;
     linkIntoClone(dir);
-    return { key: recipe.key, root: join(dir, "root"), builtSeconds: 0, cached: true };
+    const m = JSON.parse(readFileSync(manifest, "utf8")) as { roleUnits?: Record<string, string[]> };
+    return { key: recipe.key, root: join(dir, "root"), builtSeconds: 0, cached: true, roleUnits: m.roleUnits ?? {} };
   };
   const hit = done();
   if (hit) return hit;
@@ -145,19 +160,19 @@ export async function ensureImage(repo: string, log: Log, cache = CACHE): Promis
     const again = done();
     if (again) return again;
     const t0 = Date.now();
-    build(recipe, dir, cache, log);
+    const roleUnits = build(recipe, dir, cache, log);
     const seconds = Math.round((Date.now() - t0) / 100) / 10;
     writeFileSync(
       manifest,
-      `${JSON.stringify({ key: recipe.key, suite: SUITE, base: recipe.base, extra: recipe.extra, builtAt: new Date().toISOString(), seconds }, null, 2)}\n`,
+      `${JSON.stringify({ key: recipe.key, suite: SUITE, base: recipe.base, extra: recipe.extra, roleUnits, builtAt: new Date().toISOString(), seconds }, null, 2)}\n`,
     );
     linkIntoClone(dir);
     log(`image ${recipe.key} built in ${seconds} s`);
-    return { key: recipe.key, root: join(dir, "root"), builtSeconds: seconds, cached: false };
+    return { key: recipe.key, root: join(dir, "root"), builtSeconds: seconds, cached: false, roleUnits };
   });
 }
 
-function build(recipe: ReturnType<typeof imageRecipe>, dir: string, cache: string, log: Log): void {
+function build(recipe: ReturnType<typeof imageRecipe>, dir: string, cache: string, log: Log): Record<string, string[]> {
   const mirror = debianMirror();
   if (!mirror) throw new Error("no Debian mirror in apt's sources (set DEBIAN_MIRROR)");
   const include = `--include=${recipe.base.join(",")}`;
@@ -182,8 +197,30 @@ function build(recipe: ReturnType<typeof imageRecipe>, dir: string, cache: strin
   check(["debootstrap", `--unpack-tarball=${tarball}`, "--variant=minbase", include, SUITE, tmp, mirror], {
     timeoutMs: 1_800_000,
   });
-  inChroot(tmp, (chroot) => installExtras(tmp, mirror, recipe.extra, chroot, log));
+  let roleUnits: Record<string, string[]> = {};
+  inChroot(tmp, (chroot) => {
+    installExtras(tmp, mirror, recipe.extra, chroot, log);
+    roleUnits = disableRoleUnits(recipe.rolePackages, chroot);
+  });
   renameSync(tmp, join(dir, "root"));
+  return roleUnits;
+}
+
+/** Disables the units each role package enabled on install; returns them by package. */
+function disableRoleUnits(packages: string[], chroot: Chroot): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const pkg of packages) {
+    const units = chroot(
+      `dpkg -L ${pkg} | grep -E '^/(usr/)?lib/systemd/system/[^/@]+\\.(service|timer|socket)$' | xargs -r -n1 basename | sort -u | while read -r u; do [ "$(systemctl is-enabled "$u" 2>/dev/null)" = enabled ] && echo "$u"; done; true`,
+    )
+      .split("\n")
+      .filter(Boolean);
+    if (units.length) {
+      chroot(`systemctl disable ${units.join(" ")} >/dev/null 2>&1`);
+      out[pkg] = units;
+    }
+  }
+  return out;
 }
 
 type Chroot = (script: string) => string;
@@ -236,11 +273,8 @@ function installExtras(tmp: string, mirror: string, extra: string[], chroot: Chr
     join(tmp, "etc", "cloud", "cloud.cfg.d", "90-rehearsal.cfg"),
     "# The rehearsal's hosts read user-data from a NoCloud seed (/var/lib/cloud/seed/nocloud).\ndatasource_list: [ NoCloud, None ]\n",
   );
-  // The network comes from systemd-networkd (a file per machine); the postgres and haproxy
-  // packages' units start only where a host's own configuration enables them.
-  chroot(
-    "systemctl enable systemd-networkd.service >/dev/null 2>&1; systemctl disable postgresql.service haproxy.service >/dev/null 2>&1; true",
-  );
+  // The network comes from systemd-networkd (a file per machine).
+  chroot("systemctl enable systemd-networkd.service >/dev/null 2>&1");
   // Offline hosts: no apt source (cloud-init's package_update then has nothing to fetch, and its
   // `packages:` are installed already), no package lists, no downloaded .debs.
   chroot("apt-get clean && rm -rf /var/lib/apt/lists/*");

@@ -25,6 +25,10 @@ export interface MachineSeed {
   userData: string;
   /** The host's SSH host key pair (private, public), written before boot; cloud-init keeps it. */
   hostKey: { private: string; public: string };
+  /** Units of the packages its user-data installs, disabled in the image: enabled as apt would have. */
+  enableUnits: string[];
+  /** Units enabled in the image whose package this host does not install. */
+  disableUnits: string[];
 }
 
 export interface RunningMachine {
@@ -86,6 +90,8 @@ function prepare(h: HostSpec, imageRoot: string, seed: MachineSeed): string {
     `instance-id: ${h.name}-${randomBytes(4).toString("hex")}\nlocal-hostname: ${h.name}\n`,
   );
   put("var/lib/cloud/seed/nocloud/user-data", seed.userData);
+  if (seed.enableUnits.length) check(["systemctl", "--quiet", `--root=${merged}`, "enable", ...seed.enableUnits]);
+  if (seed.disableUnits.length) check(["systemctl", "--quiet", `--root=${merged}`, "disable", ...seed.disableUnits]);
   return merged;
 }
 

@@ -2,13 +2,15 @@
 // with sudo over SSH: the NATS server's TLS files and passwords, then its start; Postgres' TLS
 // files, the four roles and the database; the app host's internal CA, env files (from
 // infra/deploy/env/*.env.example) and provider keys. Values for one region (fsn1, 10.77.1.x).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { HostSpec } from "./config.ts";
-import { envTemplate, renderEnvTemplate } from "./envfiles.ts";
+import { envTemplate, hasPlaceholder, renderEnvTemplate } from "./envfiles.ts";
 import type { Log } from "./exec.ts";
 import { waitFor } from "./exec.ts";
 import { asOps, asOpsChecked, putFile } from "./ops-ssh.ts";
-import { type Secrets, serverCertificate } from "./secrets.ts";
+import { type SecretSource, type Secrets, serverCertificate } from "./secrets.ts";
 
 export interface Topology {
   region: string;
@@ -22,9 +24,9 @@ export interface Topology {
 
 const NATS_USERS = ["system", "admin", "gateway", "solver", "recovery", "rollout", "leaf"];
 
-export async function setUpNats(h: HostSpec, s: Secrets, log: Log): Promise<void> {
+export async function setUpNats(h: HostSpec, s: Secrets, src: SecretSource, log: Log): Promise<void> {
   const { cert, key } = serverCertificate(s, h.name, h.ip);
-  const passwords = NATS_USERS.map((u) => `${u}=${s.passwords[`nats_${u}`]}`).join("\n");
+  const passwords = NATS_USERS.map((u) => `${u}=${src.nats(u)}`).join("\n");
   asOpsChecked(
     h,
     s.sshKey,
@@ -49,7 +51,7 @@ export async function setUpNats(h: HostSpec, s: Secrets, log: Log): Promise<void
   log(`${h.name}: nats-server up (TLS, passwords, JetStream)`);
 }
 
-export async function setUpPostgres(h: HostSpec, s: Secrets, log: Log): Promise<void> {
+export async function setUpPostgres(h: HostSpec, s: Secrets, src: SecretSource, log: Log): Promise<void> {
   const { cert, key } = serverCertificate(s, h.name, h.ip);
   asOpsChecked(
     h,
@@ -67,7 +69,7 @@ export async function setUpPostgres(h: HostSpec, s: Secrets, log: Log): Promise<
     () => (asOps(h, s.sshKey, "pg_isready -q -h /var/run/postgresql").code === 0 ? true : undefined),
     1000,
   );
-  const pw = (r: string) => s.passwords[`pg_${r}`]!;
+  const pw = (r: string) => src.pg(r);
   const sql = [
     `CREATE ROLE pipeline_owner LOGIN CREATEDB PASSWORD '${pw("pipeline_owner")}';`,
     `CREATE DATABASE pipeline OWNER pipeline_owner;`,
@@ -82,56 +84,96 @@ export async function setUpPostgres(h: HostSpec, s: Secrets, log: Log): Promise<
     "cd / && runuser -u postgres -- psql -v ON_ERROR_STOP=1 -q -f -",
     { input: sql },
   );
+  postgresExporter(h, s, log);
   log(`${h.name}: postgres up (TLS, roles pipeline_owner/gateway/solver/rollout, database pipeline)`);
 }
 
-/** The env files of an app host, rendered from the project's templates. */
-export function appEnvFiles(repo: string, h: HostSpec, t: Topology, s: Secrets): Record<string, string> {
+/**
+ * The Postgres exporter (postgres.yaml installs Debian's prometheus-postgres-exporter): the role
+ * `prometheus` the user-data's comment asks of the operator, and a DATA_SOURCE_NAME, which nothing in
+ * the project writes (Debian's default is empty: the unit fails with "malformed dsn" and the host
+ * is degraded; README.md, "Findings"). Then a restart: it gave up while the cluster waited for TLS.
+ */
+function postgresExporter(h: HostSpec, s: Secrets, log: Log): void {
+  const unit = "prometheus-postgres-exporter.service";
+  if (asOps(h, s.sshKey, `systemctl cat ${unit} >/dev/null 2>&1`).code !== 0) return;
+  const file = "/etc/default/prometheus-postgres-exporter";
+  const dsn = "DATA_SOURCE_NAME='user=prometheus host=/run/postgresql dbname=postgres sslmode=disable'";
+  asOpsChecked(
+    h,
+    s.sshKey,
+    "the Postgres exporter",
+    [
+      `cd / && runuser -u postgres -- psql -v ON_ERROR_STOP=1 -q -c "CREATE ROLE prometheus LOGIN IN ROLE pg_monitor"`,
+      `if grep -qx "DATA_SOURCE_NAME=''" ${file}; then sed -i "s|^DATA_SOURCE_NAME=.*|${dsn}|" ${file}; fi`,
+      `systemctl reset-failed ${unit}; systemctl restart ${unit}`,
+    ].join("\n"),
+  );
+  log(`${h.name}: prometheus-postgres-exporter: role prometheus, DATA_SOURCE_NAME (peer over the socket), restarted`);
+}
+
+/**
+ * The env files of an app host, rendered from the project's templates. The secrets go in only
+ * where a template has their key (env mode); with the secrets store they reach the apps as
+ * systemd credentials, written by the deploy command, and the DATABASE_URLs carry no password.
+ */
+export function appEnvFiles(
+  repo: string,
+  h: HostSpec,
+  t: Topology,
+  s: Secrets,
+  src: SecretSource,
+): Record<string, string> {
   const p = s.passwords;
   const ca = "/etc/ssl/captcha-pipeline/internal-ca.pem";
   const natsUrl = t.nats.map((n) => `tls://${n.ip}:4222`).join(",");
-  const db = (role: string) =>
-    `postgres://${role}:${p[`pg_${role}`]}@${t.postgres.ip}:5432/pipeline?sslmode=verify-full`;
+  const db = (app: string, role: string) => {
+    const withPassword = hasPlaceholder(envTemplate(repo, app), "DATABASE_URL");
+    return `postgres://${role}${withPassword ? `:${src.pg(role)}` : ""}@${t.postgres.ip}:5432/pipeline?sslmode=verify-full`;
+  };
+  const render = (app: string, values: Record<string, string>, secrets: Record<string, string>, drop: string[] = []) =>
+    renderEnvTemplate(envTemplate(repo, app), values, { ifPresent: secrets, drop });
+  const witness = t.regions.length > 1 ? [] : ["WITNESS_URL", "WITNESS_USER", "WITNESS_PASSWORD", "WITNESS_REPLICAS"];
   return {
-    common: renderEnvTemplate(envTemplate(repo, "common"), {
-      REGION: t.region,
-      REGIONS: t.regions.join(","),
-      NATS_URL: natsUrl,
-      NATS_TLS_CA: ca,
-      NODE_EXTRA_CA_CERTS: ca,
-      PGSSLROOTCERT: ca,
-      STREAM_REPLICAS: String(Math.min(3, t.nats.length)),
-    }),
-    gateway: renderEnvTemplate(envTemplate(repo, "gateway"), {
-      NATS_PASSWORD: p.nats_gateway!,
-      DATABASE_URL: db("pipeline_gateway"),
-      GATEWAY_METRICS_HOST: h.ip,
-      GATEWAY_TRUSTED_PROXIES: t.lb.ip,
-      API_KEYS: p.api_key!,
-      API_KEY_PEPPER: p.api_key_pepper!,
-      WEBHOOK_SECRET: p.webhook_secret!,
-    }),
-    solver: renderEnvTemplate(envTemplate(repo, "solver"), {
-      NATS_PASSWORD: p.nats_solver!,
-      DATABASE_URL: db("pipeline_solver"),
-      PROVIDER_URL: t.providerUrl,
-      WEBHOOK_SECRET: p.webhook_secret!,
-    }),
-    recovery: renderEnvTemplate(
-      envTemplate(repo, "recovery"),
+    common: render(
+      "common",
       {
-        NATS_PASSWORD: p.nats_recovery!,
-        DATABASE_URL: db("pipeline_owner"),
-        SNAPSHOT_OFFHOST: "none",
-        RECOVERY_METRICS_HOST: h.ip,
+        REGION: t.region,
+        REGIONS: t.regions.join(","),
+        NATS_URL: natsUrl,
+        NATS_TLS_CA: ca,
+        NODE_EXTRA_CA_CERTS: ca,
+        PGSSLROOTCERT: ca,
+        STREAM_REPLICAS: String(Math.min(3, t.nats.length)),
       },
-      { drop: t.regions.length > 1 ? [] : ["WITNESS_URL", "WITNESS_USER", "WITNESS_PASSWORD", "WITNESS_REPLICAS"] },
+      {},
+    ),
+    gateway: render(
+      "gateway",
+      { DATABASE_URL: db("gateway", "pipeline_gateway"), GATEWAY_METRICS_HOST: h.ip, GATEWAY_TRUSTED_PROXIES: t.lb.ip },
+      {
+        NATS_PASSWORD: src.nats("gateway"),
+        API_KEYS: src.apiKey,
+        API_KEY_PEPPER: p.api_key_pepper!,
+        WEBHOOK_SECRET: p.webhook_secret!,
+      },
+    ),
+    solver: render(
+      "solver",
+      { DATABASE_URL: db("solver", "pipeline_solver"), PROVIDER_URL: t.providerUrl },
+      { NATS_PASSWORD: src.nats("solver"), WEBHOOK_SECRET: p.webhook_secret! },
+    ),
+    recovery: render(
+      "recovery",
+      { DATABASE_URL: db("recovery", "pipeline_owner"), SNAPSHOT_OFFHOST: "none", RECOVERY_METRICS_HOST: h.ip },
+      { NATS_PASSWORD: src.nats("recovery") },
+      witness,
     ),
   };
 }
 
-export function setUpApp(repo: string, h: HostSpec, t: Topology, s: Secrets, log: Log): void {
-  const env = appEnvFiles(repo, h, t, s);
+export function setUpApp(repo: string, h: HostSpec, t: Topology, s: Secrets, src: SecretSource, log: Log): void {
+  const env = appEnvFiles(repo, h, t, s, src);
   asOpsChecked(
     h,
     s.sshKey,
@@ -156,13 +198,18 @@ export function setUpApp(repo: string, h: HostSpec, t: Topology, s: Secrets, log
   );
 }
 
-/** `recovery migrate` on an app host, as recovery's user with its unit's env files (docs/deploy.md). */
-export function migrate(h: HostSpec, s: Secrets): string {
+/**
+ * `recovery migrate` on an app host, as recovery's user with its unit's env files and (store mode)
+ * its credentials: docs/deploy.md's systemd-run line.
+ */
+export function migrate(h: HostSpec, s: Secrets, src: SecretSource): string {
+  const credentials =
+    src.mode === "store" ? " -p LoadCredential=recovery:/etc/captcha-pipeline/credentials/recovery" : "";
   return asOpsChecked(
     h,
     s.sshKey,
     "recovery migrate",
-    "systemd-run --pipe --wait --collect --quiet --uid=pipeline-recovery --gid=pipeline-recovery -p EnvironmentFile=/etc/captcha-pipeline/common.env -p EnvironmentFile=/etc/captcha-pipeline/recovery.env /opt/captcha-pipeline/recovery/current/recovery migrate",
+    `systemd-run --pipe --wait --collect --quiet --uid=pipeline-recovery --gid=pipeline-recovery -p EnvironmentFile=/etc/captcha-pipeline/common.env -p EnvironmentFile=/etc/captcha-pipeline/recovery.env${credentials} /opt/captcha-pipeline/recovery/current/recovery migrate`,
     { timeoutMs: 180_000 },
   );
 }
@@ -186,18 +233,29 @@ export function parseEnv(text: string): Record<string, string> {
  * `npm run recovery -- migrate` "given the private network, the internal CA in NODE_EXTRA_CA_CERTS
  * and the same DATABASE_URL"): the app host's common.env and recovery.env, the CA path the host's.
  */
-export function migrateFromClone(repo: string, h: HostSpec, t: Topology, s: Secrets): string {
-  const env = appEnvFiles(repo, h, t, s);
+export function migrateFromClone(repo: string, h: HostSpec, t: Topology, s: Secrets, src: SecretSource): string {
+  const env = appEnvFiles(repo, h, t, s, src);
   const vars = { ...parseEnv(env.common!), ...parseEnv(env.recovery!) };
   for (const k of ["NATS_TLS_CA", "NODE_EXTRA_CA_CERTS", "PGSSLROOTCERT"]) vars[k] = caFile(s);
-  const r = Bun.spawnSync([process.execPath, "apps/recovery/src/cli.ts", "migrate"], {
-    cwd: repo,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", ...vars },
-  });
-  const out = `${r.stdout.toString()}${r.stderr.toString()}`.trim();
-  if (r.exitCode !== 0)
-    throw new Error(
-      `recovery migrate (from the clone) failed (exit ${r.exitCode}):\n${out.split("\n").slice(-15).join("\n")}`,
-    );
-  return out;
+  // The store's secrets reach the app as systemd credentials: here a folder of our own, as systemd makes it.
+  const creds = mkdtempSync(join(tmpdir(), "rehearsal-credentials-"));
+  try {
+    if (src.mode === "store") {
+      writeFileSync(join(creds, "NATS_PASSWORD"), src.nats("recovery"), { mode: 0o600 });
+      writeFileSync(join(creds, "DATABASE_PASSWORD"), src.pg("pipeline_owner"), { mode: 0o600 });
+      vars.CREDENTIALS_DIRECTORY = creds;
+    }
+    const r = Bun.spawnSync([process.execPath, "apps/recovery/src/cli.ts", "migrate"], {
+      cwd: repo,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", ...vars },
+    });
+    const out = `${r.stdout.toString()}${r.stderr.toString()}`.trim();
+    if (r.exitCode !== 0)
+      throw new Error(
+        `recovery migrate (from the clone) failed (exit ${r.exitCode}):\n${out.split("\n").slice(-15).join("\n")}`,
+      );
+    return out;
+  } finally {
+    rmSync(creds, { recursive: true, force: true });
+  }
 }

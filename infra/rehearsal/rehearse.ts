@@ -10,9 +10,7 @@ if (cmd === "up") {
     const r = await up(log);
     console.log(`fleet (region fsn1, bridge ${BRIDGE} ${BRIDGE_IP}):\n${fleetTable(r.state.hosts)}`);
     console.log(`  emulator       ${r.state.services.emulatorUrl} (host)`);
-    console.log(
-      `load balancer: ${r.state.lbUrl}  (CA ${r.state.caFile}; API key in .data/rehearsal/secrets/passwords.json)`,
-    );
+    console.log(`load balancer: ${r.state.lbUrl}  (CA ${r.state.caFile}; API key: state.json's apiKey)`);
     console.log(`first task through the LB: ${r.firstTask.id} ${r.firstTask.status} in ${r.firstTask.ms} ms`);
     console.log(`timings: ${JSON.stringify(r.state.timings)}`);
     for (const h of r.state.hosts) console.log(`  boot ${h.name}: ${h.bootMs} ms`);

@@ -2,8 +2,9 @@
 // our SSH key (the `ops` and `deploy` logins), the release signing key, the internal CA and the
 // server certificates (NATS, Postgres, the load balancer; each with its private IP in the SANs),
 // and every password (NATS users, Postgres roles, API keys, pepper, webhook secret).
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { DATA } from "./config.ts";
 import { check } from "./exec.ts";
@@ -132,4 +133,53 @@ export function hostKeyPair(dir: string, name: string): { private: string; publi
   check(["rm", "-f", file, `${file}.pub`]);
   check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", `root@${name}`, "-f", file]);
   return { private: readFileSync(file, "utf8"), public: readFileSync(`${file}.pub`, "utf8") };
+}
+
+/**
+ * Where the apps' secrets come from. `env`: the rehearsal's own passwords, written into the env
+ * files (the templates hold `<...>` placeholders for them). `store`: the operator's secrets store of
+ * `npm run deploy -- secrets` (infra/deploy/cli/secret-store.ts), which the deploy command turns
+ * into systemd credentials; the rehearsal makes it with the project's own command, outside the
+ * clone (the store refuses a path inside it), and reads the servers' side (NATS, Postgres) from it.
+ */
+export interface SecretSource {
+  mode: "env" | "store";
+  /** The store file (mode store): `--secrets` of each deploy. */
+  store?: string;
+  nats(user: string): string;
+  pg(role: string): string;
+  apiKey: string;
+}
+
+export function storeFile(repo: string): string {
+  const tag = createHash("sha256").update(repo).digest("hex").slice(0, 10);
+  return join(homedir(), ".config", "captcha-pipeline-rehearsal", tag, "secrets.json");
+}
+
+export function secretSource(repo: string, s: Secrets, region: string, log: (m: string) => void): SecretSource {
+  if (!existsSync(join(repo, "infra", "deploy", "cli", "secret-store.ts"))) {
+    const p = s.passwords;
+    return { mode: "env", nats: (u) => p[`nats_${u}`]!, pg: (r) => p[`pg_${r}`]!, apiKey: p.api_key! };
+  }
+  const store = storeFile(repo);
+  if (!existsSync(store)) {
+    mkdirSync(join(store, ".."), { recursive: true, mode: 0o700 });
+    log(`$ npm run deploy -- secrets init --regions ${region} --store ${store}`);
+    check(["node", "infra/bootstrap.mjs", "deploy", "secrets", "init", "--regions", region, "--store", store], {
+      cwd: repo,
+    });
+  }
+  const file = JSON.parse(readFileSync(store, "utf8")) as { secrets: Record<string, { value: string }> };
+  const value = (name: string) => {
+    const v = file.secrets[name]?.value;
+    if (v === undefined) throw new Error(`the secrets store ${store} has no ${name}`);
+    return v;
+  };
+  return {
+    mode: "store",
+    store,
+    nats: (u) => value(`${region}/nats/${u}`),
+    pg: (r) => value(`${region}/postgres/${r}`),
+    apiKey: value("api-keys").split(",")[0]!,
+  };
 }

@@ -21,6 +21,8 @@ export interface State {
   lbUrl?: string;
   inventory?: string;
   apiKey?: string;
+  /** Where the apps' secrets came from: the env files, or the deploy command's secrets store. */
+  secrets?: "env" | "store";
   caFile?: string;
   timings: Record<string, number>;
 }

@@ -10,7 +10,7 @@ import { BRIDGE_IP, DATA, EMULATOR_PORT, fleet, type HostSpec, machineName, REPO
 import { check, type Log, run, waitFor } from "./exec.ts";
 import { natsArtifact, startHostServices, stopPid } from "./host-services.ts";
 import { ensureHostTools } from "./host-tools.ts";
-import { ensureImage } from "./image.ts";
+import { ensureImage, packagesOf } from "./image.ts";
 import { inMachine, startMachine, stopMachine, waitBooted } from "./machine.ts";
 import { bridgeExists, bridgePorts, createBridge, removeBridge } from "./network.ts";
 import {
@@ -24,7 +24,7 @@ import {
   type Topology,
 } from "./operator.ts";
 import { pinHostKey, resetKnownHosts } from "./ops-ssh.ts";
-import { ensureSecrets, hostKeyPair, type Secrets } from "./secrets.ts";
+import { ensureSecrets, hostKeyPair, type SecretSource, type Secrets, secretSource } from "./secrets.ts";
 import { clearState, type HostState, readState, type State, writeState } from "./state.ts";
 import { templatefile } from "./templatefile.ts";
 import { renderUserData } from "./userdata.ts";
@@ -158,17 +158,28 @@ async function prepare(state: State, log: Log) {
 async function bootFleet(
   state: State,
   hosts: HostSpec[],
-  imageRoot: string,
+  image: { root: string; roleUnits: Record<string, string[]> },
   userData: Record<string, string>,
   log: Log,
 ) {
+  const { root: imageRoot, roleUnits } = image;
   resetKnownHosts();
   const t = Date.now();
   const started = await Promise.all(
     hosts.map(async (h) => {
       const key = hostKeyPair(join(DATA, "secrets"), h.name);
       pinHostKey(h, key.public);
-      const m = await startMachine(h, imageRoot, { userData: userData[h.name]!, hostKey: key }, log);
+      // postgresql is a metapackage: its units belong to postgresql-common, enabled in the image.
+      const units: Record<string, string[]> = { postgresql: ["postgresql.service"], ...roleUnits };
+      const listed = packagesOf(userData[h.name]!);
+      const enableUnits = listed.flatMap((p) => units[p] ?? []);
+      const disableUnits = Object.entries(units).flatMap(([p, u]) => (listed.includes(p) ? [] : u));
+      const m = await startMachine(
+        h,
+        imageRoot,
+        { userData: userData[h.name]!, hostKey: key, enableUnits, disableUnits },
+        log,
+      );
       const hs: HostState = {
         ...h,
         machine: m.machine,
@@ -193,17 +204,20 @@ async function bootFleet(
 }
 
 /** The operator's part (docs/deploy.md, "Secrets"), as ops over SSH; then the schema. */
-async function operate(state: State, topo: Topology, s: Secrets, log: Log): Promise<void> {
+async function operate(state: State, topo: Topology, s: Secrets, log: Log): Promise<SecretSource> {
   const t = Date.now();
-  await Promise.all([...topo.nats.map((h) => setUpNats(h, s, log)), setUpPostgres(topo.postgres, s, log)]);
-  for (const a of topo.apps) setUpApp(REPO, a, topo, s, log);
-  const migrated = migrateFromClone(REPO, topo.apps[0]!, topo, s);
+  const src = secretSource(REPO, s, topo.region, log);
+  state.secrets = src.mode;
+  await Promise.all([...topo.nats.map((h) => setUpNats(h, s, src, log)), setUpPostgres(topo.postgres, s, src, log)]);
+  for (const a of topo.apps) setUpApp(REPO, a, topo, s, src, log);
+  const migrated = migrateFromClone(REPO, topo.apps[0]!, topo, s, src);
   log(`migrate (from the clone over the private network): ${migrated.split("\n").slice(-1)[0]}`);
   state.timings.operatorSeconds = secondsSince(t);
+  return src;
 }
 
 /** The release: built and signed once per commit, deployed with the project's command, unchanged. */
-function release(state: State, topo: Topology, s: Secrets, log: Log): void {
+function release(state: State, topo: Topology, s: Secrets, src: SecretSource, log: Log): void {
   let t = Date.now();
   const dist = binaries(s.signingKey, log);
   state.timings.buildSeconds = secondsSince(t);
@@ -211,17 +225,24 @@ function release(state: State, topo: Topology, s: Secrets, log: Log): void {
   state.inventory = inventory;
   t = Date.now();
   for (const app of DEPLOY_ORDER)
-    npmRun(["deploy", app, VERSION, "--hosts", inventory, "--dist", dist, "--ssh-key", s.sshKey], log);
+    npmRun(
+      [
+        "deploy",
+        ...[app, VERSION, "--hosts", inventory, "--dist", dist, "--ssh-key", s.sshKey],
+        ...(src.store ? ["--secrets", src.store] : []),
+      ],
+      log,
+    );
   state.timings.deploySeconds = secondsSince(t);
-  const again = migrate(topo.apps[0]!, s).trim().split("\n").slice(-1)[0];
+  const again = migrate(topo.apps[0]!, s, src).trim().split("\n").slice(-1)[0];
   log(`recovery migrate on ${topo.apps[0]!.name} (systemd-run, the deployed binary): ${again}`);
 }
 
 /** The load balancer puts the gateway in rotation (2 passing checks, 5 s apart), then one task through it. */
-async function throughLb(state: State, topo: Topology, s: Secrets) {
-  const client: LbClient = { url: `https://${topo.lb.ip}`, ca: s.caPem, apiKey: s.passwords.api_key! };
+async function throughLb(state: State, topo: Topology, s: Secrets, src: SecretSource) {
+  const client: LbClient = { url: `https://${topo.lb.ip}`, ca: s.caPem, apiKey: src.apiKey };
   state.lbUrl = client.url;
-  state.apiKey = s.passwords.api_key;
+  state.apiKey = src.apiKey;
   state.caFile = caFile(s);
   const t = Date.now();
   await waitFor(
@@ -254,10 +275,10 @@ export async function up(log: Log): Promise<UpResult> {
   writeState(state);
   try {
     const { image, s, hosts, topo, userData } = await prepare(state, log);
-    await bootFleet(state, hosts, image.root, userData, log);
-    await operate(state, topo, s, log);
-    release(state, topo, s, log);
-    const { client, first } = await throughLb(state, topo, s);
+    await bootFleet(state, hosts, image, userData, log);
+    const src = await operate(state, topo, s, log);
+    release(state, topo, s, src, log);
+    const { client, first } = await throughLb(state, topo, s, src);
     state.timings.upSeconds = secondsSince(t0);
     state.phase = "up";
     writeState(state);

@@ -1,0 +1,120 @@
+// The production rehearsal (infra/rehearsal, `npm run rehearse`) as a test: one region on real
+// systemd (systemd-nspawn hosts booted from the cached Debian 12 image and the project's own
+// cloud-init user-data), the apps deployed with `npm run deploy`, a task through the HAProxy load
+// balancer; then the solver's main process killed with SIGKILL on the app host: systemd restarts it
+// (NRestarts >= 1) and the next task completes. No mocks: real systemctl, sshd, nftables, NATS
+// cluster, Postgres with TLS. Needs root; the first run builds the image (minutes), later runs reuse
+// it (REHEARSAL_CACHE). Everything it starts is stopped in afterAll, whatever happened.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { roundTrip } from "../infra/rehearsal/client.ts";
+import { BRIDGE } from "../infra/rehearsal/config.ts";
+import { sleep } from "../infra/rehearsal/exec.ts";
+import { inMachine } from "../infra/rehearsal/machine.ts";
+import { bridgeExists } from "../infra/rehearsal/network.ts";
+import { readState } from "../infra/rehearsal/state.ts";
+import { down, type UpResult, up } from "../infra/rehearsal/up.ts";
+
+const log = (m: string) => console.log(`[rehearsal] ${m}`);
+const isRoot = process.getuid?.() === 0;
+let fleet: UpResult | undefined;
+
+const host = (role: string) => {
+  const h = fleet?.state.hosts.find((x) => x.role === role);
+  if (!h) throw new Error(`no ${role} host: the rehearsal did not come up`);
+  return h;
+};
+const sh = (role: string, script: string) => inMachine(host(role), script);
+const show = (role: string, unit: string, props: string[]) =>
+  Object.fromEntries(
+    sh(role, `systemctl show ${unit} ${props.map((p) => `-p ${p}`).join(" ")}`)
+      .stdout.trim()
+      .split("\n")
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
+
+describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", () => {
+  beforeAll(async () => {
+    const t0 = Date.now();
+    fleet = await up(log);
+    log(`up in ${((Date.now() - t0) / 1000).toFixed(1)} s; timings ${JSON.stringify(fleet.state.timings)}`);
+    for (const h of fleet.state.hosts) log(`  ${h.name} ${h.ip} ${h.role}: booted in ${h.bootMs} ms`);
+  }, 1_800_000);
+
+  afterAll(async () => {
+    if (readState() || bridgeExists()) log(`down in ${(await down(log)).seconds} s`);
+  }, 180_000);
+
+  test("every host runs systemd as PID 1 and finished cloud-init from the project's user-data", () => {
+    for (const h of fleet!.state.hosts) {
+      const r = inMachine(h, "cat /proc/1/comm; hostname; systemctl is-system-running; cloud-init status");
+      const [comm, name, state, ci] = r.stdout.trim().split("\n");
+      expect({ host: h.name, comm, name, state: state === "degraded" ? "running" : state, ci }).toEqual({
+        host: h.name,
+        comm: "systemd",
+        name: h.name,
+        state: "running",
+        ci: "status: done",
+      });
+    }
+    // The app host's units run under their sandbox as their own users.
+    expect(show("app", "gateway.service", ["ActiveState", "User"])).toEqual({
+      ActiveState: "active",
+      User: "pipeline-gateway",
+    });
+    expect(show("app", "solver@v1.service", ["ActiveState", "User"])).toEqual({
+      ActiveState: "active",
+      User: "pipeline-solver",
+    });
+  });
+
+  test("a task submitted through the load balancer completes", async () => {
+    expect(fleet!.firstTask.status).toBe("completed");
+    const r = await roundTrip(fleet!.client, `test-${Date.now()}`);
+    log(`task ${r.id}: ${r.status} in ${r.ms} ms through ${fleet!.client.url}`);
+    expect(r.status).toBe("completed");
+    // It went through HAProxy on the LB host, to the app host's gateway.
+    expect(sh("lb", "journalctl -u haproxy --no-pager -o cat | grep -c 'POST /v1/tasks'").stdout.trim()).not.toBe("0");
+  }, 120_000);
+
+  test("kill -9 of the solver's main process: systemd restarts it and the next task completes", async () => {
+    const before = show("app", "solver@v1.service", ["MainPID", "NRestarts"]);
+    const pid = Number(before.MainPID);
+    expect(pid).toBeGreaterThan(0);
+    const t0 = Date.now();
+    expect(sh("app", `kill -9 ${pid}`).code).toBe(0);
+    let after = before;
+    let restartedMs = 0;
+    let readyMs = 0;
+    for (const until = Date.now() + 60_000; Date.now() < until; await sleep(100)) {
+      after = show("app", "solver@v1.service", ["MainPID", "NRestarts", "ActiveState"]);
+      if (!restartedMs && Number(after.NRestarts) > Number(before.NRestarts) && after.ActiveState === "active")
+        restartedMs = Date.now() - t0;
+      if (restartedMs && sh("app", "curl -fsS -m 2 http://127.0.0.1:9464/readyz").code === 0) {
+        readyMs = Date.now() - t0;
+        break;
+      }
+    }
+    log(
+      `solver@v1: killed ${pid}; restarted by systemd after ${restartedMs} ms (pid ${after.MainPID}), ready after ${readyMs} ms`,
+    );
+    expect(Number(after.NRestarts)).toBeGreaterThanOrEqual(1);
+    expect(Number(after.MainPID)).not.toBe(pid);
+    expect(readyMs).toBeGreaterThan(0);
+    const r = await roundTrip(fleet!.client, `after-kill-${Date.now()}`);
+    log(`task after the restart: ${r.status} in ${r.ms} ms`);
+    expect(r.status).toBe("completed");
+  }, 180_000);
+
+  test("down stops every host and removes the network, cgroups and overlays", async () => {
+    const machines = fleet!.state.hosts.map((h) => h.machine);
+    await down(log);
+    expect(bridgeExists()).toBe(false);
+    expect(readState()).toBeUndefined();
+    for (const root of ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"].filter(existsSync))
+      expect(readdirSync(root).filter((d) => d.startsWith("rh-"))).toEqual([]);
+    const mounts = readFileSync("/proc/self/mountinfo", "utf8");
+    for (const m of machines) expect(mounts.includes(`/rehearsal/machines/${m.replace(/^rh-/, "")}/root`)).toBe(false);
+    expect(readFileSync("/proc/net/dev", "utf8").includes(`${BRIDGE}:`)).toBe(false);
+  }, 120_000);
+});
