@@ -1,10 +1,12 @@
 // Alerts reach a person: Debian's real Prometheus and Alertmanager (unpacked into .data/tools, as the
-// monitoring host runs them) scrape a running pipeline (gateway and solver processes) and a
-// nats-server through @pipeline/nats-exporter, with the production rules (infra/prometheus/alerts.yml)
+// monitoring host runs them) scrape a running pipeline (gateway and solver processes), a
+// nats-server through @pipeline/nats-exporter, a Postgres through Debian's postgres exporter and
+// Debian's node exporter, with the production rules (infra/prometheus/alerts.yml)
 // and the configs rendered by infra/monitoring; every alert goes to one Slack-format webhook. The
-// solver is killed -9 and the NATS server too, and a task is submitted: AppDown, NatsDown and
-// TasksNotCompleting must arrive at the webhook, in Slack's JSON, within 2 minutes; a restarted
-// solver solves the task and both of its alerts resolve. Only the scrape and
+// solver and the NATS server are killed -9, a Postgres stopped (immediate), a host's node exporter
+// stopped, and a task submitted: AppDown, NatsDown, PostgresDown, HostDown and TasksNotCompleting
+// must arrive at the webhook, in Slack's JSON, within 2 minutes; a restarted solver solves the
+// task and both of its alerts resolve. Only the scrape and
 // evaluation intervals (2 s) and Alertmanager's grouping waits are shorter than production's;
 // the rules' `for:` is production's (1 min).
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -13,14 +15,32 @@ import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findNatsServer, freePort, natsServerConfig, waitForPort } from "@pipeline/devstack";
+import {
+  findNatsServer,
+  freePort,
+  natsServerConfig,
+  type PostgresHandle,
+  startPostgres,
+  waitForPort,
+} from "@pipeline/devstack";
 import { type RunningExporter, scrapeMonitor, startExporter } from "@pipeline/nats-exporter";
 import type { CredentialsFile } from "@pipeline/shared/dev-stack-file";
 import { NATS_ROLES } from "@pipeline/shared/nats";
-import { type AlertReceiver, describeReceived, startAlertReceiver } from "../infra/monitoring/alert-receiver.ts";
+import {
+  type AlertReceiver,
+  describeReceived,
+  type ReceivedAlert,
+  startAlertReceiver,
+} from "../infra/monitoring/alert-receiver.ts";
 import { renderAlertmanagerConfig } from "../infra/monitoring/alertmanager-config.ts";
 import { renderPrometheusConfig } from "../infra/monitoring/prometheus-config.ts";
-import { startAlertmanager, startPrometheus, type ToolProcess } from "../infra/monitoring/prometheus-tools.ts";
+import {
+  startAlertmanager,
+  startNodeExporter,
+  startPostgresExporter,
+  startPrometheus,
+  type ToolProcess,
+} from "../infra/monitoring/prometheus-tools.ts";
 import { ALERTS_FILE } from "../infra/monitoring/render.ts";
 import { api, type Stack, startStack } from "./harness.ts";
 
@@ -32,6 +52,10 @@ let exporter: RunningExporter;
 let receiver: AlertReceiver;
 let prometheus: ToolProcess;
 let alertmanager: ToolProcess;
+let nodeExporter: ToolProcess;
+let pgExporter: ToolProcess;
+let pg: PostgresHandle;
+const pgDir = mkdtempSync(join(tmpdir(), "alerts-delivery-pg-"));
 let solverPort = 0;
 
 /** A nats-server with its monitoring port on (`-m`, production's `http:`), as a NATS host runs it. */
@@ -72,19 +96,45 @@ beforeAll(async () => {
     log: { warn() {}, info() {} },
   });
   receiver = startAlertReceiver({ onAlert: (a) => log(describeReceived(a)) });
-  const [promPort, amPort] = await Promise.all([freePort(), freePort()]);
-  // The production renderers, over an inventory of this machine: one app host, one NATS host.
+  // A Postgres of the test's own (it is stopped) with Debian's exporter, and Debian's node exporter
+  // standing for a host of its own.
+  const [promPort, amPort, pgPort, pgExporterPort, nodePort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
+  pg = await startPostgres({ dataDir: pgDir, port: pgPort, fast: true, log });
+  [pgExporter, nodeExporter] = await Promise.all([
+    startPostgresExporter({
+      dataDir: join(dir, "pg-exporter"),
+      port: pgExporterPort,
+      url: `${pg.adminUrl}${pg.adminUrl.includes("?") ? "&" : "?"}sslmode=disable`,
+      log,
+    }),
+    startNodeExporter({ dataDir: join(dir, "node-exporter"), port: nodePort, log }),
+  ]);
+  // The production renderers, over an inventory of this machine: an app host, a NATS host, a
+  // Postgres host and a spare host; every one is 127.0.0.1, so only the spare host keeps its node
+  // exporter target (a HostDown of the others would hold back the alerts this test waits for).
   const inventory = {
     hosts: [
       { name: "local-app-1", region: "e2e", roles: ["app"], privateIp: "127.0.0.1" },
       { name: "local-nats-1", region: "e2e", roles: ["nats"], privateIp: "127.0.0.1" },
+      { name: "local-pg-1", region: "e2e", roles: ["postgres"], privateIp: "127.0.0.1" },
+      { name: "local-spare-1", region: "e2e", roles: ["spare"], privateIp: "127.0.0.1" },
     ],
   };
-  writeFileSync(
-    join(dir, "prometheus.yml"),
+  const config = Bun.YAML.parse(
     renderPrometheusConfig(inventory, {
-      only: ["gateway", "solver", "nats"],
-      ports: { gateway: Number(new URL(stack.gatewayMetricsUrl).port), natsMonitor: monitorPort },
+      only: ["gateway", "solver", "nats", "node", "postgres"],
+      ports: {
+        gateway: Number(new URL(stack.gatewayMetricsUrl).port),
+        natsMonitor: monitorPort,
+        postgres: pgExporterPort,
+        node: nodePort,
+      },
       solverPorts: [solverPort],
       natsExporter: `127.0.0.1:${exporter.port}`,
       alertmanager: `127.0.0.1:${amPort}`,
@@ -92,7 +142,10 @@ beforeAll(async () => {
       scrapeInterval: "2s",
       evaluationInterval: "2s",
     }),
-  );
+  ) as { scrape_configs: Array<{ job_name: string; static_configs: Array<{ labels: { host: string } }> }> };
+  const node = config.scrape_configs.find((j) => j.job_name === "node")!;
+  node.static_configs = node.static_configs.filter((t) => t.labels.host === "local-spare-1");
+  writeFileSync(join(dir, "prometheus.yml"), Bun.YAML.stringify(config, null, 2));
   copyFileSync(ALERTS_FILE, join(dir, "alerts.yml"));
   writeFileSync(
     join(dir, "alertmanager.yml"),
@@ -105,19 +158,30 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await Promise.allSettled([prometheus?.stop(), alertmanager?.stop(), exporter?.stop(), receiver?.stop()]);
+  await Promise.allSettled([
+    prometheus?.stop(),
+    alertmanager?.stop(),
+    exporter?.stop(),
+    receiver?.stop(),
+    nodeExporter?.stop(),
+    pgExporter?.stop(),
+    pg?.stop("immediate"),
+  ]);
+  rmSync(pgDir, { recursive: true, force: true });
   nats?.kill("SIGKILL");
   await stack?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
-test("killed solver and NATS server, a task waiting: AppDown, NatsDown and TasksNotCompleting reach the webhook in Slack's JSON within 2 min; a restarted solver resolves them", async () => {
+test("solver, NATS, Postgres and a host down, a task waiting: each alert reaches the webhook in Slack's JSON within 2 min; a restarted solver resolves its two", async () => {
   // Every target scraped and up, NATS answering through the exporter, nothing firing yet.
   const deadline = Date.now() + 60_000;
   for (;;) {
     const up = await query("up");
     const natsUp = await query("nats_up");
-    if (up.length === 3 && up.every((s) => s.value[1] === "1") && natsUp[0]?.value[1] === "1") break;
+    const pgUp = await query("pg_up");
+    const ready = up.length === 5 && up.every((s) => s.value[1] === "1");
+    if (ready && natsUp[0]?.value[1] === "1" && pgUp[0]?.value[1] === "1") break;
     if (Date.now() > deadline)
       throw new Error(`targets not up: ${JSON.stringify(up.map((s) => [s.metric.job, s.value[1]]))}`);
     await Bun.sleep(500);
@@ -125,6 +189,8 @@ test("killed solver and NATS server, a task waiting: AppDown, NatsDown and Tasks
   expect((await query("up")).map((s) => `${s.metric.job} ${s.metric.host} ${s.metric.region}`).sort()).toEqual([
     "gateway local-app-1 e2e",
     "nats local-nats-1 e2e",
+    "node local-spare-1 e2e",
+    "postgres local-pg-1 e2e",
     "solver local-app-1 e2e",
   ]);
   expect(receiver.alerts.filter((a) => a.name === "AppDown" || a.name === "NatsDown")).toEqual([]);
@@ -134,6 +200,8 @@ test("killed solver and NATS server, a task waiting: AppDown, NatsDown and Tasks
   await Promise.all([
     stack.solvers[0]!.kill("SIGKILL"),
     new Promise((r) => (nats.once("exit", r), nats.kill("SIGKILL"))),
+    nodeExporter.stop(),
+    pg.stop("immediate"),
   ]);
   // A task accepted while no solver runs: it waits, and none completes.
   const submitted = await api<{ id: string }>(stack, "/v1/tasks", {
@@ -142,17 +210,23 @@ test("killed solver and NATS server, a task waiting: AppDown, NatsDown and Tasks
     headers: { "idempotency-key": "alerts-delivery-1" },
   });
   expect(submitted.status).toBe(202);
-  const [appDown, natsDown, stuck] = await Promise.all([
-    receiver.waitFor("AppDown", { timeoutMs: 150_000 }),
-    receiver.waitFor("NatsDown", { timeoutMs: 150_000 }),
-    receiver.waitFor("TasksNotCompleting", { timeoutMs: 150_000 }),
-  ]);
-  expect(stuck.text).toContain("1 tasks wait in e2e and none completed");
-  for (const a of [appDown, natsDown, stuck]) {
-    const s = a.afterMs / 1000;
-    console.log(
-      `alert ${a.name} after ${s.toFixed(1)} s (solver and nats-server killed -9, then a task submitted, at 0 s; for: 1m)`,
+  type Five = [ReceivedAlert, ReceivedAlert, ReceivedAlert, ReceivedAlert, ReceivedAlert];
+  const [appDown, natsDown, stuck, hostDown, pgDown] = (await Promise.all(
+    ["AppDown", "NatsDown", "TasksNotCompleting", "HostDown", "PostgresDown"].map((n) =>
+      receiver.waitFor(n, { timeoutMs: 150_000 }),
+    ),
+  ).catch(async (err) => {
+    const show = async (q: string) => JSON.stringify((await query(q)).map((r) => [r.metric, r.value[1]]));
+    throw new Error(
+      `${(err as Error).message}\nALERTS ${await show("ALERTS")}\nup ${await show("up")}\npg_up ${await show("pg_up")}`,
     );
+  })) as Five;
+  expect(stuck.text).toContain("1 tasks wait in e2e and none completed");
+  expect(hostDown.text).toContain("Host local-spare-1 (127.0.0.1:");
+  expect(pgDown.text).toContain("Postgres on local-pg-1 refuses its exporter");
+  for (const a of [appDown, natsDown, stuck, hostDown, pgDown]) {
+    const s = a.afterMs / 1000;
+    console.log(`alert ${a.name} after ${s.toFixed(1)} s (every fault at 0 s; for: 1m)`);
     // Not before the rule's `for:`, and within the 2 minutes a drill allows.
     expect(s).toBeGreaterThanOrEqual(60);
     expect(s).toBeLessThan(120);

@@ -38,21 +38,27 @@ export interface ToolProcess {
 
 const tail = (file: string) => readFileSync(file, "utf8").trim().split("\n").slice(-3).join("\n");
 
-async function waitReady(url: string, child: ChildProcess, logFile: string, timeoutMs = 30_000): Promise<void> {
+async function waitReady(url: string, child: ChildProcess, logFile: string, readyPath: string, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${url}: exited with ${child.exitCode}: ${tail(logFile)}`);
     try {
-      if ((await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(1000) })).ok) return;
+      if ((await fetch(`${url}${readyPath}`, { signal: AbortSignal.timeout(1000) })).ok) return;
     } catch {}
     await Bun.sleep(200);
   }
   throw new Error(`${url} not ready within ${timeoutMs} ms: ${tail(logFile)}`);
 }
 
-function startTool(bin: string, args: string[], port: number, logFile: string): Promise<ToolProcess> {
+function startTool(
+  bin: string,
+  args: string[],
+  port: number,
+  logFile: string,
+  o: { readyPath?: string; env?: Record<string, string> } = {},
+): Promise<ToolProcess> {
   const out = openSync(logFile, "a");
-  const child = spawn(bin, args, { stdio: ["ignore", out, out] });
+  const child = spawn(bin, args, { stdio: ["ignore", out, out], env: { ...process.env, ...o.env } });
   const url = `http://127.0.0.1:${port}`;
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -60,7 +66,7 @@ function startTool(bin: string, args: string[], port: number, logFile: string): 
     child.kill("SIGTERM");
     await exited;
   };
-  return waitReady(url, child, logFile).then(
+  return waitReady(url, child, logFile, o.readyPath ?? "/-/ready").then(
     () => ({ url, port, pid: child.pid, logFile, stop }),
     async (err) => {
       await stop();
@@ -107,4 +113,41 @@ export function startAlertmanager(o: { configFile: string; dataDir: string; port
       ? ["unshare", ["-m", "sh", "-c", overlay, t.alertmanager, ...args]]
       : [t.alertmanager, args];
   return startTool(bin, argv, o.port, join(o.dataDir, "alertmanager.log"));
+}
+
+/** Debian's node and postgres exporters (bookworm: 1.5 and 0.11), unpacked beside the others. */
+export function exporterTools(log?: (m: string) => void): { nodeExporter: string; postgresExporter: string } {
+  const bin = join(
+    debianPackages("prometheus-exporters", ["prometheus-node-exporter", "prometheus-postgres-exporter"], log).root,
+    "usr",
+    "bin",
+  );
+  return {
+    nodeExporter: join(bin, "prometheus-node-exporter"),
+    postgresExporter: join(bin, "prometheus-postgres-exporter"),
+  };
+}
+
+/** Debian's node exporter on 127.0.0.1:port (a host's metrics: HostDown when it stops answering). */
+export function startNodeExporter(o: { dataDir: string; port: number; log?: (m: string) => void }) {
+  mkdirSync(o.dataDir, { recursive: true });
+  return startTool(
+    exporterTools(o.log).nodeExporter,
+    [`--web.listen-address=127.0.0.1:${o.port}`, `--collector.textfile.directory=${o.dataDir}`],
+    o.port,
+    join(o.dataDir, "node-exporter.log"),
+    { readyPath: "/metrics" },
+  );
+}
+
+/** Debian's postgres exporter on 127.0.0.1:port for the server at `url` (a secret: passed in its environment). */
+export function startPostgresExporter(o: { dataDir: string; port: number; url: string; log?: (m: string) => void }) {
+  mkdirSync(o.dataDir, { recursive: true });
+  return startTool(
+    exporterTools(o.log).postgresExporter,
+    [`--web.listen-address=127.0.0.1:${o.port}`],
+    o.port,
+    join(o.dataDir, "postgres-exporter.log"),
+    { readyPath: "/metrics", env: { DATA_SOURCE_NAME: o.url } },
+  );
 }
