@@ -5,6 +5,10 @@
 // The deploy logs in as `deploy` (root cannot log in), whose sudo allows only the app units'
 // systemctl verbs and the host's install script; it trusts only the host keys the inventory pins,
 // and the hosts install only releases whose checksum is signed by a key of their allowed_signers.
+// The apps' secrets come from the operator's secrets store (`npm run deploy -- secrets`): the deploy
+// writes them over SSH's stdin as 0600 root files, the units hand them over as credentials, and no
+// secret is on any command line the hosts saw, in sudo's log, in an app's log or in what the
+// deploy printed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import {
@@ -12,25 +16,30 @@ import {
   copyFileSync,
   existsSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { natsEnv } from "@pipeline/devstack";
+import { type Relay, startRelay } from "./support/relay.ts";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { binaryName, buildBinary, sha256File, signChecksum } from "../infra/build.ts";
-import { type Relay, startRelay } from "./support/relay.ts";
-import { type SshHosts, startSshHosts } from "./support/ssh-hosts.ts";
+import { appCredentials } from "../infra/deploy/cli/secret-catalog.ts";
+import { readStore } from "../infra/deploy/cli/secret-store.ts";
+import { type Recorded, type SshHosts, startSshHosts } from "./support/ssh-hosts.ts";
 
 const REGION = "dep";
 const API_KEY = "deploy-client-key-0001-0123456789abcdef"; // 32+ characters: a production gateway
-/** A production gateway (no PIPELINE_ENV) needs its pepper (32+ characters). */
-const API_KEY_PEPPER = "deploy-pepper-0123456789abcdef0123456789";
-let hosts: SshHosts;
+let hosts: SshHosts & Recorded;
+/** The operator's secrets store (outside the repository), and everything the deploy and the secrets command printed. */
+let store: string;
+const printed: string[] = [];
 let nats: TestNats;
 let tdb: TestDatabase;
 let dist: string;
@@ -97,6 +106,19 @@ beforeAll(async () => {
     createTestDatabase("deploy"),
   ]);
   const pg = new URL(tdb.url);
+  // The store: generated, then the test servers' own passwords and the client's key imported
+  // (`secrets set`, on stdin), as an operator moving an existing fleet would. The pepper, the webhook
+  // secret and the rest stay the generated ones.
+  store = join(dist, "operator-config", "secrets.json");
+  expect((await secrets("init", "--regions", REGION)).code).toBe(0);
+  const imported: [string, string][] = [
+    ["dep/nats/gateway", natsEnv(nats, "gateway").NATS_PASSWORD!],
+    ["dep/nats/solver", natsEnv(nats, "solver").NATS_PASSWORD!],
+    ["dep/postgres/pipeline_gateway", decodeURIComponent(pg.password)],
+    ["dep/postgres/pipeline_solver", decodeURIComponent(pg.password)],
+    ["api-keys", API_KEY],
+  ];
+  for (const [name, value] of imported) expect((await secrets("set", name, { stdin: value })).code).toBe(0);
   for (const h of hosts.hosts) {
     // The host reaches this machine's NATS and Postgres through relays on its end of the link.
     const [n, p, e] = await Promise.all([
@@ -106,25 +128,25 @@ beforeAll(async () => {
     ]);
     relays.push(n, p, e);
     const solverAuth = natsEnv(nats, "solver");
+    // No secret in the env files: the passwords, keys and pepper are credentials (the emulator's key aside).
     writeFileSync(
       join(h.dir, "etc", "solver.env"),
-      `PROVIDER_URL=http://${h.peerIp}:${e.port}\nPROVIDER_KEY=${PROVIDER_KEY}\nFIRST_POLL_MS=50\nPOLL_INTERVAL_MS=100\nNATS_USER=${solverAuth.NATS_USER}\nNATS_PASSWORD=${solverAuth.NATS_PASSWORD}\n`,
+      `PROVIDER_URL=http://${h.peerIp}:${e.port}\nPROVIDER_KEY=${PROVIDER_KEY}\nFIRST_POLL_MS=50\nPOLL_INTERVAL_MS=100\nNATS_USER=${solverAuth.NATS_USER}\n`,
       { mode: 0o600 },
     );
     const auth = natsEnv(nats, "gateway");
     const dbUrl = new URL(tdb.url);
     dbUrl.hostname = h.peerIp;
     dbUrl.port = String(p.port);
+    dbUrl.password = "";
     writeFileSync(
       join(h.dir, "etc", "common.env"),
       `NATS_URL=nats://${h.peerIp}:${n.port}\nDATABASE_URL=${dbUrl}\nREGION=${REGION}\nLOG_LEVEL=info\n`,
       { mode: 0o600 },
     );
-    writeFileSync(
-      join(h.dir, "etc", "gateway.env"),
-      `GATEWAY_PORT=8080\nAPI_KEYS=${API_KEY}\nAPI_KEY_PEPPER=${API_KEY_PEPPER}\nNATS_USER=${auth.NATS_USER}\nNATS_PASSWORD=${auth.NATS_PASSWORD}\n`,
-      { mode: 0o600 },
-    );
+    writeFileSync(join(h.dir, "etc", "gateway.env"), `GATEWAY_PORT=8080\nNATS_USER=${auth.NATS_USER}\n`, {
+      mode: 0o600,
+    });
   }
 }, 120_000);
 
@@ -134,6 +156,30 @@ afterAll(async () => {
   await Promise.all([nats?.dispose(), tdb?.drop(), emu?.stop()]);
   if (dist) rmSync(dist, { recursive: true, force: true });
 });
+
+/** `npm run deploy -- secrets ...` on the test's store; what it prints is kept for the leak check. */
+async function secrets(...args: (string | { stdin: string })[]) {
+  const opts = args.find((a): a is { stdin: string } => typeof a !== "string");
+  const argv = args.filter((a): a is string => typeof a === "string");
+  const p = Bun.spawn(
+    [
+      process.execPath,
+      join(import.meta.dir, "..", "infra", "deploy", "deploy.ts"),
+      "secrets",
+      ...argv,
+      "--store",
+      store,
+    ],
+    { stdin: opts ? Buffer.from(opts.stdin) : "ignore", stdout: "pipe", stderr: "pipe" },
+  );
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+    p.exited,
+  ]);
+  printed.push(stdout, stderr);
+  return { code, stdout, stderr };
+}
 
 /** Runs the deploy command (async: the relays the hosts use live in this process). */
 async function deploy(app: string, version: string, ...extra: string[]) {
@@ -151,6 +197,8 @@ async function deploy(app: string, version: string, ...extra: string[]) {
       hosts.key,
       "--health-timeout",
       "15000",
+      "--secrets",
+      store,
       "--json",
       ...extra,
     ],
@@ -161,6 +209,7 @@ async function deploy(app: string, version: string, ...extra: string[]) {
     new Response(p.stderr).text(),
     p.exited,
   ]);
+  printed.push(stdout, stderr);
   let report:
     | {
         ok: boolean;
@@ -205,6 +254,50 @@ describe("npm run deploy over SSH", () => {
     expect(again.code).toBe(0);
     expect(again.stderr).toContain("already installed, checksum ok");
   }, 90_000);
+
+  test("the gateway's secrets land as 0600 root files in a 0700 root folder, reach it as credentials, and are in no env file", async () => {
+    const s = readStore(store);
+    const want = appCredentials(s, "gateway", REGION);
+    expect(Object.keys(want).sort()).toEqual(
+      [
+        "API_KEYS",
+        "API_KEY_PEPPER",
+        "DATABASE_PASSWORD",
+        "NATS_PASSWORD",
+        "WEBHOOK_SECRET",
+        "WEBHOOK_SECRET_PREVIOUS",
+      ].sort(),
+    );
+    for (const h of hosts.hosts) {
+      const dir = join(h.dir, "etc", "credentials", "gateway");
+      expect({ mode: statSync(dir).mode & 0o777, uid: statSync(dir).uid, gid: statSync(dir).gid }).toEqual({
+        mode: 0o700,
+        uid: 0,
+        gid: 0,
+      });
+      expect(readdirSync(dir).sort()).toEqual(Object.keys(want).sort());
+      for (const [name, value] of Object.entries(want)) {
+        const st = statSync(join(dir, name));
+        expect({ name, mode: st.mode & 0o777, uid: st.uid, gid: st.gid }).toEqual({
+          name,
+          mode: 0o600,
+          uid: 0,
+          gid: 0,
+        });
+        expect(readFileSync(join(dir, name), "utf8")).toBe(value);
+      }
+      // The running unit's own copies (systemd's $CREDENTIALS_DIRECTORY; the stand-in's run/credentials/).
+      const running = join(h.dir, "run", "credentials", "gateway.service");
+      expect(readdirSync(running).sort()).toEqual(Object.keys(want).sort());
+      expect(statSync(join(running, "API_KEY_PEPPER")).mode & 0o777).toBe(0o400);
+      // The deploy user reads none of it.
+      const peek = await hosts.sshAsDeploy(h, `cat '${join(dir, "API_KEY_PEPPER")}'`);
+      expect(peek.code).not.toBe(0);
+      expect(peek.out).toBe("");
+    }
+    // Deploying again writes the same values: nothing changed, which the host says.
+    expect(printed.join("\n")).toContain("credentials of gateway: 6 in place, none changed");
+  }, 30_000);
 
   test("host keys are pinned: a host whose key is not the one the inventory pins is refused before anything is copied", async () => {
     // The v1 deploy above went through with the right pins: dep-app-1's key, dep-app-2's fingerprint.
@@ -440,6 +533,68 @@ describe("npm run deploy over SSH", () => {
     );
     expect((JSON.parse(got2.out) as { status: string }).status).toBe("completed");
   }, 120_000);
+
+  test("a rotated API key reaches the gateways with the next deploy; the one before stays valid until retired", async () => {
+    const status = (key: string) =>
+      hosts.exec(
+        hosts.hosts[1]!,
+        `curl -sS -o /dev/null -w '%{http_code}' -H 'authorization: Bearer ${key}' http://127.0.0.1:8080/v1/usage`,
+      );
+    const rotate = await secrets("rotate", "api-keys");
+    expect(rotate.code).toBe(0);
+    expect(rotate.stdout).toContain("npm run deploy -- gateway <its running version> --hosts inventory.json");
+    const fresh = readStore(store).secrets["api-keys"]!.value;
+    expect(fresh).not.toBe(API_KEY);
+    expect((await status(fresh)).out).toBe("401");
+    const r = await deploy("gateway", "v5", "--batch", "2");
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain("credentials of gateway: 6 in place, changed: API_KEYS");
+    expect((await status(fresh)).out).toBe("200");
+    expect((await status(API_KEY)).out).toBe("200");
+    expect((await secrets("retire", "api-keys")).code).toBe(0);
+    expect((await deploy("gateway", "v5", "--batch", "2")).code).toBe(0);
+    expect((await status(fresh)).out).toBe("200");
+    expect((await status(API_KEY)).out).toBe("401");
+  }, 90_000);
+
+  test("no secret is on any command line the hosts saw, in sudo's log, in an app's log, in an env file or in what the deploy printed", async () => {
+    const s = readStore(store);
+    // Every value the deploy delivered, and those retired since.
+    const values = [
+      ...Object.values(appCredentials(s, "gateway", REGION)),
+      ...Object.values(appCredentials(s, "solver", REGION)),
+      API_KEY,
+    ].filter((v) => v.length >= 16);
+    const root = join(hosts.hosts[0]!.dir, "..");
+    const files = [
+      hosts.commandsLog,
+      hosts.sudoLog,
+      ...readdirSync(root)
+        .filter((f) => f.endsWith(".log"))
+        .map((f) => join(root, f)),
+      ...hosts.hosts.flatMap((h) => [
+        ...readdirSync(join(h.dir, "run"))
+          .filter((f) => f.endsWith(".log"))
+          .map((f) => join(h.dir, "run", f)),
+        ...readdirSync(join(h.dir, "etc"))
+          .filter((f) => f.endsWith(".env"))
+          .map((f) => join(h.dir, "etc", f)),
+      ]),
+    ];
+    const texts = [
+      ...files.map((f) => ({ where: f, text: readFileSync(f, "utf8") })),
+      { where: "printed", text: printed.join("\n") },
+    ];
+    const commands = readFileSync(hosts.commandsLog, "utf8").split("\n--\n").filter(Boolean);
+    // The record is real: every deploy's steps are in it, the credentials step among them.
+    expect(commands.filter((c) => c.includes("credentials gateway")).length).toBeGreaterThanOrEqual(4);
+    expect(readFileSync(hosts.sudoLog, "utf8")).toContain("credentials gateway");
+    for (const { where, text } of texts)
+      for (const v of values) expect({ where, leaked: text.includes(v) }).toEqual({ where, leaked: false });
+    console.log(
+      `[deploy-ssh] nothing leaked: ${values.length} secret values searched in ${commands.length} SSH command lines, sudo's log, ${files.length - 2} log and env files and ${printed.length} outputs of the deploy and secrets commands (${texts.reduce((n, t) => n + t.text.length, 0)} characters)`,
+    );
+  }, 30_000);
 
   test("bad arguments and a bad inventory are refused with the field named", () => {
     const noHosts = Bun.spawnSync([

@@ -32,6 +32,9 @@ import { loadConfig as loadRecoveryConfig } from "../apps/recovery/src/config.ts
 import { loadConfig as loadRolloutConfig, regionEndpoints } from "../apps/rollout/src/config.ts";
 import { loadConfig as loadSolverConfig } from "../apps/solver/src/config.ts";
 import { allowedSignersLine } from "../infra/build.ts";
+import { appCredentials } from "../infra/deploy/cli/secret-catalog.ts";
+import type { StoreFile } from "../infra/deploy/cli/secret-store.ts";
+import { secretsCommand } from "../infra/deploy/cli/secrets-cli.ts";
 import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
 
 // Loaded untyped: its declarations pull in `lib: dom`, whose FormData breaks the emulator's types.
@@ -893,16 +896,34 @@ function parseEnvFile(text: string, file: string): Record<string, string> {
 /** A template of infra/deploy/env (`<...>` = the operator's secret). */
 const envExample = (name: string) => parseEnvFile(read(ENV_DIR, `${name}.env.example`), `${name}.env.example`);
 
-/** Fills each `<...>` with a secret-like value of 64 hex characters (distinct per placeholder text). */
-const filled = (env: Record<string, string>) =>
-  Object.fromEntries(
-    Object.entries(env).map(([k, v]) => [
-      k,
-      v.replace(/<([^>]*)>/g, (_, what: string) => createHash("sha256").update(`${k}:${what}`).digest("hex")),
-    ]),
-  );
+/** The settings that are secrets: never in an env file, always a credential (infra/deploy/systemd LoadCredential=). */
+const SECRET_SETTINGS =
+  /^(NATS_PASSWORD(_[A-Z0-9_]+)?|DATABASE_PASSWORD(_[A-Z0-9_]+)?|API_KEYS|API_KEY_PEPPER|WEBHOOK_SECRET(_PREVIOUS)?|WITNESS_PASSWORD|CONSOLE_TOKENS|PROVIDER_KEY|DRILL_API_KEY)$/;
 
-test("env templates: each app's production env (common.env + its own, PIPELINE_ENV unset) loads with the app's own config; its own database login", () => {
+/** A store made by `npm run deploy -- secrets init` (fsn1, hel1) in a temporary folder, read back. */
+async function generatedStore(): Promise<StoreFile> {
+  const dir = mkdtempSync(join(tmpdir(), "static-secrets-"));
+  try {
+    const path = join(dir, "secrets.json");
+    await secretsCommand(["init", "--regions", "fsn1,hel1", "--store", path], () => {}, { env: {} });
+    return JSON.parse(readFileSync(path, "utf8")) as StoreFile;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `app`'s credentials as systemd hands them over (its unit's LoadCredential= lines): a folder with
+ * one file per credential, rollout's other regions as `regions_<NAME>` (a folder loaded whole).
+ */
+function credentialsDirectory(store: StoreFile, app: (typeof ENV_APPS)[number]): string {
+  const dir = mkdtempSync(join(tmpdir(), `static-creds-${app}-`));
+  for (const [name, value] of Object.entries(appCredentials(store, app, "fsn1")))
+    writeFileSync(join(dir, name.replace(/^regions\//, "regions_")), value, { mode: 0o400 });
+  return dir;
+}
+
+test("env templates: each app's production env (common.env + its own, PIPELINE_ENV unset) with the generated secrets as credentials loads with the app's own config; no secret in any template", async () => {
   expect(readdirSync(ENV_DIR).sort()).toEqual(
     ["common.env.example", ...ENV_APPS.map((a) => `${a}.env.example`)].sort(),
   );
@@ -915,40 +936,128 @@ test("env templates: each app's production env (common.env + its own, PIPELINE_E
     recovery: "pipeline_owner",
     rollout: "pipeline_rollout",
   };
+  for (const file of ["common", ...ENV_APPS]) {
+    const env = envExample(file);
+    // Nothing to fill in by hand, no secret setting, no password in a URL.
+    expect({ file, placeholders: Object.keys(env).filter((k) => /<[^>]*>/.test(env[k]!)) }).toEqual({
+      file,
+      placeholders: [],
+    });
+    expect({ file, secrets: Object.keys(env).filter((k) => SECRET_SETTINGS.test(k)) }).toEqual({ file, secrets: [] });
+    for (const [k, v] of Object.entries(env))
+      if (k.startsWith("DATABASE_URL"))
+        expect({ file, k, password: new URL(v).password }).toEqual({ file, k, password: "" });
+  }
   for (const app of ENV_APPS) {
     const env = envExample(app);
     expect({ app, PIPELINE_ENV: common.PIPELINE_ENV ?? env.PIPELINE_ENV }).toEqual({ app, PIPELINE_ENV: undefined });
-    expect({ app, login: decodeURIComponent(new URL(env.DATABASE_URL!.replace(/<[^>]*>/g, "x")).username) }).toEqual({
+    expect({ app, login: decodeURIComponent(new URL(env.DATABASE_URL!).username) }).toEqual({
       app,
       login: logins[app]!,
     });
     expect({ app, natsUser: env.NATS_USER }).toEqual({ app, natsUser: app });
   }
-  const full = (app: string) => filled({ ...envExample("common"), ...envExample(app) });
-  const gateway = loadGatewayConfig(full("gateway"));
-  expect(gateway.API_KEY_PEPPER?.length).toBe(64);
-  expect(gateway.GATEWAY_BEHIND_PROXY).toBe(true);
-  expect(gateway.GATEWAY_TRUSTED_PROXIES.length).toBe(1);
-  expect(gateway.QUOTAS?.default.submitsPerSecond).toBeGreaterThan(0);
-  expect(gateway.QUOTAS?.default.maxInFlight).toBeGreaterThan(0);
-  const solver = loadSolverConfig(full("solver"));
-  expect(solver.PROVIDER_KEYS_FILE).toBe("/etc/captcha-pipeline-solver/provider-keys.json");
-  const recovery = loadRecoveryConfig(full("recovery"));
-  expect(recovery.WITNESS_REPLICAS).toBe(3);
-  // Off-host snapshot copies go to the other region through this region's own NATS (the leafnode link): nothing beyond the private network.
-  expect(recovery.offHostDomain).toBe("hel1");
-  const rolloutEnv = full("rollout");
-  const rollout = loadRolloutConfig(rolloutEnv);
-  const regions = regionEndpoints(rollout, rolloutEnv, { needDatabase: true });
-  expect(regions.map((r) => [r.name, r.databaseUrl && new URL(r.databaseUrl).hostname])).toEqual([
-    ["fsn1", "10.0.1.30"],
-    ["hel1", "10.0.2.30"],
-  ]);
+  const store = await generatedStore();
+  const dirs: string[] = [];
+  const full = (app: (typeof ENV_APPS)[number]) => {
+    const dir = credentialsDirectory(store, app);
+    dirs.push(dir);
+    return { ...envExample("common"), ...envExample(app), CREDENTIALS_DIRECTORY: dir };
+  };
+  const v = (name: string) => store.secrets[name]!.value;
+  try {
+    const gateway = loadGatewayConfig(full("gateway"));
+    expect(gateway.PIPELINE_ENV).toBe("production");
+    expect(gateway.API_KEY_PEPPER).toBe(v("api-key-pepper"));
+    expect(gateway.API_KEYS).toEqual([v("api-keys")]);
+    expect(gateway.WEBHOOK_SECRET).toBe(v("webhook-secret"));
+    expect(gateway.WEBHOOK_SECRET_PREVIOUS).toBeUndefined();
+    expect(gateway.NATS_PASSWORD).toBe(v("fsn1/nats/gateway"));
+    expect(new URL(gateway.DATABASE_URL).password).toBe(v("fsn1/postgres/pipeline_gateway"));
+    expect(new URL(gateway.DATABASE_URL).searchParams.get("sslmode")).toBe("verify-full");
+    // Behind the load balancer, the failed-login throttle counts clients, not the balancer.
+    expect(gateway.GATEWAY_BEHIND_PROXY).toBe(true);
+    expect(gateway.GATEWAY_TRUSTED_PROXIES.length).toBe(1);
+    expect(gateway.AUTH_FAIL_MAX_PER_SOURCE).toBeGreaterThanOrEqual(gateway.AUTH_FAIL_MAX);
+    expect(gateway.QUOTAS?.default.submitsPerSecond).toBeGreaterThan(0);
+    expect(gateway.QUOTAS?.default.maxInFlight).toBeGreaterThan(0);
+    const solver = loadSolverConfig(full("solver"));
+    expect(solver.PROVIDER_KEYS_FILE).toBe("/etc/captcha-pipeline-solver/provider-keys.json");
+    expect(solver.WEBHOOK_SECRET).toBe(v("webhook-secret"));
+    expect(new URL(solver.DATABASE_URL).password).toBe(v("fsn1/postgres/pipeline_solver"));
+    const recovery = loadRecoveryConfig(full("recovery"));
+    expect(recovery.WITNESS_REPLICAS).toBe(3);
+    expect(recovery.WITNESS_PASSWORD).toBe(v("fsn1/witness/recovery"));
+    expect(recovery.CONSOLE_TOKENS).toBe(v("console-tokens"));
+    expect(new URL(recovery.DATABASE_URL!).password).toBe(v("fsn1/postgres/pipeline_owner"));
+    // Off-host snapshot copies go to the other region through this region's own NATS (the leafnode link): nothing beyond the private network.
+    expect(recovery.offHostDomain).toBe("hel1");
+    const rolloutEnv = full("rollout");
+    const rollout = loadRolloutConfig(rolloutEnv);
+    const regions = regionEndpoints(rollout, rolloutEnv, { needDatabase: true });
+    expect(regions.map((r) => [r.name, r.databaseUrl && new URL(r.databaseUrl).hostname])).toEqual([
+      ["fsn1", "10.0.1.30"],
+      ["hel1", "10.0.2.30"],
+    ]);
+    expect(regions.map((r) => [r.auth, r.databaseUrl && new URL(r.databaseUrl).password])).toMatchObject([
+      [{ user: "rollout", pass: v("fsn1/nats/rollout") }, v("fsn1/postgres/pipeline_rollout")],
+      [{ user: "rollout", pass: v("hel1/nats/rollout") }, v("hel1/postgres/pipeline_rollout")],
+    ]);
+    // Without its credentials a production gateway does not start, and says which setting is missing where.
+    const empty = mkdtempSync(join(tmpdir(), "static-creds-none-"));
+    dirs.push(empty);
+    const gatewayEnv = { ...envExample("common"), ...envExample("gateway") };
+    expect(() => loadGatewayConfig({ ...gatewayEnv, CREDENTIALS_DIRECTORY: empty })).toThrow(
+      `(not in the environment, and no credential API_KEYS in ${empty})`,
+    );
+    const noPepper = full("gateway");
+    rmSync(join(noPepper.CREDENTIALS_DIRECTORY, "API_KEY_PEPPER"));
+    expect(() => loadGatewayConfig(noPepper)).toThrow(
+      `API_KEY_PEPPER: required outside dev (PIPELINE_ENV=dev): a generated secret of 32+ characters (openssl rand -hex 32) (not in the environment, and no credential API_KEY_PEPPER in ${noPepper.CREDENTIALS_DIRECTORY})`,
+    );
+  } finally {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
 });
 
-test("env templates: the gateway's API_KEY_PEPPER (generated), QUOTAS (the documented example parses with QuotasConfig) and the load balancer as its one trusted proxy", async () => {
+test("credentials: each app unit loads exactly the credentials the deploy writes for it, from root's 0700 folder", async () => {
+  const store = await generatedStore();
+  const units = {
+    gateway: "gateway.service",
+    solver: "solver@.service",
+    recovery: "recovery.service",
+    rollout: "rollout.service",
+  };
+  for (const [app, file] of Object.entries(units) as [(typeof ENV_APPS)[number], string][]) {
+    const lines = read(SYSTEMD, file)
+      .split("\n")
+      .filter((l) => l.startsWith("LoadCredential="))
+      .map((l) => l.slice("LoadCredential=".length));
+    const names = Object.keys(appCredentials(store, app, "fsn1"));
+    const own = names.filter((n) => !n.startsWith("regions/"));
+    expect({ app, lines: lines.filter((l) => !l.startsWith("regions:")) }).toEqual({
+      app,
+      lines: own.map((n) => `${n}:/etc/captcha-pipeline/credentials/${app}/${n}`),
+    });
+    // Another region's are a folder loaded whole (their names depend on REGIONS).
+    expect({ app, regions: lines.filter((l) => l.startsWith("regions:")) }).toEqual({
+      app,
+      regions: names.length > own.length ? ["regions:/etc/captcha-pipeline/credentials/rollout/regions"] : [],
+    });
+  }
+  // The install script writes them 0600 root:root under 0700 root folders, from stdin only.
+  const install = read(DEPLOY, "scripts", "captcha-pipeline-install.sh");
+  expect(install).toContain('install -d -m 0700 -o root -g root "$ETC/credentials" "$dir"');
+  expect(install).toContain('chmod 0600 "$new"');
+  expect(install).toContain('base64 -d <<<"$b64"');
+});
+
+test("env templates: the gateway's API_KEY_PEPPER (a credential), QUOTAS (the documented example parses with QuotasConfig) and the load balancer as its one trusted proxy", async () => {
   const gw = envExample("gateway");
-  expect(gw.API_KEY_PEPPER).toBe("<openssl rand -hex 32>");
+  expect(gw.API_KEY_PEPPER).toBeUndefined();
+  expect(read(SYSTEMD, "gateway.service")).toContain(
+    "LoadCredential=API_KEY_PEPPER:/etc/captcha-pipeline/credentials/gateway/API_KEY_PEPPER",
+  );
   expect(gw.GATEWAY_TRUST_PROXY).toBeUndefined();
   expect(gw.GATEWAY_BEHIND_PROXY).toBe("1");
   const docs = read(ROOT, "docs", "deploy.md");
@@ -962,6 +1071,7 @@ test("env templates: the gateway's API_KEY_PEPPER (generated), QUOTAS (the docum
     "GATEWAY_BEHIND_PROXY=1",
     "GATEWAY_TRUSTED_PROXIES",
     "PIPELINE_ENV=dev",
+    "npm run deploy -- secrets init",
   ])
     expect(docs).toContain(key);
   expect(docs).not.toContain("GATEWAY_TRUST_PROXY=");

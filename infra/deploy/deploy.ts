@@ -1,9 +1,11 @@
 // `npm run deploy -- <app> <version> --hosts <inventory.json> [--region fsn1] [--batch 1] [--keep 3]
-//   [--health-timeout 60000] [--dist dist] [--ssh-key FILE] [--signing-key FILE] [--json]`
+//   [--health-timeout 60000] [--dist dist] [--ssh-key FILE] [--signing-key FILE] [--secrets FILE] [--json]`
+// `npm run deploy -- secrets <init|list|rotate|retire|set|export> ...` (cli/secrets-cli.ts)
 // Ships one app version to the app hosts over SSH, a batch at a time: builds the binary when dist/
 // lacks it, checks its .sha256 and that it is signed, copies it (the host checks the signature and
-// the checksum before installing), switches, restarts, waits for health and rolls a host back when
-// it does not come up; a failed batch stops the deploy. It logs in as the inventory's user
+// the checksum before installing), writes the app's credentials from the operator's secrets store
+// (over SSH's stdin, never a command line), switches, restarts, waits for health and rolls a host
+// back when it does not come up; a failed batch stops the deploy. It logs in as the inventory's user
 // (`deploy`, whose sudo allows only the deploy's commands) and trusts only the host keys the
 // inventory pins. docs/deploy.md is the runbook.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -13,8 +15,12 @@ import { z } from "zod";
 import { binaryName, buildBinary, sha256File, Version } from "../build.ts";
 import { deployHost, type HostOutcome, type LocalBinary } from "./cli/deploy-host.ts";
 import { createKnownHosts } from "./cli/host-keys.ts";
+import type { Host } from "./cli/inventory.ts";
 import { readInventory } from "./cli/inventory.ts";
 import { batches, DEPLOYABLE, type DeployApp, targetHosts } from "./cli/plan.ts";
+import { appCredentials, credentialPayload } from "./cli/secret-catalog.ts";
+import { readStore, storePath } from "./cli/secret-store.ts";
+import { SECRETS_USAGE, secretsCommand, UsageError } from "./cli/secrets-cli.ts";
 import { createSsh } from "./cli/ssh.ts";
 
 const root = resolve(import.meta.dir, "..", "..");
@@ -32,6 +38,8 @@ export const DeployArgs = z
     "ssh-key": z.string().min(1).optional(),
     /** Signs a binary the deploy builds because dist/ lacks it (default RELEASE_SIGNING_KEY). */
     "signing-key": z.string().min(1).optional(),
+    /** The operator's secrets store (default CAPTCHA_PIPELINE_SECRETS, else ~/.config/captcha-pipeline/secrets.json). */
+    secrets: z.string().min(1).optional(),
     json: z.literal(true).optional(),
   })
   .strict();
@@ -124,6 +132,12 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
   const hosts = targetHosts(inventory.hosts, args.region);
   if (!hosts.length)
     throw new Error(`no host with role "app"${args.region ? ` in region ${args.region}` : ""} in ${args.hosts}`);
+  // Every host's credentials before any host is touched: a store or a region missing stops here.
+  const store = readStore(storePath(args.secrets));
+  const payloads = new Map<string, string>(
+    hosts.map((h) => [h.name, credentialPayload(appCredentials(store, args.app, h.region))]),
+  );
+  const credentials = (h: Host) => payloads.get(h.name)!;
   const signingKey = args["signing-key"] ?? (process.env.RELEASE_SIGNING_KEY || undefined);
   const binary = localBinaries(args.app, args.version, args.dist, log, signingKey);
   const dir = mkdtempSync(join(tmpdir(), "deploy-known-hosts-"));
@@ -147,6 +161,7 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
             log,
             healthTimeoutMs: args["health-timeout"],
             keep: args.keep,
+            credentials,
           });
         }),
       );
@@ -166,11 +181,24 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
   }
 }
 
+/** `npm run deploy -- secrets ...`: exits 0, 2 on a usage error, 1 otherwise. */
+async function secretsMain(argv: string[]): Promise<never> {
+  try {
+    await secretsCommand(argv, (l) => console.log(l), { stdin: () => new Response(Bun.stdin.stream()).text() });
+    process.exit(0);
+  } catch (err) {
+    console.error(`deploy secrets: ${(err as Error).message}`);
+    if (err instanceof UsageError) console.error(SECRETS_USAGE);
+    process.exit(err instanceof UsageError ? 2 : 1);
+  }
+}
+
 if (import.meta.main) {
+  if (Bun.argv[2] === "secrets") await secretsMain(Bun.argv.slice(3));
   const parsed = parseDeployArgs(Bun.argv.slice(2));
   if (!parsed.ok) {
     console.error(
-      `deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--signing-key FILE] [--json]`,
+      `deploy: ${parsed.error}\nusage: npm run deploy -- <${DEPLOYABLE.join("|")}> <version> --hosts <inventory.json> [--region R] [--batch N] [--keep N] [--health-timeout MS] [--dist DIR] [--ssh-key FILE] [--signing-key FILE] [--secrets FILE] [--json]\n       npm run deploy -- secrets init|list|rotate|retire|set|export ...`,
     );
     process.exit(2);
   }

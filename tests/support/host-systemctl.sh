@@ -2,8 +2,11 @@
 # A stand-in for `systemctl` on the deploy test's hosts. They are network namespaces, and systemd
 # cannot run inside one, so this script plays the part of the units in infra/deploy/systemd: the same
 # binaries (gateway and recovery through `current`, solver@<version> from its release), the same
-# EnvironmentFile= list, stop with SIGTERM then SIGKILL. It lives in <host>/bin; the host's tree is
-# <host>/opt (releases), <host>/etc (env files), <host>/run (pid files and logs).
+# EnvironmentFile= list, the unit's LoadCredential= lines (read from the real unit file in
+# <host>/units: each credential copied at start into run/credentials/<unit>/, 0400 in a 0500
+# folder, named as systemd names it, and CREDENTIALS_DIRECTORY set; the folder removed at stop),
+# stop with SIGTERM then SIGKILL. It lives in <host>/bin; the host's tree is <host>/opt (releases),
+# <host>/etc (env files, credentials/), <host>/run (pid files, logs, credentials of running units).
 # Verbs: start, stop, restart, is-active [--quiet], enable, disable, daemon-reload.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,12 +28,14 @@ case $name in
   gateway | recovery)
     exe="$root/$name/current/$name"
     envs="$etc/common.env $etc/$name.env"
+    unitfile="$here/units/$name.service"
     ;;
   solver@*)
     version=${name#solver@}
     exe="$root/solver/releases/$version/solver"
     envs="$etc/common.env $etc/solver.env $etc/solver@$version.env"
     extra="SOLVER_VERSION=$version"
+    unitfile="$here/units/solver@.service"
     ;;
   *)
     echo "unknown unit $unit" >&2
@@ -38,6 +43,31 @@ case $name in
     ;;
 esac
 pidfile="$run/$name.pid"
+creds="$run/credentials/$unit"
+
+# systemd's LoadCredential=ID:PATH, with the production /etc/captcha-pipeline mapped to the host's
+# etc/: a file becomes credential ID; a folder, each of its files ID_<file>. A missing source
+# fails the start, as under systemd.
+load_credentials() {
+  rm -rf "$creds"
+  mkdir -p "$creds"
+  [ -f "$unitfile" ] || return 0
+  sed -n 's/^LoadCredential=//p' "$unitfile" | while IFS=: read -r id path; do
+    path="$etc/${path#/etc/captcha-pipeline/}"
+    if [ -d "$path" ]; then
+      for f in "$path"/*; do
+        if [ -f "$f" ]; then cp "$f" "$creds/${id}_${f##*/}"; fi
+      done
+    elif [ -f "$path" ]; then
+      cp "$path" "$creds/$id"
+    else
+      echo "$unit: credential $id: $path is missing" >&2
+      return 1
+    fi
+  done
+  chmod 0400 "$creds"/* 2>/dev/null || true
+  chmod 0500 "$creds"
+}
 
 is_active() {
   [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
@@ -55,10 +85,12 @@ stop() {
     kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile"
+  rm -rf "$creds"
 }
 
 start() {
   if is_active; then return 0; fi
+  load_credentials
   (
     set -a
     for f in $envs; do
@@ -66,6 +98,7 @@ start() {
       if [ -f "$f" ]; then . "$f"; fi
     done
     if [ -n "$extra" ]; then export "${extra?}"; fi
+    CREDENTIALS_DIRECTORY=$creds
     set +a
     cd /
     exec setsid "$exe"

@@ -18,6 +18,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -67,14 +68,18 @@ export interface SshHosts {
   stop(): Promise<void>;
 }
 
-/** The drop-in of infra/deploy/sudoers with the host's paths, under the Defaults of Debian's /etc/sudoers. */
-function sudoersFor(systemctl: string, install: string): string {
+/**
+ * The drop-in of infra/deploy/sudoers with the host's paths, under the Defaults of Debian's
+ * /etc/sudoers, and sudo's own log of every command it ran (or refused) into `sudoLog`.
+ */
+function sudoersFor(systemctl: string, install: string, sudoLog: string): string {
   const rule = readFileSync(join(DEPLOY, "sudoers", "captcha-pipeline-deploy"), "utf8");
   if (!rule.includes(PROD.systemctl) || !rule.includes(PROD.install))
     throw new Error("the sudoers drop-in no longer names systemctl and the install script as expected");
   const header = [
     "Defaults\tenv_reset",
     'Defaults\tsecure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"',
+    `Defaults\tlogfile="${sudoLog}"`,
     "root\tALL=(ALL:ALL) ALL",
     "",
   ].join("\n");
@@ -96,6 +101,50 @@ function installScriptFor(hostDir: string): string {
     if (!line.test(text)) throw new Error(`captcha-pipeline-install.sh: no line ${line}`);
     return text.replace(line, value);
   }, script);
+}
+
+/** What the hosts saw: every command line given to the deploy user's shell over SSH, and sudo's log. */
+export interface Recorded {
+  /** One entry per SSH command (the whole script the deploy sent), as the host's shell received it. */
+  commandsLog: string;
+  /** sudo's log: every command run as root, with its arguments. */
+  sudoLog: string;
+}
+
+/** The deploy user's login shell: records its arguments (the command line sshd hands it), then is /bin/sh. */
+function recordingShell(dir: string, uid: number): Recorded & { shell: string } {
+  const commandsLog = join(dir, "commands.log");
+  const sudoLog = join(dir, "sudo.log");
+  writeFileSync(commandsLog, "", { mode: 0o600 });
+  chownSync(commandsLog, uid, uid);
+  const shell = join(dir, "deploy-shell");
+  writeFileSync(
+    shell,
+    `#!/bin/sh\n# The test's record of each command line this host's sshd ran for the deploy user.\nprintf '%s\\n--\\n' "$*" >> '${commandsLog}'\nexec /bin/sh "$@"\n`,
+    { mode: 0o755 },
+  );
+  return { commandsLog, sudoLog, shell };
+}
+
+/** A host's tree as cloud-init leaves an app host: folders, the stand-in systemctl, the install script, the units, allowed_signers. */
+function hostTree(hostDir: string, systemctl: string, install: string, releaseSigners: string[]): void {
+  for (const d of ["opt", "etc", "run", "bin", "sbin", "release", "units"])
+    mkdirSync(join(hostDir, d), { recursive: true, mode: 0o755 });
+  chmodSync(hostDir, 0o755);
+  chmodSync(join(hostDir, "etc"), 0o700);
+  for (const app of ["gateway", "solver", "recovery", "rollout"])
+    mkdirSync(join(hostDir, "opt", app, "releases"), { recursive: true, mode: 0o755 });
+  copyFileSync(join(import.meta.dir, "host-systemctl.sh"), systemctl);
+  chmodSync(systemctl, 0o755);
+  writeFileSync(install, installScriptFor(hostDir), { mode: 0o755 });
+  // The real units: the stand-in reads their LoadCredential= lines.
+  for (const unit of readdirSync(join(DEPLOY, "systemd")))
+    copyFileSync(join(DEPLOY, "systemd", unit), join(hostDir, "units", unit));
+  writeFileSync(
+    join(hostDir, "release", "allowed_signers"),
+    releaseSigners.map((k) => `${allowedSignersLine(k)}\n`).join(""),
+    { mode: 0o644 },
+  );
 }
 
 function sh(cmd: string, args: string[]): string {
@@ -120,7 +169,7 @@ export async function startSshHosts(
   names: string[],
   region: string,
   o: { releaseSigners: string[] },
-): Promise<SshHosts> {
+): Promise<SshHosts & Recorded> {
   const sshd = findSshd();
   findSudo();
   const sftp = join(sshd, "..", "..", "lib", "openssh", "sftp-server");
@@ -146,10 +195,11 @@ export async function startSshHosts(
   const deployHome = join(dir, "deploy-home");
   mkdirSync(deployHome, { mode: 0o700 });
   chownSync(deployHome, deployUid, deployUid);
+  const recorded = recordingShell(dir, deployUid);
   const passwd = [
     systemPasswd.trimEnd(),
     ...(/^sshd:/m.test(systemPasswd) ? [] : ["sshd:x:64999:65534::/run/sshd:/usr/sbin/nologin"]),
-    `deploy:*:${deployUid}:${deployUid}:captcha-pipeline deploy:${deployHome}:/bin/sh`,
+    `deploy:*:${deployUid}:${deployUid}:captcha-pipeline deploy:${deployHome}:${recorded.shell}`,
     "",
   ].join("\n");
   const tag = `${(process.pid % 900) + 100}`;
@@ -197,21 +247,8 @@ export async function startSshHosts(
       sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
       mkdirSync(`/etc/netns/${ns}`, { recursive: true });
       writeFileSync(`/etc/netns/${ns}/passwd`, passwd);
-      writeFileSync(`/etc/netns/${ns}/sudoers`, sudoersFor(systemctl, install), { mode: 0o440 });
-      for (const d of ["opt", "etc", "run", "bin", "sbin", "release"])
-        mkdirSync(join(hostDir, d), { recursive: true, mode: 0o755 });
-      chmodSync(hostDir, 0o755);
-      chmodSync(join(hostDir, "etc"), 0o700);
-      for (const app of ["gateway", "solver", "recovery", "rollout"])
-        mkdirSync(join(hostDir, "opt", app, "releases"), { recursive: true, mode: 0o755 });
-      copyFileSync(join(import.meta.dir, "host-systemctl.sh"), systemctl);
-      chmodSync(systemctl, 0o755);
-      writeFileSync(install, installScriptFor(hostDir), { mode: 0o755 });
-      writeFileSync(
-        join(hostDir, "release", "allowed_signers"),
-        o.releaseSigners.map((k) => `${allowedSignersLine(k)}\n`).join(""),
-        { mode: 0o644 },
-      );
+      writeFileSync(`/etc/netns/${ns}/sudoers`, sudoersFor(systemctl, install, recorded.sudoLog), { mode: 0o440 });
+      hostTree(hostDir, systemctl, install, o.releaseSigners);
       const pidFile = join(dir, `sshd-${name}.pid`);
       const config = join(dir, `sshd-${name}.conf`);
       writeFileSync(
@@ -262,6 +299,8 @@ export async function startSshHosts(
       ),
     );
     return {
+      commandsLog: recorded.commandsLog,
+      sudoLog: recorded.sudoLog,
       hosts,
       key,
       knownHosts,

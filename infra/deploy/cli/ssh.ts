@@ -9,10 +9,19 @@ export interface SshResult {
 }
 
 export interface Ssh {
-  /** Runs `script` with the host's /bin/sh; `input` is a local file fed to its stdin. */
-  run(host: Host, script: string, o?: { input?: string; timeoutMs?: number }): Promise<SshResult>;
+  /**
+   * Runs `script` with the host's /bin/sh; `input` is a local file fed to its stdin, `stdin` a text
+   * (credentials: stdin is how a secret reaches a host, never the script, which is a command line).
+   */
+  run(host: Host, script: string, o?: RunOptions): Promise<SshResult>;
   /** Like run, but throws (with the host, the step and stderr) unless it exits 0; returns stdout. */
-  check(host: Host, step: string, script: string, o?: { input?: string; timeoutMs?: number }): Promise<string>;
+  check(host: Host, step: string, script: string, o?: RunOptions): Promise<string>;
+}
+
+export interface RunOptions {
+  input?: string;
+  stdin?: string;
+  timeoutMs?: number;
 }
 
 export interface SshOptions {
@@ -58,7 +67,7 @@ export function createSsh(o: SshOptions): Ssh {
     const p = Bun.spawn(
       ["ssh", ...base, "-p", String(host.ssh.port), `${host.ssh.user}@${host.ssh.host}`, `set -eu\n${script}`],
       {
-        stdin: opts.input ? Bun.file(opts.input) : "ignore",
+        stdin: opts.stdin !== undefined ? Buffer.from(opts.stdin) : opts.input ? Bun.file(opts.input) : "ignore",
         stdout: "pipe",
         stderr: "pipe",
       },
