@@ -1,4 +1,7 @@
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigError } from "@pipeline/shared/config";
 import { loadConfig } from "./config.ts";
 
@@ -224,4 +227,38 @@ describe("production (PIPELINE_ENV unset) refuses what is only safe on one machi
     ).toStartWith("WEBHOOK_CLIENT_GENERATIONS");
     expect(fieldsOf({ ...prod, WEBHOOK_CLIENT_GENERATIONS: "{" })).toEqual(["WEBHOOK_CLIENT_GENERATIONS"]);
   });
+});
+
+test("in production its secrets come as systemd credentials: keys, pepper, webhook secret, the database password; a missing one is named with where it was looked for", () => {
+  const dir = mkdtempSync(join(tmpdir(), "gateway-creds-"));
+  try {
+    const pepper = "pepper-0123456789abcdef0123456789abcdef";
+    writeFileSync(join(dir, "API_KEYS"), `${KEY_ONE}\n`);
+    writeFileSync(join(dir, "WEBHOOK_SECRET"), "webhook-master-0123456789abcdef\n");
+    writeFileSync(join(dir, "WEBHOOK_SECRET_PREVIOUS"), "");
+    writeFileSync(join(dir, "DATABASE_PASSWORD"), "db-password-0123\n");
+    const env = { DATABASE_URL: "postgres://pipeline_gateway@10.0.1.30:5432/pipeline", CREDENTIALS_DIRECTORY: dir };
+    let err: ConfigError | undefined;
+    try {
+      loadConfig(env);
+    } catch (e) {
+      err = e as ConfigError;
+    }
+    expect(err?.fields).toEqual(["API_KEY_PEPPER"]);
+    expect(err?.message).toContain(`(not in the environment, and no credential API_KEY_PEPPER in ${dir})`);
+    writeFileSync(join(dir, "API_KEY_PEPPER"), `${pepper}\n`);
+    const c = loadConfig(env);
+    expect(c.PIPELINE_ENV).toBe("production");
+    expect(c.API_KEYS).toEqual([KEY_ONE]);
+    expect(c.API_KEY_PEPPER).toBe(pepper);
+    expect(c.WEBHOOK_SECRET).toBe("webhook-master-0123456789abcdef");
+    expect(c.WEBHOOK_SECRET_PREVIOUS).toBeUndefined();
+    expect(c.DATABASE_URL).toBe("postgres://pipeline_gateway:db-password-0123@10.0.1.30:5432/pipeline");
+    // The same secret in an env file too is refused, named, its value not shown.
+    expect(() => loadConfig({ ...env, API_KEY_PEPPER: pepper })).toThrow(
+      "API_KEY_PEPPER: set in the environment and as the credential API_KEY_PEPPER",
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
