@@ -184,7 +184,13 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
 /** `npm run deploy -- secrets ...`: exits 0, 2 on a usage error, 1 otherwise. */
 async function secretsMain(argv: string[]): Promise<never> {
   try {
-    await secretsCommand(argv, (l) => console.log(l), { stdin: () => new Response(Bun.stdin.stream()).text() });
+    // A value comes from a file or a pipe, never typed at a terminal (it would echo there).
+    const stdin = async () => {
+      if (process.stdin.isTTY)
+        throw new UsageError("the value comes on stdin from a file or a pipe (< file), not typed");
+      return await new Response(Bun.stdin.stream()).text();
+    };
+    await secretsCommand(argv, (l) => console.log(l), { stdin });
     process.exit(0);
   } catch (err) {
     console.error(`deploy secrets: ${(err as Error).message}`);

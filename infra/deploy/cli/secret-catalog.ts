@@ -19,6 +19,10 @@ export interface SecretSpec {
   noRotate?: string;
 }
 
+/** The servers' side: passwords.env on NATS and witness hosts, the Postgres roles (servers.ts). */
+const servers = (what: string, region?: string) =>
+  `npm run deploy -- secrets servers --hosts inventory.json${region ? ` --region ${region}` : ""} --ssh-key <the ops key> (${what})`;
+
 /** `npm run deploy -- <app> <the running version> --hosts inventory.json [--region R]`: the way credentials reach a host. */
 const redeploy = (apps: string[], region?: string) =>
   apps.map(
@@ -72,13 +76,13 @@ function fleetSecrets(): SecretSpec[] {
       name: "witness/nats/system",
       about: "the witness nodes' `system` NATS user",
       generate: passwordSecret,
-      after: ["/etc/nats/passwords.env on every witness node, then restart nats-server there one node at a time"],
+      after: [servers("passwords.env of every witness node; nats-server restarted one node at a time")],
     },
     {
       name: "witness/nats/admin",
       about: "the witness nodes' `admin` NATS user",
       generate: passwordSecret,
-      after: ["/etc/nats/passwords.env on every witness node, then restart nats-server there one node at a time"],
+      after: [servers("passwords.env of every witness node; nats-server restarted one node at a time")],
     },
   ];
 }
@@ -91,7 +95,9 @@ function regionSecrets(r: string, regions: string[]): SecretSpec[] {
       about: `${r}'s NATS user ${u}${u === "leaf" ? " (and leaf_remote in the other regions)" : ""}`,
       generate: passwordSecret,
       after: [
-        `/etc/nats/passwords.env on ${r}'s NATS servers${u === "leaf" ? " and leaf_remote on the other regions'" : ""}, then restart nats-server one server at a time`,
+        u === "leaf"
+          ? servers(`${r}'s leaf and the other regions' leaf_remote: every region's NATS servers restarted`)
+          : servers(`passwords.env of ${r}'s NATS servers; nats-server restarted one server at a time`, r),
         ...((NATS_APP_USERS as readonly string[]).includes(u)
           ? [...redeploy([u], r), ...(u === "rollout" && regions.length > 1 ? ["(rollout: its one host)"] : [])]
           : []),
@@ -104,7 +110,7 @@ function regionSecrets(r: string, regions: string[]): SecretSpec[] {
         about: `${r}'s Postgres role ${role}${role === "pipeline_owner" ? " (recovery, migrations)" : ""}`,
         generate: passwordSecret,
         after: [
-          `on ${r}'s Postgres host: ALTER ROLE ${role} PASSWORD given on psql's stdin (docs/deploy.md, Rotation)`,
+          servers(`ALTER ROLE ${role} on ${r}'s Postgres host, a SCRAM verifier on psql's stdin`, r),
           ...redeploy([app], role === "pipeline_rollout" ? undefined : r),
         ],
       };
@@ -114,7 +120,7 @@ function regionSecrets(r: string, regions: string[]): SecretSpec[] {
       about: `the witness NATS user recovery_${r} (${r}'s lease)`,
       generate: passwordSecret,
       after: [
-        `/etc/nats/passwords.env on every witness node (recovery_${r}), then restart nats-server there one node at a time`,
+        servers(`recovery_${r} in every witness node's passwords.env; nats-server restarted one node at a time`),
         ...redeploy(["recovery"], r),
       ],
     },

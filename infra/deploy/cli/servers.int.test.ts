@@ -1,9 +1,19 @@
 import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { testPostgresAdminUrl } from "@pipeline/devstack/testing";
 import postgres from "postgres";
 import { fillStore } from "./secret-catalog.ts";
 import type { StoreFile } from "./secret-store.ts";
-import { natsPasswordsFile, postgresRolesSql, scramVerifier, witnessPasswordsFile } from "./servers.ts";
+import {
+  natsPasswordsFile,
+  postgresRolesSql,
+  pushServerSecrets,
+  scramVerifier,
+  witnessPasswordsFile,
+} from "./servers.ts";
+import type { Ssh } from "./ssh.ts";
 
 const store: StoreFile = { format: 1, regions: ["fsn1", "hel1"], secrets: {} };
 fillStore(store, new Date().toISOString());
@@ -98,5 +108,95 @@ describe("the servers' side of the secrets", () => {
     const a = scramVerifier("pw-0123456789abcdef");
     expect(a).toMatch(/^SCRAM-SHA-256\$4096:[A-Za-z0-9+/=]{24}\$[A-Za-z0-9+/=]{44}:[A-Za-z0-9+/=]{44}$/);
     expect(scramVerifier("pw-0123456789abcdef")).not.toBe(a);
+  });
+});
+
+describe("secrets servers: what it runs on each host", () => {
+  /** A stand-in for the SSH client: records each script and its stdin; answers as `answer` says. */
+  function fakeSsh(answer: (host: string, script: string) => { code: number; stdout: string }) {
+    const calls: { host: string; script: string; stdin?: string }[] = [];
+    const run: Ssh["run"] = async (h, script, o) => {
+      calls.push({ host: h.name, script, ...(o?.stdin !== undefined ? { stdin: o.stdin } : {}) });
+      const a = answer(h.name, script);
+      return { ...a, stderr: a.code ? "refused" : "" };
+    };
+    const ssh: Ssh = {
+      run,
+      async check(h, step, script, o) {
+        const r = await run(h, script, o);
+        if (r.code) throw new Error(`${h.name}: ${step} failed (exit ${r.code})`);
+        return r.stdout;
+      },
+    };
+    return { ssh, calls };
+  }
+
+  function inventory(): string {
+    const dir = mkdtempSync(join(tmpdir(), "servers-inv-"));
+    dirs.push(dir);
+    const host = (name: string, region: string, roles: string[]) => ({
+      name,
+      region,
+      roles,
+      ssh: { host: `${name}.example`, user: "ops" },
+      hostKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"],
+    });
+    const file = join(dir, "inventory.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        hosts: [
+          host("fsn1-app-1", "fsn1", ["app"]),
+          host("fsn1-nats-1", "fsn1", ["nats"]),
+          host("fsn1-nats-2", "fsn1", ["nats"]),
+          host("hel1-nats-1", "hel1", ["nats"]),
+          host("fsn1-pg-1", "fsn1", ["postgres"]),
+          host("nbg1-witness-1", "nbg1", ["witness"]),
+        ],
+      }),
+    );
+    return file;
+  }
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  test("passwords.env and the roles' SQL go on stdin, never in a script; a changed file restarts nats-server, then waits for its health", async () => {
+    const { ssh, calls } = fakeSsh((_, script) => ({
+      code: 0,
+      stdout: script.includes("install -m 0600") ? "changed\n" : "",
+    }));
+    const said: string[] = [];
+    const failed = await pushServerSecrets(store, { hosts: inventory(), region: "fsn1" }, (m) => said.push(m), ssh);
+    expect(failed).toEqual([]);
+    // fsn1's NATS servers, its Postgres host, the witness; not hel1's, not the app host.
+    expect([...new Set(calls.map((c) => c.host))]).toEqual([
+      "fsn1-nats-1",
+      "fsn1-nats-2",
+      "fsn1-pg-1",
+      "nbg1-witness-1",
+    ]);
+    const nats1 = calls.filter((c) => c.host === "fsn1-nats-1");
+    expect(nats1[0]!.stdin).toBe(natsPasswordsFile(store, "fsn1", "fsn1"));
+    expect(nats1[0]!.script).toContain(
+      "sudo -n install -m 0600 -o root -g root /dev/stdin /etc/nats/passwords.env.new",
+    );
+    expect(nats1[1]!.script).toBe("sudo -n systemctl restart nats-server");
+    expect(nats1[2]!.script).toContain("http://127.0.0.1:8222/healthz");
+    expect(calls.find((c) => c.host === "nbg1-witness-1")!.stdin).toBe(witnessPasswordsFile(store));
+    expect(calls.find((c) => c.host === "fsn1-pg-1")!.script).toBe("sudo -n -u postgres psql -X -q -d postgres -f -");
+    const values = Object.values(store.secrets).map((e) => e.value);
+    for (const c of calls) for (const value of values) expect(c.script).not.toContain(value);
+    for (const value of values) expect(said.join("\n")).not.toContain(value);
+  });
+
+  test("a NATS server that fails stops the push: the next ones are not touched", async () => {
+    const { ssh, calls } = fakeSsh((host) => ({ code: host === "fsn1-nats-1" ? 1 : 0, stdout: "unchanged\n" }));
+    const said: string[] = [];
+    const failed = await pushServerSecrets(store, { hosts: inventory(), region: "fsn1" }, (m) => said.push(m), ssh);
+    expect(failed).toEqual(["fsn1-nats-1", "fsn1-nats-2", "fsn1-pg-1", "nbg1-witness-1"]);
+    expect(new Set(calls.map((c) => c.host))).toEqual(new Set(["fsn1-nats-1"]));
+    expect(said.join("\n")).toContain("stopping; not touched: fsn1-nats-2, fsn1-pg-1, nbg1-witness-1");
   });
 });
