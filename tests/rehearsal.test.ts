@@ -6,16 +6,23 @@
 // cluster, Postgres with TLS. Needs root; the first run builds the image (minutes), later runs reuse
 // it (REHEARSAL_CACHE). Everything it starts is stopped in afterAll, whatever happened.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { roundTrip } from "../infra/rehearsal/client.ts";
-import { BRIDGE } from "../infra/rehearsal/config.ts";
+import { BRIDGE, fleet as fleetSpec } from "../infra/rehearsal/config.ts";
+import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
 import { sleep } from "../infra/rehearsal/exec.ts";
+import { cloudInitPackages, imageRecipe, packagesOf } from "../infra/rehearsal/image.ts";
 import { inMachine } from "../infra/rehearsal/machine.ts";
 import { bridgeExists } from "../infra/rehearsal/network.ts";
 import { readState } from "../infra/rehearsal/state.ts";
+import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
 import { down, type UpResult, up } from "../infra/rehearsal/up.ts";
+import { renderUserData } from "../infra/rehearsal/userdata.ts";
 
 const log = (m: string) => console.log(`[rehearsal] ${m}`);
+const REPO = join(import.meta.dir, "..");
 const isRoot = process.getuid?.() === 0;
 let fleet: UpResult | undefined;
 
@@ -33,6 +40,72 @@ const show = (role: string, unit: string, props: string[]) =>
       .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
   );
 
+// What the rehearsal renders, checked without booting anything (no root needed).
+describe("rehearsal rendering", () => {
+  test("templatefile: ${var}, indent, escapes; an unknown function or variable fails naming it", () => {
+    expect(renderTemplateText("a: ${x}\n  ${indent(2, y)}\n$${z} %%{w}", { x: "1", y: "p\nq" })).toBe(
+      "a: 1\n  p\n  q\n${z} %{w}",
+    );
+    expect(() => renderTemplateText("${upper(x)}", { x: "1" }, "f.yaml")).toThrow(
+      /f\.yaml: \$\{upper\(x\)\}: unknown function "upper"/,
+    );
+    expect(() => renderTemplateText("${nope}", {}, "f.yaml")).toThrow(/no variable "nope"/);
+    expect(() => renderTemplateText("%{ if x }", {}, "f.yaml")).toThrow(TemplateError);
+  });
+
+  test("every host's user-data is the project's cloud-config, rendered with Terraform's variables", () => {
+    const hosts = fleetSpec();
+    const ud = renderUserData(REPO, {
+      hosts,
+      regions: ["fsn1"],
+      leafHubRegion: "fsn1",
+      privateCidr: "10.77.0.0/16",
+      natsServerVersion: "2.15.1",
+      natsServerSha256: "a".repeat(64),
+      natsServerUrl: "http://10.77.0.1:18081/nats-server-v2.15.1-linux-amd64.tar.gz",
+      adminSshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops"],
+      deploySshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDep deploy"],
+      releaseSigningKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRel release"],
+      haproxyConfig: "global\n  maxconn 10",
+      lbCertificate: "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
+    });
+    expect(Object.keys(ud).sort()).toEqual(hosts.map((h) => h.name).sort());
+    for (const [name, text] of Object.entries(ud)) {
+      expect(text.startsWith("#cloud-config\n")).toBe(true);
+      const c = Bun.YAML.parse(text) as { hostname: string; users: Array<{ name: string }>; packages: string[] };
+      expect(c.hostname).toBe(name);
+      expect(c.users.map((u) => u.name)).toContain("ops");
+      // The image holds every package a host's user-data installs: nothing is fetched at boot.
+      for (const p of packagesOf(text)) expect(imageRecipe(REPO).extra).toContain(p);
+    }
+    // The NATS hosts fetch the tarball from the host, with its sha256 checked by the project's script.
+    const nats = ud["fsn1-nats-1"]!;
+    expect(nats).toContain("http://10.77.0.1:18081/nats-server-v2.15.1-linux-amd64.tar.gz");
+    expect(nats).toContain("sha256sum --check");
+    expect(nats).toContain('"nats-route://10.77.1.21:6222"');
+    expect(cloudInitPackages(REPO).all).toContain("postgresql");
+  });
+
+  test("env files: the template's lines kept, values given set, a placeholder left unfilled is an error", () => {
+    const dir = mkdtempSync(join(tmpdir(), "rehearsal-env-"));
+    try {
+      const file = join(dir, "x.env.example");
+      writeFileSync(file, "# a comment\nA=1\nB=<openssl rand -hex 32>\nC=<password>\n");
+      expect(renderEnvTemplate(file, { B: "b" }, { ifPresent: { C: "c", D: "d" } })).toBe(
+        "# a comment\nA=1\nB=b\nC=c\n",
+      );
+      expect(() => renderEnvTemplate(file, { B: "b" })).toThrow(/C is a placeholder/);
+      expect(() => renderEnvTemplate(file, { B: "b", C: "c", E: "e" })).toThrow(
+        /sets E, which the template does not have/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // The project's templates render with the values the rehearsal gives (no placeholder left).
+    expect(renderEnvTemplate(envTemplate(REPO, "common"), { REGIONS: "fsn1" })).toContain("REGIONS=fsn1\n");
+  });
+});
+
 describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", () => {
   beforeAll(async () => {
     const t0 = Date.now();
@@ -49,11 +122,13 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     for (const h of fleet!.state.hosts) {
       const r = inMachine(h, "cat /proc/1/comm; hostname; systemctl is-system-running; cloud-init status");
       const [comm, name, state, ci] = r.stdout.trim().split("\n");
-      expect({ host: h.name, comm, name, state: state === "degraded" ? "running" : state, ci }).toEqual({
+      const failed = state === "running" ? "" : inMachine(h, "systemctl --failed --no-legend --plain").stdout.trim();
+      expect({ host: h.name, comm, name, state, failed, ci }).toEqual({
         host: h.name,
         comm: "systemd",
         name: h.name,
         state: "running",
+        failed: "",
         ci: "status: done",
       });
     }
@@ -66,6 +141,11 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
       ActiveState: "active",
       User: "pipeline-solver",
     });
+    const status = sh(
+      "app",
+      "grep -E '^(NoNewPrivs|Seccomp):' /proc/$(systemctl show -p MainPID --value gateway.service)/status",
+    );
+    expect(status.stdout.replace(/[ \t]+/g, " ").trim()).toBe("NoNewPrivs: 1\nSeccomp: 2");
   });
 
   test("a task submitted through the load balancer completes", async () => {

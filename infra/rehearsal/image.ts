@@ -168,8 +168,21 @@ export async function ensureImage(repo: string, log: Log, cache = CACHE): Promis
     );
     linkIntoClone(dir);
     log(`image ${recipe.key} built in ${seconds} s`);
+    pruneImages(cache, recipe.key, log);
     return { key: recipe.key, root: join(dir, "root"), builtSeconds: seconds, cached: false, roleUnits };
   });
+}
+
+/** Removes the images of older recipes that no machine's overlay uses (a running rehearsal keeps its own). */
+function pruneImages(cache: string, keep: string, log: Log): void {
+  const images = join(cache, "images");
+  const mounts = readFileSync("/proc/self/mountinfo", "utf8");
+  for (const key of readdirSync(images)) {
+    if (key === keep || key.endsWith(".lock") || mounts.includes(join(images, key))) continue;
+    if (existsSync(join(images, `${key}.lock`))) continue;
+    rmSync(join(images, key), { recursive: true, force: true });
+    log(`removed the image of an older recipe (${key})`);
+  }
 }
 
 function build(recipe: ReturnType<typeof imageRecipe>, dir: string, cache: string, log: Log): Record<string, string[]> {
