@@ -26,7 +26,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { natsEnv } from "@pipeline/devstack";
-import { type Relay, startRelay } from "./support/relay.ts";
+import { type Relay, startRelay } from "@pipeline/devstack/stack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { binaryName, buildBinary, sha256File, signChecksum } from "../infra/build.ts";

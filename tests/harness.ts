@@ -1,21 +1,19 @@
-// Starts the real system for end-to-end tests: nats-server, a Postgres database, the provider
-// emulator (a real HTTP server) and the apps as real OS processes (`bun apps/<app>/src/main.ts`).
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { freePort, natsEnv, waitForPort } from "@pipeline/devstack";
-import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
-import { createEmulator, type Emulator, type EmulatorOptions } from "@pipeline/emulator";
-import { type Database, openDatabase } from "@pipeline/shared/db";
+// The single-region stack of the end-to-end tests: @pipeline/devstack/stack's `startStack` (the one
+// way the project starts its system) with one region, in the shape these tests use: nats-server, a
+// Postgres database, the provider emulator (a real HTTP server) and the apps as real OS processes.
+
+import type { NatsServerHandle } from "@pipeline/devstack";
+import { type StackDatabase, startStack as startSystem, testServers } from "@pipeline/devstack/stack";
+import type { Proc } from "@pipeline/devstack/testing";
+import type { Emulator, EmulatorOptions } from "@pipeline/emulator";
+import type { Database } from "@pipeline/shared/db";
 
 // The process starter lives in @pipeline/devstack/testing (the benchmarks use it too).
 export { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "@pipeline/devstack/testing";
 
-import { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "@pipeline/devstack/testing";
-
 export interface StackOptions {
   region?: string;
-  emulator?: EmulatorOptions;
+  emulator?: Partial<EmulatorOptions>;
   solverEnv?: Record<string, string>;
   gatewayEnv?: Record<string, string>;
   solvers?: number;
@@ -29,8 +27,8 @@ export interface Stack {
   gatewayMetricsUrl: string;
   apiKey: string;
   emu: Emulator;
-  nats: TestNats;
-  tdb: TestDatabase;
+  nats: NatsServerHandle;
+  tdb: StackDatabase;
   db: Database;
   gateway: Proc;
   solvers: Proc[];
@@ -44,95 +42,34 @@ export interface Stack {
 }
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
-  const region = o.region ?? "e2e";
-  const logDir = mkdtempSync(join(tmpdir(), "pipeline-e2e-"));
-  const [nats, tdb] = await Promise.all([
-    startTestNats({ regions: [region], provision: true }),
-    createTestDatabase("e2e", o.pgAdminUrl),
-  ]);
-  const emu = createEmulator({ port: 0, keys: { [PROVIDER_KEY]: { threads: 1000 } }, latencyMs: 0, ...o.emulator });
-  await emu.start();
   const apiKey = "e2e-client-key-0001";
-  const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: region, LOG_LEVEL: "info" };
-  const [gatewayPort, gatewayMetricsPort] = await Promise.all([freePort(), freePort()]);
-  // Tests receive callbacks on http://127.0.0.1: the SSRF policy is loosened for them (docs/security.md).
-  const devCallbacks = { WEBHOOK_ALLOW_HTTP: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
-  // Each app logs in with its own database role (issue 34: packages/shared/src/db/roles.ts), so every
-  // test that starts the stack runs the apps' queries with their grants only; `db` below is the admin's.
-  const gatewayEnv = {
-    ...common,
-    DATABASE_URL: tdb.appUrls.gateway,
-    ...natsEnv(nats, "gateway"),
-    ...devCallbacks,
-    GATEWAY_PORT: String(gatewayPort),
-    GATEWAY_METRICS_PORT: String(gatewayMetricsPort),
-    API_KEYS: apiKey,
-    WEBHOOK_SECRET,
-    ...o.gatewayEnv,
-  };
-  let gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
-  const gateways = [gateway];
-  let solverN = 0;
-  const solverEnv = {
-    ...common,
-    DATABASE_URL: tdb.appUrls.solver,
-    ...natsEnv(nats, "solver"),
-    PROVIDER_URL: emu.url,
-    PROVIDER_KEY,
-    FIRST_POLL_MS: "50",
-    POLL_INTERVAL_MS: "100",
-    RETRY_BASE_MS: "100",
-    RETRY_MAX_MS: "1000",
-    PROVIDER_THREADS: "1000",
-    METRICS_PORT: "0",
-    WEBHOOK_SECRET,
-    WEBHOOK_RETRY_BASE_MS: "100",
-    WEBHOOK_RETRY_MAX_MS: "1000",
-    ...devCallbacks,
-    ...o.solverEnv,
-  };
-  const solvers: Proc[] = [];
-  const spawnSolver = (extra: Record<string, string> = {}) => {
-    const p = spawnApp(
-      `solver-${++solverN}`,
-      "apps/solver/src/main.ts",
-      { ...solverEnv, WORKER_ID: `solver-${solverN}`, ...extra },
-      logDir,
-    );
-    solvers.push(p);
-    return p;
-  };
-  for (let i = 0; i < (o.solvers ?? 1); i++) spawnSolver();
-  await waitForPort(gatewayPort, 20_000);
-  const db = openDatabase(tdb.url, { max: 5 });
-  const logs = () =>
-    [...new Set([...gateways, ...solvers].map((p) => p.logFile))].map((f) => readFileSync(f, "utf8")).join("\n");
+  const system = await startSystem({
+    regions: [o.region ?? "e2e"],
+    servers: testServers({ dbPrefix: () => "e2e", ...(o.pgAdminUrl ? { pgAdminUrl: o.pgAdminUrl } : {}) }),
+    ...(o.emulator ? { emulator: o.emulator } : {}),
+    apps: { solvers: o.solvers ?? 1 },
+    apiKeys: apiKey,
+    env: { gateway: o.gatewayEnv ?? {}, solver: { PROVIDER_THREADS: "1000", ...o.solverEnv } },
+  });
+  const r = system.regions[0]!;
   const stack: Stack = {
-    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
-    gatewayMetricsUrl: `http://127.0.0.1:${gatewayMetricsPort}`,
+    gatewayUrl: r.gatewayUrl,
+    gatewayMetricsUrl: r.gatewayMetricsUrl!,
     apiKey,
-    emu,
-    nats,
-    tdb,
-    db,
-    gateway,
-    solvers,
+    emu: system.emu!,
+    nats: r.nats,
+    tdb: r.database,
+    db: r.db,
+    gateway: r.gateway!,
+    solvers: r.solvers,
     async restartGateway() {
-      gateway = spawnApp("gateway", "apps/gateway/src/main.ts", gatewayEnv, logDir);
-      gateways.push(gateway);
-      stack.gateway = gateway;
-      await waitForPort(gatewayPort, 20_000);
-      return gateway;
+      stack.gateway = await r.restartGateway();
+      return stack.gateway;
     },
-    logDir,
-    spawnSolver,
-    logs,
-    async stop() {
-      await Promise.all([...gateways, ...solvers].map((p) => p.kill("SIGTERM")));
-      await db.close();
-      await emu.stop();
-      await Promise.all([nats.dispose(), tdb.drop()]);
-    },
+    logDir: system.logDir,
+    spawnSolver: (extra) => r.spawnSolver(extra),
+    logs: system.logs,
+    stop: system.stop,
   };
   return stack;
 }

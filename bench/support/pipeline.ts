@@ -1,19 +1,14 @@
-// Our system as real processes, the way tests/harness.ts starts it: a nats-server of its own, a
-// fresh database on the bench's Postgres cluster, the provider emulator, the gateway and N solvers.
+// Our system as real processes, started by @pipeline/devstack/stack's `startStack` (the one way the
+// project starts its system; the bench profile: few log lines): a nats-server of its own, a fresh
+// database on the bench's Postgres cluster, the provider emulator as its own process (its CPU is
+// counted apart), the gateway and N solvers.
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, waitForPort } from "@pipeline/devstack";
-import {
-  createTestDatabase,
-  natsEnv,
-  PROVIDER_KEY,
-  type Proc,
-  spawnApp,
-  startTestNats,
-  WEBHOOK_SECRET,
-} from "@pipeline/devstack/testing";
+import { startStack, testServers } from "@pipeline/devstack/stack";
+import { PROVIDER_KEY, type Proc, spawnApp } from "@pipeline/devstack/testing";
 import type { EmulatorStats } from "@pipeline/emulator";
-import { type Database, openDatabase } from "@pipeline/shared/db";
+import type { Database } from "@pipeline/shared/db";
 import type { NatsAuth } from "@pipeline/shared/nats";
 import { stopProc, waitForLog } from "./processes.ts";
 import type { Scope } from "./scope.ts";
@@ -60,77 +55,42 @@ export async function startPipeline(
   o: PipelineOptions,
 ): Promise<Pipeline> {
   const logDir = mkdtempSync(join(env.logDir, "pipeline-"));
-  const nats = await startTestNats({ regions: [REGION], provision: true });
-  scope.defer("nats-server", () => nats.dispose());
-  const tdb = await createTestDatabase("bench", env.pgAdminUrl);
-  scope.defer(`database ${tdb.name}`, () => tdb.drop());
-
   const { proc: emulator, port: emulatorPort, url: emulatorUrl } = await spawnEmulator(scope, logDir, o.emulator);
-
-  const common = { NATS_URL: nats.url, DATABASE_URL: tdb.url, REGION: REGION, LOG_LEVEL: "warn" };
-  const gatewayPort = await freePort();
-  // Each app with its own database role, as in production (packages/shared/src/db/roles.ts).
-  const gateway = spawnApp(
-    "gateway",
-    o.gatewayScript ?? "apps/gateway/src/main.ts",
-    {
-      ...common,
-      DATABASE_URL: tdb.appUrls.gateway,
-      ...natsEnv(nats, "gateway"),
-      GATEWAY_PORT: String(gatewayPort),
-      API_KEYS: API_KEY,
-    },
+  const gatewayScript = "apps/gateway/src/main.ts";
+  const system = await startStack({
+    regions: [REGION],
+    profile: "bench",
+    servers: testServers({ pgAdminUrl: env.pgAdminUrl, dbPrefix: () => "bench" }),
     logDir,
-  );
-  scope.defer("gateway", () => stopProc(gateway));
-
-  const solvers: Proc[] = [];
-  const spawnSolver = (i: number) => {
-    const solverEnv = {
-      ...common,
-      DATABASE_URL: tdb.appUrls.solver,
-      ...natsEnv(nats, "solver"),
-      // "solver started" is an info line: the readiness signal.
-      LOG_LEVEL: "info",
-      WORKER_ID: `bench-solver-${i}`,
-      PROVIDER_URL: emulatorUrl,
-      PROVIDER_KEY,
-      PROVIDER_THREADS: String(o.emulator.threads),
-      DRAIN_TIMEOUT_MS: "3000",
-      // As `npm run dev` and the tests run it: the callback notifier consumes EVENTS too.
-      WEBHOOK_SECRET,
-      // Each solver serves metrics on a port of its own (the default, 9464, is one per machine).
-      METRICS_PORT: "0",
-      ...o.solverEnv,
-    };
-    const p = spawnApp(`solver-${i}`, "apps/solver/src/main.ts", solverEnv, logDir);
-    scope.defer(`solver-${i}`, () => stopProc(p));
-    solvers.push(p);
-    return p;
-  };
-  for (let i = 1; i <= o.solvers; i++) spawnSolver(i);
-
-  const db = openDatabase(tdb.url, { max: 4, appName: "bench" });
-  scope.defer("bench pool", () => db.close());
+    // Another checkout's gateway in place of ours (bench/ab-ingest.ts).
+    launcher: (name, script, e) =>
+      spawnApp(name, script === gatewayScript && o.gatewayScript ? o.gatewayScript : script, e, logDir),
+    provider: { url: emulatorUrl, key: PROVIDER_KEY },
+    apps: { solvers: o.solvers },
+    apiKeys: API_KEY,
+    workerId: (_, n) => `bench-solver-${n}`,
+    env: { solver: { PROVIDER_THREADS: String(o.emulator.threads), ...o.solverEnv } },
+  });
+  scope.defer("pipeline", () => system.stop());
+  const r = system.regions[0]!;
   const started = (p: Proc) => waitForLog(p, '"msg":"solver started"', 30_000);
-  await Promise.all([waitForPort(emulatorPort, 20_000), waitForPort(gatewayPort, 20_000), ...solvers.map(started)]);
-
+  await Promise.all([waitForPort(emulatorPort, 20_000), ...r.solvers.map(started)]);
   return {
-    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
-    natsUrl: nats.url,
-    natsAdmin: nats.auth("admin"),
-    databaseUrl: tdb.url,
-    db,
-    gateway,
-    solvers,
+    gatewayUrl: r.gatewayUrl,
+    natsUrl: r.nats.url,
+    natsAdmin: r.nats.auth("admin"),
+    databaseUrl: r.database.url,
+    db: r.db,
+    gateway: r.gateway!,
+    solvers: r.solvers,
     pids: {
-      gateway: () => [gateway.pid],
-      solvers: () => solvers.map((p) => p.pid),
-      nats: () => [nats.pid()].filter((pid): pid is number => pid !== undefined),
+      gateway: () => [r.gateway!.pid],
+      solvers: () => r.solvers.map((p) => p.pid),
+      nats: () => [r.nats.pid()].filter((pid): pid is number => pid !== undefined),
       emulator: () => [emulator.pid],
     },
     async startSolver() {
-      const p = spawnSolver(solvers.length + 1);
+      const p = r.spawnSolver();
       await started(p);
       return p;
     },

@@ -36,6 +36,7 @@ import {
   startPostgres,
   waitForPort,
 } from "@pipeline/devstack";
+import { startRelay } from "@pipeline/devstack/stack";
 import { createTestDatabase, eventually } from "@pipeline/devstack/testing";
 import { createEmulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
@@ -43,7 +44,6 @@ import { connectNats } from "@pipeline/shared/nats";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 import { buckets } from "@pipeline/shared/subjects";
 import { type Proc, ROOT, spawnApp } from "../harness.ts";
-import { startRelay } from "./relay.ts";
 import { type LogFile, lastErrors, logsIn, watchEventLoop } from "./stack-diagnosis.ts";
 import {
   API_KEY,

@@ -1,0 +1,28 @@
+export {
+  gatewayEnv,
+  type LeaseTiming,
+  type RegionWiring,
+  recoveryEnv,
+  rolloutEnv,
+  type StackProfile,
+  solverEnv,
+} from "./app-env.ts";
+export { consoleLauncher } from "./launchers.ts";
+export { type RegionServer, waitForLeases, waitForMirrors } from "./ready.ts";
+export { type Relay, startRelay } from "./relay.ts";
+export {
+  type NatsSite,
+  type OwnServerOptions,
+  ownServers,
+  type PortName,
+  type ServerSource,
+  type StackDatabase,
+  testServers,
+} from "./servers.ts";
+export {
+  type Launcher,
+  type RegionStack,
+  type StackHandle,
+  type StackOptions,
+  startStack,
+} from "./stack.ts";
