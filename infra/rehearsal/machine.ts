@@ -39,6 +39,8 @@ export interface RunningMachine {
   /** The container's PID 1 (systemd) as the host sees it: nsenter's target. */
   leaderPid: number;
   dir: string;
+  /** When nspawn was started (boot times count from here). */
+  startedAt: number;
 }
 
 const CGROUP_ROOTS = ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"].filter((d) => existsSync(d));
@@ -108,6 +110,7 @@ export async function startMachine(
   const machine = machineName(h);
   const dir = machineDir(h);
   const merged = prepare(h, imageRoot, seed);
+  const startedAt = Date.now();
   removeCgroups(machine);
   for (const c of cgroupDirs(machine)) mkdirSync(c, { recursive: true });
   const out = openSync(join(dir, "console.log"), "w");
@@ -160,7 +163,7 @@ export async function startMachine(
     100,
   );
   log(`${h.name}: booting (nspawn ${nspawnPid}, init ${leaderPid}, ${h.ip})`);
-  return { name: h.name, machine, nspawnPid, leaderPid, dir };
+  return { name: h.name, machine, nspawnPid, leaderPid, dir, startedAt };
 }
 
 /** A command inside the machine, as root, in all its namespaces (nsenter on its PID 1). */
@@ -207,7 +210,7 @@ export async function waitBooted(
   log: Log,
   timeoutMs = 240_000,
 ): Promise<{ systemdMs: number; cloudInitMs: number; state: string }> {
-  const t0 = Date.now();
+  const t0 = m.startedAt;
   const state = await waitFor(`${m.name}: systemctl is-system-running`, timeoutMs, async () => {
     if (!existsSync(`/proc/${m.nspawnPid}`))
       throw new Error(

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { type LbClient, readyz, roundTrip } from "./client.ts";
 import { BRIDGE_IP, DATA, EMULATOR_PORT, fleet, type HostSpec, machineName, REPO, SUBNET } from "./config.ts";
 import { check, type Log, run, waitFor } from "./exec.ts";
+import { acquireFleet, otherFleet, releaseFleet } from "./fleet-lock.ts";
 import { natsArtifact, startHostServices, stopPid } from "./host-services.ts";
 import { ensureHostTools } from "./host-tools.ts";
 import { ensureImage, packagesOf } from "./image.ts";
@@ -261,9 +262,11 @@ async function throughLb(state: State, topo: Topology, s: Secrets, src: SecretSo
 export async function up(log: Log): Promise<UpResult> {
   const t0 = Date.now();
   ensureHostTools(log);
+  await acquireFleet(log);
   if (readState()) {
     log("a previous rehearsal is still recorded: taking it down first");
     await down(log);
+    await acquireFleet(log);
   }
   const state: State = {
     startedAt: new Date().toISOString(),
@@ -293,6 +296,13 @@ export async function up(log: Log): Promise<UpResult> {
 export async function down(log: Log): Promise<{ seconds: number }> {
   const t0 = Date.now();
   const state = readState();
+  const other = otherFleet();
+  if (other) {
+    // The hosts' names and the bridge are the machine's: they are that clone's fleet, not ours.
+    log(`another clone's rehearsal is up (${other}): leaving its hosts and bridge alone`);
+    clearState();
+    return { seconds: secondsSince(t0) };
+  }
   const hosts: Array<HostSpec & { nspawnPid?: number }> = state?.hosts.length ? state.hosts : fleet();
   await Promise.all(
     hosts.map(async (h) => {
@@ -304,6 +314,7 @@ export async function down(log: Log): Promise<{ seconds: number }> {
   stopPid(state?.services.artifactsPid, "serve-artifacts");
   removeBridge(log);
   clearState();
+  releaseFleet();
   return { seconds: secondsSince(t0) };
 }
 
