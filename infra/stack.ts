@@ -1,22 +1,15 @@
 // The `dev` task of the @pipeline/infra workspace: NATS (a current server, authentication on)
 // and Postgres of the project's own under .data/, migrations, and `.data/dev-stack.json` that the
-// apps' dev tasks wait for (infra/with-stack.ts). `turbo run dev` runs it beside the apps;
+// apps' dev tasks wait for (infra/with-stack.ts). The servers are the stack builder's dev servers
+// (@pipeline/devstack/stack's ownServers); the apps are turbo's dev tasks. `turbo run dev` runs it beside the apps;
 // Ctrl-C stops the servers and removes the file; a second start reuses the data.
 
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  devStackFile,
-  portInUse,
-  redactPassword,
-  removeDevStack,
-  startNatsServer,
-  startPostgres,
-  writeDevStack,
-  writePgCredentials,
-} from "@pipeline/devstack";
-import { createAppLogins, migrateDatabase, openDatabase } from "@pipeline/shared/db";
+import { devStackFile, redactPassword, removeDevStack, writeDevStack, writePgCredentials } from "@pipeline/devstack";
+import { ownServers } from "@pipeline/devstack/stack";
+import { migrateDatabase } from "@pipeline/shared/db";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 
 const root = join(import.meta.dir, "..");
@@ -60,20 +53,23 @@ try {
     version: "(yours)",
     credentialsFile: undefined,
   };
+  // The stack builder's dev servers (@pipeline/devstack/stack): stores under .data/, fixed ports.
+  const servers = ownServers({
+    dataDir,
+    ports: { [`nats:${region}`]: natsPort },
+    portSetting: () => "NATS_PORT",
+    pgPort,
+    natsStore: () => join(dataDir, "nats"),
+    databaseName: () => "pipeline",
+    log,
+  });
+  stops.push(() => servers.stop());
   if (!env.NATS_URL) {
-    if (await portInUse(natsPort))
-      throw new Error(`port ${natsPort} is taken; is another dev stack running? Set NATS_PORT`);
-    const own = await startNatsServer({
-      port: natsPort,
-      storeDir: join(dataDir, "nats"),
-      name: "dev",
-      regions: [region],
-      log,
-    });
+    const own = await servers.nats({ name: region, regions: [region] });
     stops.push(() => own.stop());
     nats = own;
     // The region's streams, buckets and notifier consumers, as the recovery service makes them at
-    // start: the gateway's and the solver's NATS users may not create them (issue 34).
+    // start: the gateway's and the solver's NATS users may not create them.
     await provisionRegionsAt(own.url, own.auth("admin"), [region]);
     log(
       `NATS ${own.version} (JetStream, authentication on) on ${own.url}; credentials in ${own.credentialsFile} (0600)`,
@@ -82,26 +78,26 @@ try {
 
   let databaseUrl = env.DATABASE_URL;
   let pgCredentials: string | undefined;
-  if (!databaseUrl) {
-    const pg = await startPostgres({ dataDir: join(dataDir, "pg"), port: pgPort, log });
-    stops.push(() => pg.stop());
-    await pg.ensureDatabase("pipeline");
-    databaseUrl = pg.urlFor("pipeline");
-    log(`Postgres on ${redactPassword(databaseUrl)} (data ${pg.dataDir})`);
-  }
-  await migrateDatabase(databaseUrl);
-  log("migrations applied");
-  if (!env.DATABASE_URL) {
-    // Each app its own login, a member of its role (packages/shared/src/db/roles.ts), with fresh
-    // passwords at every start, in a 0600 file; the recovery service is the owner (the admin).
-    const admin = openDatabase(databaseUrl, { max: 1, appName: "dev-stack" });
-    const logins = await createAppLogins(admin.sql, "dev").finally(() => admin.close());
+  if (databaseUrl) {
+    await migrateDatabase(databaseUrl);
+    log("migrations applied");
+  } else {
+    // Migrated, and each app its own login, a member of its role (packages/shared/src/db/roles.ts),
+    // with fresh passwords at every start, in a 0600 file; the recovery service is the owner (the admin).
+    const db = await servers.database(region);
+    log(`Postgres on ${redactPassword(db.url)} (data ${join(dataDir, "pg")}); migrations applied`);
+    const login = (url: string) => {
+      const u = new URL(url);
+      return { user: decodeURIComponent(u.username), password: decodeURIComponent(u.password) };
+    };
     pgCredentials = join(dataDir, "pg-credentials.json");
-    const u = new URL(databaseUrl);
     writePgCredentials(pgCredentials, {
-      owner: { user: decodeURIComponent(u.username), password: decodeURIComponent(u.password) },
-      ...logins,
+      owner: login(db.url),
+      gateway: login(db.appUrls.gateway),
+      solver: login(db.appUrls.solver),
+      rollout: login(db.appUrls.rollout),
     });
+    const u = new URL(db.url);
     u.password = "";
     databaseUrl = u.toString();
     log(

@@ -4,7 +4,8 @@
 // load through both gateways. `runRolloutDrill` starts a rollout with the CLI, waits for it to end,
 // waits for every acknowledged task, and returns the figures of the drill's line.
 import { jetstream } from "@nats-io/jetstream";
-import { freePort, natsEnv } from "@pipeline/devstack";
+import { freePort } from "@pipeline/devstack";
+import { rolloutEnv, solverEnv } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
@@ -25,46 +26,16 @@ export interface RolloutStage {
   stop(): Promise<void>;
 }
 
-function rolloutEnv(two: TwoRegions): Record<string, string> {
-  const [a, b] = two.regions;
-  const hel = natsEnv(b.nats, "rollout");
-  return {
-    NATS_URL: a.nats.url,
-    // The rollout's own database role in each region (issue 34).
-    DATABASE_URL: a.tdb.appUrls.rollout,
-    REGION: a.name,
-    REGIONS: REGIONS.join(","),
-    ...natsEnv(a.nats, "rollout"),
-    NATS_URL_HEL1: b.nats.url,
-    DATABASE_URL_HEL1: b.tdb.appUrls.rollout,
-    NATS_USER_HEL1: hel.NATS_USER,
-    NATS_PASSWORD_HEL1: hel.NATS_PASSWORD,
-    LOG_LEVEL: "info",
-  };
-}
+/** The rollout service, home fsn1, reaching hel1 through the suffixed settings (NATS_URL_HEL1...). */
+const rolloutServiceEnv = (two: TwoRegions) => rolloutEnv(two.regions[0].wiring, [two.regions[1].wiring]);
 
 /** The v2 solver of a region: the same settings as the region's v1 solver, plus `env`. */
 function spawnCanary(two: TwoRegions, r: Region, env: Record<string, string>): Proc {
+  const workerId = `solver-${r.name}-v2`;
   return spawnApp(
-    `solver-${r.name}-v2`,
+    workerId,
     "apps/solver/src/main.ts",
-    {
-      NATS_URL: r.nats.url,
-      DATABASE_URL: r.tdb.appUrls.solver,
-      REGION: r.name,
-      REGIONS: REGIONS.join(","),
-      LOG_LEVEL: "info",
-      ...natsEnv(r.nats, "solver"),
-      WORKER_ID: `solver-${r.name}-v2`,
-      SOLVER_VERSION: "v2",
-      PROVIDER_URL: two.emu.url,
-      PROVIDER_KEY,
-      FIRST_POLL_MS: "50",
-      POLL_INTERVAL_MS: "100",
-      METRICS_PORT: "0",
-      WEBHOOK_SECRET: "regions-webhook-secret",
-      ...env,
-    },
+    { ...solverEnv(r.wiring, { workerId }), SOLVER_VERSION: "v2", ...env },
     two.logDir,
   );
 }
@@ -73,7 +44,7 @@ export async function startRolloutStage(o: { canaryEnv?: Record<string, string> 
   const two = await startTwoRegions({ emulator: { latencyMs: 300 }, solverEnv: { SOLVER_VERSION: "v1" } });
   const canaries = two.regions.map((r) => spawnCanary(two, r, o.canaryEnv ?? {}));
   const port = await freePort();
-  const env = rolloutEnv(two);
+  const env = rolloutServiceEnv(two);
   const spawnService = () =>
     spawnApp(
       "rollout",

@@ -36,7 +36,7 @@ import {
   startPostgres,
   waitForPort,
 } from "@pipeline/devstack";
-import { startRelay } from "@pipeline/devstack/stack";
+import { gatewayEnv, type RegionWiring, recoveryEnv, solverEnv, startRelay } from "@pipeline/devstack/stack";
 import { createTestDatabase, eventually } from "@pipeline/devstack/testing";
 import { createEmulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
@@ -348,73 +348,51 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       const threeNodes = witnessNodes.length === 3;
       const witnessLink = await relay({ host: p.witness.wanIp, port: threeNodes ? 4223 : 4222 });
       const w = witness.auth("recovery");
-      const common = {
-        NATS_URL: nats.url,
-        DATABASE_URL: tdb.url,
-        REGION: rp.name,
-        REGIONS: REGIONS.join(","),
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+      const wiring: RegionWiring = {
+        region: rp.name,
+        regions: [...REGIONS],
+        nats,
+        database: tdb,
+        provider: { url: `http://${rp.hostAccessIp}:${emuPort}`, key: PROVIDER_KEY },
+        profile: "test",
+        logLevel: process.env.LOG_LEVEL ?? "info",
+        witness: {
+          url: threeNodes
+            ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}`
+            : `nats://${p.bridgeIp}:${witnessLink.port}`,
+          user: w.user!,
+          password: w.pass!,
+          replicas: witnessNodes.length,
+        },
       };
       // The region's topology first, as its recovery service makes it at start: the apps wait for it.
       await provisionRegionsAt(nats.url, nats.auth("admin"), [rp.name]);
+      const lease = {
+        ...(o.leaseTtlMs ? { ttlMs: o.leaseTtlMs } : {}),
+        ...(o.leaseMarginMs ? { marginMs: o.leaseMarginMs } : {}),
+        ...(o.leaseRenewMs ? { renewMs: o.leaseRenewMs } : {}),
+        ...(o.adoptUncertainMs ? { adoptUncertainMs: o.adoptUncertainMs } : {}),
+      };
       const procs = [
         spawnInNs(
           rp.ns,
           `gateway-${rp.name}`,
           "apps/gateway/src/main.ts",
-          {
-            ...common,
-            DATABASE_URL: tdb.appUrls.gateway,
-            ...natsEnv(nats, "gateway"),
-            GATEWAY_HOST: rp.accessIp,
-            GATEWAY_PORT: "8080",
-            API_KEYS: API_KEY,
-            API_KEYS_ALLOW_SHORT: "1",
-          },
+          gatewayEnv(wiring, { host: rp.accessIp, port: 8080, apiKeys: API_KEY }),
           logDir,
         ),
         spawnInNs(
           rp.ns,
           `solver-${rp.name}`,
           "apps/solver/src/main.ts",
-          {
-            ...common,
-            DATABASE_URL: tdb.appUrls.solver,
-            ...natsEnv(nats, "solver"),
-            WORKER_ID: `solver-${rp.name}`,
-            PROVIDER_URL: `http://${rp.hostAccessIp}:${emuPort}`,
-            PROVIDER_KEY,
-            FIRST_POLL_MS: "50",
-            POLL_INTERVAL_MS: "100",
-            METRICS_PORT: "0",
-            WEBHOOK_SECRET: "regions-webhook-secret",
-            ...o.solverEnv,
-          },
+          { ...solverEnv(wiring, { workerId: `solver-${rp.name}` }), ...o.solverEnv },
           logDir,
         ),
         spawnInNs(
           rp.ns,
           `recovery-${rp.name}`,
           "apps/recovery/src/main.ts",
-          {
-            ...common,
-            ...natsEnv(nats, "recovery"),
-            SNAPSHOT_INTERVAL_MS: "0",
-            SWEEP_INTERVAL_MS: "1000",
-            STALE_AFTER_MS: "3000",
-            GATEWAY_PUBLISH_GRACE_MS: "0",
-            DATA_DIR: tmp(`regions-${rp.name}-`),
-            WITNESS_URL: threeNodes
-              ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}`
-              : `nats://${p.bridgeIp}:${witnessLink.port}`,
-            WITNESS_REPLICAS: String(witnessNodes.length),
-            WITNESS_USER: w.user!,
-            WITNESS_PASSWORD: w.pass!,
-            LEASE_TTL_MS: String(o.leaseTtlMs ?? 4000),
-            LEASE_MARGIN_MS: String(o.leaseMarginMs ?? 1000),
-            LEASE_RENEW_MS: String(o.leaseRenewMs ?? 300),
-            ADOPT_UNCERTAIN_MS: String(o.adoptUncertainMs ?? 20_000),
-          },
+          recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }),
           logDir,
         ),
       ];
@@ -436,6 +414,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
         wanIp: rp.wanIp,
         accessIp: rp.accessIp,
         wanPort: rp.wanPort,
+        wiring,
       };
     };
     const regions: [NetnsRegion, NetnsRegion] = [await startRegion(pa, a), await startRegion(pb, b)];

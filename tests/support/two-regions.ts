@@ -7,7 +7,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NatsServerHandle, natsEnv } from "@pipeline/devstack";
-import { type Relay, type StackDatabase, startStack, testServers } from "@pipeline/devstack/stack";
+import { type RegionWiring, type Relay, type StackDatabase, startStack, testServers } from "@pipeline/devstack/stack";
 import type { Emulator, EmulatorOptions } from "@pipeline/emulator";
 import type { Database } from "@pipeline/shared/db";
 import type { Proc } from "../harness.ts";
@@ -27,6 +27,8 @@ export interface Region {
   procs: Proc[];
   /** This region's link to the witness. */
   witnessLink: Relay;
+  /** What its apps connect to (@pipeline/devstack/stack's app-env builds each app's settings from it). */
+  wiring: RegionWiring;
 }
 
 export interface TwoRegions {
@@ -75,6 +77,7 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     gatewayUrl: r.gatewayUrl,
     procs: r.procs,
     witnessLink: r.witnessLink!,
+    wiring: r.wiring,
   })) as [Region, Region];
   const regionLink = system.regionLink!;
   return {

@@ -75,6 +75,8 @@ export interface OwnServerOptions {
   /** The setting to name when a port is taken (`NATS_PORT`...). */
   portSetting: (what: PortName) => string;
   pgPort: number;
+  /** A nats-server's store (default `<dataDir>/<site>/nats`). */
+  natsStore?: (site: string) => string;
   /** Database name of a region (default `pipeline_<region>`). */
   databaseName?: (region: string) => string;
   log?: (m: string) => void;
@@ -106,7 +108,7 @@ export function ownServers(o: OwnServerOptions): ServerSource & { postgres(): Pr
     async nats(site) {
       return startNatsServer({
         port: (await port(`nats:${site.name}`)) ?? (await freePort()),
-        storeDir: join(o.dataDir, site.name, "nats"),
+        storeDir: o.natsStore?.(site.name) ?? join(o.dataDir, site.name, "nats"),
         name: `${site.name}-1`,
         regions: site.regions,
         ...(site.domain ? { domain: site.domain } : {}),
