@@ -19,6 +19,7 @@ import type { GatewayConfig } from "./config.ts";
 import type { GatewayParts } from "./deps.ts";
 import { createApiKeys } from "./domain/api-keys.ts";
 import { createQuotas } from "./domain/quotas.ts";
+import { withAbsoluteUrl } from "./http/absolute-url.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
 import { createReadiness } from "./http/readiness.ts";
 
@@ -134,7 +135,7 @@ function serveGateway(
   const server = Bun.serve({
     hostname: config.GATEWAY_HOST,
     port: config.GATEWAY_PORT,
-    fetch: createApp(parts).fetch,
+    fetch: withAbsoluteUrl(createApp(parts).fetch),
     idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10),
   });
   // /metrics is not on the clients' listener (issue 14.7): its own, loopback by default, or none.
@@ -144,7 +145,7 @@ function serveGateway(
       : Bun.serve({
           hostname: config.GATEWAY_METRICS_HOST,
           port: config.GATEWAY_METRICS_PORT,
-          fetch: createMetricsApp(parts).fetch,
+          fetch: withAbsoluteUrl(createMetricsApp(parts).fetch),
         });
   return {
     server,
