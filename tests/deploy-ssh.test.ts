@@ -287,9 +287,14 @@ describe("npm run deploy over SSH", () => {
         expect(readFileSync(join(dir, name), "utf8")).toBe(value);
       }
       // The running unit's own copies (systemd's $CREDENTIALS_DIRECTORY; the stand-in's run/credentials/).
+      // The folder loaded whole (LoadCredential=gateway:<folder>): each a credential gateway_<NAME>.
       const running = join(h.dir, "run", "credentials", "gateway.service");
-      expect(readdirSync(running).sort()).toEqual(Object.keys(want).sort());
-      expect(statSync(join(running, "API_KEY_PEPPER")).mode & 0o777).toBe(0o400);
+      expect(readdirSync(running).sort()).toEqual(
+        Object.keys(want)
+          .map((n) => `gateway_${n}`)
+          .sort(),
+      );
+      expect(statSync(join(running, "gateway_API_KEY_PEPPER")).mode & 0o777).toBe(0o400);
       // The deploy user reads none of it.
       const peek = await hosts.sshAsDeploy(h, `cat '${join(dir, "API_KEY_PEPPER")}'`);
       expect(peek.code).not.toBe(0);

@@ -913,13 +913,13 @@ async function generatedStore(): Promise<StoreFile> {
 }
 
 /**
- * `app`'s credentials as systemd hands them over (its unit's LoadCredential= lines): a folder with
- * one file per credential, rollout's other regions as `regions_<NAME>` (a folder loaded whole).
+ * `app`'s credentials as systemd hands them over (its unit's `LoadCredential=<app>:<folder>`: the
+ * folder loaded whole, each file a credential `<app>_<NAME>`).
  */
 function credentialsDirectory(store: StoreFile, app: (typeof ENV_APPS)[number]): string {
   const dir = mkdtempSync(join(tmpdir(), `static-creds-${app}-`));
   for (const [name, value] of Object.entries(appCredentials(store, app, "fsn1")))
-    writeFileSync(join(dir, name.replace(/^regions\//, "regions_")), value, { mode: 0o400 });
+    writeFileSync(join(dir, `${app}_${name}`), value, { mode: 0o400 });
   return dir;
 }
 
@@ -1011,7 +1011,7 @@ test("env templates: each app's production env (common.env + its own, PIPELINE_E
       `(not in the environment, and no credential API_KEYS in ${empty})`,
     );
     const noPepper = full("gateway");
-    rmSync(join(noPepper.CREDENTIALS_DIRECTORY, "API_KEY_PEPPER"));
+    rmSync(join(noPepper.CREDENTIALS_DIRECTORY, "gateway_API_KEY_PEPPER"));
     expect(() => loadGatewayConfig(noPepper)).toThrow(
       `API_KEY_PEPPER: required outside dev (PIPELINE_ENV=dev): a generated secret of 32+ characters (openssl rand -hex 32) (not in the environment, and no credential API_KEY_PEPPER in ${noPepper.CREDENTIALS_DIRECTORY})`,
     );
@@ -1020,8 +1020,7 @@ test("env templates: each app's production env (common.env + its own, PIPELINE_E
   }
 });
 
-test("credentials: each app unit loads exactly the credentials the deploy writes for it, from root's 0700 folder", async () => {
-  const store = await generatedStore();
+test("credentials: each app unit loads the folder the deploy writes for it (root's, 0700, files 0600), from stdin only", () => {
   const units = {
     gateway: "gateway.service",
     solver: "solver@.service",
@@ -1033,30 +1032,20 @@ test("credentials: each app unit loads exactly the credentials the deploy writes
       .split("\n")
       .filter((l) => l.startsWith("LoadCredential="))
       .map((l) => l.slice("LoadCredential=".length));
-    const names = Object.keys(appCredentials(store, app, "fsn1"));
-    const own = names.filter((n) => !n.startsWith("regions/"));
-    expect({ app, lines: lines.filter((l) => !l.startsWith("regions:")) }).toEqual({
-      app,
-      lines: own.map((n) => `${n}:/etc/captcha-pipeline/credentials/${app}/${n}`),
-    });
-    // Another region's are a folder loaded whole (their names depend on REGIONS).
-    expect({ app, regions: lines.filter((l) => l.startsWith("regions:")) }).toEqual({
-      app,
-      regions: names.length > own.length ? ["regions:/etc/captcha-pipeline/credentials/rollout/regions"] : [],
-    });
+    // The folder the deploy writes, loaded whole: what is in it is the store's (the catalog test).
+    expect({ app, lines }).toEqual({ app, lines: [`${app}:/etc/captcha-pipeline/credentials/${app}`] });
   }
   // The install script writes them 0600 root:root under 0700 root folders, from stdin only.
   const install = read(DEPLOY, "scripts", "captcha-pipeline-install.sh");
-  expect(install).toContain('install -d -m 0700 -o root -g root "$ETC/credentials" "$dir"');
-  expect(install).toContain('chmod 0600 "$new"');
-  expect(install).toContain('base64 -d <<<"$b64"');
+  expect(install).toContain('install -d -m 0700 -o root -g root "$ETC/credentials" "$new"');
+  expect(install).toContain('(umask 077 && base64 -d <<<"$b64" >"$new/$name")');
 });
 
 test("env templates: the gateway's API_KEY_PEPPER (a credential), QUOTAS (the documented example parses with QuotasConfig) and the load balancer as its one trusted proxy", async () => {
   const gw = envExample("gateway");
   expect(gw.API_KEY_PEPPER).toBeUndefined();
   expect(read(SYSTEMD, "gateway.service")).toContain(
-    "LoadCredential=API_KEY_PEPPER:/etc/captcha-pipeline/credentials/gateway/API_KEY_PEPPER",
+    "LoadCredential=gateway:/etc/captcha-pipeline/credentials/gateway",
   );
   expect(gw.GATEWAY_TRUST_PROXY).toBeUndefined();
   expect(gw.GATEWAY_BEHIND_PROXY).toBe("1");

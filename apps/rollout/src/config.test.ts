@@ -49,14 +49,14 @@ test("the service needs the home database; the CLI does not", () => {
   expect(() => loadConfig({ ...env, ROLLOUT_TICK_MS: "5" })).toThrow("ROLLOUT_TICK_MS");
 });
 
-test("under systemd the passwords are credentials: the home region's and, loaded from a folder, the other regions'", () => {
+test("under systemd the passwords are credentials: the home region's and the other regions'", () => {
   const dir = mkdtempSync(join(tmpdir(), "rollout-creds-"));
   try {
-    // As systemd lays them out: LoadCredential=NATS_PASSWORD:... and LoadCredential=regions:<folder>.
+    // As systemd lays them out for LoadCredential=rollout:<folder> (and a bare name, as systemd-run may).
     writeFileSync(join(dir, "NATS_PASSWORD"), "home-nats-pw\n");
-    writeFileSync(join(dir, "DATABASE_PASSWORD"), "home-db-pw\n");
-    writeFileSync(join(dir, "regions_NATS_PASSWORD_HEL1"), "hel1-nats-pw\n");
-    writeFileSync(join(dir, "regions_DATABASE_PASSWORD_HEL1"), "hel1-db-pw\n");
+    writeFileSync(join(dir, "rollout_DATABASE_PASSWORD"), "home-db-pw\n");
+    writeFileSync(join(dir, "rollout_NATS_PASSWORD_HEL1"), "hel1-nats-pw\n");
+    writeFileSync(join(dir, "rollout_DATABASE_PASSWORD_HEL1"), "hel1-db-pw\n");
     const env = {
       ...base,
       CREDENTIALS_DIRECTORY: dir,

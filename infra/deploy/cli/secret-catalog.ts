@@ -139,8 +139,8 @@ export function specOf(regions: string[], name: string): SecretSpec {
   return s;
 }
 
-/** A credential file's name: the setting it gives (`API_KEY_PEPPER`), or `regions/<SETTING>` (rollout's other regions). */
-export const CREDENTIAL_NAME = /^(regions\/)?[A-Z][A-Z0-9_]{0,63}$/;
+/** A credential file's name: the setting it gives (`API_KEY_PEPPER`, `NATS_PASSWORD_HEL1`). */
+export const CREDENTIAL_NAME = /^[A-Z][A-Z0-9_]{0,63}$/;
 
 /** The suffix of another region's settings (apps/rollout/src/config.ts envSuffix). */
 const suffix = (region: string) => region.toUpperCase().replace(/-/g, "_");
@@ -177,8 +177,8 @@ export function appCredentials(store: StoreFile, app: DeployApp, region: string)
     case "rollout": {
       const others: Record<string, string> = {};
       for (const o of store.regions.filter((x) => x !== region)) {
-        others[`regions/NATS_PASSWORD_${suffix(o)}`] = v(`${o}/nats/rollout`);
-        others[`regions/DATABASE_PASSWORD_${suffix(o)}`] = v(`${o}/postgres/pipeline_rollout`);
+        others[`NATS_PASSWORD_${suffix(o)}`] = v(`${o}/nats/rollout`);
+        others[`DATABASE_PASSWORD_${suffix(o)}`] = v(`${o}/postgres/pipeline_rollout`);
       }
       return { ...own, ...others };
     }

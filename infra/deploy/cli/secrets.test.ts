@@ -174,8 +174,8 @@ describe("the secrets store", () => {
     expect(appCredentials(s, "rollout", "fsn1")).toEqual({
       NATS_PASSWORD: v("fsn1/nats/rollout"),
       DATABASE_PASSWORD: v("fsn1/postgres/pipeline_rollout"),
-      "regions/NATS_PASSWORD_HEL1": v("hel1/nats/rollout"),
-      "regions/DATABASE_PASSWORD_HEL1": v("hel1/postgres/pipeline_rollout"),
+      NATS_PASSWORD_HEL1: v("hel1/nats/rollout"),
+      DATABASE_PASSWORD_HEL1: v("hel1/postgres/pipeline_rollout"),
     });
     await run(["rotate", "api-keys"]);
     const r = readStore(store);
@@ -186,13 +186,9 @@ describe("the secrets store", () => {
   });
 
   test("the payload the host reads on stdin: one `NAME base64` line each; a name that is no setting is refused", () => {
-    const p = credentialPayload({
-      API_KEY_PEPPER: "a b\nc",
-      WEBHOOK_SECRET_PREVIOUS: "",
-      "regions/NATS_PASSWORD_HEL1": "x",
-    });
+    const p = credentialPayload({ API_KEY_PEPPER: "a b\nc", WEBHOOK_SECRET_PREVIOUS: "", NATS_PASSWORD_HEL1: "x" });
     expect(p).toBe(
-      `API_KEY_PEPPER ${Buffer.from("a b\nc").toString("base64")}\nWEBHOOK_SECRET_PREVIOUS \nregions/NATS_PASSWORD_HEL1 eA==\n`,
+      `API_KEY_PEPPER ${Buffer.from("a b\nc").toString("base64")}\nWEBHOOK_SECRET_PREVIOUS \nNATS_PASSWORD_HEL1 eA==\n`,
     );
     for (const bad of ["../etc/passwd", "api_key", "A B", "regions/../X"]) {
       expect(CREDENTIAL_NAME.test(bad)).toBe(false);

@@ -12,12 +12,8 @@
 #   ports                            "gateway <GATEWAY_PORT>", "solver@<version> <METRICS_PORT>" lines
 #   solver-port <version> <port>     gives solver@<version>.env a METRICS_PORT unless it has one
 #   prune <app> <version>...         removes those releases (never `current`), a solver's env file too
-#   credentials <app>                the app's credentials, `<NAME> <base64 of the value>` lines on
-#                                    stdin (never arguments: a command line is visible to every
-#                                    user), into $ETC/credentials/<app>/NAME, 0600 root:root, in a
-#                                    0700 root folder; rollout's other regions' under regions/. The
-#                                    units hand them over with LoadCredential= (infra/deploy/systemd).
-#                                    A name no longer sent is removed. Prints names, never a value.
+#   credentials <app>                `<NAME> <base64>` lines on stdin (never arguments) into
+#                                    $ETC/credentials/<app>/NAME, 0600 root (LoadCredential= of the unit)
 set -euo pipefail
 
 # The test hosts (tests/support/ssh-hosts.ts) change these three lines and nothing else.
@@ -146,69 +142,27 @@ prune() {
   done
 }
 
-# One credential: its value (base64 on the line read) into a fresh 0600 file renamed over the old.
-# Sets put_changed=1 when the value changed.
-put_changed=0
-put_credential() {
-  local dir=$1 name=$2 b64=$3 file new
-  file="$dir/$name"
-  new="$dir/.${name//\//_}.new"
-  rm -f "$new"
-  (
-    umask 077
-    base64 -d <<<"$b64" >"$new" 2>/dev/null
-  ) || {
-    rm -f "$new"
-    die 2 "credential $name: not base64"
-  }
-  chown root:root "$new"
-  chmod 0600 "$new"
-  put_changed=0
-  if [[ -f $file ]] && cmp -s "$new" "$file"; then
-    rm -f "$new"
-  else
-    mv -f "$new" "$file"
-    put_changed=1
-  fi
-}
-
 credentials() {
   [[ $# -eq 1 ]] || die 2 "usage: credentials <app>   (<NAME> <base64> lines on stdin)"
-  local app=$1 dir name b64 count=0 bytes=0 changed=() kept=() f rel
-  check_app "$app"
-  dir="$ETC/credentials/$app"
-  install -d -m 0700 -o root -g root "$ETC/credentials" "$dir"
-  if [[ $app == rollout ]]; then install -d -m 0700 -o root -g root "$dir/regions"; fi
-  while IFS=' ' read -r name b64 || [[ -n $name ]]; do
-    [[ -n $name ]] || continue
-    if [[ $app == rollout ]]; then
-      [[ $name =~ ^(regions/)?[A-Z][A-Z0-9_]{0,63}$ ]] || die 2 "credential name: a setting's (NAME or regions/NAME), got '$name'"
-    else
-      [[ $name =~ ^[A-Z][A-Z0-9_]{0,63}$ ]] || die 2 "credential name: a setting's (NAME), got '$name'"
-    fi
-    [[ $b64 =~ ^[A-Za-z0-9+/]*=*$ ]] || die 2 "credential $name: not base64"
-    bytes=$((bytes + ${#b64}))
-    # systemd loads at most 1 MB of credentials per unit.
-    [[ $bytes -le 1000000 ]] || die 2 "credentials of $app: more than systemd's 1 MB"
-    put_credential "$dir" "$name" "$b64"
-    if [[ $put_changed -eq 1 ]]; then changed+=("$name"); fi
-    kept+=("$name")
-    count=$((count + 1))
+  check_app "$1"
+  local dir="$ETC/credentials/$1" new="$ETC/credentials/.$1.new" name b64 f n=0 changed=""
+  rm -rf "$new"
+  install -d -m 0700 -o root -g root "$ETC/credentials" "$new"
+  while read -r name b64 || [[ -n $name ]]; do
+    [[ $name =~ ^[A-Z][A-Z0-9_]{0,63}$ && $b64 =~ ^[A-Za-z0-9+/]*=*$ ]] || die 2 "credentials: a line is not NAME base64"
+    (umask 077 && base64 -d <<<"$b64" >"$new/$name") || die 2 "credential $name: not base64"
+    n=$((n + 1))
   done
-  [[ $count -gt 0 ]] || die 2 "credentials of $app: none on stdin"
-  for f in "$dir"/* "$dir"/regions/*; do
-    [[ -f $f ]] || continue
-    rel=${f#"$dir"/}
-    if [[ " ${kept[*]} " != *" $rel "* ]]; then
-      rm -f "$f"
-      changed+=("$rel (removed)")
-    fi
+  [[ $n -gt 0 ]] || die 2 "credentials of $1: none on stdin"
+  for f in "$new"/* "$dir"/*; do
+    if [[ -f $f ]] && ! cmp -s "$new/${f##*/}" "$dir/${f##*/}" && [[ $changed != *" ${f##*/}"* ]]; then changed+=" ${f##*/}"; fi
   done
-  if [[ ${#changed[@]} -gt 0 ]]; then
-    echo "credentials of $app: $count in place, changed: ${changed[*]}"
-  else
-    echo "credentials of $app: $count in place, none changed"
-  fi
+  # The folder swapped whole: a name no longer sent is gone.
+  rm -rf "$dir.old"
+  if [[ -d $dir ]]; then mv -T "$dir" "$dir.old"; fi
+  mv -T "$new" "$dir"
+  rm -rf "$dir.old"
+  echo "credentials of $1: $n in place,${changed:+ changed:}${changed:- none changed}"
 }
 
 [[ $(id -u) -eq 0 ]] || die 1 "run it as root (sudo)"

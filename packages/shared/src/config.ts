@@ -36,7 +36,7 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, str
 
 /** A setting's name, and so a credential's: `API_KEY_PEPPER`, `NATS_PASSWORD_HEL1`. */
 const SETTING_NAME = /^[A-Z][A-Z0-9_]{0,127}$/;
-/** A credential loaded from a directory (`LoadCredential=regions:/dir`): systemd names it `<id>_<file>`. */
+/** A credential of a folder loaded whole (`LoadCredential=gateway:/dir`): systemd names it `<id>_<file>`. */
 const PREFIXED_CREDENTIAL = /^[a-z][a-z0-9-]{0,31}_([A-Z][A-Z0-9_]{0,127})$/;
 
 /**
