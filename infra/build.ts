@@ -20,6 +20,8 @@ export const APP_ENTRIES = {
   recovery: "apps/recovery/src/bin.ts",
   rollout: "apps/rollout/src/bin.ts",
   emulator: "packages/emulator/src/main.ts",
+  /** The monitoring host's NATS exporter (infra/deploy/cloud-init/monitoring.yaml's nats-exporter.service). */
+  "nats-exporter": "packages/nats-exporter/src/main.ts",
 } as const;
 export type AppName = keyof typeof APP_ENTRIES;
 export const ARCHES = ["x64", "arm64"] as const;

@@ -7,12 +7,14 @@ const projects = [
   "packages/shared",
   "packages/devstack",
   "packages/emulator",
+  "packages/nats-exporter",
   "apps/gateway",
   "apps/solver",
   "apps/recovery",
   "apps/rollout",
   "tests",
   "infra",
+  "infra/monitoring",
   "bench",
 ];
 let failed = 0;

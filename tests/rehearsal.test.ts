@@ -2,7 +2,8 @@
 // systemd (systemd-nspawn hosts booted from the cached Debian 12 image and the project's own
 // cloud-init user-data), the apps deployed with `npm run deploy`, a task through the HAProxy load
 // balancer; then the solver's main process killed with SIGKILL on the app host: systemd restarts it
-// (NRestarts >= 1) and the next task completes. No mocks: real systemctl, sshd, nftables, NATS
+// (NRestarts >= 1) and the next task completes; then the solver stopped for good: the monitoring host's
+// Prometheus and Alertmanager page AppDown at the alert receiver on the bridge. No mocks: real systemctl, sshd, nftables, NATS
 // cluster, Postgres with TLS. Needs root; the first run builds the image (minutes), later runs reuse
 // it (REHEARSAL_CACHE). Everything it starts is stopped in afterAll, whatever happened.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -15,7 +16,9 @@ import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
 import { sleep } from "../infra/rehearsal/exec.ts";
 import { cloudInitPackages, imageRecipe, packagesOf } from "../infra/rehearsal/image.ts";
 import { inMachine } from "../infra/rehearsal/machine.ts";
+import { markAlerts, promTargets, waitForAlert } from "../infra/rehearsal/monitoring.ts";
 import { bridgeExists } from "../infra/rehearsal/network.ts";
+import { SECRETS } from "../infra/rehearsal/secrets.ts";
 import { readState } from "../infra/rehearsal/state.ts";
 import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
 import { down, type UpResult, up } from "../infra/rehearsal/up.ts";
@@ -185,6 +188,33 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     log(`task after the restart: ${r.status} in ${r.ms} ms`);
     expect(r.status).toBe("completed");
   }, 180_000);
+
+  test("the solver stopped for good: AppDown reaches the alert receiver in Slack's JSON within 2 minutes", async () => {
+    // The monitoring host scrapes every app, every host's node exporter, Postgres and NATS (up.ts
+    // waited for every target up); Alertmanager posts to the receiver on the bridge.
+    const mon = host("monitoring");
+    const targets = promTargets(mon, join(SECRETS, "id_ed25519"));
+    const jobs = [...new Set(targets.map((t) => t.labels.job))].sort();
+    log(
+      `${mon.name}: ${targets.length} targets (${jobs.join(", ")}), ${targets.filter((t) => t.health === "up").length} up`,
+    );
+    expect(jobs).toEqual(["alertmanager", "gateway", "nats", "node", "postgres", "prometheus", "recovery", "solver"]);
+    const from = await markAlerts();
+    expect(sh("app", "systemctl stop solver@v1.service").code).toBe(0);
+    try {
+      const a = await waitForAlert("AppDown", from, 120_000);
+      log(`alert AppDown after ${(a.afterMs / 1000).toFixed(1)} s (solver@v1 stopped on ${host("app").name})`);
+      expect(a.afterMs).toBeLessThan(120_000);
+      // The receiver accepts only Slack's incoming-webhook JSON (attachments[].title "[FIRING:n] AppDown").
+      expect(a.body.attachments[0]!.title).toMatch(/^\[FIRING:\d+\] AppDown/);
+      expect(a.body.attachments[0]!.text).toContain("solver");
+    } finally {
+      sh("app", "systemctl start solver@v1.service");
+    }
+    for (const until = Date.now() + 30_000; Date.now() < until; await sleep(250))
+      if (sh("app", "curl -fsS -m 2 http://127.0.0.1:9464/readyz").code === 0) break;
+    expect(show("app", "solver@v1.service", ["ActiveState"]).ActiveState).toBe("active");
+  }, 200_000);
 
   test("down stops every host and removes the network, cgroups and overlays", async () => {
     const machines = fleet!.state.hosts.map((h) => h.machine);

@@ -15,8 +15,10 @@ export const BRIDGE_IP = "10.77.0.1";
 export const PREFIX = 16;
 export const EMULATOR_PORT = 18080;
 export const ARTIFACT_PORT = 18081;
+/** The alert receiver (infra/monitoring/alert-receiver.ts) the fleet's Alertmanager posts to. */
+export const ALERT_PORT = 18082;
 
-export type Role = "app" | "nats" | "postgres" | "lb";
+export type Role = "app" | "nats" | "postgres" | "lb" | "monitoring";
 
 export interface HostSpec {
   /** The host's name (its hostname, the inventory's name); the container is `rh-<name>`. */
@@ -36,6 +38,8 @@ export function fleet(region = "fsn1", k = 1): HostSpec[] {
       (i): HostSpec => ({ name: `${region}-nats-${i}`, region, role: "nats", ip: `10.77.${k}.${19 + i}` }),
     ),
     { name: `${region}-pg-1`, region, role: "postgres", ip: `10.77.${k}.30` },
+    // Prometheus and Alertmanager (monitoring.yaml), at Terraform's .40 of the first region.
+    { name: `${region}-mon-1`, region, role: "monitoring", ip: `10.77.${k}.40` },
   ];
 }
 

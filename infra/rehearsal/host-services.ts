@@ -16,7 +16,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { findNatsServer, natsServerVersion } from "@pipeline/devstack";
-import { ARTIFACT_PORT, BRIDGE_IP, DATA, EMULATOR_PORT, REPO } from "./config.ts";
+import { ALERT_PORT, ARTIFACT_PORT, BRIDGE_IP, DATA, EMULATOR_PORT, REPO } from "./config.ts";
 import { check, type Log, waitFor } from "./exec.ts";
 
 export interface NatsArtifact {
@@ -121,6 +121,23 @@ export async function startHostServices(providerKey: string, log: Log): Promise<
     `host services: emulator ${emulatorUrl} (pid ${emulatorPid}), artifacts http://${BRIDGE_IP}:${ARTIFACT_PORT}/ (pid ${artifactsPid})`,
   );
   return { emulatorPid, emulatorUrl, artifactsPid, providerKey };
+}
+
+/**
+ * The alert receiver (infra/monitoring/alert-receiver.ts) on the bridge: the far end of the fleet's
+ * Alertmanager (its webhook, Slack's JSON). It prints `alert <name> after S s` into logs/alerts.log.
+ */
+export async function startAlertReceiver(log: Log): Promise<{ pid: number; url: string; logFile: string }> {
+  const pid = detached(
+    "alerts",
+    [process.execPath, "infra/monitoring/alert-receiver.ts", "--host", BRIDGE_IP, "--port", String(ALERT_PORT)],
+    {},
+  );
+  const url = `http://${BRIDGE_IP}:${ALERT_PORT}`;
+  const logFile = join(DATA, "logs", "alerts.log");
+  await listening("the alert receiver", `${url}/alerts`, pid, logFile);
+  log(`alert receiver: ${url}/alerts/hook (pid ${pid}), notifications in ${logFile}`);
+  return { pid, url, logFile };
 }
 
 export function stopPid(pid: number | undefined, expect: string): void {

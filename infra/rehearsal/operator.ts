@@ -43,7 +43,7 @@ export async function setUpNats(h: HostSpec, s: Secrets, src: SecretSource, log:
     `${h.name}: nats-server healthy (JetStream)`,
     60_000,
     () =>
-      asOps(h, s.sshKey, "curl -fsS -m 2 'http://127.0.0.1:8222/healthz?js-enabled-only=true'").code === 0
+      asOps(h, s.sshKey, `curl -fsS -m 2 'http://${h.ip}:8222/healthz?js-enabled-only=true'`).code === 0
         ? true
         : undefined,
     1000,
@@ -89,27 +89,23 @@ export async function setUpPostgres(h: HostSpec, s: Secrets, src: SecretSource, 
 }
 
 /**
- * The Postgres exporter (postgres.yaml installs Debian's prometheus-postgres-exporter): the role
- * `prometheus` the user-data's comment asks of the operator, and a DATA_SOURCE_NAME, which nothing in
- * the project writes (Debian's default is empty: the unit fails with "malformed dsn" and the host
- * is degraded; README.md, "Findings"). Then a restart: it gave up while the cluster waited for TLS.
+ * The Postgres exporter (postgres.yaml installs Debian's prometheus-postgres-exporter and writes its
+ * DATA_SOURCE_NAME: peer over the socket as `prometheus`): the role is the operator's step
+ * (docs/deploy.md, "Postgres roles"). The exporter then reads pg_up 1 at its next scrape.
  */
 function postgresExporter(h: HostSpec, s: Secrets, log: Log): void {
   const unit = "prometheus-postgres-exporter.service";
   if (asOps(h, s.sshKey, `systemctl cat ${unit} >/dev/null 2>&1`).code !== 0) return;
-  const file = "/etc/default/prometheus-postgres-exporter";
-  const dsn = "DATA_SOURCE_NAME='user=prometheus host=/run/postgresql dbname=postgres sslmode=disable'";
   asOpsChecked(
     h,
     s.sshKey,
-    "the Postgres exporter",
+    "the Postgres exporter's role",
     [
       `cd / && runuser -u postgres -- psql -v ON_ERROR_STOP=1 -q -c "CREATE ROLE prometheus LOGIN IN ROLE pg_monitor"`,
-      `if grep -qx "DATA_SOURCE_NAME=''" ${file}; then sed -i "s|^DATA_SOURCE_NAME=.*|${dsn}|" ${file}; fi`,
-      `systemctl reset-failed ${unit}; systemctl restart ${unit}`,
+      `systemctl is-active --quiet ${unit}`,
     ].join("\n"),
   );
-  log(`${h.name}: prometheus-postgres-exporter: role prometheus, DATA_SOURCE_NAME (peer over the socket), restarted`);
+  log(`${h.name}: prometheus-postgres-exporter: role prometheus (its DATA_SOURCE_NAME is postgres.yaml's)`);
 }
 
 /**

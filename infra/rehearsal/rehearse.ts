@@ -12,6 +12,9 @@ if (cmd === "up") {
     console.log(`  emulator       ${r.state.services.emulatorUrl} (host)`);
     console.log(`load balancer: ${r.state.lbUrl}  (CA ${r.state.caFile}; API key: state.json's apiKey)`);
     console.log(`first task through the LB: ${r.firstTask.id} ${r.firstTask.status} in ${r.firstTask.ms} ms`);
+    console.log(
+      `alerts: Alertmanager on fsn1-mon-1 posts to ${r.state.services.alertsUrl}/alerts/hook (Slack JSON); they land in ${r.state.services.alertsLog} (\`alert <name> after S s\`) and GET ${r.state.services.alertsUrl}/alerts`,
+    );
     console.log(`timings: ${JSON.stringify(r.state.timings)}`);
     for (const h of r.state.hosts) console.log(`  boot ${h.name}: ${h.bootMs} ms`);
     process.exit(0);

@@ -17,7 +17,15 @@ export interface State {
   phase: "starting" | "up" | "failed";
   image?: { key: string; root: string };
   hosts: HostState[];
-  services: { emulatorPid?: number; artifactsPid?: number; emulatorUrl?: string };
+  services: {
+    emulatorPid?: number;
+    artifactsPid?: number;
+    emulatorUrl?: string;
+    /** The alert receiver the monitoring host's Alertmanager posts to, and its log. */
+    alertsPid?: number;
+    alertsUrl?: string;
+    alertsLog?: string;
+  };
   lbUrl?: string;
   inventory?: string;
   apiKey?: string;

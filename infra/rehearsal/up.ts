@@ -9,10 +9,11 @@ import { type LbClient, readyz, roundTrip } from "./client.ts";
 import { BRIDGE_IP, DATA, EMULATOR_PORT, fleet, type HostSpec, machineName, REPO, SUBNET } from "./config.ts";
 import { check, type Log, run, waitFor } from "./exec.ts";
 import { acquireFleet, otherFleet, releaseFleet } from "./fleet-lock.ts";
-import { natsArtifact, startHostServices, stopPid } from "./host-services.ts";
+import { natsArtifact, startAlertReceiver, startHostServices, stopPid } from "./host-services.ts";
 import { ensureHostTools } from "./host-tools.ts";
 import { ensureImage, packagesOf } from "./image.ts";
 import { inMachine, startMachine, stopMachine, waitBooted } from "./machine.ts";
+import { setUpMonitoring } from "./monitoring.ts";
 import { bridgeExists, bridgePorts, createBridge, removeBridge } from "./network.ts";
 import {
   caFile,
@@ -58,7 +59,8 @@ function topologyOf(hosts: HostSpec[]): Topology {
 function writeInventory(hosts: HostState[]): string {
   const file = join(DATA, "inventory.json");
   const entries = hosts
-    .filter((h) => h.role !== "lb")
+    // The LB is not the deploy's; the monitoring host is wired by monitoring.ts, not by `npm run deploy`.
+    .filter((h) => h.role !== "lb" && h.role !== "monitoring")
     .map((h) => ({
       name: h.name,
       region: h.region,
@@ -87,7 +89,9 @@ function npmRun(args: string[], log: Log, env: Record<string, string> = {}): voi
 function binaries(signingKey: string, log: Log): string {
   const rev = run(["git", "rev-parse", "--short=12", "HEAD"], { cwd: REPO }).stdout.trim() || "unknown";
   const dist = join(DATA, "dist", rev);
-  const names = DEPLOY_ORDER.map((a) => join(dist, `${a}-${VERSION}-linux-x64.sha256.sig`));
+  // The apps the deploy ships, and the monitoring host's NATS exporter (shipped by monitoring.ts).
+  const apps = [...DEPLOY_ORDER, "nats-exporter"];
+  const names = apps.map((a) => join(dist, `${a}-${VERSION}-linux-x64.sha256.sig`));
   if (process.env.REHEARSAL_REBUILD === "1" || !names.every(existsSync)) {
     mkdirSync(dist, { recursive: true });
     npmRun(
@@ -98,7 +102,7 @@ function binaries(signingKey: string, log: Log): string {
         "--arch",
         "x64",
         "--apps",
-        DEPLOY_ORDER.join(","),
+        apps.join(","),
         "--out",
         dist,
         "--signing-key",
@@ -124,10 +128,14 @@ async function prepare(state: State, log: Log) {
   const nats = await natsArtifact(log);
   createBridge(log);
   const services = await startHostServices(s.passwords.provider_key!, log);
+  const alerts = await startAlertReceiver(log);
   state.services = {
     emulatorPid: services.emulatorPid,
     artifactsPid: services.artifactsPid,
     emulatorUrl: services.emulatorUrl,
+    alertsPid: alerts.pid,
+    alertsUrl: alerts.url,
+    alertsLog: alerts.logFile,
   };
   writeState(state);
   const haproxyConfig = templatefile(join(REPO, "infra", "rehearsal", "haproxy.cfg.tftpl"), {
@@ -218,7 +226,7 @@ async function operate(state: State, topo: Topology, s: Secrets, log: Log): Prom
 }
 
 /** The release: built and signed once per commit, deployed with the project's command, unchanged. */
-function release(state: State, topo: Topology, s: Secrets, src: SecretSource, log: Log): void {
+function release(state: State, topo: Topology, s: Secrets, src: SecretSource, log: Log): string {
   let t = Date.now();
   const dist = binaries(s.signingKey, log);
   state.timings.buildSeconds = secondsSince(t);
@@ -237,6 +245,7 @@ function release(state: State, topo: Topology, s: Secrets, src: SecretSource, lo
   state.timings.deploySeconds = secondsSince(t);
   const again = migrate(topo.apps[0]!, s, src).trim().split("\n").slice(-1)[0];
   log(`recovery migrate on ${topo.apps[0]!.name} (systemd-run, the deployed binary): ${again}`);
+  return dist;
 }
 
 /** The load balancer puts the gateway in rotation (2 passing checks, 5 s apart), then one task through it. */
@@ -280,7 +289,13 @@ export async function up(log: Log): Promise<UpResult> {
     const { image, s, hosts, topo, userData } = await prepare(state, log);
     await bootFleet(state, hosts, image, userData, log);
     const src = await operate(state, topo, s, log);
-    release(state, topo, s, src, log);
+    const dist = release(state, topo, s, src, log);
+    const mon = hosts.find((h) => h.role === "monitoring");
+    if (mon) {
+      const m = await setUpMonitoring(mon, hosts, s.sshKey, join(dist, `nats-exporter-${VERSION}-linux-x64`), log);
+      state.timings.monitoringSeconds = m.seconds;
+      state.timings.monitoringTargets = m.targets;
+    }
     const { client, first } = await throughLb(state, topo, s, src);
     state.timings.upSeconds = secondsSince(t0);
     state.phase = "up";
@@ -312,6 +327,7 @@ export async function down(log: Log): Promise<{ seconds: number }> {
   );
   stopPid(state?.services.emulatorPid, "emulator");
   stopPid(state?.services.artifactsPid, "serve-artifacts");
+  stopPid(state?.services.alertsPid, "alert-receiver");
   removeBridge(log);
   clearState();
   releaseFleet();

@@ -1,8 +1,8 @@
 // Each host's user-data: infra/deploy/terraform/modules/userdata (main.tf) in TypeScript, with the
 // variables Terraform passes, rendered from the project's own templates (infra/deploy/cloud-init,
 // nats, postgres). The load balancer (a Hetzner product, no cloud-init file in the project) gets
-// infra/rehearsal/cloud-init/lb.yaml. One difference, named here and in README.md: the NATS
-// server's install script fetches the tarball from the host (`natsServerUrl`) instead of GitHub.
+// infra/rehearsal/cloud-init/lb.yaml. The NATS hosts get `nats_server_url` (install-nats-server's
+// third argument): the host's copy of the release tarball instead of GitHub's (README.md).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HostSpec } from "./config.ts";
@@ -28,28 +28,6 @@ export interface UserDataVars {
 
 const TLS_BLOCK =
   '  tls {\n    cert_file: "/etc/nats/tls/server.pem"\n    key_file: "/etc/nats/tls/server-key.pem"\n    ca_file: "/etc/nats/tls/ca.pem"\n    timeout: 2\n  }';
-
-/** GitHub's download line in install-nats-server.sh, which the rehearsal points at the host. */
-export const GITHUB_URL_LINE =
-  'url="https://github.com/nats-io/nats-server/releases/download/v${version}/${name}.tar.gz"';
-
-/**
- * The install script as the rehearsal's NATS hosts get it. When the project's script takes the URL
- * as its third argument (NATS_SERVER_URL, see README.md) it is used as it is; until then its
- * GitHub line is replaced, and a script that has neither fails here rather than at boot.
- */
-export function natsInstallScript(text: string): { script: string; urlArgument: boolean } {
-  if (!text.includes(GITHUB_URL_LINE) && /\$\{?3/.test(text)) return { script: text, urlArgument: true };
-  if (!text.includes(GITHUB_URL_LINE))
-    throw new Error(`install-nats-server.sh has no line ${GITHUB_URL_LINE}: the rehearsal cannot point it at the host`);
-  return {
-    script: text.replace(
-      GITHUB_URL_LINE,
-      'url="${NATS_SERVER_URL:?}"  # the rehearsal: the host serves the tarball (infra/rehearsal/README.md)',
-    ),
-    urlArgument: false,
-  };
-}
 
 const readDeploy = (repo: string, ...p: string[]) => readFileSync(join(repo, "infra", "deploy", ...p), "utf8");
 
@@ -110,11 +88,10 @@ function fileVars(repo: string, v: UserDataVars) {
     natsFiles: {
       nats_unit: read("systemd", "nats-server.service"),
       render_script: read("scripts", "nats-render-config.sh"),
-      install_script: natsInstallScript(read("scripts", "install-nats-server.sh")).script,
+      install_script: read("scripts", "install-nats-server.sh"),
       nats_server_version: v.natsServerVersion,
       nats_server_sha256: v.natsServerSha256,
-      // Unused by today's templates (Terraform ignores a variable a template does not name); the
-      // proposed third argument of install-nats-server (README.md) reads it.
+      // install-nats-server's third argument: the host's copy of the release tarball (empty: GitHub).
       nats_server_url: v.natsServerUrl,
     },
     deployFiles: {
@@ -138,8 +115,9 @@ export function renderUserData(repo: string, v: UserDataVars): Record<string, st
       out[h.name] = templatefile(join(deploy, "cloud-init", "app.yaml"), { ...units, ...deployFiles, ...base });
     else if (h.role === "nats") {
       const nats_conf = natsConf(repo, v, h);
-      const text = templatefile(join(deploy, "cloud-init", "nats.yaml"), { ...natsFiles, ...base, nats_conf });
-      out[h.name] = text.includes(v.natsServerUrl) ? text : withNatsServerUrl(text, v);
+      out[h.name] = templatefile(join(deploy, "cloud-init", "nats.yaml"), { ...natsFiles, ...base, nats_conf });
+    } else if (h.role === "monitoring") {
+      out[h.name] = templatefile(join(deploy, "cloud-init", "monitoring.yaml"), base);
     } else if (h.role === "postgres") {
       out[h.name] = templatefile(join(deploy, "cloud-init", "postgres.yaml"), {
         ...base,
@@ -155,14 +133,4 @@ export function renderUserData(repo: string, v: UserDataVars): Record<string, st
     }
   }
   return out;
-}
-
-/** Today's runcmd line, with the URL given to the patched script through its environment. */
-function withNatsServerUrl(text: string, v: UserDataVars): string {
-  const line = `  - [/usr/local/lib/captcha-pipeline/install-nats-server, "${v.natsServerVersion}", "${v.natsServerSha256}"]`;
-  if (!text.includes(line)) throw new Error(`the rendered nats.yaml has no line ${line.trim()}`);
-  return text.replace(
-    line,
-    `  - [env, "NATS_SERVER_URL=${v.natsServerUrl}", /usr/local/lib/captcha-pipeline/install-nats-server, "${v.natsServerVersion}", "${v.natsServerSha256}"]`,
-  );
 }

@@ -183,7 +183,7 @@ describe("secrets servers: what it runs on each host", () => {
       "sudo -n install -m 0600 -o root -g root /dev/stdin /etc/nats/passwords.env.new",
     );
     expect(nats1[1]!.script).toBe("sudo -n systemctl restart nats-server");
-    expect(nats1[2]!.script).toContain("http://127.0.0.1:8222/healthz");
+    expect(nats1[2]!.script).toContain(":8222/healthz");
     expect(calls.find((c) => c.host === "nbg1-witness-1")!.stdin).toBe(witnessPasswordsFile(store));
     expect(calls.find((c) => c.host === "fsn1-pg-1")!.script).toBe("sudo -n -u postgres psql -X -q -d postgres -f -");
     const values = Object.values(store.secrets).map((e) => e.value);

@@ -137,12 +137,14 @@ export async function pushServerSecrets(
   }
 }
 
-/** Restarts nats-server (a start re-renders the hashes) and waits for its /healthz. */
+/** Restarts nats-server (a start re-renders the hashes) and waits for its /healthz (on the private address: its `http:`). */
 async function restartNats(s: Ssh, h: Host, timeoutMs: number, say: (m: string) => void): Promise<void> {
   await s.check(h, "restart nats-server", "sudo -n systemctl restart nats-server");
+  // Its monitoring port listens on the private address (the config's `http:`), not on loopback.
+  const ip = h.privateIp ?? `$(sudo -n sed -n 's/^http: "\\(.*\\):8222"$/\\1/p' /etc/nats/nats.conf.tmpl)`;
   const t0 = Date.now();
   while (Date.now() - t0 < timeoutMs) {
-    if ((await s.run(h, "curl -fsS -m 2 http://127.0.0.1:8222/healthz", { timeoutMs: 10_000 })).code === 0)
+    if ((await s.run(h, `curl -fsS -m 2 http://${ip}:8222/healthz`, { timeoutMs: 10_000 })).code === 0)
       return say(`nats-server restarted, healthy after ${Date.now() - t0} ms`);
     await Bun.sleep(1000);
   }

@@ -31,6 +31,8 @@ locals {
     nats     = ["4222", "6222", "7422"]
     postgres = ["5432"]
     witness  = ["4222", "6222"]
+    # Nothing: it scrapes the others (outbound); its UIs are on loopback (ssh -L).
+    monitoring = []
   }
 }
 

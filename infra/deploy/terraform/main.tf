@@ -2,8 +2,8 @@
 locals {
   region_index = { for i, r in var.regions : r => i + 1 }
 
-  # Private addresses: region k holds 10.0.k.0/24 (apps .10+, NATS .20+, Postgres .30+),
-  # the witness nodes 10.0.100.0/24.
+  # Private addresses: region k holds 10.0.k.0/24 (apps .10+, NATS .20+, Postgres .30+; the
+  # monitoring host is .40 of the first region), the witness nodes 10.0.100.0/24.
   region_hosts = flatten([
     for r in var.regions : concat(
       [for i in range(var.app_count) : { name = "${r}-app-${i + 1}", region = r, location = r, role = "app", server_type = var.app_server_type, private_ip = cidrhost(cidrsubnet(var.private_cidr, 8, local.region_index[r]), 10 + i) }],
@@ -22,7 +22,18 @@ locals {
     private_ip  = cidrhost(cidrsubnet(var.private_cidr, 8, 100), 10 + i)
   }]
 
-  hosts = { for h in concat(local.region_hosts, local.witness_hosts) : h.name => h }
+  # One monitoring host for the fleet (Prometheus, Alertmanager: infra/monitoring), in the first
+  # region's subnet at .40; it scrapes every host over the private network.
+  monitoring_hosts = [{
+    name        = "${var.regions[0]}-mon-1"
+    region      = var.regions[0]
+    location    = var.regions[0]
+    role        = "monitoring"
+    server_type = var.monitoring_server_type
+    private_ip  = cidrhost(cidrsubnet(var.private_cidr, 8, local.region_index[var.regions[0]]), 40)
+  }]
+
+  hosts = { for h in concat(local.region_hosts, local.witness_hosts, local.monitoring_hosts) : h.name => h }
 }
 
 module "userdata" {
@@ -33,6 +44,7 @@ module "userdata" {
   private_cidr        = var.private_cidr
   nats_server_version = var.nats_server_version
   nats_server_sha256  = var.nats_server_sha256
+  nats_server_url     = var.nats_server_url
   # Root cannot log in over SSH: the operators' Hetzner keys go to the `ops` user.
   admin_ssh_keys       = [for k in data.hcloud_ssh_key.admin : k.public_key]
   deploy_ssh_keys      = var.deploy_ssh_keys

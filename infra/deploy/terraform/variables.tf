@@ -119,6 +119,12 @@ variable "witness_server_type" {
   default = "cx22"
 }
 
+variable "monitoring_server_type" {
+  description = "The monitoring host (Prometheus with 30 days of samples, Alertmanager)."
+  type        = string
+  default     = "cx22"
+}
+
 variable "load_balancer_type" {
   type    = string
   default = "lb11"
@@ -142,4 +148,10 @@ variable "nats_server_sha256" {
     condition     = can(regex("^[0-9a-f]{64}$", var.nats_server_sha256))
     error_message = "A sha256: 64 lower-case hex digits."
   }
+}
+
+variable "nats_server_url" {
+  description = "Where the NATS hosts fetch that tarball (a mirror); empty: GitHub's release. Its sha256 is checked either way."
+  type        = string
+  default     = ""
 }

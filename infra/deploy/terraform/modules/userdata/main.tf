@@ -3,7 +3,7 @@
 # (offline) and compares the result with its own rendering of the same templates.
 
 variable "hosts" {
-  description = "Every host: name, region (its location for witness nodes), role (app, nats, postgres, witness) and private IP."
+  description = "Every host: name, region (its location for witness nodes), role (app, nats, postgres, witness, monitoring) and private IP."
   type = list(object({
     name       = string
     region     = string
@@ -32,6 +32,12 @@ variable "nats_server_version" {
 
 variable "nats_server_sha256" {
   type = string
+}
+
+variable "nats_server_url" {
+  description = "Where install-nats-server fetches the release tarball; empty: GitHub's release URL. The sha256 is checked either way."
+  type        = string
+  default     = ""
 }
 
 variable "admin_ssh_keys" {
@@ -121,6 +127,7 @@ locals {
     install_script      = file("${local.root}/scripts/install-nats-server.sh")
     nats_server_version = var.nats_server_version
     nats_server_sha256  = var.nats_server_sha256
+    nats_server_url     = var.nats_server_url
   }
 
   # Logins (every host): root cannot log in over SSH; `ops` has the operators' keys. A list of keys
@@ -153,6 +160,10 @@ locals {
       hostname     = h.name
       private_cidr = var.private_cidr
       nats_conf    = local.witness_conf[h.name]
+    })) :
+    h.role == "monitoring" ? templatefile("${local.root}/cloud-init/monitoring.yaml", merge(local.logins, {
+      hostname     = h.name
+      private_cidr = var.private_cidr
     })) :
     templatefile("${local.root}/cloud-init/postgres.yaml", merge(local.logins, {
       hostname      = h.name
