@@ -11,6 +11,6 @@ export function withAbsoluteUrl(
 ): (req: Request) => Response | Promise<Response> {
   return (req) => {
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(req.url)) return fetch(req);
-    return fetch(new Request(new URL(req.url, `http://${fallbackHost}`), req));
+    return fetch(new Request(new URL(req.url, `http://${fallbackHost}`).href, req));
   };
 }
