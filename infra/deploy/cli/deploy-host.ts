@@ -5,6 +5,7 @@
 // (infra/deploy/scripts/captcha-pipeline-install.sh), which installs only signed releases and
 // writes the app's credentials (read from its stdin, never from a command line) before the restart.
 import type { Host } from "./inventory.ts";
+import type { Rotation } from "./lb.ts";
 import { archOf, type DeployApp, releasesToPrune, solverPort, unitOf } from "./plan.ts";
 import { q, type Ssh } from "./ssh.ts";
 
@@ -28,6 +29,8 @@ export interface HostDeployDeps {
    */
   credentials(host: Host): string;
   sleep?: (ms: number) => Promise<void>;
+  /** The load balancer the host leaves before its restart and rejoins once healthy (the gateway with an inventory `lb`). */
+  rotation?: Rotation;
 }
 
 export type HostOutcome =
@@ -126,11 +129,13 @@ async function switchAndCheck(r: HostRun): Promise<HostOutcome> {
       .replace(/^releases\//, "") || undefined;
   const point = (v: string) => r.install(`switch ${app} ${v}`);
   await d.ssh.check(host, "switch current", point(version));
+  if (d.rotation) r.say(await d.rotation.out(host));
   await d.ssh.check(host, "restart", r.ctl("restart"));
   r.say(`current -> ${version} (was ${previous ?? "none"}); ${unit} restarted`);
   const health = await waitHealthy(r);
   if (health.ok) {
     r.say(`healthy after ${health.ms} ms`);
+    if (d.rotation) r.say(await d.rotation.in(host));
     const pruned = await prune(r, new Set([version]));
     return {
       host: host.name,
@@ -156,6 +161,7 @@ async function switchAndCheck(r: HostRun): Promise<HostOutcome> {
   await d.ssh.check(host, "switch back", point(previous));
   await d.ssh.check(host, "restart previous", r.ctl("restart"));
   const back = await waitHealthy(r);
+  if (back.ok && d.rotation) r.say(await d.rotation.in(host));
   r.say(
     back.ok
       ? `rolled back to ${previous}: healthy after ${back.ms} ms`

@@ -1,0 +1,89 @@
+// Taking a gateway out of its load balancer around its restart, so that a deploy refuses no client:
+// the inventory's `lb` says which load balancer fronts the app hosts' gateways (docs/deploy.md,
+// "Gapless gateway deploys"). Per host: out of rotation (no new requests) -> its in-flight requests
+// finish (or a bound passes) -> [the deploy restarts it, /readyz answers] -> back in rotation ->
+// the load balancer sees it healthy -> the next host. Without `lb` the deploy restarts in place.
+// Two kinds: HAProxy's runtime API (lb-haproxy.ts, the rehearsal's LB) and Hetzner's Load Balancer
+// API (lb-hetzner.ts, production's).
+import { z } from "zod";
+import type { Host } from "./inventory.ts";
+import { haproxyLb } from "./lb-haproxy.ts";
+import { hetznerLb } from "./lb-hetzner.ts";
+
+const Ms = z.number().int().min(0).max(600_000);
+
+export const HaproxyLbConfig = z
+  .object({
+    kind: z.literal("haproxy"),
+    /** The runtime API's address, `host:port`: HAProxy's `stats socket ipv4@<private ip>:<port> level admin`. */
+    admin: z.string().regex(/^[^\s:]+:\d{1,5}$/, "host:port of HAProxy's admin stats socket"),
+    /** The backend holding the gateways (haproxy.cfg's `backend`). */
+    backend: z.string().min(1).default("gateways"),
+    /** An app host's server name in that backend, when it is not the host's name. */
+    servers: z.record(z.string(), z.string().min(1)).default({}),
+    /** How long a drained server's in-flight requests may take (longest long-poll and then some). */
+    drainTimeoutMs: Ms.default(30_000),
+    /** How long the load balancer may take to see a host back UP (its health checks' rise). */
+    upTimeoutMs: Ms.default(60_000),
+  })
+  .strict();
+
+export const HetznerLbConfig = z
+  .object({
+    kind: z.literal("hetzner"),
+    /** The load balancer's id (Terraform's hcloud_load_balancer.id). */
+    loadBalancer: z.number().int().positive(),
+    /** Each app host's Hetzner server id, by the inventory's host name. */
+    servers: z.record(z.string(), z.number().int().positive()),
+    /** The API token's environment variable (a read-write token of the project). */
+    tokenEnv: z
+      .string()
+      .regex(/^[A-Z_][A-Z0-9_]*$/)
+      .default("HCLOUD_TOKEN"),
+    api: z.url().default("https://api.hetzner.cloud/v1"),
+    /** Targets over the private network, as lb.tf adds them. */
+    usePrivateIp: z.boolean().default(true),
+    /** Hetzner shows no in-flight count: how long a removed target keeps serving what it has. */
+    drainMs: Ms.default(15_000),
+    upTimeoutMs: Ms.default(120_000),
+  })
+  .strict();
+
+export const LbConfig = z.discriminatedUnion("kind", [HaproxyLbConfig, HetznerLbConfig]);
+export type LbConfig = z.infer<typeof LbConfig>;
+export type HaproxyLbConfig = z.infer<typeof HaproxyLbConfig>;
+export type HetznerLbConfig = z.infer<typeof HetznerLbConfig>;
+
+/** A load balancer the deploy takes a host out of and puts back; each step returns a line to log. */
+export interface Rotation {
+  /** No new requests to `host`; resolves when its in-flight requests are done (or the bound passed). */
+  out(host: Host): Promise<string>;
+  /** `host` back in rotation; resolves when the load balancer sees it healthy. */
+  in(host: Host): Promise<string>;
+}
+
+export interface LbDeps {
+  env?: Record<string, string | undefined>;
+  sleep?: (ms: number) => Promise<void>;
+  fetch?: typeof fetch;
+}
+
+/** The rotation of the inventory's `lb` (undefined: none, the deploy restarts in place). */
+export function createRotation(lb: LbConfig | undefined, deps: LbDeps = {}): Rotation | undefined {
+  if (!lb) return undefined;
+  return lb.kind === "haproxy" ? haproxyLb(lb, deps) : hetznerLb(lb, deps);
+}
+
+/** The `lb` of an inventory file's JSON (Terraform's output wrapper unwrapped), checked; undefined when absent. */
+export function lbOfInventory(raw: unknown, file: string): LbConfig | undefined {
+  let v = raw;
+  if (v && typeof v === "object" && "value" in v && "type" in v) v = (v as { value: unknown }).value;
+  const lb = v && typeof v === "object" ? (v as { lb?: unknown }).lb : undefined;
+  if (lb === undefined) return undefined;
+  const r = LbConfig.safeParse(lb);
+  if (!r.success)
+    throw new Error(
+      `inventory ${file}:\n${r.error.issues.map((i) => `  lb.${i.path.join(".")}: ${i.message}`).join("\n")}`,
+    );
+  return r.data;
+}
