@@ -1,5 +1,7 @@
-// `npm run rehearse [-- up|down|status]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
+// `npm run rehearse [-- up|down|status|drills]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
 import { BRIDGE, BRIDGE_IP } from "./config.ts";
+import { runDrills } from "./drills.ts";
+import { readState } from "./state.ts";
 import { down, fleetTable, status, up } from "./up.ts";
 
 const log = (m: string) => console.error(`[rehearse] ${m}`);
@@ -37,7 +39,24 @@ if (cmd === "up") {
       `load balancer: ${s.state.lbUrl ?? "-"}; bridge ${BRIDGE}: ${s.bridge ? `up, ports ${s.ports.join(" ")}` : "absent"}`,
     );
   }
+} else if (cmd === "drills") {
+  const state = readState();
+  if (state?.phase !== "up" || !state.services.alertsUrl) {
+    console.error("no rehearsal with a monitoring host is up: `npm run rehearse` first");
+    process.exit(1);
+  }
+  console.log(
+    `faults at once (AppDown, HostDown, NatsDown, PostgresDown); alerts at ${state.services.alertsUrl}/alerts`,
+  );
+  const results = await runDrills(state, log);
+  for (const r of results)
+    console.log(
+      r.afterMs !== undefined
+        ? `alert ${r.alert} after ${(r.afterMs / 1000).toFixed(1)} s (${r.host})`
+        : `no ${r.alert}: ${r.error}`,
+    );
+  process.exit(results.every((r) => r.afterMs !== undefined) ? 0 : 1);
 } else {
-  console.error("usage: npm run rehearse -- [up|down|status]");
+  console.error("usage: npm run rehearse -- [up|down|status|drills]");
   process.exit(2);
 }
