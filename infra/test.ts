@@ -49,7 +49,8 @@ console.error(
 // The browser test's chromium (Debian's, driven by playwright-core): installed through apt when
 // missing and we are root; without it only tests/console.test.ts fails, saying why.
 const pathsAsked = args.filter((a) => !a.startsWith("--"));
-if (pathsAsked.length === 0 || pathsAsked.some((p) => p.includes("console"))) {
+const quick = args.includes("--unit") || args.includes("--int");
+if ((pathsAsked.length === 0 && !quick) || pathsAsked.some((p) => p.includes("console"))) {
   try {
     console.error(`[test] chromium ${findChromium((m) => console.error(`[test] ${m}`))}`);
   } catch (err) {
@@ -68,7 +69,21 @@ const pg = await startPostgres({
 });
 console.error(`[test] Postgres for tests on ${redactPassword(pg.adminUrl)}`);
 
-const paths = args.filter((a) => !a.startsWith("--"));
+// `--unit` (npm run test:unit): the test files that start nothing (not `*.int.test.ts`, not tests/);
+// `--int` (npm run test:int): the integration tests beside the code (`*.int.test.ts`: real NATS and
+// Postgres, no app processes). Without either: everything, tests/ (the apps as processes) included.
+const testFiles = (keep: (f: string) => boolean) =>
+  spawnSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "*.test.ts"], {
+    cwd: root,
+    encoding: "utf8",
+  })
+    .stdout.split("\n")
+    .filter((f) => f && !f.includes("node_modules") && keep(f));
+const paths = args.includes("--unit")
+  ? testFiles((f) => !f.endsWith(".int.test.ts") && !f.startsWith("tests/"))
+  : args.includes("--int")
+    ? testFiles((f) => f.endsWith(".int.test.ts"))
+    : args.filter((a) => !a.startsWith("--"));
 const child = spawn(
   join(root, "node_modules", ".bin", "bun"),
   ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])],

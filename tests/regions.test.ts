@@ -7,12 +7,12 @@
 // to the home region; the other region never queues or submits a task that is not its own.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { completedEventsCarryToken } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import { homeRegionOf } from "@pipeline/shared/regions";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
-import { completedEventsCarryToken } from "./support/event-format.ts";
 import { call, REGIONS, type Region, startTwoRegions, type TwoRegions, turnstile } from "./support/two-regions.ts";
 
 let two: TwoRegions;

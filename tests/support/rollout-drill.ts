@@ -4,13 +4,12 @@
 // load through both gateways. `runRolloutDrill` starts a rollout with the CLI, waits for it to end,
 // waits for every acknowledged task, and returns the figures of the drill's line.
 import { jetstream } from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
 import { freePort } from "@pipeline/devstack";
 import { rolloutEnv, solverEnv } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
-import { createRolloutStore, openControlBucket } from "../../apps/rollout/src/adapters/store.ts";
-import type { Rollout } from "../../apps/rollout/src/domain/plan.ts";
 import { type Proc, ROOT, spawnApp } from "../harness.ts";
 import { PROVIDER_KEY, REGIONS, type Region, startTwoRegions, steadyLoad, type TwoRegions } from "./two-regions.ts";
 
@@ -98,6 +97,24 @@ export async function startRolloutStage(o: { canaryEnv?: Record<string, string> 
   };
 }
 
+/**
+ * The rollout's record as the rollout service keeps it (KV `rollout_control`, key `current`), read
+ * from outside as an operator's tool would: the fields the drills look at.
+ */
+export interface Rollout {
+  state: string;
+  applied: boolean;
+  region: number;
+  reason?: string;
+  plan: { steps: number[]; bakeMs: number };
+  log: Array<{ action: string; at: string; region?: string; percent?: number }>;
+}
+
+async function readRollout(kv: KV): Promise<Rollout | undefined> {
+  const e = await kv.get("current");
+  return e?.operation === "PUT" ? (e.json() as Rollout) : undefined;
+}
+
 export interface DrillFigures {
   acknowledged: number;
   lost: number;
@@ -133,12 +150,12 @@ export async function runRolloutDrill(
     two.regions[0].nats.auth("admin"),
   );
   try {
-    const store = createRolloutStore(await openControlBucket(nc));
+    const kv = await new Kvm(nc).open("rollout_control");
     const crashWhen = [...(o.crashWhen ?? [])];
     let crashes = 0;
     const record = await eventually(
       async () => {
-        const r = (await store.read())?.record;
+        const r = await readRollout(kv);
         // The service killed -9 at the moments asked for, and started again: it must carry on.
         if (r && crashWhen[0]?.(r)) {
           crashWhen.shift();

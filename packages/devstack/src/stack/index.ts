@@ -7,6 +7,17 @@ export {
   type StackProfile,
   solverEnv,
 } from "./app-env.ts";
+export {
+  api,
+  clientSecret,
+  type E2eStack,
+  type E2eStackOptions,
+  startE2eStack,
+  steadyLoad,
+  submittedTwice,
+  submitWindowsAtKill,
+} from "./e2e.ts";
+export { completedEventsCarryToken } from "./event-format.ts";
 export { consoleLauncher } from "./launchers.ts";
 export { type RegionServer, waitForLeases, waitForMirrors } from "./ready.ts";
 export { type Relay, startRelay } from "./relay.ts";

@@ -13,18 +13,24 @@ import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Objm } from "@nats-io/obj";
 import { findPromtool, freePort, type NatsServerHandle, natsEnv, startNatsServer } from "@pipeline/devstack";
-import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
+import {
+  createTestDatabase,
+  eventually,
+  type Proc,
+  ROOT,
+  spawnApp,
+  type TestDatabase,
+} from "@pipeline/devstack/testing";
 import { openDatabase } from "@pipeline/shared/db";
 import { connectNats, ensureStreams, eventsMirrorConfig, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskEvent } from "@pipeline/shared/schemas";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import postgres from "postgres";
-import { assess } from "../apps/recovery/src/assess/assess.ts";
-import { redriveTask } from "../apps/recovery/src/console/redrive.ts";
-import { listSnapshots } from "../apps/recovery/src/snapshot/manifest.ts";
-import { copySnapshotOffHost, offHostBucket, offHostRecord } from "../apps/recovery/src/snapshot/offhost.ts";
-import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
-import { type Proc, ROOT, spawnApp } from "./harness.ts";
+import { assess } from "./assess/assess.ts";
+import { redriveTask } from "./console/redrive.ts";
+import { listSnapshots } from "./snapshot/manifest.ts";
+import { copySnapshotOffHost, offHostBucket, offHostRecord } from "./snapshot/offhost.ts";
+import { takeSnapshot } from "./snapshot/take-snapshot.ts";
 
 const logDir = mkdtempSync(join(tmpdir(), "recovery-offhost-"));
 let fsn1: NatsServerHandle;

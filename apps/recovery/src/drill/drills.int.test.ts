@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { eventually } from "@pipeline/devstack/testing";
+import { type E2eStack as Stack, startE2eStack as startStack } from "@pipeline/devstack/stack";
+import { eventually, PROVIDER_KEY } from "@pipeline/devstack/testing";
 import {
   configHistory,
   liveWorkers,
@@ -18,12 +19,11 @@ import {
 } from "@pipeline/shared/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../apps/recovery/src/context.ts";
-import { type DrillOptions, renderDrillReport, runDrill } from "../apps/recovery/src/drill/run-drill.ts";
-import type { Scenario } from "../apps/recovery/src/drill/scenarios.ts";
-import { recentAudit } from "../apps/recovery/src/fleet/audit.ts";
-import { rollbackConfig, setConfig } from "../apps/recovery/src/fleet/config-ops.ts";
-import { PROVIDER_KEY, type Stack, startStack } from "./harness.ts";
+import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../context.ts";
+import { recentAudit } from "../fleet/audit.ts";
+import { rollbackConfig, setConfig } from "../fleet/config-ops.ts";
+import { type DrillOptions, renderDrillReport, runDrill } from "./run-drill.ts";
+import type { Scenario } from "./scenarios.ts";
 
 const SPARE_KEY = "e2e-provider-key-spare-0002";
 const region = "drills";

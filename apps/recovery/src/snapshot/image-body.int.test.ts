@@ -8,15 +8,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { api, startE2eStack as startStack } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { bodySubject, streams } from "@pipeline/shared/subjects";
 import postgres from "postgres";
-import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
-import { restoreSnapshot } from "../apps/recovery/src/snapshot/restore.ts";
-import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
-import { api, startStack } from "./harness.ts";
+import { adminStatement, withDatabase } from "../adapters/pg-tools.ts";
+import { restoreSnapshot } from "./restore.ts";
+import { takeSnapshot } from "./take-snapshot.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {

@@ -9,8 +9,9 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
-import { createTestDatabase, eventually, type TestDatabase } from "@pipeline/devstack/testing";
+import { freePort, type NatsServerHandle, startNatsServer, waitForPort } from "@pipeline/devstack";
+import { gatewayEnv } from "@pipeline/devstack/stack";
+import { createTestDatabase, eventually, type Proc, spawnApp, type TestDatabase } from "@pipeline/devstack/testing";
 import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
@@ -18,12 +19,8 @@ import { provisionRegion } from "@pipeline/shared/provision";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { splitBodies } from "@pipeline/shared/tasks";
 import postgres from "postgres";
-import { createTaskQueue, createTaskWatcher } from "../apps/gateway/src/adapters/nats.ts";
-import { createTaskStore } from "../apps/gateway/src/adapters/pg.ts";
-import { createApiKeys } from "../apps/gateway/src/domain/api-keys.ts";
-import { createApp } from "../apps/gateway/src/http/app.ts";
-import { adoptRegion } from "../apps/recovery/src/regions/adopt.ts";
-import { type Replicator, startReplicator } from "../apps/recovery/src/regions/replicator.ts";
+import { adoptRegion } from "./adopt.ts";
+import { type Replicator, startReplicator } from "./replicator.ts";
 
 const log = createLogger("region-image-bodies", { level: "silent" });
 let fsn1: NatsServerHandle;
@@ -32,10 +29,10 @@ let dbA: TestDatabase;
 let dbB: TestDatabase;
 let databaseA: Database;
 let sqlB: postgres.Sql;
-let gw: NatsConnection;
 let adminA: NatsConnection;
 let ncB: NatsConnection;
 let replicator: Replicator | undefined;
+let gateway: Proc | undefined;
 
 beforeAll(async () => {
   const leafPort = await freePort();
@@ -61,14 +58,14 @@ beforeAll(async () => {
   adminA = await connectNats(fsn1.url, "imgb-fsn1-admin", fsn1.auth("admin"));
   // fsn1's topology as its recovery service makes it (BODIES too: the gateway's user may not create it).
   await provisionRegion(adminA, { region: "fsn1" });
-  gw = await connectNats(fsn1.url, "imgb-fsn1-gateway", fsn1.auth("gateway"));
   ncB = await connectNats(hel1.url, "imgb-hel1-recovery", hel1.auth("recovery"));
   await ensureStreams(await jetstreamManager(ncB), { region: "hel1" });
 }, 60_000);
 
 afterAll(async () => {
+  await gateway?.kill("SIGTERM");
   await replicator?.stop().catch(() => {});
-  for (const nc of [gw, adminA, ncB]) await nc?.close().catch(() => {});
+  for (const nc of [adminA, ncB]) await nc?.close().catch(() => {});
   await databaseA?.close().catch(() => {});
   await sqlB?.end({ timeout: 5 });
   for (const d of [dbA, dbB]) await d?.drop().catch(() => {});
@@ -77,23 +74,26 @@ afterAll(async () => {
 });
 
 test("hel1's replica of an fsn1 image task carries its body (from the mirrored BODIES) and is adopted with it; one whose body never arrived is failed, not adopted", async () => {
-  const app = createApp({
-    config: {
-      REGION: "fsn1",
-      MAX_BODY_BYTES: 64 * 1024,
-      IMAGE_MAX_BYTES: 4096,
-      MAX_WAIT_SECONDS: 5,
-      TASK_DEADLINE_MS: 600_000,
-      regions: ["fsn1", "hel1"],
-    },
-    store: createTaskStore(databaseA.db),
-    queue: createTaskQueue(gw, "fsn1", 5000),
-    watcher: createTaskWatcher(gw, "fsn1"),
-    apiKeys: createApiKeys(["region-client-key"]),
-    log,
-  });
+  // fsn1's gateway, a real process with its own NATS user and database login (a single-region
+  // gateway: no fence to wait for; fsn1 is the first region either way, so the id's home byte is fsn1's).
+  const port = await freePort();
+  const wiring = {
+    region: "fsn1",
+    regions: ["fsn1"],
+    nats: fsn1,
+    database: dbA,
+    provider: { url: "http://127.0.0.1:9", key: "unused" },
+    profile: "test" as const,
+  };
+  gateway = spawnApp(
+    "gateway-fsn1",
+    "apps/gateway/src/main.ts",
+    gatewayEnv(wiring, { port, apiKeys: "region-client-key" }),
+    mkdtempSync(join(tmpdir(), "imgb-logs-")),
+  );
+  await waitForPort(port, 20_000);
   const params = { body: Buffer.from("a screenshot from fsn1").toString("base64"), numeric: 1 };
-  const res = await app.request("/v1/tasks", {
+  const res = await fetch(`http://127.0.0.1:${port}/v1/tasks`, {
     method: "POST",
     headers: { authorization: "Bearer region-client-key", "content-type": "application/json" },
     body: JSON.stringify({ type: "image", params }),

@@ -3,12 +3,12 @@
 // sweep does nothing.
 import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { api, type E2eStack as Stack, startE2eStack as startStack } from "@pipeline/devstack/stack";
 import { eventually, natsEnv } from "@pipeline/devstack/testing";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
-import type { RecoveryContext } from "../apps/recovery/src/context.ts";
-import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
-import { api, type Stack, startStack } from "./harness.ts";
+import type { RecoveryContext } from "../context.ts";
+import { recoverStale } from "./recover-stale.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
@@ -82,7 +82,7 @@ test("stale sweep leaves a stale `queued` row alone while its message is still i
 }, 60_000);
 
 test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot writes one, bad arguments exit 2", async () => {
-  const { PROVIDER_KEY } = await import("./harness.ts");
+  const { PROVIDER_KEY } = await import("@pipeline/devstack/testing");
   const { mkdtempSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
   const { join } = await import("node:path");
@@ -100,7 +100,7 @@ test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot 
   };
   const cli = async (...args: string[]) => {
     const p = Bun.spawn([process.execPath, "apps/recovery/src/cli.ts", ...args], {
-      cwd: join(import.meta.dir, ".."),
+      cwd: join(import.meta.dir, "..", "..", "..", ".."),
       env,
       stdout: "pipe",
       stderr: "pipe",

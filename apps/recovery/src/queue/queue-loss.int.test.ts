@@ -3,13 +3,13 @@
 // acknowledged task completes (RPO = 0) and none is submitted to the provider twice.
 import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { api, type E2eStack as Stack, startE2eStack as startStack, steadyLoad } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
 import { streams } from "@pipeline/shared/subjects";
-import type { RecoveryContext } from "../apps/recovery/src/context.ts";
-import { rebuildQueue } from "../apps/recovery/src/queue/rebuild-queue.ts";
-import { api, type Stack, startStack, steadyLoad } from "./harness.ts";
+import type { RecoveryContext } from "../context.ts";
+import { rebuildQueue } from "./rebuild-queue.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {

@@ -7,20 +7,25 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import {
+  api,
+  completedEventsCarryToken,
+  type E2eStack as Stack,
+  startE2eStack as startStack,
+  steadyLoad,
+} from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import postgres from "postgres";
-import { adminStatement, withDatabase } from "../apps/recovery/src/adapters/pg-tools.ts";
-import type { RecoveryContext } from "../apps/recovery/src/context.ts";
-import { resolveSnapshot } from "../apps/recovery/src/snapshot/manifest.ts";
-import { restoreSnapshot, TargetNotEmptyError } from "../apps/recovery/src/snapshot/restore.ts";
-import { takeSnapshot } from "../apps/recovery/src/snapshot/take-snapshot.ts";
-import { verifySnapshot } from "../apps/recovery/src/snapshot/verify.ts";
-import { recoverStale } from "../apps/recovery/src/sweep/recover-stale.ts";
-import { api, type Stack, startStack, steadyLoad } from "./harness.ts";
-import { completedEventsCarryToken } from "./support/event-format.ts";
+import { adminStatement, withDatabase } from "../adapters/pg-tools.ts";
+import type { RecoveryContext } from "../context.ts";
+import { recoverStale } from "../sweep/recover-stale.ts";
+import { resolveSnapshot } from "./manifest.ts";
+import { restoreSnapshot, TargetNotEmptyError } from "./restore.ts";
+import { takeSnapshot } from "./take-snapshot.ts";
+import { verifySnapshot } from "./verify.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
