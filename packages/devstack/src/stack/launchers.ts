@@ -1,9 +1,9 @@
 // How a stack starts an app process. Tests and benchmarks: `spawnApp` (each app's output in a log
 // file). Dev: `consoleLauncher`, each output line on the console prefixed with the app's name (and
 // kept in a log file too), and an exit of its own reported (the dev stack then stops).
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Proc, ROOT } from "../testing/processes.ts";
+import { type Proc, procOf, ROOT } from "../testing/processes.ts";
 
 export function consoleLauncher(o: {
   logDir: string;
@@ -39,18 +39,8 @@ export function consoleLauncher(o: {
     void p.exited.then((code) => {
       if (!stopping) o.onExit?.(name, code);
     });
-    return {
-      name,
-      pid: p.pid,
-      logFile,
-      exited: p.exited,
-      exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
-      async kill(signal = "SIGTERM") {
-        stopping = true;
-        p.kill(signal);
-        return p.exited;
-      },
-      log: () => readFileSync(logFile, "utf8"),
-    };
+    return procOf(p, name, logFile, () => {
+      stopping = true;
+    });
   };
 }

@@ -48,6 +48,11 @@ export function spawnApp(
     stdout: fd,
     stderr: fd,
   });
+  return procOf(p, name, logFile);
+}
+
+/** A Bun subprocess as a `Proc` whose output is in `logFile`; `onKill` runs before a signal is sent. */
+export function procOf(p: Bun.Subprocess, name: string, logFile: string, onKill?: () => void): Proc {
   return {
     name,
     pid: p.pid,
@@ -55,6 +60,7 @@ export function spawnApp(
     exited: p.exited,
     exitCode: () => (p.killed || p.exitCode !== null || p.signalCode !== null ? (p.exitCode ?? null) : undefined),
     async kill(signal = "SIGTERM") {
+      onKill?.();
       p.kill(signal);
       return p.exited;
     },
