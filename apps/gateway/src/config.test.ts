@@ -114,7 +114,7 @@ test("QUOTAS and TASK_PRICES are JSON checked field by field; a dailySpend needs
   expect(c.QUOTA_REFRESH_MS).toBe(2000);
 });
 
-test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) when short; API_KEY_LEGACY_IDS only with it; QUOTAS takes peppered ids (issue 14.8)", () => {
+test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) when short; the removed API_KEY_LEGACY_IDS is refused; QUOTAS takes peppered ids (issue 14.8)", () => {
   const fields = (env: Record<string, string>) => {
     try {
       loadConfig({ ...ok, ...env });
@@ -126,32 +126,28 @@ test("API_KEY_PEPPER: a secret of at least 32 characters, named (never echoed) w
   };
   const pepper = "p".repeat(32);
   expect(loadConfig(ok).API_KEY_PEPPER).toBeUndefined();
-  expect(loadConfig(ok).API_KEY_LEGACY_IDS).toBe(false);
-  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1" })).toMatchObject({
-    API_KEY_PEPPER: pepper,
-    API_KEY_LEGACY_IDS: true,
-  });
+  expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper }).API_KEY_PEPPER).toBe(pepper);
   expect(fields({ API_KEY_PEPPER: "short-pepper" })).toEqual(["API_KEY_PEPPER"]);
-  expect(fields({ API_KEY_LEGACY_IDS: "1" })).toEqual(["API_KEY_LEGACY_IDS"]);
-  expect(fields({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "maybe" })).toEqual(["API_KEY_LEGACY_IDS"]);
+  // Removed: set at all (even to 0), it is refused by name, with or without a pepper.
+  for (const v of ["1", "0", ""]) {
+    expect(fields({ API_KEY_LEGACY_IDS: v })).toEqual(["API_KEY_LEGACY_IDS"]);
+    expect(fields({ API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: v })).toEqual(["API_KEY_LEGACY_IDS"]);
+  }
+  expect(() => loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1" })).toThrow(/removed/);
   // Both faults in one start.
   expect(fields({ API_KEY_PEPPER: "short-pepper", GATEWAY_PORT: "http" }).sort()).toEqual([
     "API_KEY_PEPPER",
     "GATEWAY_PORT",
   ]);
-  // QUOTAS names keys by the ids in use: a legacy id only without a pepper or during the transition.
-  const [id, legacy] = ["0123456789abcdef0123456789abcdef", "0123456789abcdef"];
+  // QUOTAS names keys by the ids in use: an unpeppered id only without a pepper.
+  const [id, unpeppered] = ["0123456789abcdef0123456789abcdef", "0123456789abcdef"];
   const quotas = (...ids: string[]) =>
     JSON.stringify({ keys: Object.fromEntries(ids.map((k) => [k, { maxInFlight: 1 }])) });
   expect(loadConfig({ ...ok, API_KEY_PEPPER: pepper, QUOTAS: quotas(id) }).QUOTAS?.keys[id]).toEqual({
     maxInFlight: 1,
   });
-  expect(
-    loadConfig({ ...ok, API_KEY_PEPPER: pepper, API_KEY_LEGACY_IDS: "1", QUOTAS: quotas(id, legacy) }).QUOTAS?.keys[
-      legacy
-    ],
-  ).toEqual({ maxInFlight: 1 });
-  expect(fields({ API_KEY_PEPPER: pepper, QUOTAS: quotas(id, legacy) })).toEqual([`QUOTAS.keys.${legacy}`]);
+  expect(loadConfig({ ...ok, QUOTAS: quotas(unpeppered) }).QUOTAS?.keys[unpeppered]).toEqual({ maxInFlight: 1 });
+  expect(fields({ API_KEY_PEPPER: pepper, QUOTAS: quotas(id, unpeppered) })).toEqual([`QUOTAS.keys.${unpeppered}`]);
   expect(fields({ QUOTAS: quotas(id) })).toEqual([`QUOTAS.keys.${id}`]);
   expect(fields({ QUOTAS: JSON.stringify({ keys: { "0123456789abcdef0": {} } }) })).toEqual([
     "QUOTAS.keys.0123456789abcdef0",

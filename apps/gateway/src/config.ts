@@ -1,4 +1,4 @@
-import { LEGACY_CLIENT_ID, MIN_PEPPER_LENGTH, PEPPERED_CLIENT_ID } from "@pipeline/shared/client-ids";
+import { MIN_PEPPER_LENGTH, PEPPERED_CLIENT_ID, UNPEPPERED_CLIENT_ID } from "@pipeline/shared/client-ids";
 import {
   commonEnv,
   envBool,
@@ -28,10 +28,10 @@ const GatewayEnvFields = z.object({
   ),
   /** Dev stacks and tests only: keys of 4 to 31 characters are accepted (`dev-key`). */
   API_KEYS_ALLOW_SHORT: envBool(false),
-  /** Secret (at least 32 characters): a key's client id is HMAC-SHA256(pepper, key) (32 hex characters); unset: the legacy sha256 prefix (16). docs/security.md. */
+  /** Secret (at least 32 characters): a key's client id is HMAC-SHA256(pepper, key) (32 hex characters); unset (dev only): the sha256 prefix (16). docs/security.md. */
   API_KEY_PEPPER: z.string().min(MIN_PEPPER_LENGTH, `at least ${MIN_PEPPER_LENGTH} characters`).optional(),
-  /** The transition to peppered ids: a key is also known by its legacy id (its older rows, Idempotency-Keys, quota figures, callback secret). */
-  API_KEY_LEGACY_IDS: envBool(false),
+  /** Removed (a key has one client id; no deployment ever ran unpeppered): refused when set. */
+  API_KEY_LEGACY_IDS: z.string().optional(),
   /** Failed authentications of one key (by its fingerprint) from one source address within AUTH_FAIL_WINDOW_MS before that key gets 429 there. */
   AUTH_FAIL_MAX: envInt(20, 1, 1_000_000),
   /** Failed authentications from one source address, whatever the keys, within the window before the whole address gets 429 (a key guesser). */
@@ -129,21 +129,22 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
     }
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET", c.WEBHOOK_SECRET, ctx);
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET_PREVIOUS", c.WEBHOOK_SECRET_PREVIOUS, ctx);
-    if (c.API_KEY_LEGACY_IDS && !c.API_KEY_PEPPER)
+    if (c.API_KEY_LEGACY_IDS !== undefined)
       ctx.addIssue({
         code: "custom",
         path: ["API_KEY_LEGACY_IDS"],
-        message: "only with API_KEY_PEPPER (the transition from legacy to peppered client ids)",
+        message:
+          "removed: a key has one client id (peppered by API_KEY_PEPPER), no older id is accepted any more; unset it",
       });
-    // A QUOTAS entry under an id no key has any more would silently lift that key's limits.
-    const idFormat = !c.API_KEY_PEPPER ? LEGACY_CLIENT_ID : c.API_KEY_LEGACY_IDS ? undefined : PEPPERED_CLIENT_ID;
+    // A QUOTAS entry under an id no key has would silently lift that key's limits.
+    const idFormat = c.API_KEY_PEPPER ? PEPPERED_CLIENT_ID : UNPEPPERED_CLIENT_ID;
     for (const id of Object.keys(c.QUOTAS?.keys ?? {}))
-      if (idFormat && !idFormat.test(id))
+      if (!idFormat.test(id))
         ctx.addIssue({
           code: "custom",
           path: ["QUOTAS", "keys", id],
           message: c.API_KEY_PEPPER
-            ? "a legacy client id: with API_KEY_PEPPER (and API_KEY_LEGACY_IDS off) keys are named by their peppered id (32 hex characters, GET /v1/usage)"
+            ? "an unpeppered client id: with API_KEY_PEPPER keys are named by their peppered id (32 hex characters, GET /v1/usage)"
             : "a peppered client id, but API_KEY_PEPPER is not set",
         });
     if (c.API_KEYS_ALLOW_SHORT) return;
@@ -164,7 +165,6 @@ export const GatewayEnv = GatewayEnvFields.superRefine(
         [
           "API_KEYS",
           "API_KEYS_ALLOW_SHORT",
-          "API_KEY_LEGACY_IDS",
           "QUOTAS",
           "TASK_PRICES",
           "PIPELINE_ENV",

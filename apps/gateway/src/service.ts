@@ -95,10 +95,7 @@ async function connectToTopology(
 function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnection, db: Db) {
   const store = createTaskStore(db);
   const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
-  const apiKeys = createApiKeys(config.API_KEYS, {
-    pepper: config.API_KEY_PEPPER,
-    legacyIds: config.API_KEY_LEGACY_IDS,
-  });
+  const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER });
   return {
     config,
     log,
@@ -114,7 +111,6 @@ function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnectio
       ...(config.TASK_PRICES ? { prices: config.TASK_PRICES } : {}),
       source: createUsageSource(db),
       refreshMs: config.QUOTA_REFRESH_MS,
-      ownersOf: apiKeys.ownersOf,
     }),
   } satisfies GatewayParts;
 }
@@ -157,16 +153,9 @@ function serveGateway(
 
 /** How client ids are derived (issue 14.8); never the keys nor the pepper. */
 export function logClientIds(config: GatewayConfig, log: Logger): void {
-  if (!config.API_KEY_PEPPER) {
-    // Dev stacks and tests (API_KEYS_ALLOW_SHORT) run unpeppered on purpose.
-    if (!config.API_KEYS_ALLOW_SHORT)
-      log.warn(
-        "client ids are unpeppered (a sha256 prefix of each key): set API_KEY_PEPPER (docs/security.md, client ids)",
-      );
-    return;
-  }
-  if (config.API_KEY_LEGACY_IDS)
-    log.info(
-      "peppered client ids, legacy ids still accepted (API_KEY_LEGACY_IDS): run recovery rewrite-owners in every region, then turn it off",
+  // Dev stacks and tests (API_KEYS_ALLOW_SHORT) run unpeppered on purpose.
+  if (!config.API_KEY_PEPPER && !config.API_KEYS_ALLOW_SHORT)
+    log.warn(
+      "client ids are unpeppered (a sha256 prefix of each key): set API_KEY_PEPPER (docs/security.md, client ids)",
     );
 }

@@ -46,12 +46,12 @@ test("submit, read, cancel, redrive and undo, delete of an unpublished row: each
   expect((await store.getMany([a.id, b.id, randomUUID()])).map((r) => r.id).sort()).toEqual([a.id, b.id].sort());
   await store.ping();
 
-  const cancelled = await store.cancel(a.id, ["client-a"]);
+  const cancelled = await store.cancel(a.id, "client-a");
   expect(cancelled?.state).toBe("cancelled");
-  expect(await store.cancel(b.id, ["someone-else"])).toBeUndefined();
+  expect(await store.cancel(b.id, "someone-else")).toBeUndefined();
 
   await admin.sql`update tasks set state = 'failed', version = 4, error_code = 'X', completed_at = now() where id = ${b.id}`;
-  const redriven = await store.redrive(b.id, ["client-a"], 60_000);
+  const redriven = await store.redrive(b.id, "client-a", 60_000);
   expect(redriven).toMatchObject({ state: "queued", attempts: 0, redrives: 1 });
   await store.undoRedrive(redriven!);
   expect((await store.get(b.id))?.state).toBe("failed");
@@ -69,7 +69,7 @@ test("the quota figures and the task counts of /metrics, as pipeline_gateway", a
   const usage = createUsageSource(gateway.db);
   expect((await usage.openByOwner()).get("client-q")).toBe(3);
   const day = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000);
-  const since = await usage.createdSince(["client-q"], day, new Date(day.getTime() + 86_400_000), 0);
+  const since = await usage.createdSince("client-q", day, new Date(day.getTime() + 86_400_000), 0);
   expect(since.rows.reduce((n, r) => n + r.n, 0)).toBe(3);
   const metrics = createGatewayMetrics(gateway.db, { countsEveryMs: 0 });
   expect(await (await metrics.response()).text()).toMatch(

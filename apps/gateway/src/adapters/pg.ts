@@ -24,10 +24,10 @@ export interface TaskStore {
   /** Removes a row we inserted but could not publish, if nothing happened to it since. */
   deleteUnpublished(id: string): Promise<void>;
   ping(): Promise<void>;
-  /** Cancels a task that is not terminal; undefined when it is not the client's (owned by none of `owners`) or already final. */
-  cancel(id: string, owners: readonly string[]): Promise<TaskRow | undefined>;
-  /** failed -> queued with a fresh deadline and attempt count (a dead-letter redrive), for a task owned by one of `owners`. */
-  redrive(id: string, owners: readonly string[], deadlineMs: number): Promise<TaskRow | undefined>;
+  /** Cancels a task that is not terminal; undefined when it is not the client's (not owned by `owner`) or already final. */
+  cancel(id: string, owner: string): Promise<TaskRow | undefined>;
+  /** failed -> queued with a fresh deadline and attempt count (a dead-letter redrive), for a task owned by `owner`. */
+  redrive(id: string, owner: string, deadlineMs: number): Promise<TaskRow | undefined>;
   /** Undoes a redrive whose publish failed. */
   undoRedrive(row: TaskRow): Promise<void>;
 }
@@ -76,7 +76,7 @@ export function createTaskStore(db: Db): TaskStore {
       // DELETE on tasks, and the function deletes only a queued row nothing has touched.
       await db.$client`select public.delete_unpublished_task(${id}::uuid)`;
     },
-    async cancel(id, owners) {
+    async cancel(id, owner) {
       const out = await db
         .update(tasks)
         .set({
@@ -87,17 +87,11 @@ export function createTaskStore(db: Db): TaskStore {
           completedAt: sql`now()`,
           updatedAt: sql`now()`,
         })
-        .where(
-          and(
-            eq(tasks.id, id),
-            inArray(tasks.owner, [...owners]),
-            inArray(tasks.state, ["queued", "retrying", "solving"]),
-          ),
-        )
+        .where(and(eq(tasks.id, id), eq(tasks.owner, owner), inArray(tasks.state, ["queued", "retrying", "solving"])))
         .returning();
       return out[0];
     },
-    async redrive(id, owners, deadlineMs) {
+    async redrive(id, owner, deadlineMs) {
       const out = await db
         .update(tasks)
         .set({
@@ -110,7 +104,7 @@ export function createTaskStore(db: Db): TaskStore {
           completedAt: null,
           updatedAt: sql`now()`,
         })
-        .where(and(eq(tasks.id, id), inArray(tasks.owner, [...owners]), eq(tasks.state, "failed")))
+        .where(and(eq(tasks.id, id), eq(tasks.owner, owner), eq(tasks.state, "failed")))
         .returning();
       return out[0];
     },

@@ -22,12 +22,12 @@ function fakeSource() {
       reads.open++;
       return new Map(open);
     },
-    async createdSince(owners, from, dayEnd, settleMs) {
+    async createdSince(owner, from, dayEnd, settleMs) {
       reads.spend++;
       const settledTo = Math.max(from.getTime(), Math.min(clock - settleMs, dayEnd.getTime()));
       const rows = new Map<string, { type: string; settled: boolean; n: number }>();
       for (const r of created) {
-        if (!owners.includes(r.owner) || r.at < from.getTime() || r.at >= dayEnd.getTime()) continue;
+        if (r.owner !== owner || r.at < from.getTime() || r.at >= dayEnd.getTime()) continue;
         const settled = r.at < settledTo;
         const k = `${r.type}:${settled}`;
         rows.set(k, { type: r.type, settled, n: (rows.get(k)?.n ?? 0) + 1 });
@@ -189,7 +189,7 @@ describe("per API key quotas (issue 14.6)", () => {
   });
 });
 
-test("during the transition to peppered ids a key's figures add its legacy id's rows, and a QUOTAS entry under its legacy id still applies (issue 14.8)", async () => {
+test("one client id per key: its figures count only the rows it owns, and only its own QUOTAS entry applies (issue 14.8)", async () => {
   const t = 10 * DAY + 60_000;
   const NEW = "0123456789abcdef0123456789abcdef";
   const f = fakeSource();
@@ -201,20 +201,13 @@ test("during the transition to peppered ids a key's figures add its legacy id's 
     { owner: A, type: "turnstile", at: 10 * DAY + 2 },
     { owner: B, type: "turnstile", at: 10 * DAY + 3 },
   );
-  const config = QuotasConfig.parse({ keys: { [A]: { maxInFlight: 4, dailySpend: 10 } } });
-  const q = createQuotas({
-    config,
-    prices: { turnstile: 1 },
-    source: f.source,
-    now: () => t,
-    ownersOf: (id) => (id === NEW ? [NEW, A] : [id]),
+  const config = QuotasConfig.parse({
+    default: { maxInFlight: 2 },
+    keys: { [A]: { maxInFlight: 4, dailySpend: 10 } },
   });
-  expect(await q.usage(NEW)).toMatchObject({
-    clientId: NEW,
-    inFlight: 3,
-    spendToday: 2,
-    limits: { maxInFlight: 4, dailySpend: 10 },
-  });
+  const q = createQuotas({ config, prices: { turnstile: 1 }, source: f.source, now: () => t });
+  expect(await q.usage(NEW)).toMatchObject({ clientId: NEW, inFlight: 1, spendToday: 1, limits: { maxInFlight: 2 } });
+  expect((await q.usage(NEW)).limits.dailySpend).toBeUndefined();
   expect(refusal(await q.admitSubmit(NEW, { type: "turnstile", priority: "normal" }))).toBeUndefined();
   expect(refusal(await q.admitSubmit(NEW, { type: "turnstile", priority: "normal" }))).toMatchObject({
     kind: "maxInFlight",

@@ -26,12 +26,15 @@ export type Quota = z.infer<typeof Quota>;
 export const QuotasConfig = z
   .object({
     default: Quota.default({}),
-    /** By client id (what `GET /v1/usage` and `GET /v1/webhook-secret` show: 32 hex characters with API_KEY_PEPPER, 16 legacy), never by key. */
+    /** By client id (what `GET /v1/usage` and `GET /v1/webhook-secret` show: 32 hex characters with API_KEY_PEPPER, 16 without), never by key. */
     keys: z
       .record(
         z
           .string()
-          .regex(/^(?:[0-9a-f]{16}|[0-9a-f]{32})$/, "must be a client id (32 hex characters, or 16 for a legacy id)"),
+          .regex(
+            /^(?:[0-9a-f]{16}|[0-9a-f]{32})$/,
+            "must be a client id (32 hex characters, or 16 for an unpeppered id)",
+          ),
         Quota,
       )
       .default({}),
@@ -59,12 +62,12 @@ export interface UsageSource {
   /** Tasks not final, by owner (one grouped read for every key). */
   openByOwner(): Promise<Map<string, number>>;
   /**
-   * Tasks of `owners` (a client's ids: during the transition to peppered ids, its legacy id too) created in [from, dayEnd), counted by type, split at `settledTo` = the
+   * Tasks of `owner` (a client id) created in [from, dayEnd), counted by type, split at `settledTo` = the
    * database's now() - settleMs (at least `from`, at most `dayEnd`): rows before it are counted
    * for good (`settled`), rows after it are re-read next time.
    */
   createdSince(
-    owners: readonly string[],
+    owner: string,
     from: Date,
     dayEnd: Date,
     settleMs: number,
@@ -102,20 +105,15 @@ export function isRefusal(r: QuotaRefusal | Reservation): r is QuotaRefusal {
   return "kind" in r;
 }
 
-/** How a key is read: its owners (its ids), its limits (its QUOTAS entry over the default), a task type's price. */
+/** How a key is read: its limits (its QUOTAS entry over the default), a task type's price. */
 interface QuotaLookup {
-  ownersOf: (clientId: string) => readonly string[];
   limitsOf: (clientId: string) => Quota;
   priceOf: (type: string) => number;
 }
 
-function quotaLookup(cfg: QuotasConfig, prices: TaskPrices, ownersOf: QuotaLookup["ownersOf"]): QuotaLookup {
+function quotaLookup(cfg: QuotasConfig, prices: TaskPrices): QuotaLookup {
   return {
-    ownersOf,
-    limitsOf: (clientId) => ({
-      ...cfg.default,
-      ...cfg.keys[ownersOf(clientId).find((id) => cfg.keys[id]) ?? clientId],
-    }),
+    limitsOf: (clientId) => ({ ...cfg.default, ...cfg.keys[clientId] }),
     priceOf: (type) => prices[type as TaskType] ?? 0,
   };
 }
@@ -139,7 +137,7 @@ interface OpenCounts {
   count(clientId: string, delta: number): void;
 }
 
-function createOpenCounts(source: UsageSource, clock: Clock, ownersOf: QuotaLookup["ownersOf"]): OpenCounts {
+function createOpenCounts(source: UsageSource, clock: Clock): OpenCounts {
   let open: { at: number; counts: Map<string, number>; read?: Promise<void> } = { at: -Infinity, counts: new Map() };
   const openLocal = new Map<string, number>();
   const readNow = async () => {
@@ -159,11 +157,7 @@ function createOpenCounts(source: UsageSource, clock: Clock, ownersOf: QuotaLook
       }
       await open.read;
     },
-    inFlightOf: (clientId) =>
-      Math.max(
-        0,
-        ownersOf(clientId).reduce((n, id) => n + (open.counts.get(id) ?? 0), 0) + (openLocal.get(clientId) ?? 0),
-      ),
+    inFlightOf: (clientId) => Math.max(0, (open.counts.get(clientId) ?? 0) + (openLocal.get(clientId) ?? 0)),
     count(clientId, delta) {
       openLocal.set(clientId, (openLocal.get(clientId) ?? 0) + delta);
     },
@@ -203,7 +197,7 @@ function createSpendLedger(source: UsageSource, clock: Clock, lookup: QuotaLooku
   const readNow = async (clientId: string, s: Spend) => {
     const localBefore = s.local;
     const { settledTo, rows } = await source.createdSince(
-      lookup.ownersOf(clientId),
+      clientId,
       new Date(s.settledTo),
       new Date((s.day + 1) * DAY_MS),
       SETTLE_MS,
@@ -359,14 +353,12 @@ export function createQuotas(o: {
   source: UsageSource;
   refreshMs?: number;
   now?: () => number;
-  ownersOf?: (clientId: string) => readonly string[];
 }): Quotas {
   const cfg = o.config ?? { default: {}, keys: {} };
   const prices = o.prices ?? {};
   const clock: Clock = { now: o.now ?? Date.now, refreshMs: o.refreshMs ?? 2000 };
-  // A client's rows, and its QUOTAS entry, may still be under its legacy id during the transition to peppered ids (issue 14.8).
-  const lookup = quotaLookup(cfg, prices, o.ownersOf ?? ((clientId: string) => [clientId]));
-  const open = createOpenCounts(o.source, clock, lookup.ownersOf);
+  const lookup = quotaLookup(cfg, prices);
+  const open = createOpenCounts(o.source, clock);
   const spend = createSpendLedger(o.source, clock, lookup);
   const takeToken = createSubmitBuckets(clock.now);
   const counted: CountedDeps = { open, spend, lookup, now: clock.now };

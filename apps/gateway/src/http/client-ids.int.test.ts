@@ -1,14 +1,14 @@
-// Peppered client ids (issue 14.8) over real Postgres and NATS: the same keys served by a gateway
-// before the switch (legacy ids), during the transition (API_KEY_PEPPER + API_KEY_LEGACY_IDS) and
-// after it without a rewrite of the owners (what the transition and `recovery rewrite-owners` are for).
+// Peppered client ids (issue 14.8) over real Postgres and NATS: one client id per key. The same
+// keys served by a gateway with API_KEY_PEPPER and by one without (a dev stack's unpeppered ids):
+// a row owned by a key's other id is not that key's.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
-import { legacyClientId, pepperedClientId } from "@pipeline/shared/client-ids";
+import { pepperedClientId, unpepperedClientId } from "@pipeline/shared/client-ids";
 import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, ensureStreams, type NatsConnection } from "@pipeline/shared/nats";
-import { clientWebhookSecret, signatureHeader, verifyWebhook } from "@pipeline/shared/webhooks";
+import { clientWebhookSecret } from "@pipeline/shared/webhooks";
 import { createTaskQueue, createTaskWatcher } from "../adapters/nats.ts";
 import { createTaskStore } from "../adapters/pg.ts";
 import { createUsageSource } from "../adapters/usage.ts";
@@ -30,7 +30,7 @@ let database: Database;
 type App = ReturnType<typeof createApp>;
 const gateway = (ids: ClientIdOptions): App => {
   const apiKeys = createApiKeys([KA, KB, KQ], ids);
-  const config = QuotasConfig.parse({ keys: { [legacyClientId(KQ)]: { maxInFlight: 3, dailySpend: 10 } } });
+  const config = QuotasConfig.parse({ keys: { [pepperedClientId(PEPPER, KQ)]: { maxInFlight: 3, dailySpend: 10 } } });
   return createApp({
     config: {
       REGION,
@@ -51,22 +51,19 @@ const gateway = (ids: ClientIdOptions): App => {
       prices: { turnstile: 1 },
       source: createUsageSource(database.db),
       refreshMs: 100,
-      ownersOf: apiKeys.ownersOf,
     }),
   });
 };
-let before: App;
-let during: App;
-let after: App;
+let unpeppered: App;
+let peppered: App;
 
 beforeAll(async () => {
   [nats, tdb] = await Promise.all([startTestNats(), createTestDatabase("clientids")]);
   nc = await connectNats(nats.url, "gateway-test", nats.auth("admin"));
   await ensureStreams(await (await import("@nats-io/jetstream")).jetstreamManager(nc), { region: REGION });
   database = openDatabase(tdb.url, { max: 5 });
-  before = gateway({});
-  during = gateway({ pepper: PEPPER, legacyIds: true });
-  after = gateway({ pepper: PEPPER });
+  unpeppered = gateway({});
+  peppered = gateway({ pepper: PEPPER });
 });
 afterAll(async () => {
   await nc.close();
@@ -93,56 +90,59 @@ const ownerOf = async (id: string) =>
   (await database.sql<{ owner: string }[]>`select owner from tasks where id = ${id}`)[0]?.owner;
 const rows = async () => (await database.sql<{ n: number }[]>`select count(*)::int as n from tasks`)[0]!.n;
 
-describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
-  test("a new task is owned by the peppered id (32 hex, not the key's sha256 prefix); the legacy gateway's by the legacy id", async () => {
-    const res = await submit(during, KA);
+describe("client ids with API_KEY_PEPPER (issue 14.8)", () => {
+  test("a new task is owned by the peppered id (32 hex, not the key's sha256 prefix); without a pepper by the sha256 prefix", async () => {
+    const res = await submit(peppered, KA);
     expect(res.status).toBe(202);
     const owner = await ownerOf(((await res.json()) as { id: string }).id);
     expect(owner).toBe(pepperedClientId(PEPPER, KA));
     expect(owner).toMatch(/^[0-9a-f]{32}$/);
     expect(owner).not.toContain(createHash("sha256").update(KA).digest("hex").slice(0, 16));
-    const old = await submit(before, KA);
-    expect(await ownerOf(((await old.json()) as { id: string }).id)).toBe(legacyClientId(KA));
+    const dev = await submit(unpeppered, KA);
+    expect(await ownerOf(((await dev.json()) as { id: string }).id)).toBe(unpepperedClientId(KA));
   });
 
-  test("ownership: a task created under the legacy id is the key's during the transition (GET, events, retry, DELETE, facade get/get2/bulk), never another key's; without API_KEY_LEGACY_IDS and before a rewrite it is lost (404)", async () => {
-    const { id } = (await (await submit(before, KA)).json()) as { id: string };
-    const { id: done } = (await (await submit(before, KA)).json()) as { id: string };
-    await database.sql`update tasks set state = 'completed', token = 'TOKEN-L', token_expires_at = now() + interval '2 minutes', completed_at = now(), version = version + 1 where id = ${done}`;
-    expect((await as(during, KA, `/v1/tasks/${id}`)).status).toBe(200);
-    expect((await as(during, KB, `/v1/tasks/${id}`)).status).toBe(404);
-    expect((await as(after, KA, `/v1/tasks/${id}`)).status).toBe(404);
-    const sse = await as(during, KA, `/v1/tasks/${done}/events`);
+  test("ownership: one id per key: a task is its owner's (GET, events, retry, DELETE, facade get/get2/bulk), never another key's, nor the same key's under its other id (404)", async () => {
+    const { id } = (await (await submit(peppered, KA)).json()) as { id: string };
+    const { id: done } = (await (await submit(peppered, KA)).json()) as { id: string };
+    const { id: other } = (await (await submit(unpeppered, KA)).json()) as { id: string };
+    await database.sql`update tasks set state = 'completed', token = 'TOKEN-P', token_expires_at = now() + interval '2 minutes', completed_at = now(), version = version + 1 where id = ${done}`;
+    expect((await as(peppered, KA, `/v1/tasks/${id}`)).status).toBe(200);
+    expect((await as(peppered, KB, `/v1/tasks/${id}`)).status).toBe(404);
+    expect((await as(peppered, KA, `/v1/tasks/${other}`)).status).toBe(404);
+    expect((await as(unpeppered, KA, `/v1/tasks/${id}`)).status).toBe(404);
+    const sse = await as(peppered, KA, `/v1/tasks/${done}/events`);
     expect(sse.status).toBe(200);
-    expect(await sse.text()).toContain("TOKEN-L");
-    expect((await as(during, KB, `/v1/tasks/${done}/events`)).status).toBe(404);
+    expect(await sse.text()).toContain("TOKEN-P");
+    expect((await as(peppered, KB, `/v1/tasks/${done}/events`)).status).toBe(404);
     // The facade: res.php get, get2 and a bulk get.
     const facade = async (app: App, key: string, q: string) => (await app.request(`/res.php?key=${key}&${q}`)).text();
-    expect(await facade(during, KA, `action=get&id=${id}`)).toBe("CAPCHA_NOT_READY");
-    expect(await facade(during, KA, `action=get2&id=${done}`)).toBe("OK|TOKEN-L|0");
-    expect(await facade(during, KA, `action=get&ids=${done},${id}`)).toBe("TOKEN-L|CAPCHA_NOT_READY");
-    expect(await facade(during, KB, `action=get2&id=${done}`)).toBe("ERROR_WRONG_CAPTCHA_ID");
-    expect(await facade(after, KA, `action=get2&id=${done}`)).toBe("ERROR_WRONG_CAPTCHA_ID");
-    // Changes: another key changes nothing; the key itself redrives and cancels.
-    await database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id = ${id}`;
-    expect((await as(during, KB, `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(404);
-    expect((await as(after, KA, `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(404);
-    expect((await as(during, KA, `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(202);
-    expect((await as(during, KB, `/v1/tasks/${id}`, { method: "DELETE" })).status).toBe(404);
-    const del = await as(during, KA, `/v1/tasks/${id}`, { method: "DELETE" });
+    expect(await facade(peppered, KA, `action=get&id=${id}`)).toBe("CAPCHA_NOT_READY");
+    expect(await facade(peppered, KA, `action=get2&id=${done}`)).toBe("OK|TOKEN-P|0");
+    expect(await facade(peppered, KA, `action=get&ids=${done},${id}`)).toBe("TOKEN-P|CAPCHA_NOT_READY");
+    expect(await facade(peppered, KB, `action=get2&id=${done}`)).toBe("ERROR_WRONG_CAPTCHA_ID");
+    expect(await facade(peppered, KA, `action=get&id=${other}`)).toBe("ERROR_WRONG_CAPTCHA_ID");
+    // Changes: another key (or the key's other id) changes nothing; the key itself redrives and cancels.
+    await database.sql`update tasks set state = 'failed', error_code = 'MAX_ATTEMPTS', completed_at = now(), version = version + 1 where id in (${id}, ${other})`;
+    expect((await as(peppered, KB, `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(404);
+    expect((await as(peppered, KA, `/v1/tasks/${other}/retry`, { method: "POST" })).status).toBe(404);
+    expect((await as(peppered, KA, `/v1/tasks/${id}/retry`, { method: "POST" })).status).toBe(202);
+    expect((await as(peppered, KB, `/v1/tasks/${id}`, { method: "DELETE" })).status).toBe(404);
+    expect((await as(peppered, KA, `/v1/tasks/${other}`, { method: "DELETE" })).status).toBe(404);
+    const del = await as(peppered, KA, `/v1/tasks/${id}`, { method: "DELETE" });
     expect(del.status).toBe(200);
     expect(((await del.json()) as { status: string }).status).toBe("cancelled");
-    // The row keeps its owner: only `recovery rewrite-owners` changes it.
-    expect(await ownerOf(id)).toBe(legacyClientId(KA));
+    expect(await ownerOf(other)).toBe(unpepperedClientId(KA));
   });
 
-  test("idempotency: a retry with the same Idempotency-Key across the switch finds the task created under the legacy id (no second task); another body is 422; another key gets its own task", async () => {
-    // The switch changes the key's id, so the task id derived from (client id, Idempotency-Key) changes too.
-    expect(createApiKeys([KA], { pepper: PEPPER }).clientOf(KA)).not.toBe(legacyClientId(KA));
-    const first = await submit(before, KA, { "idempotency-key": "order-77" });
+  test("idempotency: a retry with the same Idempotency-Key finds the key's task (no second task); another body is 422; another key, or the key under its other id, gets its own task", async () => {
+    // The task id is derived from (client id, Idempotency-Key): another id, another task.
+    expect(createApiKeys([KA], { pepper: PEPPER }).clientOf(KA)).not.toBe(unpepperedClientId(KA));
+    const first = await submit(peppered, KA, { "idempotency-key": "order-77" });
     const { id } = (await first.json()) as { id: string };
+    expect(await ownerOf(id)).toBe(pepperedClientId(PEPPER, KA));
     const n = await rows();
-    const again = await submit(during, KA, { "idempotency-key": "order-77" });
+    const again = await submit(peppered, KA, { "idempotency-key": "order-77" });
     expect(again.status).toBe(202);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(((await again.json()) as { id: string }).id).toBe(id);
@@ -150,30 +150,28 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
     expect(
       (
         await submit(
-          during,
+          peppered,
           KA,
           { "idempotency-key": "order-77" },
           { ...turnstile, params: { ...turnstile.params, pageurl: "https://example.com/other" } },
         )
       ).status,
     ).toBe(422);
-    const b = await submit(during, KB, { "idempotency-key": "order-77" });
+    const b = await submit(peppered, KB, { "idempotency-key": "order-77" });
     expect(b.status).toBe(202);
     expect(((await b.json()) as { id: string }).id).not.toBe(id);
-    expect(await rows()).toBe(n + 1);
-    // A key first used after the switch: its task is the new id's, and its retry that task.
-    const fresh = (await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string };
-    expect(await ownerOf(fresh.id)).toBe(pepperedClientId(PEPPER, KA));
-    expect(((await (await submit(during, KA, { "idempotency-key": "order-78" })).json()) as { id: string }).id).toBe(
-      fresh.id,
-    );
+    const dev = await submit(unpeppered, KA, { "idempotency-key": "order-77" });
+    expect(dev.status).toBe(202);
+    expect(dev.headers.get("idempotent-replayed")).toBeNull();
+    expect(((await dev.json()) as { id: string }).id).not.toBe(id);
     expect(await rows()).toBe(n + 2);
   });
 
-  test("quotas and GET /v1/usage: the figures add the legacy id's rows, a QUOTAS entry under the legacy id applies, the usage shows the new id", async () => {
-    for (let i = 0; i < 2; i++) expect((await submit(before, KQ)).status).toBe(202);
+  test("quotas and GET /v1/usage: a QUOTAS entry under the peppered id applies, the figures count that id's rows only, the usage shows it", async () => {
+    // Rows under the key's unpeppered id are another client's figures.
+    for (let i = 0; i < 2; i++) expect((await submit(unpeppered, KQ)).status).toBe(202);
     const usage = async () =>
-      (await (await as(during, KQ, "/v1/usage")).json()) as {
+      (await (await as(peppered, KQ, "/v1/usage")).json()) as {
         clientId: string;
         inFlight: number;
         spendToday: number;
@@ -181,46 +179,22 @@ describe("client ids across the switch to API_KEY_PEPPER (issue 14.8)", () => {
       };
     expect(await usage()).toMatchObject({
       clientId: pepperedClientId(PEPPER, KQ),
-      inFlight: 2,
-      spendToday: 2,
+      inFlight: 0,
+      spendToday: 0,
       limits: { maxInFlight: 3, dailySpend: 10 },
     });
-    expect((await submit(during, KQ)).status).toBe(202);
-    const refused = await submit(during, KQ);
+    for (let i = 0; i < 3; i++) expect((await submit(peppered, KQ)).status).toBe(202);
+    const refused = await submit(peppered, KQ);
     expect(refused.status).toBe(429);
     expect(((await refused.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("quota.maxInFlight");
     await Bun.sleep(150);
     expect(await usage()).toMatchObject({ inFlight: 3, spendToday: 3 });
   });
 
-  test("GET /v1/webhook-secret during the transition: the new id's secret, and as previous the legacy id's, so a receiver verifies callbacks of tasks under either owner", async () => {
-    const r = await as(during, KA, "/v1/webhook-secret");
+  test("GET /v1/webhook-secret: the peppered id's secret, and no previous one (no rotation)", async () => {
+    const r = await as(peppered, KA, "/v1/webhook-secret");
     expect(r.status).toBe(200);
-    const s = (await r.json()) as { clientId: string; secret: string; previous: string; legacyClientId: string };
-    expect(s).toEqual({
-      clientId: pepperedClientId(PEPPER, KA),
-      secret: clientWebhookSecret(MASTER, pepperedClientId(PEPPER, KA)),
-      previous: clientWebhookSecret(MASTER, legacyClientId(KA)),
-      legacyClientId: legacyClientId(KA),
-    });
-    // What the solvers sign with: HMAC(WEBHOOK_SECRET, "callbacks:<the task row's owner>").
-    const body = '{"id":"x"}';
-    const ts = Math.floor(Date.now() / 1000);
-    for (const owner of [legacyClientId(KA), pepperedClientId(PEPPER, KA)]) {
-      const signature = signatureHeader([clientWebhookSecret(MASTER, owner)], ts, body);
-      expect(
-        [s.secret, s.previous].some((secret) => verifyWebhook(secret, { timestamp: String(ts), signature }, body)),
-      ).toBe(true);
-    }
-    const otherSig = signatureHeader([clientWebhookSecret(MASTER, legacyClientId(KB))], ts, body);
-    expect(
-      [s.secret, s.previous].some((secret) =>
-        verifyWebhook(secret, { timestamp: String(ts), signature: otherSig }, body),
-      ),
-    ).toBe(false);
-    // After the transition: the new id's secret only.
-    const done = (await (await as(after, KA, "/v1/webhook-secret")).json()) as Record<string, string>;
-    expect(done).toEqual({
+    expect(await r.json()).toEqual({
       clientId: pepperedClientId(PEPPER, KA),
       secret: clientWebhookSecret(MASTER, pepperedClientId(PEPPER, KA)),
     });

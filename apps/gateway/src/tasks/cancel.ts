@@ -12,7 +12,7 @@ export class CancelError extends Error {
   }
 }
 
-export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"> & {
+export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & {
   config: Pick<GatewayDeps["config"], "REGION">;
 };
 
@@ -23,7 +23,7 @@ export type CancelDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"
  * Resolves to the task as it is now.
  */
 export async function cancelTask(deps: CancelDeps, clientId: string, row: TaskRow): Promise<TaskRow> {
-  const cancelled = await deps.store.cancel(row.id, deps.apiKeys.ownersOf(clientId));
+  const cancelled = await deps.store.cancel(row.id, clientId);
   if (!cancelled) {
     const current = (await deps.store.get(row.id)) ?? row;
     if (current.state === "cancelled") return current;

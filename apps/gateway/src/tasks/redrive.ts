@@ -18,7 +18,7 @@ export class RedriveError extends Error {
   }
 }
 
-export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "apiKeys"> & {
+export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & {
   config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitRedrive">;
@@ -51,7 +51,7 @@ export async function redriveTask(
   // The shared core (@pipeline/shared/tasks): requeue, publish under a new message id, undo on failure, event.
   const r = await redriveFailedTask(
     {
-      requeue: () => deps.store.redrive(row.id, deps.apiKeys.ownersOf(clientId), deps.config.TASK_DEADLINE_MS),
+      requeue: () => deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS),
       publishTask: (msg, msgID) => deps.queue.publishTask(msg, msgID),
       undo: async (redriven) => {
         admitted?.release();

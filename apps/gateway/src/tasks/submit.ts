@@ -4,7 +4,6 @@ import type { TaskRequest, VisibleState } from "@pipeline/shared/schemas";
 import { splitBodies } from "@pipeline/shared/tasks";
 import type { TaskStore } from "../adapters/pg.ts";
 import type { GatewayDeps } from "../deps.ts";
-import { ownedBy } from "../domain/api-keys.ts";
 import { isRefusal, type QuotaRefusal, type Quotas, type Reservation } from "../domain/quotas.ts";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
@@ -24,7 +23,7 @@ export class SubmitError extends Error {
 }
 
 /** What a submission reads: `config.REGION` (the home region of a new task), `config.regions` (every region in the shared order, for the id's home region byte; default: this region alone), `config.TASK_DEADLINE_MS` (from acceptance). */
-export type SubmitDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "now" | "apiKeys"> & {
+export type SubmitDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "now"> & {
   config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS" | "regions">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitSubmit">;
@@ -53,7 +52,7 @@ export async function submitTask(
   const id = withHomeRegion(deriveTaskId(clientId, idempotencyKey), regions, region);
   const hash = requestHash(req);
   if (idempotencyKey !== undefined) {
-    const existing = await earlierTask(deps, clientId, idempotencyKey, id);
+    const existing = await earlierTask(deps, id);
     if (existing) return replay(deps, existing, clientId, hash);
   }
   // Quotas, checked for a new task only: a replay (same Idempotency-Key) is always answered.
@@ -77,19 +76,11 @@ export async function submitTask(
 
 /**
  * The task an Idempotency-Key already created under another id: accepted by another region (its
- * row replicated here), or, during the transition to peppered client ids (API_KEY_LEGACY_IDS),
- * derived from the client's legacy id before the switch (issue 14.8). Undefined: none.
+ * row replicated here). Undefined: none.
  */
-async function earlierTask(
-  deps: SubmitDeps,
-  clientId: string,
-  idempotencyKey: string,
-  id: string,
-): Promise<TaskRow | undefined> {
+async function earlierTask(deps: SubmitDeps, id: string): Promise<TaskRow | undefined> {
   const regions = deps.config.regions ?? [deps.config.REGION];
   const candidates = homeRegionVariants(id, regions).filter((other) => other !== id);
-  for (const legacy of deps.apiKeys.ownersOf(clientId).slice(1))
-    candidates.push(...homeRegionVariants(deriveTaskId(legacy, idempotencyKey), regions));
   if (candidates.length === 0) return undefined;
   // One query for every candidate, the first of them found in this order answering.
   const found = new Map((await deps.store.getMany(candidates)).map((r) => [r.id, r]));
@@ -167,8 +158,7 @@ async function replay(
   clientId: string,
   hash: string,
 ): Promise<Submitted> {
-  if (!ownedBy(deps.apiKeys, clientId, existing.owner))
-    throw new SubmitError("id_collision", "task id collision; retry");
+  if (existing.owner !== clientId) throw new SubmitError("id_collision", "task id collision; retry");
   if (existing.requestHash !== hash)
     throw new SubmitError("idempotency_mismatch", "this Idempotency-Key was used with another body");
   // The first attempt may have died between insert and publish: publishing again is free (same

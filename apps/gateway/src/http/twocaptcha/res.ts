@@ -1,6 +1,5 @@
 import type { TaskView } from "@pipeline/shared/schemas";
 import type { GatewayDeps } from "../../deps.ts";
-import { ownedBy } from "../../domain/api-keys.ts";
 import { toTaskView } from "../../domain/task-view.ts";
 import { bare, code } from "../../domain/twocaptcha/reply.ts";
 import { FACADE_BALANCE, parseResRequest } from "../../domain/twocaptcha/res-request.ts";
@@ -12,7 +11,7 @@ export function resAction(deps: GatewayDeps): ProtocolAction {
   /** The caller's view of a task, or undefined when it does not exist or belongs to another key. */
   const viewOf = async (id: string, clientId: string): Promise<TaskView | undefined> => {
     const row = await deps.store.get(id);
-    return row && ownedBy(deps.apiKeys, clientId, row.owner) ? toTaskView(row, deps.now()) : undefined;
+    return row?.owner === clientId ? toTaskView(row, deps.now()) : undefined;
   };
   return async (call, clientId, c) => {
     const parsed = parseResRequest(call.params);
@@ -29,7 +28,7 @@ export function resAction(deps: GatewayDeps): ProtocolAction {
           return bulkGetReply(
             r.ids.map((id) => {
               const row = rows.get(id);
-              return row && ownedBy(deps.apiKeys, clientId, row.owner) ? toTaskView(row, deps.now()) : undefined;
+              return row?.owner === clientId ? toTaskView(row, deps.now()) : undefined;
             }),
           );
         }

@@ -1,22 +1,17 @@
 import type { TaskRow } from "@pipeline/shared/db";
 import { z } from "zod";
 import type { GatewayDeps } from "../../deps.ts";
-import { ownedBy } from "../../domain/api-keys.ts";
 import { ProblemError } from "../problem.ts";
 
 const TaskIdParam = z.uuid();
 
-/** The task of this client named by the path (owned by its id, or during the transition its legacy id), or a 404 problem. */
-export async function ownTask(
-  deps: Pick<GatewayDeps, "store" | "apiKeys">,
-  clientId: string,
-  raw: string,
-): Promise<TaskRow> {
+/** The task of this client named by the path (owned by its id), or a 404 problem. */
+export async function ownTask(deps: Pick<GatewayDeps, "store">, clientId: string, raw: string): Promise<TaskRow> {
   const id = TaskIdParam.safeParse(raw);
   if (!id.success)
     throw new ProblemError(404, "Task Not Found", undefined, [{ field: "path.id", message: "not a task id" }]);
   const row = await deps.store.get(id.data);
-  if (!row || !ownedBy(deps.apiKeys, clientId, row.owner))
+  if (!row || row.owner !== clientId)
     throw new ProblemError(404, "Task Not Found", `no task ${id.data} for this API key`);
   return row;
 }

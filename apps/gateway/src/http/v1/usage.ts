@@ -8,7 +8,6 @@ import type { GatewayEnvVars } from "../env.ts";
 export function usageRoutes(deps: GatewayDeps, auth: Authenticator) {
   const app = new Hono<GatewayEnvVars>();
   const none = createQuotas({
-    ownersOf: deps.apiKeys.ownersOf,
     source: { openByOwner: async () => new Map(), createdSince: async (_o, from) => ({ settledTo: from, rows: [] }) },
   });
   app.get("/", async (c) => {

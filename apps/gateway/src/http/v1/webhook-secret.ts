@@ -7,7 +7,7 @@ import { ProblemError } from "../problem.ts";
 
 /**
  * `GET /v1/webhook-secret`: the calling client's own callback signing secret (and the previous one
- * during a rotation of the master, or its legacy id's during the transition to peppered ids), derived from the operator's master `WEBHOOK_SECRET`. A client learns only
+ * during a rotation of the master or of its own secret), derived from the operator's master `WEBHOOK_SECRET`. A client learns only
  * its own: it cannot sign a callback another client's receiver accepts (issue 14.3).
  */
 export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
@@ -22,16 +22,12 @@ export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
         "this gateway has no WEBHOOK_SECRET: callbacks are not signed here",
       );
     c.header("cache-control", "no-store");
-    // During the transition to peppered client ids (issue 14.8), callbacks of tasks still owned by
-    // the legacy id are signed with that id's secret: it is `previous` (under the current master,
-    // which the solvers always sign with), so a receiver accepting both verifies every callback.
     // A client's own rotation (its generation raised, WEBHOOK_CLIENT_GENERATIONS): `previous` is its
     // secret at the previous generation, which the solvers sign with too until it is removed.
-    const legacy = deps.apiKeys.ownersOf(clientId)[1];
     const gen = deps.config.WEBHOOK_CLIENT_GENERATIONS?.[clientId] ?? { current: 0 };
-    const previous = legacy
-      ? clientWebhookSecret(master, legacy)
-      : gen.previous !== undefined
+    // Otherwise, during a rotation of the master (WEBHOOK_SECRET_PREVIOUS): its secret under the old master.
+    const previous =
+      gen.previous !== undefined
         ? clientWebhookSecret(master, clientId, gen.previous)
         : deps.config.WEBHOOK_SECRET_PREVIOUS &&
           clientWebhookSecret(deps.config.WEBHOOK_SECRET_PREVIOUS, clientId, gen.current);
@@ -39,7 +35,6 @@ export function webhookSecretRoutes(deps: GatewayDeps, auth: Authenticator) {
       clientId,
       secret: clientWebhookSecret(master, clientId, gen.current),
       ...(previous ? { previous } : {}),
-      ...(legacy ? { legacyClientId: legacy } : {}),
     });
   });
   return app;
