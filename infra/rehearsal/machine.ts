@@ -142,7 +142,8 @@ export async function startMachine(
   const nspawnPid = child.pid!;
   const leaderPid = await waitFor(
     `${h.name}: systemd-nspawn's PID 1`,
-    20_000,
+    // Generous: the other hosts' prepare() (overlay, systemctl --root) runs synchronously meanwhile.
+    90_000,
     () => {
       if (!existsSync(`/proc/${nspawnPid}`))
         throw new Error(

@@ -1,6 +1,7 @@
-// `npm run rehearse [-- up|down|status|drills]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
+// `npm run rehearse [-- up|down|status|drills|deploy-gapless [--no-drain]]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
 import { BRIDGE, BRIDGE_IP } from "./config.ts";
 import { runDrills } from "./drills.ts";
+import { gaplessMain } from "./gapless.ts";
 import { readState } from "./state.ts";
 import { down, fleetTable, status, up } from "./up.ts";
 
@@ -56,7 +57,9 @@ if (cmd === "up") {
         : `no ${r.alert}: ${r.error}`,
     );
   process.exit(results.every((r) => r.afterMs !== undefined) ? 0 : 1);
+} else if (cmd === "deploy-gapless") {
+  process.exit(await gaplessMain(Bun.argv.slice(3), log));
 } else {
-  console.error("usage: npm run rehearse -- [up|down|status|drills]");
+  console.error("usage: npm run rehearse -- [up|down|status|drills|deploy-gapless [--no-drain] [--version v2]]");
   process.exit(2);
 }

@@ -6,7 +6,18 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type LbClient, readyz, roundTrip } from "./client.ts";
-import { BRIDGE_IP, DATA, EMULATOR_PORT, fleet, type HostSpec, machineName, REPO, SUBNET } from "./config.ts";
+import {
+  BRIDGE_IP,
+  DATA,
+  EMULATOR_PORT,
+  fleet,
+  type HostSpec,
+  LB_ADMIN_PORT,
+  machineName,
+  NO_LB_INVENTORY,
+  REPO,
+  SUBNET,
+} from "./config.ts";
 import { check, type Log, run, waitFor } from "./exec.ts";
 import { acquireFleet, otherFleet, releaseFleet } from "./fleet-lock.ts";
 import { natsArtifact, startAlertReceiver, startHostServices, stopPid } from "./host-services.ts";
@@ -69,7 +80,12 @@ function writeInventory(hosts: HostState[]): string {
       hostKeys: [h.hostKey.trim().split(/\s+/).slice(0, 2).join(" ")],
       privateIp: h.ip,
     }));
-  writeFileSync(file, `${JSON.stringify({ hosts: entries }, null, 2)}\n`);
+  // The gateway's deploy drains each app host through HAProxy's runtime API (gapless.ts); the
+  // inventory without `lb` restarts in place (the old way, measured by `deploy-gapless --no-drain`).
+  const lb = hosts.find((h) => h.role === "lb");
+  const withLb = lb ? { lb: { kind: "haproxy", admin: `${lb.ip}:${LB_ADMIN_PORT}`, backend: "gateways" } } : {};
+  writeFileSync(file, `${JSON.stringify({ hosts: entries, ...withLb }, null, 2)}\n`);
+  writeFileSync(NO_LB_INVENTORY, `${JSON.stringify({ hosts: entries }, null, 2)}\n`);
   return file;
 }
 
@@ -140,7 +156,7 @@ async function prepare(state: State, log: Log) {
   writeState(state);
   const haproxyConfig = templatefile(join(REPO, "infra", "rehearsal", "haproxy.cfg.tftpl"), {
     listen_ip: topo.lb.ip,
-    health_check_host: "gateway",
+    admin_port: String(LB_ADMIN_PORT),
     servers: topo.apps.map((a) => `  server ${a.name} ${a.ip}:8080`).join("\n"),
   });
   const userData = renderUserData(REPO, {

@@ -5,6 +5,7 @@
 // the load balancer sees it healthy -> the next host. Without `lb` the deploy restarts in place.
 // Two kinds: HAProxy's runtime API (lb-haproxy.ts, the rehearsal's LB) and Hetzner's Load Balancer
 // API (lb-hetzner.ts, production's).
+import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { Host } from "./inventory.ts";
 import { haproxyLb } from "./lb-haproxy.ts";
@@ -86,4 +87,9 @@ export function lbOfInventory(raw: unknown, file: string): LbConfig | undefined 
       `inventory ${file}:\n${r.error.issues.map((i) => `  lb.${i.path.join(".")}: ${i.message}`).join("\n")}`,
     );
   return r.data;
+}
+
+/** The `lb` of the inventory file at `path` (readInventory has read and checked the file first). */
+export function readLbConfig(path: string): LbConfig | undefined {
+  return lbOfInventory(JSON.parse(readFileSync(path, "utf8")), path);
 }
