@@ -36,9 +36,16 @@ import {
   startPostgres,
   waitForPort,
 } from "@pipeline/devstack";
-import { gatewayEnv, type RegionWiring, recoveryEnv, solverEnv, startRelay } from "@pipeline/devstack/stack";
+import {
+  gatewayEnv,
+  type RegionWiring,
+  type Relay,
+  recoveryEnv,
+  solverEnv,
+  startRelay,
+} from "@pipeline/devstack/stack";
 import { createTestDatabase, eventually } from "@pipeline/devstack/testing";
-import { createEmulator } from "@pipeline/emulator";
+import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { openDatabase } from "@pipeline/shared/db";
 import { connectNats } from "@pipeline/shared/nats";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
@@ -163,6 +170,328 @@ function teardownScript(p: ReturnType<typeof plan>): string {
 const spawnInNs = (ns: string, name: string, script: string, env: Record<string, string>, logDir: string): Proc =>
   spawnApp(name, script, env, logDir, ["ip", "netns", "exec", ns]);
 
+type Plan = ReturnType<typeof plan>;
+type Site = Plan["regions"][number];
+
+/** What the steps of one stack share: its plan, options, cleanups, temp folders and relays on the WAN. */
+interface NetnsContext {
+  p: Plan;
+  o: NetnsTwoRegionOptions;
+  logDir: string;
+  cleanups: Array<() => Promise<void>>;
+  tmp(prefix: string): string;
+  relay(to: { host: string; port: number }): Promise<Relay>;
+}
+
+/** The WAN bridge, the namespaces, their WAN ports and access links (blocking: before any relay runs). */
+function buildNetwork(p: Plan): void {
+  // The WAN: a bridge this process is on (its relays listen there).
+  sh(["ip", "link", "add", p.bridge, "type", "bridge"]);
+  sh(["ip", "addr", "add", `${p.bridgeIp}/26`, "dev", p.bridge]);
+  sh(["ip", "link", "set", p.bridge, "up"]);
+  const joinWan = (ns: string, port: string, ip: string) => {
+    sh(["ip", "link", "add", port, "type", "veth", "peer", "name", `${port}p`]);
+    sh(["ip", "link", "set", `${port}p`, "netns", ns]);
+    sh(["ip", "-n", ns, "link", "set", `${port}p`, "name", "wan"]);
+    sh(["ip", "-n", ns, "addr", "add", `${ip}/26`, "dev", "wan"]);
+    sh(["ip", "-n", ns, "link", "set", "wan", "up"]);
+    sh(["ip", "link", "set", port, "master", p.bridge]);
+    sh(["ip", "link", "set", port, "up"]);
+  };
+  for (const ns of [p.witness.ns, ...p.regions.map((r) => r.ns)]) {
+    sh(["ip", "netns", "add", ns]);
+    sh(["ip", "-n", ns, "link", "set", "lo", "up"]);
+  }
+  joinWan(p.witness.ns, p.witness.wanPort, p.witness.wanIp);
+  for (const r of p.regions) {
+    joinWan(r.ns, r.wanPort, r.wanIp);
+    sh(["ip", "link", "add", r.accessPort, "type", "veth", "peer", "name", `${r.accessPort}p`]);
+    sh(["ip", "link", "set", `${r.accessPort}p`, "netns", r.ns]);
+    sh(["ip", "-n", r.ns, "link", "set", `${r.accessPort}p`, "name", "access"]);
+    sh(["ip", "-n", r.ns, "addr", "add", `${r.accessIp}/30`, "dev", "access"]);
+    sh(["ip", "-n", r.ns, "link", "set", "access", "up"]);
+    sh(["ip", "addr", "add", `${r.hostAccessIp}/30`, "dev", r.accessPort]);
+    sh(["ip", "link", "set", r.accessPort, "up"]);
+  }
+}
+
+/** The witness: one server in its namespace, or a 3-node cluster; the leases bucket made on it. */
+async function startWitness(c: NetnsContext): Promise<NatsServerHandle[]> {
+  const { p, o, tmp, relay, cleanups } = c;
+  // The witness: one server in its namespace, or a 3-node cluster across the three locations.
+  const witnessNodes: NatsServerHandle[] = [];
+  if ((o.witnessNodes ?? 1) === 3) {
+    const sites = [
+      { site: "nbg1", ns: p.witness.ns, wanIp: p.witness.wanIp },
+      ...p.regions.map((r) => ({ site: r.name, ns: r.ns, wanIp: r.wanIp })),
+    ];
+    // Every route goes through a relay on the WAN (each node advertises its relay).
+    const routeRelays = await Promise.all(sites.map((x) => relay({ host: x.wanIp, port: 6222 })));
+    for (const [i, x] of sites.entries()) {
+      const node = await startNatsServer({
+        port: 4223,
+        host: x.wanIp,
+        netns: x.ns,
+        storeDir: tmp(`nats-witness-${x.site}-`),
+        name: `witness-${x.site}`,
+        ...(witnessNodes[0] ? { credentialsFrom: witnessNodes[0].credentialsFile } : {}),
+        cluster: {
+          name: "witness",
+          port: 6222,
+          advertise: `${p.bridgeIp}:${routeRelays[i]!.port}`,
+          routes: routeRelays.filter((_, j) => j !== i).map((r) => ({ host: p.bridgeIp, port: r.port })),
+        },
+      });
+      cleanups.push(() => node.stop());
+      witnessNodes.push(node);
+    }
+  } else {
+    const node = await startNatsServer({
+      port: 4222,
+      host: p.witness.wanIp,
+      netns: p.witness.ns,
+      storeDir: tmp("nats-witness-"),
+      name: "witness-1",
+    });
+    cleanups.push(() => node.stop());
+    witnessNodes.push(node);
+  }
+  const witness = witnessNodes[0]!;
+  // The leases bucket, made as an operator provisions the witness (with 3 nodes, once the cluster
+  // has formed): the keepers' own create, with its 1 s timeout, then only finds it.
+  {
+    const wnc = await connectNats(witness.url, "two-regions-witness-setup", witness.auth("recovery"));
+    try {
+      await eventually(
+        async () =>
+          Boolean(
+            await new Kvm(jetstream(wnc, { timeout: 5000 })).create(buckets.leases(), {
+              history: 1,
+              replicas: witnessNodes.length,
+            }),
+          ),
+        60_000,
+        500,
+      );
+    } finally {
+      await wnc.close();
+    }
+  }
+  return witnessNodes;
+}
+
+/** The regions' nats-servers: hel1's leafnode reaches fsn1 through a relay on the WAN. */
+async function startRegionServers(c: NetnsContext) {
+  const { p, tmp, relay, cleanups } = c;
+  const [pa, pb] = p.regions as [(typeof p.regions)[number], (typeof p.regions)[number]];
+  // hel1 connects its leafnode to fsn1 through a relay on the WAN.
+  const regionLink = await relay({ host: pa.wanIp, port: 7422 });
+  const a = await startNatsServer({
+    port: 4222,
+    host: pa.accessIp,
+    netns: pa.ns,
+    storeDir: tmp("nats-fsn1-"),
+    name: "fsn1-1",
+    regions: ["fsn1"],
+    domain: "fsn1",
+    leafnodes: { listenPort: 7422, listenHost: pa.wanIp, advertise: `${p.bridgeIp}:${regionLink.port}` },
+  });
+  cleanups.push(() => a.stop());
+  const b = await startNatsServer({
+    port: 4222,
+    host: pb.accessIp,
+    netns: pb.ns,
+    storeDir: tmp("nats-hel1-"),
+    name: "hel1-1",
+    regions: ["hel1"],
+    domain: "hel1",
+    leafnodes: { remotes: [{ host: p.bridgeIp, port: regionLink.port, credentials: a.leafCredentials }] },
+  });
+  cleanups.push(() => b.stop());
+
+  return { pa, pb, a, b, regionLink };
+}
+
+/** A region's gateway, solver and recovery service, in its namespace. */
+function spawnRegionApps(c: NetnsContext, rp: Site, wiring: RegionWiring): Proc[] {
+  const { o, tmp, logDir } = c;
+  const lease = {
+    ...(o.leaseTtlMs ? { ttlMs: o.leaseTtlMs } : {}),
+    ...(o.leaseMarginMs ? { marginMs: o.leaseMarginMs } : {}),
+    ...(o.leaseRenewMs ? { renewMs: o.leaseRenewMs } : {}),
+    ...(o.adoptUncertainMs ? { adoptUncertainMs: o.adoptUncertainMs } : {}),
+  };
+  return [
+    spawnInNs(
+      rp.ns,
+      `gateway-${rp.name}`,
+      "apps/gateway/src/main.ts",
+      gatewayEnv(wiring, { host: rp.accessIp, port: 8080, apiKeys: API_KEY }),
+      logDir,
+    ),
+    spawnInNs(
+      rp.ns,
+      `solver-${rp.name}`,
+      "apps/solver/src/main.ts",
+      { ...solverEnv(wiring, { workerId: `solver-${rp.name}` }), ...o.solverEnv },
+      logDir,
+    ),
+    spawnInNs(
+      rp.ns,
+      `recovery-${rp.name}`,
+      "apps/recovery/src/main.ts",
+      recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }),
+      logDir,
+    ),
+  ];
+}
+
+/** One region in its namespace: Postgres, the topology, gateway, solver and recovery. */
+async function startRegion(
+  c: NetnsContext,
+  rp: Site,
+  nats: NatsServerHandle,
+  witnessNodes: NatsServerHandle[],
+  emuPort: number,
+): Promise<NetnsRegion> {
+  const { p, o, tmp, relay, cleanups, logDir } = c;
+  const witness = witnessNodes[0]!;
+  const pgDir = tmp(`pg-${rp.name}-`);
+  const pg: PostgresHandle = await startPostgres({
+    dataDir: pgDir,
+    port: 5432,
+    host: rp.accessIp,
+    netns: rp.ns,
+    fast: true,
+  });
+  cleanups.push(() => pg.stop("immediate"));
+  const tdb = await createTestDatabase(`reg_${rp.name}`, pg.adminUrl);
+  // The keeper's link to the witness (3 nodes: to nbg1's node; its own location's node it reaches inside its namespace).
+  const threeNodes = witnessNodes.length === 3;
+  const witnessLink = await relay({ host: p.witness.wanIp, port: threeNodes ? 4223 : 4222 });
+  const w = witness.auth("recovery");
+  const wiring: RegionWiring = {
+    region: rp.name,
+    regions: [...REGIONS],
+    nats,
+    database: tdb,
+    provider: { url: `http://${rp.hostAccessIp}:${emuPort}`, key: PROVIDER_KEY },
+    profile: "test",
+    logLevel: process.env.LOG_LEVEL ?? "info",
+    witness: {
+      url: threeNodes
+        ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}`
+        : `nats://${p.bridgeIp}:${witnessLink.port}`,
+      user: w.user!,
+      password: w.pass!,
+      replicas: witnessNodes.length,
+    },
+  };
+  // The region's topology first, as its recovery service makes it at start: the apps wait for it.
+  await provisionRegionsAt(nats.url, nats.auth("admin"), [rp.name]);
+  const procs = spawnRegionApps(c, rp, wiring);
+  const db = openDatabase(tdb.url, { max: 2 });
+  cleanups.push(async () => {
+    await Promise.all(procs.map((x) => x.kill("SIGTERM")));
+    await db.close();
+  });
+  await waitForPort(8080, 20_000, rp.accessIp);
+  return {
+    name: rp.name,
+    nats,
+    tdb,
+    db,
+    gatewayUrl: `http://${rp.accessIp}:8080`,
+    procs,
+    witnessLink,
+    ns: rp.ns,
+    wanIp: rp.wanIp,
+    accessIp: rp.accessIp,
+    wanPort: rp.wanPort,
+    wiring,
+  };
+}
+
+/** The handle of a started stack: its parts, and the faults a drill injects. */
+function netnsHandle(x: {
+  p: Plan;
+  emu: Emulator;
+  witness: NatsServerHandle;
+  witnessNodes: NatsServerHandle[];
+  regions: [NetnsRegion, NetnsRegion];
+  regionLink: Relay;
+  logDir: string;
+  latencyMs: number;
+  loop: ReturnType<typeof watchEventLoop>;
+  natsLogs: LogFile[];
+  stopAll: () => Promise<void>;
+}): NetnsTwoRegions {
+  const { p, emu, witness, witnessNodes, regions, regionLink, logDir, latencyMs, loop, natsLogs, stopAll } = x;
+  return {
+    emu,
+    witness,
+    witnessNs: p.witness.ns,
+    witnessNodes,
+    regions,
+    regionLink,
+    logDir,
+    latencyMs,
+    async isolate(name) {
+      await shAsync(["ip", "link", "set", regions.find((r) => r.name === name)!.wanPort, "down"]);
+    },
+    async heal() {
+      for (const r of regions) await shAsync(["ip", "link", "set", r.wanPort, "up"]);
+    },
+    async killRegion(name) {
+      const r = regions.find((x) => x.name === name)!;
+      await shAsync(["sh", "-c", `kill -KILL $(ip netns pids ${r.ns}) 2>/dev/null; true`]);
+      await shAsync(["ip", "link", "set", r.wanPort, "down"]);
+      const pids = async () => {
+        const p = Bun.spawn(["ip", "netns", "pids", r.ns], { stdout: "pipe" });
+        return (await new Response(p.stdout).text()).trim();
+      };
+      await eventually(async () => (await pids()) === "", 5000, 100).catch(async () => {
+        throw new Error(`processes left in ${r.ns} after kill -9: ${await pids()}`);
+      });
+    },
+    spawnIn(r, name, script, env) {
+      const proc = spawnInNs(r.ns, name, script, env, logDir);
+      r.procs.push(proc);
+      return proc;
+    },
+    stop: stopAll,
+    eventLoop: () => loop.summary(),
+    diagnose: () =>
+      [
+        loop.summary(),
+        "last errors logged:",
+        ...lastErrors([...logsIn(logDir), ...natsLogs], 12).map((l) => `  ${l}`),
+      ].join("\n"),
+  };
+}
+
+/**
+ * Removes leftovers of an earlier process with this pid, starts a watchdog that removes the
+ * namespaces if this process dies without stop(), and returns the stop: cleanups, then teardown.
+ */
+function guardTeardown(p: Plan, cleanups: Array<() => Promise<void>>): () => Promise<void> {
+  const teardown = teardownScript(p);
+  spawnSync("sh", ["-c", teardown]); // leftovers of an earlier process with this pid
+  // If this process dies without stop(), a watchdog removes the namespaces.
+  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${teardown}`], {
+    detached: true,
+    stdio: "ignore",
+  });
+  watchdog.unref();
+  return async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+    spawnSync("sh", ["-c", teardown]);
+    try {
+      process.kill(watchdog.pid!, "SIGKILL");
+    } catch {}
+  };
+}
+
 export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promise<NetnsTwoRegions> {
   if (process.getuid?.() !== 0)
     throw new Error("startTwoRegionsNetns needs root (ip netns, veth, bridge); CI runs as root");
@@ -185,50 +514,9 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     natsLogs.push({ file: join(d, "nats-server.log"), name: prefix.replace(/-$/, "") });
     return d;
   };
-  const teardown = teardownScript(p);
-  spawnSync("sh", ["-c", teardown]); // leftovers of an earlier process with this pid
-  // If this process dies without stop(), a watchdog removes the namespaces.
-  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${teardown}`], {
-    detached: true,
-    stdio: "ignore",
-  });
-  watchdog.unref();
-  const stopAll = async () => {
-    for (const c of cleanups.reverse()) await c().catch(() => {});
-    spawnSync("sh", ["-c", teardown]);
-    try {
-      process.kill(watchdog.pid!, "SIGKILL");
-    } catch {}
-  };
+  const stopAll = guardTeardown(p, cleanups);
   try {
-    // The WAN: a bridge this process is on (its relays listen there).
-    sh(["ip", "link", "add", p.bridge, "type", "bridge"]);
-    sh(["ip", "addr", "add", `${p.bridgeIp}/26`, "dev", p.bridge]);
-    sh(["ip", "link", "set", p.bridge, "up"]);
-    const joinWan = (ns: string, port: string, ip: string) => {
-      sh(["ip", "link", "add", port, "type", "veth", "peer", "name", `${port}p`]);
-      sh(["ip", "link", "set", `${port}p`, "netns", ns]);
-      sh(["ip", "-n", ns, "link", "set", `${port}p`, "name", "wan"]);
-      sh(["ip", "-n", ns, "addr", "add", `${ip}/26`, "dev", "wan"]);
-      sh(["ip", "-n", ns, "link", "set", "wan", "up"]);
-      sh(["ip", "link", "set", port, "master", p.bridge]);
-      sh(["ip", "link", "set", port, "up"]);
-    };
-    for (const ns of [p.witness.ns, ...p.regions.map((r) => r.ns)]) {
-      sh(["ip", "netns", "add", ns]);
-      sh(["ip", "-n", ns, "link", "set", "lo", "up"]);
-    }
-    joinWan(p.witness.ns, p.witness.wanPort, p.witness.wanIp);
-    for (const r of p.regions) {
-      joinWan(r.ns, r.wanPort, r.wanIp);
-      sh(["ip", "link", "add", r.accessPort, "type", "veth", "peer", "name", `${r.accessPort}p`]);
-      sh(["ip", "link", "set", `${r.accessPort}p`, "netns", r.ns]);
-      sh(["ip", "-n", r.ns, "link", "set", `${r.accessPort}p`, "name", "access"]);
-      sh(["ip", "-n", r.ns, "addr", "add", `${r.accessIp}/30`, "dev", "access"]);
-      sh(["ip", "-n", r.ns, "link", "set", "access", "up"]);
-      sh(["ip", "addr", "add", `${r.hostAccessIp}/30`, "dev", r.accessPort]);
-      sh(["ip", "link", "set", r.accessPort, "up"]);
-    }
+    buildNetwork(p);
     loop.reset(); // the blocking setup above ran before any relay: not the WAN's stall
 
     // The provider: reachable from every region over its access link.
@@ -248,219 +536,29 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
       cleanups.push(() => r.stop());
       return r;
     };
-    // The witness: one server in its namespace, or a 3-node cluster across the three locations.
-    const witnessNodes: NatsServerHandle[] = [];
-    if ((o.witnessNodes ?? 1) === 3) {
-      const sites = [
-        { site: "nbg1", ns: p.witness.ns, wanIp: p.witness.wanIp },
-        ...p.regions.map((r) => ({ site: r.name, ns: r.ns, wanIp: r.wanIp })),
-      ];
-      // Every route goes through a relay on the WAN (each node advertises its relay).
-      const routeRelays = await Promise.all(sites.map((x) => relay({ host: x.wanIp, port: 6222 })));
-      for (const [i, x] of sites.entries()) {
-        const node = await startNatsServer({
-          port: 4223,
-          host: x.wanIp,
-          netns: x.ns,
-          storeDir: tmp(`nats-witness-${x.site}-`),
-          name: `witness-${x.site}`,
-          ...(witnessNodes[0] ? { credentialsFrom: witnessNodes[0].credentialsFile } : {}),
-          cluster: {
-            name: "witness",
-            port: 6222,
-            advertise: `${p.bridgeIp}:${routeRelays[i]!.port}`,
-            routes: routeRelays.filter((_, j) => j !== i).map((r) => ({ host: p.bridgeIp, port: r.port })),
-          },
-        });
-        cleanups.push(() => node.stop());
-        witnessNodes.push(node);
-      }
-    } else {
-      const node = await startNatsServer({
-        port: 4222,
-        host: p.witness.wanIp,
-        netns: p.witness.ns,
-        storeDir: tmp("nats-witness-"),
-        name: "witness-1",
-      });
-      cleanups.push(() => node.stop());
-      witnessNodes.push(node);
-    }
+    const ctx: NetnsContext = { p, o, logDir, cleanups, tmp, relay };
+    const witnessNodes = await startWitness(ctx);
     const witness = witnessNodes[0]!;
-    // The leases bucket, made as an operator provisions the witness (with 3 nodes, once the cluster
-    // has formed): the keepers' own create, with its 1 s timeout, then only finds it.
-    {
-      const wnc = await connectNats(witness.url, "two-regions-witness-setup", witness.auth("recovery"));
-      try {
-        await eventually(
-          async () =>
-            Boolean(
-              await new Kvm(jetstream(wnc, { timeout: 5000 })).create(buckets.leases(), {
-                history: 1,
-                replicas: witnessNodes.length,
-              }),
-            ),
-          60_000,
-          500,
-        );
-      } finally {
-        await wnc.close();
-      }
-    }
-    const [pa, pb] = p.regions as [(typeof p.regions)[number], (typeof p.regions)[number]];
-    // hel1 connects its leafnode to fsn1 through a relay on the WAN.
-    const regionLink = await relay({ host: pa.wanIp, port: 7422 });
-    const a = await startNatsServer({
-      port: 4222,
-      host: pa.accessIp,
-      netns: pa.ns,
-      storeDir: tmp("nats-fsn1-"),
-      name: "fsn1-1",
-      regions: ["fsn1"],
-      domain: "fsn1",
-      leafnodes: { listenPort: 7422, listenHost: pa.wanIp, advertise: `${p.bridgeIp}:${regionLink.port}` },
-    });
-    cleanups.push(() => a.stop());
-    const b = await startNatsServer({
-      port: 4222,
-      host: pb.accessIp,
-      netns: pb.ns,
-      storeDir: tmp("nats-hel1-"),
-      name: "hel1-1",
-      regions: ["hel1"],
-      domain: "hel1",
-      leafnodes: { remotes: [{ host: p.bridgeIp, port: regionLink.port, credentials: a.leafCredentials }] },
-    });
-    cleanups.push(() => b.stop());
-
-    const startRegion = async (rp: (typeof p.regions)[number], nats: NatsServerHandle): Promise<NetnsRegion> => {
-      const pgDir = tmp(`pg-${rp.name}-`);
-      const pg: PostgresHandle = await startPostgres({
-        dataDir: pgDir,
-        port: 5432,
-        host: rp.accessIp,
-        netns: rp.ns,
-        fast: true,
-      });
-      cleanups.push(() => pg.stop("immediate"));
-      const tdb = await createTestDatabase(`reg_${rp.name}`, pg.adminUrl);
-      // The keeper's link to the witness (3 nodes: to nbg1's node; its own location's node it reaches inside its namespace).
-      const threeNodes = witnessNodes.length === 3;
-      const witnessLink = await relay({ host: p.witness.wanIp, port: threeNodes ? 4223 : 4222 });
-      const w = witness.auth("recovery");
-      const wiring: RegionWiring = {
-        region: rp.name,
-        regions: [...REGIONS],
-        nats,
-        database: tdb,
-        provider: { url: `http://${rp.hostAccessIp}:${emuPort}`, key: PROVIDER_KEY },
-        profile: "test",
-        logLevel: process.env.LOG_LEVEL ?? "info",
-        witness: {
-          url: threeNodes
-            ? `nats://${rp.wanIp}:4223,nats://${p.bridgeIp}:${witnessLink.port}`
-            : `nats://${p.bridgeIp}:${witnessLink.port}`,
-          user: w.user!,
-          password: w.pass!,
-          replicas: witnessNodes.length,
-        },
-      };
-      // The region's topology first, as its recovery service makes it at start: the apps wait for it.
-      await provisionRegionsAt(nats.url, nats.auth("admin"), [rp.name]);
-      const lease = {
-        ...(o.leaseTtlMs ? { ttlMs: o.leaseTtlMs } : {}),
-        ...(o.leaseMarginMs ? { marginMs: o.leaseMarginMs } : {}),
-        ...(o.leaseRenewMs ? { renewMs: o.leaseRenewMs } : {}),
-        ...(o.adoptUncertainMs ? { adoptUncertainMs: o.adoptUncertainMs } : {}),
-      };
-      const procs = [
-        spawnInNs(
-          rp.ns,
-          `gateway-${rp.name}`,
-          "apps/gateway/src/main.ts",
-          gatewayEnv(wiring, { host: rp.accessIp, port: 8080, apiKeys: API_KEY }),
-          logDir,
-        ),
-        spawnInNs(
-          rp.ns,
-          `solver-${rp.name}`,
-          "apps/solver/src/main.ts",
-          { ...solverEnv(wiring, { workerId: `solver-${rp.name}` }), ...o.solverEnv },
-          logDir,
-        ),
-        spawnInNs(
-          rp.ns,
-          `recovery-${rp.name}`,
-          "apps/recovery/src/main.ts",
-          recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }),
-          logDir,
-        ),
-      ];
-      const db = openDatabase(tdb.url, { max: 2 });
-      cleanups.push(async () => {
-        await Promise.all(procs.map((x) => x.kill("SIGTERM")));
-        await db.close();
-      });
-      await waitForPort(8080, 20_000, rp.accessIp);
-      return {
-        name: rp.name,
-        nats,
-        tdb,
-        db,
-        gatewayUrl: `http://${rp.accessIp}:8080`,
-        procs,
-        witnessLink,
-        ns: rp.ns,
-        wanIp: rp.wanIp,
-        accessIp: rp.accessIp,
-        wanPort: rp.wanPort,
-        wiring,
-      };
-    };
-    const regions: [NetnsRegion, NetnsRegion] = [await startRegion(pa, a), await startRegion(pb, b)];
+    const { pa, pb, a, b, regionLink } = await startRegionServers(ctx);
+    const regions: [NetnsRegion, NetnsRegion] = [
+      await startRegion(ctx, pa, a, witnessNodes, emuPort),
+      await startRegion(ctx, pb, b, witnessNodes, emuPort),
+    ];
     await waitForLeases(regions);
     await waitForMirrors(regions);
-    return {
+    return netnsHandle({
+      p,
       emu,
       witness,
-      witnessNs: p.witness.ns,
       witnessNodes,
       regions,
       regionLink,
       logDir,
       latencyMs,
-      async isolate(name) {
-        await shAsync(["ip", "link", "set", regions.find((r) => r.name === name)!.wanPort, "down"]);
-      },
-      async heal() {
-        for (const r of regions) await shAsync(["ip", "link", "set", r.wanPort, "up"]);
-      },
-      async killRegion(name) {
-        const r = regions.find((x) => x.name === name)!;
-        await shAsync(["sh", "-c", `kill -KILL $(ip netns pids ${r.ns}) 2>/dev/null; true`]);
-        await shAsync(["ip", "link", "set", r.wanPort, "down"]);
-        const pids = async () => {
-          const p = Bun.spawn(["ip", "netns", "pids", r.ns], { stdout: "pipe" });
-          return (await new Response(p.stdout).text()).trim();
-        };
-        await eventually(async () => (await pids()) === "", 5000, 100).catch(async () => {
-          throw new Error(`processes left in ${r.ns} after kill -9: ${await pids()}`);
-        });
-      },
-      spawnIn(r, name, script, env) {
-        const proc = spawnInNs(r.ns, name, script, env, logDir);
-        r.procs.push(proc);
-        return proc;
-      },
-      stop: stopAll,
-      eventLoop: () => loop.summary(),
-      diagnose: () =>
-        [
-          loop.summary(),
-          "last errors logged:",
-          ...lastErrors([...logsIn(logDir), ...natsLogs], 12).map((l) => `  ${l}`),
-        ].join("\n"),
-    };
+      loop,
+      natsLogs,
+      stopAll,
+    });
   } catch (err) {
     await stopAll();
     throw err;
