@@ -212,7 +212,7 @@ test("the app units keep the contract: user, env files, paths, stop timeout, har
 interface Host {
   name: string;
   region: string;
-  role: "app" | "nats" | "postgres" | "witness";
+  role: "app" | "nats" | "postgres" | "witness" | "monitoring";
   private_ip: string;
 }
 
@@ -222,6 +222,8 @@ const SAMPLE = {
   private_cidr: "10.0.0.0/16",
   nats_server_version: "2.15.1",
   nats_server_sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+  // Empty: install-nats-server's GitHub URL (the rehearsal passes its own copy's).
+  nats_server_url: "",
   admin_ssh_keys: [
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOpsOps ops@example",
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherOpsOtherOpsOtherOpsOtherOpsOtherOpsOther alice",
@@ -240,6 +242,7 @@ const SAMPLE = {
     ...["nbg1", "fsn1", "hel1"].map(
       (l, i): Host => ({ name: `${l}-witness-1`, region: l, role: "witness", private_ip: `10.0.100.${10 + i}` }),
     ),
+    { name: "fsn1-mon-1", region: "fsn1", role: "monitoring" as const, private_ip: "10.0.1.40" },
   ],
 };
 
@@ -310,6 +313,7 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
     install_script: read(DEPLOY, "scripts", "install-nats-server.sh"),
     nats_server_version: s.nats_server_version,
     nats_server_sha256: s.nats_server_sha256,
+    nats_server_url: s.nats_server_url,
   };
   // Logins on every host; the deploy user's side of an app host (modules/userdata: logins, deploy_files).
   const yamlKeys = (keys: string[]) => keys.map((k) => `- ${JSON.stringify(k.trim())}`).join("\n");
@@ -352,6 +356,8 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
         ...base,
         nats_conf: conf,
       });
+    } else if (h.role === "monitoring") {
+      out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "monitoring.yaml"), base);
     } else {
       out[h.name] = renderTemplate(join(DEPLOY, "cloud-init", "postgres.yaml"), {
         ...base,
@@ -386,6 +392,13 @@ test("cloud-init schema: every role's user-data, rendered with sample values, is
   const dir = mkdtempSync(join(tmpdir(), "deploy-cloud-init-"));
   try {
     const roles = new Set<string>();
+    // Hetzner refuses user_data over 32 KiB: say how close each role is.
+    const sizes = new Map<string, number>();
+    for (const [name, text] of Object.entries(USER_DATA))
+      sizes.set(hostOf(name).role, Math.max(sizes.get(hostOf(name).role) ?? 0, Buffer.byteLength(text)));
+    console.log(
+      `[deploy-static] user-data bytes (of ${MAX_USER_DATA}): ${[...sizes].map(([r, n]) => `${r} ${n}`).join(", ")}`,
+    );
     for (const [name, text] of Object.entries(USER_DATA)) {
       roles.add(hostOf(name).role);
       expect(text.startsWith("#cloud-config\n")).toBe(true);
@@ -397,7 +410,7 @@ test("cloud-init schema: every role's user-data, rendered with sample values, is
       const r = run([...cmd, "schema", "--config-file", file], { env });
       expect({ name, status: r.status, out: r.out }).toEqual({ name, status: 0, out: `Valid cloud-config: ${file}` });
     }
-    expect([...roles].sort()).toEqual(["app", "nats", "postgres", "witness"]);
+    expect([...roles].sort()).toEqual(["app", "monitoring", "nats", "postgres", "witness"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -428,7 +441,7 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
     );
     expect(c.users?.some((u) => typeof u === "object" && u.name === "nats")).toBe(true);
     expect(JSON.stringify(c.runcmd)).toContain(
-      `["/usr/local/lib/captcha-pipeline/install-nats-server","${SAMPLE.nats_server_version}","${SAMPLE.nats_server_sha256}"]`,
+      `["/usr/local/lib/captcha-pipeline/install-nats-server","${SAMPLE.nats_server_version}","${SAMPLE.nats_server_sha256}","${SAMPLE.nats_server_url}"]`,
     );
   }
   expect(parsed("fsn1-pg-1").packages).toContain("postgresql");
@@ -444,6 +457,8 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
     "fsn1-app-1": "8080",
     "fsn1-nats-1": "{ 4222, 6222, 7422 }",
     "fsn1-pg-1": "5432",
+    "fsn1-nats-2": "8222",
+    "hel1-witness-1": "8222",
     "nbg1-witness-1": "{ 4222, 6222 }",
   };
   for (const [name, port] of Object.entries(ports)) {
@@ -555,6 +570,7 @@ test("logins: root cannot log in over SSH on any role (disable_root, PermitRootL
     "fsn1-nats-1": "nats",
     "fsn1-pg-1": "postgres",
     "nbg1-witness-1": "witness",
+    "fsn1-mon-1": "monitoring",
   } as const;
   const sshd = read(DEPLOY, "ssh", "10-captcha-pipeline.conf");
   for (const line of ["PermitRootLogin no", "PasswordAuthentication no", "KbdInteractiveAuthentication no"])
@@ -840,6 +856,15 @@ test("Postgres requires TLS: hostssl only, ssl on with the server's own certific
   expect(dropIn).toContain("ConditionPathExists=/etc/postgresql/tls/server.pem\n");
   expect(dropIn).toContain("ConditionPathExists=/etc/postgresql/tls/server-key.pem\n");
   const pgRun = parsed("fsn1-pg-1").runcmd?.map((c) => JSON.stringify(c)) ?? [];
+  // The Postgres exporter's DSN (the package's is empty: "malformed dsn"), peer over the socket; restarted with it.
+  const exporterDefaults = parsed("fsn1-pg-1").write_files?.find(
+    (f) => f.path === "/etc/default/prometheus-postgres-exporter",
+  );
+  expect(exporterDefaults).toMatchObject({ permissions: "0644", owner: "root:root", defer: true });
+  expect(exporterDefaults?.content).toBe(
+    "DATA_SOURCE_NAME='user=prometheus host=/run/postgresql dbname=postgres sslmode=disable'\nARGS=\"\"\n",
+  );
+  expect(pgRun).toContain(JSON.stringify(["systemctl", "restart", "prometheus-postgres-exporter.service"]));
   expect(pgRun).toContain(
     JSON.stringify(["install", "-d", "-m", "0750", "-o", "root", "-g", "postgres", "/etc/postgresql/tls"]),
   );

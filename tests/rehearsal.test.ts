@@ -1,7 +1,8 @@
 // The production rehearsal (infra/rehearsal, `npm run rehearse`) as a test: one region on real
 // systemd (systemd-nspawn hosts booted from the cached Debian 12 image and the project's own
 // cloud-init user-data), the apps deployed with `npm run deploy`, a task through the HAProxy load
-// balancer; then the solver's main process killed with SIGKILL on the app host: systemd restarts it
+// balancer; gateway v2 deployed under 20 tasks/s through the LB, each of the two app hosts drained
+// first (no request fails); then the solver's main process killed with SIGKILL on the app host: systemd restarts it
 // (NRestarts >= 1) and the next task completes; then the solver stopped for good: the monitoring host's
 // Prometheus and Alertmanager page AppDown at the alert receiver on the bridge. No mocks: real systemctl, sshd, nftables, NATS
 // cluster, Postgres with TLS. Needs root; the first run builds the image (minutes), later runs reuse
@@ -14,9 +15,10 @@ import { roundTrip } from "../infra/rehearsal/client.ts";
 import { BRIDGE, fleet as fleetSpec } from "../infra/rehearsal/config.ts";
 import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
 import { sleep } from "../infra/rehearsal/exec.ts";
+import { gaplessDeploy } from "../infra/rehearsal/gapless.ts";
 import { cloudInitPackages, imageRecipe, packagesOf } from "../infra/rehearsal/image.ts";
 import { inMachine } from "../infra/rehearsal/machine.ts";
-import { markAlerts, promTargets, waitForAlert } from "../infra/rehearsal/monitoring.ts";
+import { markAlerts, monitoringFiles, promTargets, waitForAlert } from "../infra/rehearsal/monitoring.ts";
 import { bridgeExists } from "../infra/rehearsal/network.ts";
 import { SECRETS } from "../infra/rehearsal/secrets.ts";
 import { readState } from "../infra/rehearsal/state.ts";
@@ -89,6 +91,36 @@ describe("rehearsal rendering", () => {
     expect(cloudInitPackages(REPO).all).toContain("postgresql");
   });
 
+  test("the monitoring host's files: every service of the fleet scraped, 5 s intervals, production's rules, the webhook from a file", () => {
+    const hosts = fleetSpec();
+    const mon = hosts.find((h) => h.role === "monitoring")!;
+    const alerts = readFileSync(join(REPO, "infra", "prometheus", "alerts.yml"), "utf8");
+    const f = monitoringFiles(hosts, mon, alerts);
+    const prom = Bun.YAML.parse(f["prometheus.yml"]!) as {
+      global: Record<string, string>;
+      scrape_configs: Array<{ job_name: string; static_configs: Array<{ targets: string[] }> }>;
+    };
+    expect(prom.global.scrape_interval).toBe("5s");
+    expect(prom.global.evaluation_interval).toBe("5s");
+    const targets = Object.fromEntries(
+      prom.scrape_configs.map((j) => [j.job_name, j.static_configs.flatMap((c) => c.targets).sort()]),
+    );
+    // No rollout (not deployed here); the LB has no exporter; the monitoring host's own node exporter on loopback.
+    expect(Object.keys(targets).sort()).toEqual(
+      ["alertmanager", "gateway", "nats", "node", "postgres", "prometheus", "recovery", "solver"].sort(),
+    );
+    const others = hosts.filter((h) => h.role !== "lb" && h.role !== "monitoring");
+    expect(targets.node).toEqual([...others.map((h) => `${h.ip}:9100`), "127.0.0.1:9100"].sort());
+    expect(targets.nats).toEqual(hosts.filter((h) => h.role === "nats").map((h) => `${h.ip}:8222`));
+    expect(targets.postgres).toEqual(["10.77.1.30:9187"]);
+    // The rules are production's file, unchanged (its `for:` durations).
+    expect(f["alerts.yml"]).toBe(alerts);
+    // The webhook is never in a config: Alertmanager reads it from the secret file.
+    expect(f["alertmanager.yml"]).toContain("api_url_file: /etc/prometheus/alert-webhook-url");
+    expect(f["alertmanager.yml"]).not.toContain("http://");
+    expect(f["nats-exporter.env"]).toContain("NATS_MONITOR_URLS=http://10.77.1.20:8222,");
+  });
+
   test("env files: the template's lines kept, values given set, a placeholder left unfilled is an error", () => {
     const dir = mkdtempSync(join(tmpdir(), "rehearsal-env-"));
     try {
@@ -159,6 +191,19 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     // It went through HAProxy on the LB host, to the app host's gateway.
     expect(sh("lb", "journalctl -u haproxy --no-pager -o cat | grep -c 'POST /v1/tasks'").stdout.trim()).not.toBe("0");
   }, 120_000);
+
+  test("a gateway deploy under 20 tasks/s through the LB, each app host drained first: no request fails", async () => {
+    const r = await gaplessDeploy(readState()!, { drain: true, version: "v2" }, log);
+    log(r.line);
+    expect({ deployed: r.deployed, hosts: r.hosts, failed: r.failed, failures: r.failures }).toEqual({
+      deployed: true,
+      hosts: 2,
+      failed: 0,
+      failures: {},
+    });
+    expect(r.requests).toBeGreaterThan(200);
+    expect(show("app", "gateway.service", ["ActiveState"])).toEqual({ ActiveState: "active" });
+  }, 400_000);
 
   test("kill -9 of the solver's main process: systemd restarts it and the next task completes", async () => {
     const before = show("app", "solver@v1.service", ["MainPID", "NRestarts"]);

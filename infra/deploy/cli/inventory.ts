@@ -2,8 +2,9 @@
 // `terraform output -json inventory > inventory.json`. Parsed with zod; errors name the field.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { LbConfig } from "./lb.ts";
 
-export const Role = z.enum(["app", "nats", "postgres", "witness"]);
+export const Role = z.enum(["app", "nats", "postgres", "witness", "monitoring"]);
 
 /**
  * A host key the deploy pins: the public key as in a `.pub` file or `ssh-keyscan` line
@@ -49,7 +50,8 @@ export const Host = z
 export type Host = z.infer<typeof Host>;
 
 export const Inventory = z
-  .object({ hosts: z.array(Host).min(1) })
+  /** `lb`: the load balancer in front of the gateways, taken out of rotation around a restart (lb.ts). */
+  .object({ hosts: z.array(Host).min(1), lb: LbConfig.optional() })
   .strict()
   .superRefine((inv, ctx) => {
     inv.hosts.forEach((h, i) => {
