@@ -132,8 +132,7 @@ export function biomeConfig(): Record<string, unknown> {
     },
     overrides: [
       override(["packages/**", "infra/**", "bench/**"], [noTests]),
-      // deploy-static.test.ts loads the apps' config parsers to check the production env templates: it moves beside infra/deploy.
-      override(["tests/**", "!tests/deploy-static.test.ts"], [noAppInternals]),
+      override(["tests/**"], [noAppInternals]),
       ...APPS.map((app) => override([`apps/${app}/**`], [noTests, noOtherApp(app)])),
       ...Object.entries(DOMAIN_WIRING).map(([app, wiring]) =>
         override([`apps/${app}/src/domain/**`], [noTests, noOtherApp(app as App), pureDomain(wiring), noIo]),

@@ -1,7 +1,7 @@
 // Writes infra/deploy/nats/permissions.json: each NATS user's subject permissions on a region's
 // server, from rolePermissions (packages/shared/src/nats/permissions.ts), with the region written
 // as @region@ (subjects, buckets) and @REGION@ (stream names). Terraform substitutes the region
-// (infra/deploy/terraform/modules/userdata). tests/deploy-static.test.ts fails when the file is stale:
+// (infra/deploy/terraform/modules/userdata). infra/deploy/deploy-static.test.ts fails when the file is stale:
 //   bun infra/deploy/nats/generate-permissions.ts
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";

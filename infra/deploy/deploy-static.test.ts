@@ -26,23 +26,23 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { cloudInitCommand, findNatsServer, findShellcheck, findSudo, onPath } from "@pipeline/devstack";
 import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
-import { loadConfig as loadGatewayConfig } from "../apps/gateway/src/config.ts";
-import { QuotasConfig } from "../apps/gateway/src/domain/quotas.ts";
-import { loadConfig as loadRecoveryConfig } from "../apps/recovery/src/config.ts";
-import { loadConfig as loadRolloutConfig, regionEndpoints } from "../apps/rollout/src/config.ts";
-import { loadConfig as loadSolverConfig } from "../apps/solver/src/config.ts";
-import { allowedSignersLine } from "../infra/build.ts";
-import { appCredentials } from "../infra/deploy/cli/secret-catalog.ts";
-import type { StoreFile } from "../infra/deploy/cli/secret-store.ts";
-import { secretsCommand } from "../infra/deploy/cli/secrets-cli.ts";
-import { permissionsJson, permissionsTemplate } from "../infra/deploy/nats/generate-permissions.ts";
+import { loadConfig as loadGatewayConfig } from "../../apps/gateway/src/config.ts";
+import { QuotasConfig } from "../../apps/gateway/src/domain/quotas.ts";
+import { loadConfig as loadRecoveryConfig } from "../../apps/recovery/src/config.ts";
+import { loadConfig as loadRolloutConfig, regionEndpoints } from "../../apps/rollout/src/config.ts";
+import { loadConfig as loadSolverConfig } from "../../apps/solver/src/config.ts";
+import { allowedSignersLine } from "../build.ts";
+import { appCredentials } from "./cli/secret-catalog.ts";
+import type { StoreFile } from "./cli/secret-store.ts";
+import { secretsCommand } from "./cli/secrets-cli.ts";
+import { permissionsJson, permissionsTemplate } from "./nats/generate-permissions.ts";
 
 // Loaded untyped: its declarations pull in `lib: dom`, whose FormData breaks the emulator's types.
 const { parse: parseHcl } = require("@cdktf/hcl2json") as {
   parse: (file: string, text: string) => Promise<Record<string, unknown>>;
 };
 
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "..", "..");
 const DEPLOY = join(ROOT, "infra", "deploy");
 const SYSTEMD = join(DEPLOY, "systemd");
 const TERRAFORM = join(DEPLOY, "terraform");
@@ -477,7 +477,7 @@ test("the user-data writes the units and scripts byte for byte, bootstraps users
 
 /**
  * What cloud-init's users-and-groups module would run for a host's user-data: the real module and
- * Debian distro code (tests/support/cloud-init-users.py), with useradd, groupadd, sudoers and
+ * Debian distro code (infra/deploy/cloud-init-users.py), with useradd, groupadd, sudoers and
  * keys recorded instead of done, the user-data merged over the package's own cloud.cfg (whose
  * `users: [default]` would add the image's `debian` login).
  */
@@ -491,7 +491,7 @@ function cloudInitUsers(name: string): { calls: string[][]; sudo: Record<string,
   try {
     const file = join(dir, `${name}.yaml`);
     writeFileSync(file, USER_DATA[name]!);
-    const r = run([python, join(ROOT, "tests", "support", "cloud-init-users.py"), base, file], { env });
+    const r = run([python, join(DEPLOY, "cloud-init-users.py"), base, file], { env });
     expect(r.status, r.out).toBe(0);
     return JSON.parse(r.stdout) as { calls: string[][]; sudo: Record<string, string | string[]> };
   } finally {
