@@ -107,13 +107,35 @@ export async function startMachine(
   seed: MachineSeed,
   log: Log,
 ): Promise<RunningMachine> {
+  return launch(h, prepare(h, imageRoot, seed), "w", log);
+}
+
+/**
+ * Pulls the plug: SIGKILL to nspawn and to everything in the machine's cgroups, nothing shut down
+ * cleanly. Its disk (the overlay) stays as it was, for `powerOn`.
+ */
+export function powerOff(h: HostSpec, nspawnPid: number): void {
+  try {
+    process.kill(nspawnPid, "SIGKILL");
+  } catch {}
+  removeCgroups(machineName(h));
+}
+
+/** Boots a machine again from its disk as `powerOff` left it (no new seed: cloud-init's instance is the same). */
+export async function powerOn(h: HostSpec, log: Log): Promise<RunningMachine> {
+  const merged = join(machineDir(h), "root");
+  if (!mounted(merged))
+    throw new Error(`${h.name}: its disk is not mounted (${merged}): was it stopped with \`down\`?`);
+  return launch(h, merged, "a", log);
+}
+
+async function launch(h: HostSpec, merged: string, consoleMode: "w" | "a", log: Log): Promise<RunningMachine> {
   const machine = machineName(h);
   const dir = machineDir(h);
-  const merged = prepare(h, imageRoot, seed);
   const startedAt = Date.now();
   removeCgroups(machine);
   for (const c of cgroupDirs(machine)) mkdirSync(c, { recursive: true });
-  const out = openSync(join(dir, "console.log"), "w");
+  const out = openSync(join(dir, "console.log"), consoleMode);
   const moveSelf = cgroupDirs(machine)
     .map((c) => `echo $$ > ${c}/cgroup.procs`)
     .join("; ");

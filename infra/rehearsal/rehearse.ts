@@ -1,8 +1,10 @@
-// `npm run rehearse [-- up|down|status|drills|deploy-gapless [--no-drain]]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
+// `npm run rehearse [-- up|down|status|drills [name...]|alerts|deploy-gapless [--no-drain]]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
 import { BRIDGE, BRIDGE_IP } from "./config.ts";
 import { runDrills } from "./drills.ts";
+import { FLEET_DRILLS, runFleetDrills } from "./fleet-drills.ts";
 import { gaplessMain } from "./gapless.ts";
-import { readState } from "./state.ts";
+import { ensureSecrets } from "./secrets.ts";
+import { readState, type State } from "./state.ts";
 import { down, fleetTable, status, up } from "./up.ts";
 
 const log = (m: string) => console.error(`[rehearse] ${m}`);
@@ -40,12 +42,24 @@ if (cmd === "up") {
       `load balancer: ${s.state.lbUrl ?? "-"}; bridge ${BRIDGE}: ${s.bridge ? `up, ports ${s.ports.join(" ")}` : "absent"}`,
     );
   }
-} else if (cmd === "drills") {
+} else if (cmd === "alerts" || cmd === "drills") {
   const state = readState();
   if (state?.phase !== "up" || !state.services.alertsUrl) {
     console.error("no rehearsal with a monitoring host is up: `npm run rehearse` first");
     process.exit(1);
   }
+  process.exit(cmd === "alerts" ? await alertsAtOnce(state) : await fleetDrills(state, Bun.argv.slice(3)));
+} else if (cmd === "deploy-gapless") {
+  process.exit(await gaplessMain(Bun.argv.slice(3), log));
+} else {
+  console.error(
+    "usage: npm run rehearse -- [up|down|status|drills [name...]|alerts|deploy-gapless [--no-drain] [--version v2]]",
+  );
+  process.exit(2);
+}
+
+/** `alerts`: 4 faults at once (AppDown, HostDown, NatsDown, PostgresDown), one line per page. */
+async function alertsAtOnce(state: State): Promise<number> {
   console.log(
     `faults at once (AppDown, HostDown, NatsDown, PostgresDown); alerts at ${state.services.alertsUrl}/alerts`,
   );
@@ -56,10 +70,21 @@ if (cmd === "up") {
         ? `alert ${r.alert} after ${(r.afterMs / 1000).toFixed(1)} s (${r.host})`
         : `no ${r.alert}: ${r.error}`,
     );
-  process.exit(results.every((r) => r.afterMs !== undefined) ? 0 : 1);
-} else if (cmd === "deploy-gapless") {
-  process.exit(await gaplessMain(Bun.argv.slice(3), log));
-} else {
-  console.error("usage: npm run rehearse -- [up|down|status|drills|deploy-gapless [--no-drain] [--version v2]]");
-  process.exit(2);
+  return results.every((r) => r.afterMs !== undefined) ? 0 : 1;
+}
+
+/** `drills [name...]`: the fleet drills (fleet-drills.ts) under load through the LB, one after another. */
+async function fleetDrills(state: State, names: string[]): Promise<number> {
+  const s = ensureSecrets();
+  if (!state.lbUrl || !state.apiKey) throw new Error("the rehearsal's state has no load balancer URL or API key");
+  console.log(
+    `drills: ${(names.length ? names : FLEET_DRILLS.map((d) => d.name)).join(", ")} (4 tasks/s through ${state.lbUrl})`,
+  );
+  const results = await runFleetDrills(
+    { state, client: { url: state.lbUrl, ca: s.caPem, apiKey: state.apiKey }, log },
+    names,
+  );
+  const failed = results.filter((r) => !r.passed).map((r) => r.name);
+  console.log(failed.length ? `drills failed: ${failed.join(", ")}` : `drills passed: ${results.length}`);
+  return failed.length ? 1 : 0;
 }

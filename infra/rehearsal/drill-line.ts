@@ -1,0 +1,96 @@
+// The figures of a drill on the fleet, from what its clients saw and what the provider was paid
+// for; pure. The line is the one every drill of the project prints:
+// `drill <name>: acknowledged N, lost L, failed F, extra paid submissions X, double results D, RPO R, RTO T s`.
+
+/** One task of the drill's load, as its client saw it through the load balancer. */
+export interface TaskRecord {
+  /** The idempotency key the client sent (every retry of the submission sends the same). */
+  key: string;
+  /** The task's id once a submission was acknowledged (202). */
+  id?: string;
+  acceptedAt?: number;
+  /** When the client first saw a final status, and which. */
+  finalAt?: number;
+  status?: string;
+  /** The token of the first `completed` view the client saw. */
+  token?: string;
+  /** The token a last read after the drill returned (a different one is a double result). */
+  tokenAfter?: string;
+  /** Submission attempts not acknowledged (refused, timed out, connection failed). */
+  refused: number;
+}
+
+export interface DrillFigures {
+  acknowledged: number;
+  /** Acknowledged tasks with no final status by the end (or unknown to the API): RPO. */
+  lost: number;
+  /** Acknowledged tasks that ended `failed` or `expired`. */
+  failed: number;
+  extraPaid: number;
+  doubleResults: number;
+  /** From the fault until every task acknowledged before it had its final status; undefined if one never did. */
+  rtoS?: number;
+  /** Submissions never acknowledged, after every retry (a client would have seen an error). */
+  notAccepted: number;
+  /** Attempts that were retried (each an error a client without retries would have seen). */
+  refusedAttempts: number;
+}
+
+const FINAL = new Set(["completed", "failed", "cancelled", "expired"]);
+export const isFinal = (status: string | undefined) => status !== undefined && FINAL.has(status);
+
+/**
+ * Submissions the provider accepted beyond one per task: per fingerprint (each drill task has its
+ * own page URL, so its own fingerprint), what the emulator counted during the drill, less one.
+ */
+export function extraPaid(before: Record<string, number>, after: Record<string, number>): number {
+  let extra = 0;
+  for (const [f, n] of Object.entries(after)) {
+    const during = n - (before[f] ?? 0);
+    if (during > 1) extra += during - 1;
+  }
+  return extra;
+}
+
+export function drillFigures(
+  records: TaskRecord[],
+  faultAt: number,
+  paid: { before: Record<string, number>; after: Record<string, number> },
+): DrillFigures {
+  const acked = records.filter((r) => r.id);
+  const lost = acked.filter((r) => !isFinal(r.status)).length;
+  const failed = acked.filter((r) => r.status === "failed" || r.status === "expired").length;
+  const doubleResults = acked.filter((r) => r.token && r.tokenAfter !== undefined && r.token !== r.tokenAfter).length;
+  const before = acked.filter((r) => r.acceptedAt! <= faultAt);
+  const rtoS = before.every((r) => r.finalAt !== undefined)
+    ? Math.max(0, ...before.map((r) => r.finalAt! - faultAt)) / 1000
+    : undefined;
+  return {
+    acknowledged: acked.length,
+    lost,
+    failed,
+    extraPaid: extraPaid(paid.before, paid.after),
+    doubleResults,
+    rtoS,
+    notAccepted: records.filter((r) => !r.id).length,
+    refusedAttempts: records.reduce((a, r) => a + r.refused, 0),
+  };
+}
+
+export function drillLine(name: string, f: DrillFigures): string {
+  const rto = f.rtoS === undefined ? "- (a task acknowledged before the fault never ended)" : `${f.rtoS.toFixed(1)} s`;
+  return `drill ${name}: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, double results ${f.doubleResults}, RPO ${f.lost}, RTO ${rto}`;
+}
+
+/** The drill's bar (docs: every fleet drill): nothing lost, failed or paid twice, one result per task, RTO ≤ 60 s. */
+export function drillPassed(f: DrillFigures, maxRtoS = 60): boolean {
+  return (
+    f.lost === 0 &&
+    f.failed === 0 &&
+    f.doubleResults === 0 &&
+    f.extraPaid === 0 &&
+    f.notAccepted === 0 &&
+    f.rtoS !== undefined &&
+    f.rtoS <= maxRtoS
+  );
+}

@@ -1,0 +1,164 @@
+// `npm run rehearse -- drills [name...]`: faults on the fleet's real hosts while tasks flow through
+// the load balancer, one at a time. Each prints the project's drill line (drill-line.ts) from what
+// the clients saw and the provider was paid for, and `alert <name> after S s` from the alert
+// receiver. The bar: nothing lost, failed, paid twice or answered twice, RTO <= 60 s, the alert
+// within 2 minutes.
+import { runtimeCommand, serverStat } from "../deploy/cli/lb-haproxy.ts";
+import type { LbClient } from "./client.ts";
+import { LB_ADMIN_PORT } from "./config.ts";
+import { type DrillFigures, drillFigures, drillLine, drillPassed } from "./drill-line.ts";
+import { type Log, sleep, waitFor } from "./exec.ts";
+import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
+import { markAlerts, waitForAlert } from "./monitoring.ts";
+import { type HostState, type State, writeState } from "./state.ts";
+import { startTrackedLoad } from "./tracked-load.ts";
+
+export interface FleetDrill {
+  name: string;
+  /** The alert that must reach the receiver. */
+  alert: string;
+  /** The host it happens on: the role and which of them. */
+  role: string;
+  index: number;
+  what: string;
+  inject(h: HostState, ctx: DrillContext): Promise<void>;
+  /** Undoes the fault once the alert arrived (or did not), and waits until the host serves again. */
+  undo(h: HostState, ctx: DrillContext): Promise<void>;
+}
+
+export interface DrillContext {
+  state: State;
+  client: LbClient;
+  log: Log;
+}
+
+const sh = async (h: HostState, script: string) => {
+  const r = await inMachineAsync(h, script, { timeoutMs: 60_000 });
+  if (r.code !== 0) throw new Error(`${h.name}: ${script}: ${r.stderr.trim() || r.stdout.trim()}`);
+  return r.stdout;
+};
+
+/** Every app host's gateway UP in HAProxy again. */
+async function gatewaysUp(ctx: DrillContext): Promise<void> {
+  const lb = ctx.state.hosts.find((h) => h.role === "lb")!;
+  const apps = ctx.state.hosts.filter((h) => h.role === "app").map((h) => h.name);
+  await waitFor("every gateway UP in HAProxy", 180_000, async () => {
+    const csv = await runtimeCommand(`${lb.ip}:${LB_ADMIN_PORT}`, "show stat").catch(() => "");
+    return apps.every((n) => serverStat(csv, "gateways", n)?.status === "UP") ? true : undefined;
+  });
+}
+
+async function natsHealthy(ctx: DrillContext): Promise<void> {
+  for (const n of ctx.state.hosts.filter((h) => h.role === "nats"))
+    await waitFor(`${n.name}: JetStream healthy`, 120_000, async () =>
+      (await inMachineAsync(n, `curl -sf http://${n.ip}:8222/healthz`)).code === 0 ? true : undefined,
+    );
+}
+
+export const FLEET_DRILLS: FleetDrill[] = [
+  {
+    name: "solver-kill",
+    alert: "AppRestarted",
+    role: "app",
+    index: 0,
+    what: "kill -9 of solver@v1's main process; systemd restarts it",
+    inject: async (h) => void (await sh(h, "systemctl kill --signal=SIGKILL --kill-whom=main solver@v1.service")),
+    undo: async (h) => {
+      await waitFor(`${h.name}: solver@v1 active again`, 60_000, async () =>
+        (await inMachineAsync(h, "systemctl is-active solver@v1.service")).stdout.trim() === "active"
+          ? true
+          : undefined,
+      );
+    },
+  },
+  {
+    name: "app-host-off",
+    alert: "HostDown",
+    role: "app",
+    index: 1,
+    what: "the app host's power pulled (every process killed at once), on again after the page",
+    inject: async (h) => powerOff(h, h.nspawnPid),
+    undo: async (h, ctx) => {
+      const m = await powerOn(h, ctx.log);
+      Object.assign(h, { nspawnPid: m.nspawnPid, leaderPid: m.leaderPid });
+      writeState(ctx.state);
+      await waitBooted(m, ctx.log);
+      await gatewaysUp(ctx);
+    },
+  },
+  {
+    name: "nats-node-kill",
+    alert: "NatsDown",
+    role: "nats",
+    index: 2,
+    what: "kill -9 of a NATS server of the 3-node cluster, kept down until the page, then started",
+    inject: async (h) =>
+      void (await sh(h, "systemctl kill --signal=SIGKILL nats-server.service; systemctl stop nats-server.service")),
+    undo: async (h, ctx) => {
+      await sh(h, "systemctl start nats-server.service");
+      await natsHealthy(ctx);
+    },
+  },
+];
+
+export interface FleetDrillResult {
+  name: string;
+  line: string;
+  alertLine: string;
+  figures: DrillFigures;
+  alertAfterS?: number;
+  passed: boolean;
+}
+
+async function paidByFingerprint(state: State): Promise<Record<string, number>> {
+  const r = await fetch(`${state.services.emulatorUrl}/emulator/stats`, { signal: AbortSignal.timeout(5000) });
+  return ((await r.json()) as { byFingerprint: Record<string, number> }).byFingerprint;
+}
+
+/** One drill: load, the fault, the alert awaited, the fault undone, the load drained; its lines. */
+export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond = 4): Promise<FleetDrillResult> {
+  const h = ctx.state.hosts.filter((x) => x.role === d.role)[d.index];
+  if (!h) throw new Error(`${d.name}: no ${d.role} host ${d.index + 1} in the fleet`);
+  const before = await paidByFingerprint(ctx.state);
+  const load = startTrackedLoad(ctx.client, perSecond, `drill-${d.name}-${Date.now()}`);
+  await sleep(10_000);
+  const from = await markAlerts();
+  const faultAt = Date.now();
+  ctx.log(`${d.name}: ${h.name}: ${d.what}`);
+  let alertAfterS: number | undefined;
+  let alertError = "";
+  try {
+    await d.inject(h, ctx);
+    alertAfterS = (await waitForAlert(d.alert, from, 120_000)).afterMs / 1000;
+  } catch (err) {
+    alertError = (err as Error).message;
+  } finally {
+    await d.undo(h, ctx);
+  }
+  ctx.log(`${d.name}: undone ${((Date.now() - faultAt) / 1000).toFixed(1)} s after the fault`);
+  await sleep(10_000);
+  const records = await load.stop();
+  const figures = drillFigures(records, faultAt, { before, after: await paidByFingerprint(ctx.state) });
+  const alertLine =
+    alertAfterS === undefined
+      ? `no alert ${d.alert} within 120 s: ${alertError}`
+      : `alert ${d.alert} after ${alertAfterS.toFixed(1)} s`;
+  const passed = drillPassed(figures) && alertAfterS !== undefined && alertAfterS <= 120;
+  return { name: d.name, line: drillLine(d.name, figures), alertLine, figures, alertAfterS, passed };
+}
+
+/** The drills named (all when none), one after another; each one's lines as it ends. */
+export async function runFleetDrills(ctx: DrillContext, names: string[]): Promise<FleetDrillResult[]> {
+  const unknown = names.filter((n) => !FLEET_DRILLS.some((d) => d.name === n));
+  if (unknown.length)
+    throw new Error(`no drill ${unknown.join(", ")}; the drills: ${FLEET_DRILLS.map((d) => d.name).join(", ")}`);
+  const results: FleetDrillResult[] = [];
+  for (const d of FLEET_DRILLS.filter((x) => !names.length || names.includes(x.name))) {
+    const r = await runFleetDrill(d, ctx);
+    console.log(`${r.line}\n${r.alertLine}`);
+    if (r.figures.refusedAttempts)
+      ctx.log(`${d.name}: ${r.figures.refusedAttempts} submission attempts not acknowledged at first, retried`);
+    results.push(r);
+  }
+  return results;
+}
