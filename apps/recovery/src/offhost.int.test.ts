@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Objm } from "@nats-io/obj";
-import { findPromtool, freePort, type NatsServerHandle, natsEnv, startNatsServer } from "@pipeline/devstack";
+import { findPromtool, type NatsServerHandle, natsEnv } from "@pipeline/devstack";
+import { startRegionPair, testServers } from "@pipeline/devstack/stack";
 import {
   createTestDatabase,
   eventually,
@@ -33,6 +34,7 @@ import { copySnapshotOffHost, offHostBucket, offHostRecord } from "./snapshot/of
 import { takeSnapshot } from "./snapshot/take-snapshot.ts";
 
 const logDir = mkdtempSync(join(tmpdir(), "recovery-offhost-"));
+const servers = testServers();
 let fsn1: NatsServerHandle;
 let hel1: NatsServerHandle;
 let source: TestDatabase;
@@ -43,23 +45,7 @@ let service: Proc | undefined;
 const extra: TestDatabase[] = [];
 
 beforeAll(async () => {
-  const leafPort = await freePort();
-  fsn1 = await startNatsServer({
-    port: await freePort(),
-    storeDir: mkdtempSync(join(tmpdir(), "nats-offhost-fsn1-")),
-    name: "fsn1-1",
-    regions: ["fsn1"],
-    domain: "fsn1",
-    leafnodes: { listenPort: leafPort },
-  });
-  hel1 = await startNatsServer({
-    port: await freePort(),
-    storeDir: mkdtempSync(join(tmpdir(), "nats-offhost-hel1-")),
-    name: "hel1-1",
-    regions: ["hel1"],
-    domain: "hel1",
-    leafnodes: { remotes: [{ host: "127.0.0.1", port: leafPort, credentials: fsn1.leafCredentials }] },
-  });
+  ({ first: fsn1, second: hel1 } = await startRegionPair(servers, ["fsn1", "hel1"]));
   source = await createTestDatabase("offhost_src");
   sql = postgres(source.url, { max: 2, onnotice: () => {} });
   ncA = await connectNats(fsn1.url, "offhost-test-fsn1", fsn1.auth("recovery"));
@@ -81,6 +67,7 @@ afterAll(async () => {
   for (const d of [source, ...extra]) await d?.drop().catch(() => {});
   await fsn1?.stop().catch(() => {});
   await hel1?.stop();
+  await servers.stop();
 });
 
 const DAY = 24 * 3600_000;

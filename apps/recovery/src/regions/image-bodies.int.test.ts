@@ -9,8 +9,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { freePort, type NatsServerHandle, startNatsServer, waitForPort } from "@pipeline/devstack";
-import { gatewayEnv } from "@pipeline/devstack/stack";
+import { freePort, type NatsServerHandle, waitForPort } from "@pipeline/devstack";
+import { gatewayEnv, startRegionPair, testServers } from "@pipeline/devstack/stack";
 import { createTestDatabase, eventually, type Proc, spawnApp, type TestDatabase } from "@pipeline/devstack/testing";
 import { type Database, openDatabase } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
@@ -23,6 +23,7 @@ import { adoptRegion } from "./adopt.ts";
 import { type Replicator, startReplicator } from "./replicator.ts";
 
 const log = createLogger("region-image-bodies", { level: "silent" });
+const servers = testServers();
 let fsn1: NatsServerHandle;
 let hel1: NatsServerHandle;
 let dbA: TestDatabase;
@@ -35,23 +36,7 @@ let replicator: Replicator | undefined;
 let gateway: Proc | undefined;
 
 beforeAll(async () => {
-  const leafPort = await freePort();
-  fsn1 = await startNatsServer({
-    port: await freePort(),
-    storeDir: mkdtempSync(join(tmpdir(), "nats-imgb-fsn1-")),
-    name: "fsn1-1",
-    regions: ["fsn1"],
-    domain: "fsn1",
-    leafnodes: { listenPort: leafPort },
-  });
-  hel1 = await startNatsServer({
-    port: await freePort(),
-    storeDir: mkdtempSync(join(tmpdir(), "nats-imgb-hel1-")),
-    name: "hel1-1",
-    regions: ["hel1"],
-    domain: "hel1",
-    leafnodes: { remotes: [{ host: "127.0.0.1", port: leafPort, credentials: fsn1.leafCredentials }] },
-  });
+  ({ first: fsn1, second: hel1 } = await startRegionPair(servers, ["fsn1", "hel1"]));
   [dbA, dbB] = await Promise.all([createTestDatabase("imgb_fsn1"), createTestDatabase("imgb_hel1")]);
   databaseA = openDatabase(dbA.url, { max: 3 });
   sqlB = postgres(dbB.url, { max: 2, onnotice: () => {} });
@@ -71,6 +56,7 @@ afterAll(async () => {
   for (const d of [dbA, dbB]) await d?.drop().catch(() => {});
   await hel1?.stop().catch(() => {});
   await fsn1?.stop();
+  await servers.stop();
 });
 
 test("hel1's replica of an fsn1 image task carries its body (from the mirrored BODIES) and is adopted with it; one whose body never arrived is failed, not adopted", async () => {

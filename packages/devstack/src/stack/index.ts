@@ -32,8 +32,10 @@ export {
 } from "./servers.ts";
 export {
   type Launcher,
+  type RegionPair,
   type RegionStack,
   type StackHandle,
   type StackOptions,
+  startRegionPair,
   startStack,
 } from "./stack.ts";

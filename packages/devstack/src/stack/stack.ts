@@ -100,6 +100,52 @@ interface Topology {
   witnessLinks: Map<string, Relay>;
 }
 
+/** Two regions' nats-servers, joined as in production (`startRegionPair`). */
+export interface RegionPair {
+  /** The first region's: the second's leafnode connects to it. */
+  first: NatsServerHandle;
+  second: NatsServerHandle;
+  /** `relayed`: the leafnode link, a relay a test can cut. */
+  link: Relay | undefined;
+}
+
+/**
+ * Two regions' nats-servers joined as in production: each its own JetStream domain, the second's
+ * leafnode connecting to the first's (through a relay with `relayed`). The caller stops them; a
+ * failed start stops what it had started.
+ */
+export async function startRegionPair(
+  servers: ServerSource,
+  [ra, rb]: readonly [string, string],
+  o: { relayed?: boolean } = {},
+): Promise<RegionPair> {
+  const stops: Stops = [];
+  try {
+    const leafPort = (await servers.port("leaf"))!;
+    const link = o.relayed ? await startRelay({ host: "127.0.0.1", port: leafPort }) : undefined;
+    if (link) stops.push(() => link.stop());
+    const leafAddress = link?.port ?? leafPort;
+    const first = await servers.nats({
+      name: ra,
+      regions: [ra],
+      domain: ra,
+      // The second region must keep reaching the first through the relay, also after a reconnect.
+      leafnodes: { listenPort: leafPort, ...(link ? { advertise: `127.0.0.1:${leafAddress}` } : {}) },
+    });
+    stops.push(() => first.stop());
+    const second = await servers.nats({
+      name: rb,
+      regions: [rb],
+      domain: rb,
+      leafnodes: { remotes: [{ host: "127.0.0.1", port: leafAddress, credentials: first.leafCredentials }] },
+    });
+    return { first, second, link };
+  } catch (err) {
+    for (const s of stops.reverse()) await s().catch(() => {});
+    throw err;
+  }
+}
+
 /** The nats-servers: one per region, plus the witness and the leafnode link with two regions. */
 async function startTopology(
   o: StackOptions,
@@ -118,26 +164,10 @@ async function startTopology(
   const witness = await servers.nats({ name: "witness", regions: [] });
   stops.push(() => witness.stop());
   t.witness = witness;
-  const leafPort = (await servers.port("leaf"))!;
-  if (o.relayed) {
-    t.regionLink = await startRelay({ host: "127.0.0.1", port: leafPort });
-    stops.push(() => t.regionLink!.stop());
-  }
-  const leafAddress = t.regionLink?.port ?? leafPort;
-  const a = await servers.nats({
-    name: ra,
-    regions: [ra],
-    domain: ra,
-    // The second region must keep reaching the first through the relay, also after a reconnect.
-    leafnodes: { listenPort: leafPort, ...(t.regionLink ? { advertise: `127.0.0.1:${leafAddress}` } : {}) },
-  });
+  const { first: a, second: b, link: regionLink } = await startRegionPair(servers, [ra, rb], { relayed: o.relayed });
+  t.regionLink = regionLink;
+  if (regionLink) stops.push(() => regionLink.stop());
   stops.push(() => a.stop());
-  const b = await servers.nats({
-    name: rb,
-    regions: [rb],
-    domain: rb,
-    leafnodes: { remotes: [{ host: "127.0.0.1", port: leafAddress, credentials: a.leafCredentials }] },
-  });
   stops.push(() => b.stop());
   t.servers.set(ra, a).set(rb, b);
   if (o.relayed)
