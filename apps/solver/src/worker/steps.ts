@@ -1,8 +1,10 @@
 // The one place a task's final or waiting steps are written, by the handler and the waiting room
 // alike: the row (every write guarded by the lease), the event, and the message's outcome. The
 // decisions are the domain's (lifecycle.ts).
+import type { TaskRow } from "@pipeline/shared/db";
 import type { ProviderReply } from "@pipeline/shared/provider";
 import type { TaskType } from "@pipeline/shared/schemas";
+import type { EventSink } from "../adapters/nats.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import { type RowFacts, retryOrDeadLetter, type Step } from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
@@ -28,6 +30,21 @@ export interface TaskInHand {
 }
 
 type Final = Extract<Step, { kind: "retry" | "fail" | "deadLetter" | "keyStopped" }>;
+
+/**
+ * The event of a row just written by a lease-guarded release or fail: published only when the
+ * write changed the row (`row` undefined: the task is no longer this worker's, nothing to say).
+ * `kind` is the event's and the row's new state; `data` reads what it needs of the written row.
+ */
+export async function publishWritten(
+  events: EventSink,
+  taskId: string,
+  row: TaskRow | undefined,
+  kind: "retrying" | "failed",
+  data: (row: TaskRow) => Record<string, unknown>,
+): Promise<void> {
+  if (row) await events.publish({ taskId, kind, state: kind, version: row.version, data: data(row) });
+}
 
 /** Writes a final (for this delivery) step: retry, fail, dead letter, key stopped. */
 export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final, breaker: Breaker): Promise<Solved> {
@@ -57,40 +74,22 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
     }
     case "retry": {
       const r = await store.release(taskId, w, { polls, ...(s.code ? { code: s.code } : {}) });
-      if (r)
-        await events.publish({
-          taskId,
-          kind: "retrying",
-          state: "retrying",
-          version: r.version,
-          data: { code: s.code, delayMs: s.delayMs },
-        });
+      await publishWritten(events, taskId, r, "retrying", () => ({ code: s.code, delayMs: s.delayMs }));
       return done(nak(s.delayMs, s.why));
     }
     case "fail": {
       const r = await store.fail(taskId, w, { code: s.code, polls });
-      if (r)
-        await events.publish({
-          taskId,
-          kind: "failed",
-          state: "failed",
-          version: r.version,
-          data: { code: s.code, callback: r.callbackUrl !== null },
-        });
+      await publishWritten(events, taskId, r, "failed", (row) => ({
+        code: s.code,
+        callback: row.callbackUrl !== null,
+      }));
       return done(ack(`failed: ${s.code}`));
     }
     case "keyStopped": {
       // A key-level error: the task waits (no attempt is spent on it), the breaker is open.
       deps.log.error({ taskId, code: s.code }, "provider key stopped; breaker open, task waits");
       const r = await store.release(taskId, w, { polls, code: s.code });
-      if (r)
-        await events.publish({
-          taskId,
-          kind: "retrying",
-          state: "retrying",
-          version: r.version,
-          data: { code: s.code },
-        });
+      await publishWritten(events, taskId, r, "retrying", () => ({ code: s.code }));
       return done(nak(breaker.retryInMs() + 500, `key stopped: ${s.code}`));
     }
     default:
