@@ -1,5 +1,6 @@
 // Running commands: one place that spawns, collects output and fails naming the command.
 import { spawnSync } from "node:child_process";
+import { spawnCollect } from "../spawn.ts";
 
 export interface RunResult {
   code: number;
@@ -34,20 +35,11 @@ export async function runAsync(
   argv: string[],
   o: { input?: string; env?: Record<string, string>; timeoutMs?: number } = {},
 ): Promise<RunResult> {
-  const p = Bun.spawn(argv, {
+  return spawnCollect(argv, {
     stdin: o.input ? new Blob([o.input]) : "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
     env: o.env ? { ...process.env, ...o.env } : process.env,
+    timeoutMs: o.timeoutMs ?? 600_000,
   });
-  const timer = setTimeout(() => p.kill("SIGKILL"), o.timeoutMs ?? 600_000);
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(p.stdout).text(),
-    new Response(p.stderr).text(),
-    p.exited,
-  ]);
-  clearTimeout(timer);
-  return { code, stdout, stderr };
 }
 
 /** Like run, but throws unless it exits 0, with the command and the end of its output; returns stdout. */

@@ -1,12 +1,9 @@
 // Commands on a host over OpenSSH's own client (`ssh`, non-interactive). Uploads go through the
 // same channel (`cat > file` fed from a local file), so hosts need no sftp or scp.
+import { type Collected, spawnCollect } from "../../spawn.ts";
 import type { Host } from "./inventory.ts";
 
-export interface SshResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+export type SshResult = Collected;
 
 export interface Ssh {
   /**
@@ -63,24 +60,14 @@ export function createSsh(o: SshOptions): Ssh {
     "LogLevel=ERROR",
     ...(o.key ? ["-i", o.key, "-o", "IdentitiesOnly=yes"] : []),
   ];
-  const run: Ssh["run"] = async (host, script, opts = {}) => {
-    const p = Bun.spawn(
+  const run: Ssh["run"] = (host, script, opts = {}) =>
+    spawnCollect(
       ["ssh", ...base, "-p", String(host.ssh.port), `${host.ssh.user}@${host.ssh.host}`, `set -eu\n${script}`],
       {
         stdin: opts.stdin !== undefined ? Buffer.from(opts.stdin) : opts.input ? Bun.file(opts.input) : "ignore",
-        stdout: "pipe",
-        stderr: "pipe",
+        timeoutMs: opts.timeoutMs ?? 120_000,
       },
     );
-    const timer = setTimeout(() => p.kill("SIGKILL"), opts.timeoutMs ?? 120_000);
-    const [stdout, stderr, code] = await Promise.all([
-      new Response(p.stdout).text(),
-      new Response(p.stderr).text(),
-      p.exited,
-    ]);
-    clearTimeout(timer);
-    return { code, stdout, stderr };
-  };
   return {
     run,
     async check(host, step, script, opts) {
