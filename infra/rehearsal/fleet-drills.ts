@@ -9,18 +9,21 @@ import { LB_ADMIN_PORT } from "./config.ts";
 import { type DrillFigures, drillFigures, drillLine, drillPassed } from "./drill-line.ts";
 import { type Log, sleep, waitFor } from "./exec.ts";
 import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
-import { markAlerts, waitForAlert } from "./monitoring.ts";
+import { markAlerts, receivedAlerts, waitForAlert } from "./monitoring.ts";
+import { ROLLOUT_DRILLS } from "./rollout-drills.ts";
 import { type HostState, type State, writeState } from "./state.ts";
 import { startTrackedLoad } from "./tracked-load.ts";
 
 export interface FleetDrill {
   name: string;
-  /** The alert that must reach the receiver. */
-  alert: string;
+  /** The alert that must reach the receiver; none: no alert may fire. */
+  alert?: string;
   /** The host it happens on: the role and which of them. */
   role: string;
   index: number;
   what: string;
+  /** What comes before the drill's clock and load (a deploy). */
+  prepare?(h: HostState, ctx: DrillContext): Promise<void>;
   inject(h: HostState, ctx: DrillContext): Promise<void>;
   /** Undoes the fault once the alert arrived (or did not), and waits until the host serves again. */
   undo(h: HostState, ctx: DrillContext): Promise<void>;
@@ -99,6 +102,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
       await natsHealthy(ctx);
     },
   },
+  ...ROLLOUT_DRILLS,
 ];
 
 export interface FleetDrillResult {
@@ -115,36 +119,62 @@ async function paidByFingerprint(state: State): Promise<Record<string, number>> 
   return ((await r.json()) as { byFingerprint: Record<string, number> }).byFingerprint;
 }
 
+/** The alert line: the awaited alert's delay, or (none expected) that nothing fired. */
+async function alertOutcome(d: FleetDrill, from: number, waited: Promise<number | undefined>) {
+  if (d.alert) {
+    const afterS = await waited;
+    return { afterS, ok: afterS !== undefined && afterS <= 120 };
+  }
+  const fired = (await receivedAlerts())
+    .slice(from)
+    .filter((a) => a.status === "firing")
+    .map((a) => a.name);
+  return {
+    line: fired.length ? `unexpected alerts: ${fired.join(", ")}` : "alert none (none expected)",
+    ok: !fired.length,
+  };
+}
+
 /** One drill: load, the fault, the alert awaited, the fault undone, the load drained; its lines. */
 export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond = 4): Promise<FleetDrillResult> {
   const h = ctx.state.hosts.filter((x) => x.role === d.role)[d.index];
   if (!h) throw new Error(`${d.name}: no ${d.role} host ${d.index + 1} in the fleet`);
+  await d.prepare?.(h, ctx);
   const before = await paidByFingerprint(ctx.state);
   const load = startTrackedLoad(ctx.client, perSecond, `drill-${d.name}-${Date.now()}`);
   await sleep(10_000);
   const from = await markAlerts();
   const faultAt = Date.now();
   ctx.log(`${d.name}: ${h.name}: ${d.what}`);
-  let alertAfterS: number | undefined;
-  let alertError = "";
+  let error = "";
+  let waited: Promise<number | undefined> = Promise.resolve(undefined);
   try {
     await d.inject(h, ctx);
-    alertAfterS = (await waitForAlert(d.alert, from, 120_000)).afterMs / 1000;
+    if (d.alert)
+      waited = waitForAlert(d.alert, from, 120_000).then(
+        (a) => a.afterMs / 1000,
+        (err: Error) => void (error = err.message),
+      );
+    await waited;
   } catch (err) {
-    alertError = (err as Error).message;
-  } finally {
+    error = (err as Error).message;
+  }
+  try {
     await d.undo(h, ctx);
+  } catch (err) {
+    error = `${error ? `${error}; ` : ""}undo: ${(err as Error).message}`;
   }
   ctx.log(`${d.name}: undone ${((Date.now() - faultAt) / 1000).toFixed(1)} s after the fault`);
   await sleep(10_000);
   const records = await load.stop();
   const figures = drillFigures(records, faultAt, { before, after: await paidByFingerprint(ctx.state) });
+  const a = await alertOutcome(d, from, waited);
   const alertLine =
-    alertAfterS === undefined
-      ? `no alert ${d.alert} within 120 s: ${alertError}`
-      : `alert ${d.alert} after ${alertAfterS.toFixed(1)} s`;
-  const passed = drillPassed(figures) && alertAfterS !== undefined && alertAfterS <= 120;
-  return { name: d.name, line: drillLine(d.name, figures), alertLine, figures, alertAfterS, passed };
+    a.line ??
+    (a.afterS === undefined ? `no alert ${d.alert} within 120 s` : `alert ${d.alert} after ${a.afterS.toFixed(1)} s`);
+  if (error) ctx.log(`${d.name}: ${error}`);
+  const passed = drillPassed(figures) && a.ok && !error;
+  return { name: d.name, line: drillLine(d.name, figures), alertLine, figures, alertAfterS: a.afterS, passed };
 }
 
 /** The drills named (all when none), one after another; each one's lines as it ends. */

@@ -96,14 +96,14 @@ export function startLoad(c: LbClient, perSecond = 20): { stop(): Promise<LoadRe
   };
 }
 
-/** The gateway at `version`, built and signed once into .data/rehearsal/dist/gapless. */
-function gatewayBinary(version: string, signingKey: string, log: Log): string {
-  const dist = join(DATA, "dist", "gapless");
-  if (existsSync(join(dist, `gateway-${version}-linux-x64.sha256.sig`))) return dist;
+/** `app` at `version`, built and signed once into .data/rehearsal/dist/<folder>. */
+export function releaseOnce(app: string, version: string, folder: string, signingKey: string, log: Log): string {
+  const dist = join(DATA, "dist", folder);
+  if (existsSync(join(dist, `${app}-${version}-linux-x64.sha256.sig`))) return dist;
   mkdirSync(dist, { recursive: true });
-  log(`$ npm run build -- --version ${version} --arch x64 --apps gateway --out ${dist}`);
+  log(`$ npm run build -- --version ${version} --arch x64 --apps ${app} --out ${dist}`);
   check(
-    ["node", "infra/bootstrap.mjs", "build", "--version", version, "--arch", "x64", "--apps", "gateway"].concat([
+    ["node", "infra/bootstrap.mjs", "build", "--version", version, "--arch", "x64", "--apps", app].concat([
       "--out",
       dist,
       "--signing-key",
@@ -122,8 +122,8 @@ async function allGatewaysUp(lbIp: string, names: string[]): Promise<void> {
   });
 }
 
-/** `npm run deploy -- gateway <version>`, without blocking the load (its log to stderr); the hosts it deployed. */
-async function deployGateway(args: string[], log: Log): Promise<{ ok: boolean; hosts: number }> {
+/** `npm run deploy -- <app> <version> ...`, without blocking the load (its log to stderr); the hosts it deployed. */
+export async function deployApp(args: string[], log: Log): Promise<{ ok: boolean; hosts: number }> {
   log(`$ npm run deploy -- ${args.join(" ")}`);
   const p = Bun.spawn(["node", "infra/bootstrap.mjs", "deploy", ...args, "--json"], {
     cwd: REPO,
@@ -157,7 +157,7 @@ export async function gaplessDeploy(
   const apps = state.hosts.filter((h) => h.role === "app").map((h) => h.name);
   if (!lb || !state.lbUrl || !state.apiKey || !state.inventory)
     throw new Error("no rehearsal is up: `npm run rehearse`");
-  const dist = gatewayBinary(o.version, s.signingKey, log);
+  const dist = releaseOnce("gateway", o.version, "gapless", s.signingKey, log);
   await allGatewaysUp(lb.ip, apps);
   const client: LbClient = { url: state.lbUrl, ca: s.caPem, apiKey: state.apiKey };
   // Under the key's maxInFlight quota (a previous run's tasks may still be open).
@@ -173,7 +173,7 @@ export async function gaplessDeploy(
   );
   const load = startLoad(client, o.perSecond ?? 20);
   await sleep(2000);
-  const deployed = await deployGateway(
+  const deployed = await deployApp(
     ["gateway", o.version, "--hosts", o.drain ? state.inventory : NO_LB_INVENTORY, "--dist", dist]
       .concat(["--ssh-key", s.sshKey])
       .concat(state.secrets === "store" ? ["--secrets", storeFile(REPO)] : []),

@@ -35,8 +35,8 @@ export function monitoringFiles(hosts: HostSpec[], mon: HostSpec, alertsYml: str
       monitoringHost: mon.name,
       scrapeInterval: REHEARSAL_INTERVAL,
       evaluationInterval: REHEARSAL_INTERVAL,
-      // The rehearsal deploys no rollout (up.ts's DEPLOY_ORDER): its target would page forever.
-      only: ["gateway", "solver", "recovery", "node", "postgres", "nats", "prometheus", "alertmanager"],
+      // The rollout on the first app host (up.ts deploys it there), as in production.
+      only: ["gateway", "solver", "recovery", "rollout", "node", "postgres", "nats", "prometheus", "alertmanager"],
     }),
     "alerts.yml": alertsYml,
     "alertmanager.yml": renderAlertmanagerConfig({ webhookUrlFile: WEBHOOK_FILE }),

@@ -165,6 +165,17 @@ export function appEnvFiles(
       { NATS_PASSWORD: src.nats("recovery") },
       witness,
     ),
+    // On the first app host only: rollout.service starts where its env file is (docs/deploy.md).
+    ...(h.name === t.apps[0]?.name
+      ? {
+          rollout: render(
+            "rollout",
+            { DATABASE_URL: db("rollout", "pipeline_rollout"), ROLLOUT_HTTP_HOST: h.ip },
+            { NATS_PASSWORD: src.nats("rollout") },
+            t.regions.length > 1 ? [] : ["NATS_URL_HEL1", "NATS_TLS_CA_HEL1", "NATS_USER_HEL1", "DATABASE_URL_HEL1"],
+          ),
+        }
+      : {}),
   };
 }
 

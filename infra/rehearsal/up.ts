@@ -3,7 +3,7 @@
 // -> operator steps (NATS, Postgres, app env files) -> binaries -> migrate -> `npm run deploy`
 // (recovery, gateway, solver; unchanged) -> the LB sees a healthy gateway -> one task through the LB.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type LbClient, readyz, roundTrip } from "./client.ts";
 import {
@@ -44,6 +44,8 @@ import { renderUserData } from "./userdata.ts";
 
 export const VERSION = "v1";
 export const DEPLOY_ORDER = ["recovery", "gateway", "solver"] as const;
+/** Built with them, deployed after them on one app host. */
+const ROLLOUT = "rollout";
 
 export interface UpResult {
   state: State;
@@ -89,6 +91,15 @@ function writeInventory(hosts: HostState[]): string {
   return file;
 }
 
+/** The inventory with one app host, the rollout's (docs/deploy.md: deploy it where rollout.env is). */
+export function rolloutInventory(inventory: string, host: string): string {
+  const inv = JSON.parse(readFileSync(inventory, "utf8")) as { hosts: Array<{ name: string; roles: string[] }> };
+  const file = join(DATA, "inventory-rollout.json");
+  const hosts = inv.hosts.filter((h) => !h.roles.includes("app") || h.name === host);
+  writeFileSync(file, `${JSON.stringify({ hosts }, null, 2)}\n`);
+  return file;
+}
+
 /** Runs a project command through its own entry point (node infra/bootstrap.mjs ...), output to stderr. */
 function npmRun(args: string[], log: Log, env: Record<string, string> = {}): void {
   log(`$ npm run ${args[0]} -- ${args.slice(1).join(" ")}`);
@@ -106,7 +117,7 @@ function binaries(signingKey: string, log: Log): string {
   const rev = run(["git", "rev-parse", "--short=12", "HEAD"], { cwd: REPO }).stdout.trim() || "unknown";
   const dist = join(DATA, "dist", rev);
   // The apps the deploy ships, and the monitoring host's NATS exporter (shipped by monitoring.ts).
-  const apps = [...DEPLOY_ORDER, "nats-exporter"];
+  const apps = [...DEPLOY_ORDER, ROLLOUT, "nats-exporter"];
   const names = apps.map((a) => join(dist, `${a}-${VERSION}-linux-x64.sha256.sig`));
   if (process.env.REHEARSAL_REBUILD === "1" || !names.every(existsSync)) {
     mkdirSync(dist, { recursive: true });
@@ -258,6 +269,15 @@ function release(state: State, topo: Topology, s: Secrets, src: SecretSource, lo
       ],
       log,
     );
+  // The rollout service runs on the first app host alone (its rollout.env is there: operator.ts).
+  npmRun(
+    [
+      "deploy",
+      ...[ROLLOUT, VERSION, "--hosts", rolloutInventory(inventory, topo.apps[0]!.name), "--dist", dist],
+      ...["--ssh-key", s.sshKey, ...(src.store ? ["--secrets", src.store] : [])],
+    ],
+    log,
+  );
   state.timings.deploySeconds = secondsSince(t);
   const again = migrate(topo.apps[0]!, s, src).trim().split("\n").slice(-1)[0];
   log(`recovery migrate on ${topo.apps[0]!.name} (systemd-run, the deployed binary): ${again}`);
