@@ -2,8 +2,8 @@
 // systemd (systemd-nspawn hosts booted from the cached Debian 12 image and the project's own
 // cloud-init user-data), the apps deployed with `npm run deploy`, a task through the HAProxy load
 // balancer; gateway v2 deployed under 20 tasks/s through the LB, each of the two app hosts drained
-// first (no request fails); then the solver's main process killed with SIGKILL on the app host: systemd restarts it
-// (NRestarts >= 1) and the next task completes; then the solver stopped for good: the monitoring host's
+// first (no request fails); then the fleet drill solver-kill (its main process killed with SIGKILL under
+// 4 tasks/s through the LB: systemd restarts it, nothing is lost, AppRestarted reaches the receiver); then the solver stopped for good: the monitoring host's
 // Prometheus and Alertmanager page AppDown at the alert receiver on the bridge. No mocks: real systemctl, sshd, nftables, NATS
 // cluster, Postgres with TLS. Needs root; the first run builds the image (minutes), later runs reuse
 // it (REHEARSAL_CACHE). Everything it starts is stopped in afterAll, whatever happened.
@@ -15,6 +15,7 @@ import { roundTrip } from "../infra/rehearsal/client.ts";
 import { BRIDGE, fleet as fleetSpec } from "../infra/rehearsal/config.ts";
 import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
 import { sleep } from "../infra/rehearsal/exec.ts";
+import { FLEET_DRILLS, runFleetDrill } from "../infra/rehearsal/fleet-drills.ts";
 import { gaplessDeploy } from "../infra/rehearsal/gapless.ts";
 import { cloudInitPackages, imageRecipe, packagesOf } from "../infra/rehearsal/image.ts";
 import { inMachine } from "../infra/rehearsal/machine.ts";
@@ -105,10 +106,11 @@ describe("rehearsal rendering", () => {
     const targets = Object.fromEntries(
       prom.scrape_configs.map((j) => [j.job_name, j.static_configs.flatMap((c) => c.targets).sort()]),
     );
-    // No rollout (not deployed here); the LB has no exporter; the monitoring host's own node exporter on loopback.
+    // The rollout on the first app host alone; the LB has no exporter; the monitoring host's own node exporter on loopback.
     expect(Object.keys(targets).sort()).toEqual(
-      ["alertmanager", "gateway", "nats", "node", "postgres", "prometheus", "recovery", "solver"].sort(),
+      ["alertmanager", "gateway", "nats", "node", "postgres", "prometheus", "recovery", "rollout", "solver"].sort(),
     );
+    expect(targets.rollout).toEqual(["10.77.1.10:9478"]);
     const others = hosts.filter((h) => h.role !== "lb" && h.role !== "monitoring");
     expect(targets.node).toEqual([...others.map((h) => `${h.ip}:9100`), "127.0.0.1:9100"].sort());
     expect(targets.nats).toEqual(hosts.filter((h) => h.role === "nats").map((h) => `${h.ip}:8222`));
@@ -205,34 +207,29 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     expect(show("app", "gateway.service", ["ActiveState"])).toEqual({ ActiveState: "active" });
   }, 400_000);
 
-  test("kill -9 of the solver's main process: systemd restarts it and the next task completes", async () => {
+  test("fleet drill solver-kill: kill -9 under 4 tasks/s through the LB; systemd restarts it; nothing lost; AppRestarted delivered", async () => {
     const before = show("app", "solver@v1.service", ["MainPID", "NRestarts"]);
-    const pid = Number(before.MainPID);
-    expect(pid).toBeGreaterThan(0);
-    const t0 = Date.now();
-    expect(sh("app", `kill -9 ${pid}`).code).toBe(0);
-    let after = before;
-    let restartedMs = 0;
-    let readyMs = 0;
-    for (const until = Date.now() + 60_000; Date.now() < until; await sleep(100)) {
-      after = show("app", "solver@v1.service", ["MainPID", "NRestarts", "ActiveState"]);
-      if (!restartedMs && Number(after.NRestarts) > Number(before.NRestarts) && after.ActiveState === "active")
-        restartedMs = Date.now() - t0;
-      if (restartedMs && sh("app", "curl -fsS -m 2 http://127.0.0.1:9464/readyz").code === 0) {
-        readyMs = Date.now() - t0;
-        break;
-      }
-    }
-    log(
-      `solver@v1: killed ${pid}; restarted by systemd after ${restartedMs} ms (pid ${after.MainPID}), ready after ${readyMs} ms`,
-    );
-    expect(Number(after.NRestarts)).toBeGreaterThanOrEqual(1);
-    expect(Number(after.MainPID)).not.toBe(pid);
-    expect(readyMs).toBeGreaterThan(0);
-    const r = await roundTrip(fleet!.client, `after-kill-${Date.now()}`);
-    log(`task after the restart: ${r.status} in ${r.ms} ms`);
-    expect(r.status).toBe("completed");
-  }, 180_000);
+    const state = readState()!;
+    const drill = FLEET_DRILLS.find((d) => d.name === "solver-kill")!;
+    const r = await runFleetDrill(drill, { state, client: fleet!.client, log });
+    log(r.line);
+    log(r.alertLine);
+    const after = show("app", "solver@v1.service", ["MainPID", "NRestarts", "ActiveState"]);
+    log(`solver@v1: pid ${before.MainPID} killed; pid ${after.MainPID} now, NRestarts ${after.NRestarts}`);
+    expect(Number(after.NRestarts)).toBeGreaterThan(Number(before.NRestarts));
+    expect(after.MainPID).not.toBe(before.MainPID);
+    expect(after.ActiveState).toBe("active");
+    expect(r.figures.acknowledged).toBeGreaterThan(40);
+    expect({
+      lost: r.figures.lost,
+      failed: r.figures.failed,
+      extra: r.figures.extraPaid,
+      doubles: r.figures.doubleResults,
+    }).toEqual({ lost: 0, failed: 0, extra: 0, doubles: 0 });
+    expect(r.figures.rtoS).toBeLessThanOrEqual(60);
+    expect(r.alertAfterS).toBeLessThan(120);
+    expect(r.passed).toBe(true);
+  }, 400_000);
 
   test("the solver stopped for good: AppDown reaches the alert receiver in Slack's JSON within 2 minutes", async () => {
     // The monitoring host scrapes every app, every host's node exporter, Postgres and NATS (up.ts
@@ -243,7 +240,17 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     log(
       `${mon.name}: ${targets.length} targets (${jobs.join(", ")}), ${targets.filter((t) => t.health === "up").length} up`,
     );
-    expect(jobs).toEqual(["alertmanager", "gateway", "nats", "node", "postgres", "prometheus", "recovery", "solver"]);
+    expect(jobs).toEqual([
+      "alertmanager",
+      "gateway",
+      "nats",
+      "node",
+      "postgres",
+      "prometheus",
+      "recovery",
+      "rollout",
+      "solver",
+    ]);
     const from = await markAlerts();
     expect(sh("app", "systemctl stop solver@v1.service").code).toBe(0);
     try {
