@@ -24,6 +24,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
+import { gunzipSync } from "node:zlib";
 import { cloudInitCommand, findNatsServer, findShellcheck, findSudo, onPath } from "@pipeline/devstack";
 import { NATS_ROLES, rolePermissions } from "@pipeline/shared/nats";
 import { loadConfig as loadGatewayConfig } from "../../apps/gateway/src/config.ts";
@@ -32,6 +33,7 @@ import { loadConfig as loadRecoveryConfig } from "../../apps/recovery/src/config
 import { loadConfig as loadRolloutConfig, regionEndpoints } from "../../apps/rollout/src/config.ts";
 import { loadConfig as loadSolverConfig } from "../../apps/solver/src/config.ts";
 import { allowedSignersLine } from "../build.ts";
+import { templatefile } from "../rehearsal/templatefile.ts";
 import { appCredentials } from "./cli/secret-catalog.ts";
 import type { StoreFile } from "./cli/secret-store.ts";
 import { secretsCommand } from "./cli/secrets-cli.ts";
@@ -247,27 +249,11 @@ const SAMPLE = {
 };
 
 /**
- * Terraform's templatefile for the subset our templates use: `${name}`, `${indent(N, name)}` and
- * the escape `$${`. Anything else (another function, a directive) is an error, so a template
- * cannot drift into syntax this renderer would get wrong.
+ * Terraform's templatefile for the subset our templates use (`${name}`, `${indent(N, name)}`,
+ * `${base64gzip(name)}`, the escape `$${`): the rehearsal's, which fails on anything else (another
+ * function, a directive), so a template cannot drift into syntax this rendering would get wrong.
  */
-function renderTemplate(file: string, vars: Record<string, string>): string {
-  const text = readFileSync(file, "utf8");
-  if (/(^|[^%])%\{/.test(text)) throw new Error(`${file}: template directives (%{...}) are not supported here`);
-  const used = new Set<string>();
-  const out = text.replace(/(\$?)\$\{([^}]*)\}/g, (whole, escape: string, expr: string) => {
-    if (escape) return whole.slice(1);
-    const plain = /^\s*([a-z_][a-z0-9_]*)\s*$/.exec(expr);
-    const indent = /^\s*indent\(\s*(\d+)\s*,\s*([a-z_][a-z0-9_]*)\s*\)\s*$/.exec(expr);
-    const name = plain?.[1] ?? indent?.[2];
-    if (!name) throw new Error(`${file}: unsupported expression \${${expr}}`);
-    const value = vars[name];
-    if (value === undefined) throw new Error(`${file}: no value for ${name}`);
-    used.add(name);
-    return indent ? value.replaceAll("\n", `\n${" ".repeat(Number(indent[1]))}`) : value;
-  });
-  return out.replaceAll("%%{", "%{");
-}
+const renderTemplate = templatefile;
 
 const q = (s: string) => `"${s}"`;
 const TLS_BLOCK =
@@ -374,13 +360,30 @@ function renderUserData(s: typeof SAMPLE): Record<string, string> {
 const USER_DATA = renderUserData(SAMPLE);
 const hostOf = (name: string) => SAMPLE.hosts.find((h) => h.name === name)!;
 
+interface WriteFile {
+  path: string;
+  content?: string;
+  encoding?: string;
+  permissions?: string;
+  owner?: string;
+  defer?: boolean;
+}
 interface CloudConfig {
-  write_files?: Array<{ path: string; content?: string; permissions?: string; owner?: string; defer?: boolean }>;
+  write_files?: WriteFile[];
   packages?: string[];
   runcmd?: Array<string | string[]>;
   users?: Array<string | { name: string }>;
 }
-const parsed = (name: string) => Bun.YAML.parse(USER_DATA[name]!) as CloudConfig;
+/** A file cloud-init writes from `encoding: gz+b64`: base64, then gunzip (which throws on a bad stream). */
+const gunzipB64 = (b64: string) => gunzipSync(Buffer.from(b64, "base64")).toString("utf8");
+/** The user-data as the YAML says it: gz+b64 files still encoded. */
+const parsedRaw = (name: string) => Bun.YAML.parse(USER_DATA[name]!) as CloudConfig;
+/** The user-data as cloud-init writes it: every gz+b64 file's content decoded, so the checks read the text. */
+const parsed = (name: string): CloudConfig => {
+  const c = parsedRaw(name);
+  const decode = (w: WriteFile) => (w.encoding === "gz+b64" ? { ...w, content: gunzipB64(w.content ?? "") } : w);
+  return c.write_files ? { ...c, write_files: c.write_files.map(decode) } : c;
+};
 const fileIn = (name: string, path: string) => parsed(name).write_files?.find((f) => f.path === path)?.content;
 
 test("permissions.json is the output of generate-permissions.ts (it follows permissions.ts)", () => {
@@ -614,6 +617,53 @@ test("logins: root cannot log in over SSH on any role (disable_root, PermitRootL
       expect(cloudInitUsers(name).sudo).toEqual({ ops: "ALL=(ALL) NOPASSWD:ALL" });
     } else expect({ name, deploy }).toEqual({ name, deploy: undefined });
   }
+});
+
+/**
+ * The files written gzip-compressed and base64-encoded (`encoding: gz+b64`, Terraform's base64gzip),
+ * each with its source: the big ones, which alone would take the app host's user-data past
+ * Hetzner's 32 KiB.
+ */
+const GZ_FILES: Record<string, () => string> = {
+  "/usr/local/sbin/captcha-pipeline-install": () => read(DEPLOY, "scripts", "captcha-pipeline-install.sh"),
+  "/etc/systemd/system/gateway.service": () => read(SYSTEMD, "gateway.service"),
+  "/etc/systemd/system/solver@.service": () => read(SYSTEMD, "solver@.service"),
+  "/etc/systemd/system/recovery.service": () => read(SYSTEMD, "recovery.service"),
+  "/etc/systemd/system/rollout.service": () => read(SYSTEMD, "rollout.service"),
+  "/etc/systemd/system/nats-server.service": () => read(SYSTEMD, "nats-server.service"),
+  "/usr/local/lib/captcha-pipeline/nats-render-config": () => read(DEPLOY, "scripts", "nats-render-config.sh"),
+};
+
+test("every gz+b64 file of the user-data is base64 of a valid gzip stream, decoding to its source file byte for byte", () => {
+  const seen = new Set<string>();
+  for (const name of Object.keys(USER_DATA)) {
+    for (const w of parsedRaw(name).write_files ?? []) {
+      if (w.encoding === undefined) continue;
+      const raw = w.content ?? "";
+      expect({ name, path: w.path, encoding: w.encoding, base64: /^[A-Za-z0-9+/]+={0,2}$/.test(raw) }).toEqual({
+        name,
+        path: w.path,
+        encoding: "gz+b64",
+        base64: true,
+      });
+      const gz = Buffer.from(raw, "base64");
+      // The gzip magic and deflate, then a stream gunzip reads to its end (it throws otherwise).
+      expect({ name, path: w.path, magic: [...gz.subarray(0, 3)] }).toEqual({
+        name,
+        path: w.path,
+        magic: [0x1f, 0x8b, 8],
+      });
+      const source = GZ_FILES[w.path];
+      expect({ name, path: w.path, known: source !== undefined }).toEqual({ name, path: w.path, known: true });
+      expect({ name, path: w.path, text: gunzipSync(gz).toString("utf8") }).toEqual({
+        name,
+        path: w.path,
+        text: source!(),
+      });
+      seen.add(w.path);
+    }
+  }
+  expect([...seen].sort()).toEqual(Object.keys(GZ_FILES).sort());
 });
 
 test("the deploy user's sudoers drop-in lists only the app units' systemctl verbs and the install script; visudo accepts it", () => {
@@ -1234,8 +1284,15 @@ const tfEnv = () => {
   return { TF_CLI_CONFIG_FILE: cfg, TF_IN_AUTOMATION: "1", CHECKPOINT_DISABLE: "1" };
 };
 
+/** User-data with each gz+b64 file's content replaced by its decoded text (as a JSON string). */
+const decodedGz = (text: string) =>
+  text.replace(
+    /^(\s+encoding: gz\+b64\n\s+content: )(\S+)$/gm,
+    (_, head: string, b64: string) => `${head}${JSON.stringify(gunzipB64(b64))}`,
+  );
+
 test.skipIf(!hasTerraform)(
-  "modules/userdata (terraform console, offline) renders exactly what the test renders",
+  "modules/userdata (terraform console, offline) renders exactly what the test renders (gz+b64 files decoded)",
   () => {
     const dir = mkdtempSync(join(tmpdir(), "deploy-tf-"));
     try {
@@ -1249,8 +1306,19 @@ test.skipIf(!hasTerraform)(
       expect(r.status, r.out).toBe(0);
       const fromTerraform = JSON.parse(JSON.parse(r.stdout.trim())) as Record<string, string>;
       expect(Object.keys(fromTerraform).sort()).toEqual(Object.keys(USER_DATA).sort());
+      // What Hetzner receives is Terraform's: its gzip (Go's deflate) differs from Bun's by a few bytes.
+      const sizes = new Map<string, number>();
+      for (const [name, text] of Object.entries(fromTerraform)) {
+        const role = hostOf(name).role;
+        sizes.set(role, Math.max(sizes.get(role) ?? 0, Buffer.byteLength(text)));
+        expect({ name, bytes: Buffer.byteLength(text) <= MAX_USER_DATA }).toEqual({ name, bytes: true });
+      }
+      console.log(
+        `[deploy-static] terraform's user-data bytes (of ${MAX_USER_DATA}): ${[...sizes].map(([r, n]) => `${r} ${n}`).join(", ")}`,
+      );
+      // Byte for byte, but for the gz+b64 files: those compared decoded (gunzip throws on a bad stream).
       for (const name of Object.keys(USER_DATA))
-        expect({ name, text: fromTerraform[name] }).toEqual({ name, text: USER_DATA[name] });
+        expect({ name, text: decodedGz(fromTerraform[name]!) }).toEqual({ name, text: decodedGz(USER_DATA[name]!) });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

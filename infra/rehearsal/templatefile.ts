@@ -1,12 +1,23 @@
 // Terraform's templatefile, for what the project's templates use: `${name}`, `${indent(N, name)}`,
-// the escapes `$${` and `%%{`. Anything else fails loudly, naming the file and the expression: an
-// unknown function, a variable without a value, a directive (`%{ ... }`). Terraform also refuses a
-// variable it was not given, so a rendering here and there cannot quietly differ.
+// `${base64gzip(name)}`, the escapes `$${` and `%%{`. Anything else fails loudly, naming the file and
+// the expression: an unknown function, a variable without a value, a directive (`%{ ... }`).
+// Terraform also refuses a variable it was not given, so a rendering here and there cannot quietly
+// differ. base64gzip's bytes do differ (Go's deflate is not zlib's) but never its decoded text:
+// infra/deploy/deploy-static.test.ts compares Terraform's rendering with this one, gz+b64 files decoded.
 import { readFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 
 const FUNCTIONS: Record<string, (args: string[]) => string> = {
   /** indent(n, s): n spaces before every line of s but the first (Terraform's indent). */
   indent: ([n, s]) => s!.replaceAll("\n", `\n${" ".repeat(Number(n))}`),
+  /** base64gzip(s): s gzip-compressed, then base64-encoded (a cloud-init `encoding: gz+b64` file). */
+  base64gzip: ([s]) => gzipSync(Buffer.from(s!, "utf8")).toString("base64"),
+};
+
+/** Each function's arguments: "number" or "variable", in order. */
+const SIGNATURES: Record<string, Array<"number" | "variable">> = {
+  indent: ["number", "variable"],
+  base64gzip: ["variable"],
 };
 
 export class TemplateError extends Error {}
@@ -36,8 +47,9 @@ export function renderTemplateText(text: string, vars: Record<string, string>, f
         `${file}: \${${expr}}: unknown function ${JSON.stringify(call[1])} (known: ${Object.keys(FUNCTIONS).join(", ")})`,
       );
     const args = call[2]!.split(",").map((a) => a.trim());
-    if (call[1] === "indent" && (args.length !== 2 || !/^\d+$/.test(args[0]!)))
-      throw new TemplateError(`${file}: \${${expr}}: indent takes (<number>, <variable>)`);
+    const sig = SIGNATURES[call[1]!]!;
+    if (args.length !== sig.length || sig.some((k, i) => (k === "number") !== /^\d+$/.test(args[i]!)))
+      throw new TemplateError(`${file}: \${${expr}}: ${call[1]} takes (${sig.map((k) => `<${k}>`).join(", ")})`);
     return fn(
       args.map((a) => (/^\d+$/.test(a) ? a : /^[a-z_][a-z0-9_]*$/i.test(a) ? value(a, expr) : badArg(a, expr))),
     );
