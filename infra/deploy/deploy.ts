@@ -17,7 +17,7 @@ import { deployHost, type HostOutcome, type LocalBinary } from "./cli/deploy-hos
 import { createKnownHosts } from "./cli/host-keys.ts";
 import type { Host } from "./cli/inventory.ts";
 import { readInventory } from "./cli/inventory.ts";
-import { createRotation, readLbConfig } from "./cli/lb.ts";
+import { readLbConfig, rotationsFor } from "./cli/lb.ts";
 import { batches, DEPLOYABLE, type DeployApp, targetHosts } from "./cli/plan.ts";
 import { appCredentials, credentialPayload } from "./cli/secret-catalog.ts";
 import { readStore, storePath } from "./cli/secret-store.ts";
@@ -142,7 +142,7 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
   const signingKey = args["signing-key"] ?? (process.env.RELEASE_SIGNING_KEY || undefined);
   const binary = localBinaries(args.app, args.version, args.dist, log, signingKey);
   // The gateway leaves the inventory's load balancer around its restart (cli/lb.ts); the others have no LB.
-  const rotation = args.app === "gateway" ? createRotation(readLbConfig(args.hosts)) : undefined;
+  const rotationOf = rotationsFor(args.app === "gateway" ? readLbConfig(args.hosts) : undefined, hosts);
   const dir = mkdtempSync(join(tmpdir(), "deploy-known-hosts-"));
   try {
     const knownHosts = createKnownHosts(join(dir, "known_hosts"));
@@ -165,7 +165,7 @@ export async function deploy(args: DeployArgs, log: (m: string) => void): Promis
             healthTimeoutMs: args["health-timeout"],
             keep: args.keep,
             credentials,
-            ...(rotation ? { rotation } : {}),
+            ...(rotationOf(h) ? { rotation: rotationOf(h) } : {}),
           });
         }),
       );

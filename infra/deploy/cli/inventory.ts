@@ -2,7 +2,7 @@
 // `terraform output -json inventory > inventory.json`. Parsed with zod; errors name the field.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { LbConfig } from "./lb.ts";
+import { LbField } from "./lb.ts";
 
 export const Role = z.enum(["app", "nats", "postgres", "witness", "monitoring"]);
 
@@ -50,8 +50,8 @@ export const Host = z
 export type Host = z.infer<typeof Host>;
 
 export const Inventory = z
-  /** `lb`: the load balancer in front of the gateways, taken out of rotation around a restart (lb.ts). */
-  .object({ hosts: z.array(Host).min(1), lb: LbConfig.optional() })
+  /** `lb`: the load balancer in front of the gateways (or one per region), taken out of rotation around a restart (lb.ts). */
+  .object({ hosts: z.array(Host).min(1), lb: LbField.optional() })
   .strict()
   .superRefine((inv, ctx) => {
     inv.hosts.forEach((h, i) => {

@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createServer } from "node:net";
 import type { Host } from "./inventory.ts";
-import { createRotation, LbConfig, lbOfInventory } from "./lb.ts";
+import { createRotation, LbConfig, lbOfInventory, rotationsFor } from "./lb.ts";
 import { serverStat } from "./lb-haproxy.ts";
 
 const host = (name: string) => ({ name }) as Host;
@@ -181,5 +181,39 @@ describe("the inventory's lb", () => {
       /inventory inv\.json:\n {2}lb\.loadBalancer: /,
     );
     expect(() => lbOfInventory({ lb: { kind: "f5" } }, "inv.json")).toThrow(/lb\.kind/);
+  });
+});
+
+describe("one load balancer per region", () => {
+  const haproxy = (admin: string) => ({ kind: "haproxy", admin });
+  const hosts = [
+    { name: "fsn1-app-1", region: "fsn1" },
+    { name: "hel1-app-1", region: "hel1" },
+  ];
+
+  test("each host drains through its own region's LB; one LB serves every host", () => {
+    const lb = lbOfInventory({ lb: { fsn1: haproxy("10.0.1.5:9999"), hel1: haproxy("10.0.2.5:9999") } }, "inv.json");
+    expect(Object.keys(lb!).sort()).toEqual(["fsn1", "hel1"]);
+    const of = rotationsFor(lb, hosts);
+    expect(of(hosts[0]!)).toBeDefined();
+    expect(of(hosts[1]!)).toBeDefined();
+    expect(of(hosts[0]!)).not.toBe(of(hosts[1]!));
+    const one = rotationsFor(lbOfInventory({ lb: haproxy("10.0.1.5:9999") }, "inv.json"), hosts);
+    expect(one(hosts[0]!)).toBe(one(hosts[1]!));
+    expect(rotationsFor(undefined, hosts)(hosts[0]!)).toBeUndefined();
+  });
+
+  test("a region without its LB, a wrong region name or a wrong LB of a region: refused, naming it", () => {
+    const only = lbOfInventory({ lb: { fsn1: haproxy("10.0.1.5:9999") } }, "inv.json");
+    expect(() => rotationsFor(only, hosts)).toThrow(
+      "the inventory's lb has no load balancer for the region of hel1-app-1 (hel1)",
+    );
+    expect(() => lbOfInventory({ lb: { "Fsn-1": haproxy("10.0.1.5:9999") } }, "inv.json")).toThrow(
+      /lb\.Fsn-1: Invalid key/,
+    );
+    expect(() => lbOfInventory({ lb: { fsn1: { kind: "haproxy", admin: "nope" } } }, "inv.json")).toThrow(
+      /lb\.fsn1\.admin: host:port/,
+    );
+    expect(() => lbOfInventory({ lb: {} }, "inv.json")).toThrow(/no region/);
   });
 });

@@ -52,6 +52,15 @@ export const HetznerLbConfig = z
 
 export const LbConfig = z.discriminatedUnion("kind", [HaproxyLbConfig, HetznerLbConfig]);
 export type LbConfig = z.infer<typeof LbConfig>;
+/**
+ * The inventory's `lb`: one load balancer in front of every app host, or one per region, by region
+ * name (production: each region's own Hetzner LB; a deploy drains a host through its region's).
+ */
+export const LbByRegion = z
+  .record(z.string().regex(/^[a-z][a-z0-9]*$/, "a region name (fsn1)"), LbConfig)
+  .refine((r) => Object.keys(r).length > 0, "no region");
+export const LbField = z.union([LbConfig, LbByRegion]);
+export type LbField = z.infer<typeof LbField>;
 export type HaproxyLbConfig = z.infer<typeof HaproxyLbConfig>;
 export type HetznerLbConfig = z.infer<typeof HetznerLbConfig>;
 
@@ -69,19 +78,45 @@ export interface LbDeps {
   fetch?: typeof fetch;
 }
 
-/** The rotation of the inventory's `lb` (undefined: none, the deploy restarts in place). */
+/** The rotation of one load balancer (undefined: none, the deploy restarts in place). */
 export function createRotation(lb: LbConfig | undefined, deps: LbDeps = {}): Rotation | undefined {
   if (!lb) return undefined;
   return lb.kind === "haproxy" ? haproxyLb(lb, deps) : hetznerLb(lb, deps);
 }
 
+const isOne = (lb: LbField): lb is LbConfig => "kind" in lb && typeof lb.kind === "string";
+
+/**
+ * Each host's rotation from the inventory's `lb`: the one LB for every host, or its region's.
+ * Checked for every host before any is touched: a host whose region has no LB in a per-region
+ * `lb` is an error (a gateway restarted in place behind a load balancer would refuse clients).
+ */
+export function rotationsFor(
+  lb: LbField | undefined,
+  hosts: Array<Pick<Host, "name" | "region">>,
+  deps: LbDeps = {},
+): (host: Pick<Host, "name" | "region">) => Rotation | undefined {
+  if (!lb) return () => undefined;
+  if (isOne(lb)) {
+    const one = createRotation(lb, deps);
+    return () => one;
+  }
+  const missing = hosts.filter((h) => !lb[h.region]).map((h) => `${h.name} (${h.region})`);
+  if (missing.length)
+    throw new Error(`the inventory's lb has no load balancer for the region of ${missing.join(", ")}`);
+  const byRegion = new Map(Object.entries(lb).map(([r, c]) => [r, createRotation(c, deps)]));
+  return (h) => byRegion.get(h.region);
+}
+
 /** The `lb` of an inventory file's JSON (Terraform's output wrapper unwrapped), checked; undefined when absent. */
-export function lbOfInventory(raw: unknown, file: string): LbConfig | undefined {
+export function lbOfInventory(raw: unknown, file: string): LbField | undefined {
   let v = raw;
   if (v && typeof v === "object" && "value" in v && "type" in v) v = (v as { value: unknown }).value;
   const lb = v && typeof v === "object" ? (v as { lb?: unknown }).lb : undefined;
   if (lb === undefined) return undefined;
-  const r = LbConfig.safeParse(lb);
+  // One LB (it has a kind) or one per region: parsed as what it claims to be, so errors name its fields.
+  const one = typeof lb === "object" && lb !== null && "kind" in lb;
+  const r = one ? LbConfig.safeParse(lb) : LbByRegion.safeParse(lb);
   if (!r.success)
     throw new Error(
       `inventory ${file}:\n${r.error.issues.map((i) => `  lb.${i.path.join(".")}: ${i.message}`).join("\n")}`,
@@ -90,6 +125,6 @@ export function lbOfInventory(raw: unknown, file: string): LbConfig | undefined 
 }
 
 /** The `lb` of the inventory file at `path` (readInventory has read and checked the file first). */
-export function readLbConfig(path: string): LbConfig | undefined {
+export function readLbConfig(path: string): LbField | undefined {
   return lbOfInventory(JSON.parse(readFileSync(path, "utf8")), path);
 }
