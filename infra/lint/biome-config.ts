@@ -114,6 +114,8 @@ export function biomeConfig(): Record<string, unknown> {
         "tests/**/*.ts",
         "bench/**/*.ts",
         "!**/node_modules",
+        // The rehearsal's machines (mounted roots, live NATS stores) are under .data: never scanned.
+        "!**/.data",
         "!**/*.gen.ts",
       ],
     },
