@@ -12,7 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { roundTrip } from "../infra/rehearsal/client.ts";
-import { BRIDGE, fleet as fleetSpec } from "../infra/rehearsal/config.ts";
+import { BRIDGE, fleetOf, fleet as fleetSpec, parseRegions } from "../infra/rehearsal/config.ts";
 import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
 import { sleep } from "../infra/rehearsal/exec.ts";
 import { FLEET_DRILLS, runFleetDrill } from "../infra/rehearsal/fleet-drills.ts";
@@ -21,10 +21,11 @@ import { cloudInitPackages, imageRecipe, packagesOf } from "../infra/rehearsal/i
 import { inMachine } from "../infra/rehearsal/machine.ts";
 import { markAlerts, monitoringFiles, promTargets, waitForAlert } from "../infra/rehearsal/monitoring.ts";
 import { bridgeExists } from "../infra/rehearsal/network.ts";
+import { natsPasswords } from "../infra/rehearsal/operator.ts";
 import { SECRETS } from "../infra/rehearsal/secrets.ts";
 import { readState } from "../infra/rehearsal/state.ts";
 import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
-import { down, type UpResult, up } from "../infra/rehearsal/up.ts";
+import { down, topologyOf, type UpResult, up } from "../infra/rehearsal/up.ts";
 import { renderUserData } from "../infra/rehearsal/userdata.ts";
 
 const log = (m: string) => console.log(`[rehearsal] ${m}`);
@@ -72,8 +73,12 @@ describe("rehearsal rendering", () => {
       adminSshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops"],
       deploySshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDep deploy"],
       releaseSigningKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRel release"],
-      haproxyConfig: "global\n  maxconn 10",
-      lbCertificate: "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
+      lbs: {
+        "fsn1-lb-1": {
+          haproxyConfig: "global\n  maxconn 10",
+          certificate: "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
+        },
+      },
     });
     expect(Object.keys(ud).sort()).toEqual(hosts.map((h) => h.name).sort());
     for (const [name, text] of Object.entries(ud)) {
@@ -121,6 +126,79 @@ describe("rehearsal rendering", () => {
     expect(f["alertmanager.yml"]).toContain("api_url_file: /etc/prometheus/alert-webhook-url");
     expect(f["alertmanager.yml"]).not.toContain("http://");
     expect(f["nats-exporter.env"]).toContain("NATS_MONITOR_URLS=http://10.77.1.20:8222,");
+  });
+
+  test("two regions: hel1's fleet and the witness; hel1's NATS leaf to fsn1's; the witness holds each region's lease user", () => {
+    expect(parseRegions(undefined)).toEqual(["fsn1"]);
+    expect(parseRegions("fsn1,hel1")).toEqual(["fsn1", "hel1"]);
+    expect(() => parseRegions("fsn1,fsn1")).toThrow(/named twice/);
+    expect(() => parseRegions("FSN1")).toThrow(/not a region name/);
+    const hosts = fleetOf(["fsn1", "hel1"]);
+    expect(hosts.filter((h) => h.region === "hel1").map((h) => `${h.name} ${h.ip}`)).toEqual([
+      "hel1-lb-1 10.77.2.5",
+      "hel1-app-1 10.77.2.10",
+      "hel1-nats-1 10.77.2.20",
+      "hel1-nats-2 10.77.2.21",
+      "hel1-nats-3 10.77.2.22",
+      "hel1-pg-1 10.77.2.30",
+    ]);
+    expect(hosts.filter((h) => h.role === "witness").map((h) => `${h.name} ${h.ip}`)).toEqual([
+      "nbg1-witness-1 10.77.100.10",
+    ]);
+    expect(fleetOf(["fsn1"]).some((h) => h.role === "witness")).toBe(false);
+    const cert = { haproxyConfig: "global", certificate: "pem" };
+    const ud = renderUserData(REPO, {
+      hosts,
+      regions: ["fsn1", "hel1"],
+      leafHubRegion: "fsn1",
+      privateCidr: "10.77.0.0/16",
+      natsServerVersion: "2.15.1",
+      natsServerSha256: "a".repeat(64),
+      natsServerUrl: "http://10.77.0.1:18081/nats-server-v2.15.1-linux-amd64.tar.gz",
+      adminSshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops"],
+      deploySshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDep deploy"],
+      releaseSigningKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRel release"],
+      lbs: { "fsn1-lb-1": cert, "hel1-lb-1": cert },
+    });
+    // hel1's servers connect to fsn1's leafnode port with the hub's leaf password; fsn1's listen.
+    expect(ud["hel1-nats-1"]).toContain("nats-leaf://leaf:@@PASSWORD:leaf_remote@@@10.77.1.20:7422");
+    expect(ud["fsn1-nats-1"]).toContain('listen: "10.77.1.20:7422"');
+    expect(ud["hel1-nats-1"]).toContain('"nats-route://10.77.2.21:6222"');
+    const witness = ud["nbg1-witness-1"]!;
+    expect(witness).toContain('listen: "10.77.100.10:4222"');
+    expect(witness).toContain('{ user: "recovery_fsn1", password: "@@BCRYPT:recovery_fsn1@@" }');
+    expect(witness).toContain('{ user: "recovery_hel1", password: "@@BCRYPT:recovery_hel1@@" }');
+    // Each region's part: hel1 knows fsn1's NATS and Postgres (the rollout's), both know the witness.
+    const hel1 = topologyOf(hosts, "hel1", ["fsn1", "hel1"]);
+    expect({
+      hub: hel1.hub,
+      lb: hel1.lb.name,
+      witness: hel1.witness?.name,
+      others: hel1.others.map((o) => o.postgres.ip),
+    }).toEqual({
+      hub: "fsn1",
+      lb: "hel1-lb-1",
+      witness: "nbg1-witness-1",
+      others: ["10.77.1.30"],
+    });
+    // passwords.env: hel1 adds the hub's leaf password as leaf_remote; the witness gets a lease user per region.
+    const src = {
+      mode: "store" as const,
+      nats: (u: string, r: string) => `${r}-${u}`,
+      pg: () => "",
+      witness: (u: string) => `w-${u}`,
+      apiKey: "",
+    };
+    expect(natsPasswords(hosts.find((h) => h.name === "hel1-nats-1")!, hel1, src)).toContain("leaf_remote=fsn1-leaf");
+    expect(
+      natsPasswords(hosts.find((h) => h.name === "fsn1-nats-1")!, topologyOf(hosts, "fsn1", ["fsn1", "hel1"]), src),
+    ).not.toContain("leaf_remote");
+    expect(natsPasswords(hosts.find((h) => h.role === "witness")!, hel1, src).split("\n")).toEqual([
+      "system=w-system",
+      "admin=w-admin",
+      "recovery_fsn1=w-recovery_fsn1",
+      "recovery_hel1=w-recovery_hel1",
+    ]);
   });
 
   test("env files: the template's lines kept, values given set, a placeholder left unfilled is an error", () => {

@@ -1,5 +1,5 @@
-// The rehearsal's fixed choices: where its files live, its network, its fleet. One region (fsn1)
-// for now; every address is in 10.77.0.0/16 and every host-side name starts with `rh-`.
+// The rehearsal's fixed choices: where its files live, its network, its fleet: one region (fsn1)
+// by default, two with the witness (`--regions fsn1,hel1`); every address is in 10.77.0.0/16 and every host-side name starts with `rh-`.
 import { join, resolve } from "node:path";
 
 export const REPO = resolve(import.meta.dir, "..", "..");
@@ -22,7 +22,7 @@ export const LB_ADMIN_PORT = 9999;
 /** The alert receiver (infra/monitoring/alert-receiver.ts) the fleet's Alertmanager posts to. */
 export const ALERT_PORT = 18082;
 
-export type Role = "app" | "nats" | "postgres" | "lb" | "monitoring";
+export type Role = "app" | "nats" | "postgres" | "lb" | "monitoring" | "witness";
 
 export interface HostSpec {
   /** The host's name (its hostname, the inventory's name); the container is `rh-<name>`. */
@@ -46,6 +46,36 @@ export function fleet(region = "fsn1", k = 1): HostSpec[] {
     // Prometheus and Alertmanager (monitoring.yaml), at Terraform's .40 of the first region.
     { name: `${region}-mon-1`, region, role: "monitoring", ip: `10.77.${k}.40` },
   ];
+}
+
+/** Where the witness node stands: a third location (Terraform's witness_location), 10.77.100.10 (10.0.100.x). */
+export const WITNESS_LOCATION = "nbg1";
+
+/**
+ * The fleet of `regions`: the first region's is fleet()'s (with the monitoring host); each other
+ * region k has its LB, one app host, 3 NATS and Postgres at 10.77.k.x; with two regions or more,
+ * the witness node (a single one: Terraform's witness_in_regions = false).
+ */
+export function fleetOf(regions: string[]): HostSpec[] {
+  if (!regions.length) throw new Error("no region");
+  const [first, ...others] = regions;
+  const rest = others.flatMap((r, i) =>
+    fleet(r, i + 2).filter((h) => h.role !== "monitoring" && h.name !== `${r}-app-2`),
+  );
+  const witness: HostSpec[] = others.length
+    ? [{ name: `${WITNESS_LOCATION}-witness-1`, region: WITNESS_LOCATION, role: "witness", ip: "10.77.100.10" }]
+    : [];
+  return [...fleet(first, 1), ...rest, ...witness];
+}
+
+/** `--regions fsn1,hel1` (default: fsn1 alone), each a lowercase region name, no repeats. */
+export function parseRegions(arg: string | undefined): string[] {
+  const regions = (arg ?? "fsn1").split(",").map((r) => r.trim());
+  for (const r of regions)
+    if (!/^[a-z][a-z0-9]*$/.test(r)) throw new Error(`--regions: "${r}" is not a region name (fsn1,hel1)`);
+  if (new Set(regions).size !== regions.length) throw new Error(`--regions: a region named twice (${arg})`);
+  if (regions.length > 2) throw new Error("--regions: at most two regions fit this machine (fsn1,hel1)");
+  return regions;
 }
 
 export const machineName = (h: { name: string }) => `rh-${h.name}`;

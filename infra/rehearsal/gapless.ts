@@ -176,7 +176,7 @@ export async function gaplessDeploy(
   const deployed = await deployApp(
     ["gateway", o.version, "--hosts", o.drain ? state.inventory : NO_LB_INVENTORY, "--dist", dist]
       .concat(["--ssh-key", s.sshKey])
-      .concat(state.secrets === "store" ? ["--secrets", storeFile(REPO)] : []),
+      .concat(state.secrets === "store" ? ["--secrets", state.secretsStore ?? storeFile(REPO)] : []),
     log,
   );
   await sleep(2000);

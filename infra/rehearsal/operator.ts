@@ -15,6 +15,12 @@ import { type SecretSource, type Secrets, serverCertificate } from "./secrets.ts
 export interface Topology {
   region: string;
   regions: string[];
+  /** The region whose NATS servers take the others' leafnode connections (Terraform's leaf_hub_region). */
+  hub: string;
+  /** The witness node (two regions or more). */
+  witness?: HostSpec;
+  /** Every other region's NATS servers and Postgres (the rollout reaches them). */
+  others: Array<{ region: string; nats: HostSpec[]; postgres: HostSpec }>;
   nats: HostSpec[];
   postgres: HostSpec;
   apps: HostSpec[];
@@ -24,9 +30,19 @@ export interface Topology {
 
 const NATS_USERS = ["system", "admin", "gateway", "solver", "recovery", "rollout", "leaf"];
 
-export async function setUpNats(h: HostSpec, s: Secrets, src: SecretSource, log: Log): Promise<void> {
+/** passwords.env of a region's NATS server: its users; outside the hub, `leaf_remote` = the hub's `leaf`. */
+export function natsPasswords(h: HostSpec, t: Pick<Topology, "hub" | "regions">, src: SecretSource): string {
+  if (h.role === "witness")
+    return ["system", "admin", ...t.regions.map((r) => `recovery_${r}`)]
+      .map((u) => `${u}=${src.witness(u)}`)
+      .join("\n");
+  const own = NATS_USERS.map((u) => `${u}=${src.nats(u, h.region)}`);
+  return [...own, ...(h.region === t.hub ? [] : [`leaf_remote=${src.nats("leaf", t.hub)}`])].join("\n");
+}
+
+export async function setUpNats(h: HostSpec, t: Topology, s: Secrets, src: SecretSource, log: Log): Promise<void> {
   const { cert, key } = serverCertificate(s, h.name, h.ip);
-  const passwords = NATS_USERS.map((u) => `${u}=${src.nats(u)}`).join("\n");
+  const passwords = natsPasswords(h, t, src);
   asOpsChecked(
     h,
     s.sshKey,
@@ -69,7 +85,7 @@ export async function setUpPostgres(h: HostSpec, s: Secrets, src: SecretSource, 
     () => (asOps(h, s.sshKey, "pg_isready -q -h /var/run/postgresql").code === 0 ? true : undefined),
     1000,
   );
-  const pw = (r: string) => src.pg(r);
+  const pw = (r: string) => src.pg(r, h.region);
   const sql = [
     `CREATE ROLE pipeline_owner LOGIN CREATEDB PASSWORD '${pw("pipeline_owner")}';`,
     `CREATE DATABASE pipeline OWNER pipeline_owner;`,
@@ -125,11 +141,15 @@ export function appEnvFiles(
   const natsUrl = t.nats.map((n) => `tls://${n.ip}:4222`).join(",");
   const db = (app: string, role: string) => {
     const withPassword = hasPlaceholder(envTemplate(repo, app), "DATABASE_URL");
-    return `postgres://${role}${withPassword ? `:${src.pg(role)}` : ""}@${t.postgres.ip}:5432/pipeline?sslmode=verify-full`;
+    return `postgres://${role}${withPassword ? `:${src.pg(role, t.region)}` : ""}@${t.postgres.ip}:5432/pipeline?sslmode=verify-full`;
   };
   const render = (app: string, values: Record<string, string>, secrets: Record<string, string>, drop: string[] = []) =>
     renderEnvTemplate(envTemplate(repo, app), values, { ifPresent: secrets, drop });
-  const witness = t.regions.length > 1 ? [] : ["WITNESS_URL", "WITNESS_USER", "WITNESS_PASSWORD", "WITNESS_REPLICAS"];
+  // The witness (two regions): its one node's URL, this region's lease user, 1 replica of `leases`.
+  const witnessValues: Record<string, string> = t.witness
+    ? { WITNESS_URL: `tls://${t.witness.ip}:4222`, WITNESS_USER: `recovery_${t.region}`, WITNESS_REPLICAS: "1" }
+    : {};
+  const witness = t.witness ? [] : ["WITNESS_URL", "WITNESS_USER", "WITNESS_PASSWORD", "WITNESS_REPLICAS"];
   return {
     common: render(
       "common",
@@ -148,7 +168,7 @@ export function appEnvFiles(
       "gateway",
       { DATABASE_URL: db("gateway", "pipeline_gateway"), GATEWAY_METRICS_HOST: h.ip, GATEWAY_TRUSTED_PROXIES: t.lb.ip },
       {
-        NATS_PASSWORD: src.nats("gateway"),
+        NATS_PASSWORD: src.nats("gateway", t.region),
         API_KEYS: src.apiKey,
         API_KEY_PEPPER: p.api_key_pepper!,
         WEBHOOK_SECRET: p.webhook_secret!,
@@ -157,26 +177,54 @@ export function appEnvFiles(
     solver: render(
       "solver",
       { DATABASE_URL: db("solver", "pipeline_solver"), PROVIDER_URL: t.providerUrl },
-      { NATS_PASSWORD: src.nats("solver"), WEBHOOK_SECRET: p.webhook_secret! },
+      { NATS_PASSWORD: src.nats("solver", t.region), WEBHOOK_SECRET: p.webhook_secret! },
     ),
     recovery: render(
       "recovery",
-      { DATABASE_URL: db("recovery", "pipeline_owner"), SNAPSHOT_OFFHOST: "none", RECOVERY_METRICS_HOST: h.ip },
-      { NATS_PASSWORD: src.nats("recovery") },
+      {
+        DATABASE_URL: db("recovery", "pipeline_owner"),
+        SNAPSHOT_OFFHOST: "none",
+        RECOVERY_METRICS_HOST: h.ip,
+        ...witnessValues,
+      },
+      {
+        NATS_PASSWORD: src.nats("recovery", t.region),
+        ...(t.witness ? { WITNESS_PASSWORD: src.witness(`recovery_${t.region}`) } : {}),
+      },
       witness,
     ),
-    // On the first app host only: rollout.service starts where its env file is (docs/deploy.md).
-    ...(h.name === t.apps[0]?.name
-      ? {
-          rollout: render(
-            "rollout",
-            { DATABASE_URL: db("rollout", "pipeline_rollout"), ROLLOUT_HTTP_HOST: h.ip },
-            { NATS_PASSWORD: src.nats("rollout") },
-            t.regions.length > 1 ? [] : ["NATS_URL_HEL1", "NATS_TLS_CA_HEL1", "NATS_USER_HEL1", "DATABASE_URL_HEL1"],
-          ),
-        }
-      : {}),
+    // On the home region's first app host only: rollout.service starts where its env file is (docs/deploy.md).
+    ...(h.name === t.apps[0]?.name && t.region === t.hub ? { rollout: rolloutEnv(repo, h, t, render, db) } : {}),
   };
+}
+
+/** rollout.env: its own region's database, and each other region's NATS and database (the template's `_HEL1` keys). */
+function rolloutEnv(
+  repo: string,
+  h: HostSpec,
+  t: Topology,
+  render: (app: string, values: Record<string, string>, secrets: Record<string, string>, drop?: string[]) => string,
+  db: (app: string, role: string) => string,
+): string {
+  const other: Record<string, string> = {};
+  for (const o of t.others) {
+    const R = o.region.toUpperCase();
+    other[`NATS_URL_${R}`] = o.nats.map((n) => `tls://${n.ip}:4222`).join(",");
+    other[`NATS_TLS_CA_${R}`] = "/etc/ssl/captcha-pipeline/internal-ca.pem";
+    other[`NATS_USER_${R}`] = "rollout";
+    other[`DATABASE_URL_${R}`] = `postgres://pipeline_rollout@${o.postgres.ip}:5432/pipeline?sslmode=verify-full`;
+  }
+  const templateOthers = ["NATS_URL_HEL1", "NATS_TLS_CA_HEL1", "NATS_USER_HEL1", "DATABASE_URL_HEL1"];
+  if (t.others.some((o) => o.region !== "hel1"))
+    throw new Error(
+      `rollout.env's template names hel1's settings; the rehearsal's other region must be hel1 (${repo})`,
+    );
+  return render(
+    "rollout",
+    { DATABASE_URL: db("rollout", "pipeline_rollout"), ROLLOUT_HTTP_HOST: h.ip, ...other },
+    {},
+    t.others.length ? [] : templateOthers,
+  );
 }
 
 export function setUpApp(repo: string, h: HostSpec, t: Topology, s: Secrets, src: SecretSource, log: Log): void {
@@ -248,8 +296,10 @@ export function migrateFromClone(repo: string, h: HostSpec, t: Topology, s: Secr
   const creds = mkdtempSync(join(tmpdir(), "rehearsal-credentials-"));
   try {
     if (src.mode === "store") {
-      writeFileSync(join(creds, "NATS_PASSWORD"), src.nats("recovery"), { mode: 0o600 });
-      writeFileSync(join(creds, "DATABASE_PASSWORD"), src.pg("pipeline_owner"), { mode: 0o600 });
+      writeFileSync(join(creds, "NATS_PASSWORD"), src.nats("recovery", t.region), { mode: 0o600 });
+      writeFileSync(join(creds, "DATABASE_PASSWORD"), src.pg("pipeline_owner", t.region), { mode: 0o600 });
+      if (t.witness)
+        writeFileSync(join(creds, "WITNESS_PASSWORD"), src.witness(`recovery_${t.region}`), { mode: 0o600 });
       vars.CREDENTIALS_DIRECTORY = creds;
     }
     const r = Bun.spawnSync([process.execPath, "apps/recovery/src/cli.ts", "migrate"], {

@@ -1,5 +1,5 @@
 // `npm run rehearse [-- up|down|status|drills [name...]|alerts|deploy-gapless [--no-drain]]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
-import { BRIDGE, BRIDGE_IP } from "./config.ts";
+import { BRIDGE, BRIDGE_IP, parseRegions } from "./config.ts";
 import { runDrills } from "./drills.ts";
 import { FLEET_DRILLS, runFleetDrills } from "./fleet-drills.ts";
 import { gaplessMain } from "./gapless.ts";
@@ -8,14 +8,18 @@ import { readState, type State } from "./state.ts";
 import { down, fleetTable, status, up } from "./up.ts";
 
 const log = (m: string) => console.error(`[rehearse] ${m}`);
-const cmd = Bun.argv[2] ?? "up";
+const cmd = Bun.argv[2] && !Bun.argv[2].startsWith("--") ? Bun.argv[2] : "up";
 
 if (cmd === "up") {
   try {
-    const r = await up(log);
-    console.log(`fleet (region fsn1, bridge ${BRIDGE} ${BRIDGE_IP}):\n${fleetTable(r.state.hosts)}`);
+    const at = Bun.argv.indexOf("--regions");
+    const r = await up(log, { regions: parseRegions(at > 0 ? Bun.argv[at + 1] : undefined) });
+    console.log(
+      `fleet (regions ${r.state.regions?.join(", ")}, bridge ${BRIDGE} ${BRIDGE_IP}):\n${fleetTable(r.state.hosts)}`,
+    );
     console.log(`  emulator       ${r.state.services.emulatorUrl} (host)`);
-    console.log(`load balancer: ${r.state.lbUrl}  (CA ${r.state.caFile}; API key: state.json's apiKey)`);
+    for (const [region, url] of Object.entries(r.state.lbUrls ?? {}))
+      console.log(`load balancer ${region}: ${url}  (CA ${r.state.caFile}; API key: state.json's apiKey)`);
     console.log(`first task through the LB: ${r.firstTask.id} ${r.firstTask.status} in ${r.firstTask.ms} ms`);
     console.log(
       `alerts: Alertmanager on fsn1-mon-1 posts to ${r.state.services.alertsUrl}/alerts/hook (Slack JSON); they land in ${r.state.services.alertsLog} (\`alert <name> after S s\`) and GET ${r.state.services.alertsUrl}/alerts`,
@@ -53,7 +57,7 @@ if (cmd === "up") {
   process.exit(await gaplessMain(Bun.argv.slice(3), log));
 } else {
   console.error(
-    "usage: npm run rehearse -- [up|down|status|drills [name...]|alerts|deploy-gapless [--no-drain] [--version v2]]",
+    "usage: npm run rehearse -- [up [--regions fsn1,hel1]|down|status|drills [name...]|alerts|deploy-gapless [--no-drain] [--version v2]]",
   );
   process.exit(2);
 }

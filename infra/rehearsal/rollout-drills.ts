@@ -43,7 +43,7 @@ async function deploySolver(ctx: DrillContext, version: string, log: Log): Promi
   const dist = releaseOnce("solver", version, "rollout", s.signingKey, log);
   const r = await deployApp(
     ["solver", version, "--hosts", ctx.state.inventory!, "--dist", dist, "--ssh-key", s.sshKey].concat(
-      ctx.state.secrets === "store" ? ["--secrets", storeFile(REPO)] : [],
+      ctx.state.secrets === "store" ? ["--secrets", ctx.state.secretsStore ?? storeFile(REPO)] : [],
     ),
     log,
   );

@@ -146,28 +146,40 @@ export interface SecretSource {
   mode: "env" | "store";
   /** The store file (mode store): `--secrets` of each deploy. */
   store?: string;
-  nats(user: string): string;
-  pg(role: string): string;
+  /** A region's NATS user's password, a region's Postgres role's. */
+  nats(user: string, region: string): string;
+  pg(role: string, region: string): string;
+  /** A witness node's own users (`system`, `admin`), and `recovery_<region>` (that region's lease). */
+  witness(user: string): string;
   apiKey: string;
 }
 
-export function storeFile(repo: string): string {
+/** The clone's store for a set of regions (a store made for fsn1 alone has no hel1 secrets). */
+export function storeFile(repo: string, regions: string[] = ["fsn1"]): string {
   const tag = createHash("sha256").update(repo).digest("hex").slice(0, 10);
-  return join(homedir(), ".config", "captcha-pipeline-rehearsal", tag, "secrets.json");
+  const name = regions.join(",") === "fsn1" ? "secrets.json" : `secrets-${regions.join("-")}.json`;
+  return join(homedir(), ".config", "captcha-pipeline-rehearsal", tag, name);
 }
 
-export function secretSource(repo: string, s: Secrets, region: string, log: (m: string) => void): SecretSource {
+export function secretSource(repo: string, s: Secrets, regions: string[], log: (m: string) => void): SecretSource {
   if (!existsSync(join(repo, "infra", "deploy", "cli", "secret-store.ts"))) {
     const p = s.passwords;
-    return { mode: "env", nats: (u) => p[`nats_${u}`]!, pg: (r) => p[`pg_${r}`]!, apiKey: p.api_key! };
+    return {
+      mode: "env",
+      nats: (u) => p[`nats_${u}`]!,
+      pg: (r) => p[`pg_${r}`]!,
+      witness: (u) => p[`nats_${u.startsWith("recovery_") ? "recovery" : u}`]!,
+      apiKey: p.api_key!,
+    };
   }
-  const store = storeFile(repo);
+  const store = storeFile(repo, regions);
   if (!existsSync(store)) {
     mkdirSync(join(store, ".."), { recursive: true, mode: 0o700 });
-    log(`$ npm run deploy -- secrets init --regions ${region} --store ${store}`);
-    check(["node", "infra/bootstrap.mjs", "deploy", "secrets", "init", "--regions", region, "--store", store], {
-      cwd: repo,
-    });
+    log(`$ npm run deploy -- secrets init --regions ${regions.join(",")} --store ${store}`);
+    check(
+      ["node", "infra/bootstrap.mjs", "deploy", "secrets", "init", "--regions", regions.join(","), "--store", store],
+      { cwd: repo },
+    );
   }
   const file = JSON.parse(readFileSync(store, "utf8")) as { secrets: Record<string, { value: string }> };
   const value = (name: string) => {
@@ -178,8 +190,12 @@ export function secretSource(repo: string, s: Secrets, region: string, log: (m: 
   return {
     mode: "store",
     store,
-    nats: (u) => value(`${region}/nats/${u}`),
-    pg: (r) => value(`${region}/postgres/${r}`),
+    nats: (u, r) => value(`${r}/nats/${u}`),
+    pg: (role, r) => value(`${r}/postgres/${role}`),
+    witness: (u) => {
+      const lease = /^recovery_([a-z0-9]+)$/.exec(u);
+      return value(lease ? `${lease[1]}/witness/recovery` : `witness/nats/${u}`);
+    },
     apiKey: value("api-keys").split(",")[0]!,
   };
 }

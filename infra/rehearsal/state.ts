@@ -15,6 +15,8 @@ export interface HostState extends HostSpec {
 export interface State {
   startedAt: string;
   phase: "starting" | "up" | "failed";
+  /** The regions of the fleet (`--regions`; fsn1 alone by default). */
+  regions?: string[];
   image?: { key: string; root: string };
   hosts: HostState[];
   services: {
@@ -26,11 +28,15 @@ export interface State {
     alertsUrl?: string;
     alertsLog?: string;
   };
+  /** The first region's LB, and every region's. */
   lbUrl?: string;
+  lbUrls?: Record<string, string>;
   inventory?: string;
   apiKey?: string;
   /** Where the apps' secrets came from: the env files, or the deploy command's secrets store. */
   secrets?: "env" | "store";
+  /** The secrets store the deploys were given (mode store). */
+  secretsStore?: string;
   caFile?: string;
   timings: Record<string, number>;
 }

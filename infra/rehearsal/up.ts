@@ -10,7 +10,7 @@ import {
   BRIDGE_IP,
   DATA,
   EMULATOR_PORT,
-  fleet,
+  fleetOf,
   type HostSpec,
   LB_ADMIN_PORT,
   machineName,
@@ -55,15 +55,21 @@ export interface UpResult {
 
 const secondsSince = (t0: number) => Math.round((Date.now() - t0) / 100) / 10;
 
-function topologyOf(hosts: HostSpec[]): Topology {
-  const region = hosts[0]!.region;
+/** One region's part of the fleet, and what it knows of the others (the rollout's NATS and databases, the witness). */
+export function topologyOf(all: HostSpec[], region: string, regions: string[]): Topology {
+  const of = (r: string, role: string) => all.filter((h) => h.region === r && h.role === role);
   return {
     region,
-    regions: [region],
-    nats: hosts.filter((h) => h.role === "nats"),
-    postgres: hosts.find((h) => h.role === "postgres")!,
-    apps: hosts.filter((h) => h.role === "app"),
-    lb: hosts.find((h) => h.role === "lb")!,
+    regions,
+    hub: regions[0]!,
+    witness: all.find((h) => h.role === "witness"),
+    others: regions
+      .filter((r) => r !== region)
+      .map((r) => ({ region: r, nats: of(r, "nats"), postgres: of(r, "postgres")[0]! })),
+    nats: of(region, "nats"),
+    postgres: of(region, "postgres")[0]!,
+    apps: of(region, "app"),
+    lb: of(region, "lb")[0]!,
     providerUrl: `http://${BRIDGE_IP}:${EMULATOR_PORT}`,
   };
 }
@@ -84,8 +90,11 @@ function writeInventory(hosts: HostState[]): string {
     }));
   // The gateway's deploy drains each app host through HAProxy's runtime API (gapless.ts); the
   // inventory without `lb` restarts in place (the old way, measured by `deploy-gapless --no-drain`).
-  const lb = hosts.find((h) => h.role === "lb");
-  const withLb = lb ? { lb: { kind: "haproxy", admin: `${lb.ip}:${LB_ADMIN_PORT}`, backend: "gateways" } } : {};
+  // One region: its LB; two: each region's own (a host drains through its region's LB).
+  const lbs = hosts.filter((h) => h.role === "lb");
+  const one = (lb: HostSpec) => ({ kind: "haproxy", admin: `${lb.ip}:${LB_ADMIN_PORT}`, backend: "gateways" });
+  const withLb =
+    lbs.length === 1 ? { lb: one(lbs[0]!) } : { lb: Object.fromEntries(lbs.map((lb) => [lb.region, one(lb)])) };
   writeFileSync(file, `${JSON.stringify({ hosts: entries, ...withLb }, null, 2)}\n`);
   writeFileSync(NO_LB_INVENTORY, `${JSON.stringify({ hosts: entries }, null, 2)}\n`);
   return file;
@@ -142,7 +151,7 @@ function binaries(signingKey: string, log: Log): string {
 }
 
 /** Image, secrets, the bridge, the host's services, every host's user-data. */
-async function prepare(state: State, log: Log) {
+async function prepare(state: State, regions: string[], log: Log) {
   const t = Date.now();
   const image = await ensureImage(REPO, log);
   state.image = { key: image.key, root: image.root };
@@ -150,8 +159,8 @@ async function prepare(state: State, log: Log) {
   state.timings.imageCached = image.cached ? 1 : 0;
   log(`image ${image.key}: ${image.cached ? "cached" : `built in ${image.builtSeconds} s`} (${image.root})`);
   const s = ensureSecrets();
-  const hosts = fleet();
-  const topo = topologyOf(hosts);
+  const hosts = fleetOf(regions);
+  const topos = regions.map((r) => topologyOf(hosts, r, regions));
   const nats = await natsArtifact(log);
   createBridge(log);
   const services = await startHostServices(s.passwords.provider_key!, log);
@@ -165,15 +174,23 @@ async function prepare(state: State, log: Log) {
     alertsLog: alerts.logFile,
   };
   writeState(state);
-  const haproxyConfig = templatefile(join(REPO, "infra", "rehearsal", "haproxy.cfg.tftpl"), {
-    listen_ip: topo.lb.ip,
-    admin_port: String(LB_ADMIN_PORT),
-    servers: topo.apps.map((a) => `  server ${a.name} ${a.ip}:8080`).join("\n"),
-  });
+  const lbs = Object.fromEntries(
+    topos.map((t) => [
+      t.lb.name,
+      {
+        haproxyConfig: templatefile(join(REPO, "infra", "rehearsal", "haproxy.cfg.tftpl"), {
+          listen_ip: t.lb.ip,
+          admin_port: String(LB_ADMIN_PORT),
+          servers: t.apps.map((a) => `  server ${a.name} ${a.ip}:8080`).join("\n"),
+        }),
+        certificate: lbCertificate(s, t.lb),
+      },
+    ]),
+  );
   const userData = renderUserData(REPO, {
     hosts,
-    regions: topo.regions,
-    leafHubRegion: topo.region,
+    regions,
+    leafHubRegion: regions[0]!,
     privateCidr: SUBNET,
     natsServerVersion: nats.version,
     natsServerSha256: nats.sha256,
@@ -181,13 +198,12 @@ async function prepare(state: State, log: Log) {
     adminSshKeys: [s.sshPub],
     deploySshKeys: [s.sshPub],
     releaseSigningKeys: [s.signingPub],
-    haproxyConfig,
-    lbCertificate: lbCertificate(s, topo.lb),
+    lbs,
   });
   mkdirSync(join(DATA, "user-data"), { recursive: true });
   for (const [name, text] of Object.entries(userData))
     writeFileSync(join(DATA, "user-data", `${name}.yaml`), text, { mode: 0o600 });
-  return { image, s, hosts, topo, userData };
+  return { image, s, hosts, topos, userData };
 }
 
 /** Boots every host at once; each is up when systemd runs and cloud-init is done. */
@@ -239,72 +255,81 @@ async function bootFleet(
   writeState(state);
 }
 
-/** The operator's part (docs/deploy.md, "Secrets"), as ops over SSH; then the schema. */
-async function operate(state: State, topo: Topology, s: Secrets, log: Log): Promise<SecretSource> {
+/** The operator's part (docs/deploy.md, "Secrets"), as ops over SSH, region by region; then each region's schema. */
+async function operate(state: State, topos: Topology[], s: Secrets, log: Log): Promise<SecretSource> {
   const t = Date.now();
-  const src = secretSource(REPO, s, topo.region, log);
+  const src = secretSource(REPO, s, topos[0]!.regions, log);
   state.secrets = src.mode;
-  await Promise.all([...topo.nats.map((h) => setUpNats(h, s, src, log)), setUpPostgres(topo.postgres, s, src, log)]);
-  for (const a of topo.apps) setUpApp(REPO, a, topo, s, src, log);
-  const migrated = migrateFromClone(REPO, topo.apps[0]!, topo, s, src);
-  log(`migrate (from the clone over the private network): ${migrated.split("\n").slice(-1)[0]}`);
+  state.secretsStore = src.store;
+  const witness = topos[0]!.witness;
+  await Promise.all([
+    ...topos.flatMap((topo) => topo.nats.map((h) => setUpNats(h, topo, s, src, log))),
+    ...(witness ? [setUpNats(witness, topos[0]!, s, src, log)] : []),
+    ...topos.map((topo) => setUpPostgres(topo.postgres, s, src, log)),
+  ]);
+  for (const topo of topos) {
+    for (const a of topo.apps) setUpApp(REPO, a, topo, s, src, log);
+    const migrated = migrateFromClone(REPO, topo.apps[0]!, topo, s, src);
+    log(`${topo.region}: migrate (from the clone over the private network): ${migrated.split("\n").slice(-1)[0]}`);
+  }
   state.timings.operatorSeconds = secondsSince(t);
   return src;
 }
 
 /** The release: built and signed once per commit, deployed with the project's command, unchanged. */
-function release(state: State, topo: Topology, s: Secrets, src: SecretSource, log: Log): string {
+function release(state: State, topos: Topology[], s: Secrets, src: SecretSource, log: Log): string {
   let t = Date.now();
   const dist = binaries(s.signingKey, log);
   state.timings.buildSeconds = secondsSince(t);
   const inventory = writeInventory(state.hosts);
   state.inventory = inventory;
   t = Date.now();
+  const secrets = src.store ? ["--secrets", src.store] : [];
   for (const app of DEPLOY_ORDER)
-    npmRun(
-      [
-        "deploy",
-        ...[app, VERSION, "--hosts", inventory, "--dist", dist, "--ssh-key", s.sshKey],
-        ...(src.store ? ["--secrets", src.store] : []),
-      ],
-      log,
-    );
-  // The rollout service runs on the first app host alone (its rollout.env is there: operator.ts).
+    npmRun(["deploy", ...[app, VERSION, "--hosts", inventory, "--dist", dist, "--ssh-key", s.sshKey], ...secrets], log);
+  // The rollout service runs on the home region's first app host alone (its rollout.env is there: operator.ts).
+  const home = topos[0]!.apps[0]!;
   npmRun(
     [
       "deploy",
-      ...[ROLLOUT, VERSION, "--hosts", rolloutInventory(inventory, topo.apps[0]!.name), "--dist", dist],
-      ...["--ssh-key", s.sshKey, ...(src.store ? ["--secrets", src.store] : [])],
+      ...[ROLLOUT, VERSION, "--hosts", rolloutInventory(inventory, home.name), "--dist", dist],
+      ...["--ssh-key", s.sshKey, ...secrets],
     ],
     log,
   );
   state.timings.deploySeconds = secondsSince(t);
-  const again = migrate(topo.apps[0]!, s, src).trim().split("\n").slice(-1)[0];
-  log(`recovery migrate on ${topo.apps[0]!.name} (systemd-run, the deployed binary): ${again}`);
+  for (const topo of topos) {
+    const again = migrate(topo.apps[0]!, s, src).trim().split("\n").slice(-1)[0];
+    log(`recovery migrate on ${topo.apps[0]!.name} (systemd-run, the deployed binary): ${again}`);
+  }
   return dist;
 }
 
-/** The load balancer puts the gateway in rotation (2 passing checks, 5 s apart), then one task through it. */
-async function throughLb(state: State, topo: Topology, s: Secrets, src: SecretSource) {
-  const client: LbClient = { url: `https://${topo.lb.ip}`, ca: s.caPem, apiKey: src.apiKey };
-  state.lbUrl = client.url;
+/** Each region's load balancer puts a gateway in rotation (2 passing checks, 5 s apart), then one task through each. */
+async function throughLb(state: State, topos: Topology[], s: Secrets, src: SecretSource) {
+  const clients = topos.map((t): LbClient => ({ url: `https://${t.lb.ip}`, ca: s.caPem, apiKey: src.apiKey }));
+  state.lbUrl = clients[0]!.url;
+  state.lbUrls = Object.fromEntries(topos.map((t, i) => [t.region, clients[i]!.url]));
   state.apiKey = src.apiKey;
   state.caFile = caFile(s);
   const t = Date.now();
-  await waitFor(
-    "the load balancer's /readyz (a gateway in rotation)",
-    60_000,
-    async () => ((await readyz(client)) === 200 ? true : undefined),
-    500,
-  );
+  for (const client of clients)
+    await waitFor(
+      `${client.url}/readyz (a gateway in rotation)`,
+      60_000,
+      async () => ((await readyz(client)) === 200 ? true : undefined),
+      500,
+    );
   state.timings.lbReadySeconds = secondsSince(t);
-  const first = await roundTrip(client, `up-${Date.now()}`);
-  if (first.status !== "completed") throw new Error(`the first task through the LB ended ${first.status}`);
-  state.timings.firstTaskMs = first.ms;
-  return { client, first };
+  const firsts = await Promise.all(clients.map((c) => roundTrip(c, `up-${Date.now()}-${c.url.slice(8)}`)));
+  const bad = firsts.find((f) => f.status !== "completed");
+  if (bad) throw new Error(`a first task through an LB ended ${bad.status}`);
+  state.timings.firstTaskMs = firsts[0]!.ms;
+  return { client: clients[0]!, first: firsts[0]! };
 }
 
-export async function up(log: Log): Promise<UpResult> {
+export async function up(log: Log, o: { regions?: string[] } = {}): Promise<UpResult> {
+  const regions = o.regions ?? ["fsn1"];
   const t0 = Date.now();
   ensureHostTools(log);
   await acquireFleet(log);
@@ -316,23 +341,24 @@ export async function up(log: Log): Promise<UpResult> {
   const state: State = {
     startedAt: new Date().toISOString(),
     phase: "starting",
+    regions,
     hosts: [],
     services: {},
     timings: {},
   };
   writeState(state);
   try {
-    const { image, s, hosts, topo, userData } = await prepare(state, log);
+    const { image, s, hosts, topos, userData } = await prepare(state, regions, log);
     await bootFleet(state, hosts, image, userData, log);
-    const src = await operate(state, topo, s, log);
-    const dist = release(state, topo, s, src, log);
+    const src = await operate(state, topos, s, log);
+    const dist = release(state, topos, s, src, log);
     const mon = hosts.find((h) => h.role === "monitoring");
     if (mon) {
       const m = await setUpMonitoring(mon, hosts, s.sshKey, join(dist, `nats-exporter-${VERSION}-linux-x64`), log);
       state.timings.monitoringSeconds = m.seconds;
       state.timings.monitoringTargets = m.targets;
     }
-    const { client, first } = await throughLb(state, topo, s, src);
+    const { client, first } = await throughLb(state, topos, s, src);
     state.timings.upSeconds = secondsSince(t0);
     state.phase = "up";
     writeState(state);
@@ -354,7 +380,10 @@ export async function down(log: Log): Promise<{ seconds: number }> {
     clearState();
     return { seconds: secondsSince(t0) };
   }
-  const hosts: Array<HostSpec & { nspawnPid?: number }> = state?.hosts.length ? state.hosts : fleet();
+  const hosts: Array<HostSpec & { nspawnPid?: number }> = state?.hosts.length
+    ? state.hosts
+    : // Nothing recorded: whatever a two-region fleet may have left.
+      fleetOf(["fsn1", "hel1"]);
   await Promise.all(
     hosts.map(async (h) => {
       const r = await stopMachine(h, h.nspawnPid, log);

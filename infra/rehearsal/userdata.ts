@@ -20,10 +20,8 @@ export interface UserDataVars {
   adminSshKeys: string[];
   deploySshKeys: string[];
   releaseSigningKeys: string[];
-  /** The load balancer's HAProxy config (lb hosts only). */
-  haproxyConfig: string;
-  /** The load balancer's certificate and key, one PEM (HAProxy's `crt`). */
-  lbCertificate: string;
+  /** Each load balancer's HAProxy config and its certificate and key (one PEM, HAProxy's `crt`), by host name. */
+  lbs: Record<string, { haproxyConfig: string; certificate: string }>;
 }
 
 const TLS_BLOCK =
@@ -72,6 +70,20 @@ function natsConf(repo: string, v: UserDataVars, h: HostSpec): string {
   });
 }
 
+/** A witness node's config (witness.conf.tftpl): a single node has no cluster block; one lease user per region. */
+function witnessConf(repo: string, v: UserDataVars, h: HostSpec): string {
+  if (v.hosts.filter((x) => x.role === "witness").length > 1)
+    throw new Error("the rehearsal renders one witness node (its cluster block is Terraform's alone)");
+  return templatefile(join(repo, "infra", "deploy", "nats", "witness.conf.tftpl"), {
+    server_name: h.name,
+    private_ip: h.ip,
+    cluster: "",
+    lease_users: v.regions
+      .map((r) => `      { user: "recovery_${r}", password: "@@BCRYPT:recovery_${r}@@" }`)
+      .join("\n"),
+  });
+}
+
 /** main.tf's locals: units, nats_files, logins, deploy_files. */
 function fileVars(repo: string, v: UserDataVars) {
   const read = (...p: string[]) => readDeploy(repo, ...p);
@@ -116,6 +128,9 @@ export function renderUserData(repo: string, v: UserDataVars): Record<string, st
     else if (h.role === "nats") {
       const nats_conf = natsConf(repo, v, h);
       out[h.name] = templatefile(join(deploy, "cloud-init", "nats.yaml"), { ...natsFiles, ...base, nats_conf });
+    } else if (h.role === "witness") {
+      const nats_conf = witnessConf(repo, v, h);
+      out[h.name] = templatefile(join(deploy, "cloud-init", "witness.yaml"), { ...natsFiles, ...base, nats_conf });
     } else if (h.role === "monitoring") {
       out[h.name] = templatefile(join(deploy, "cloud-init", "monitoring.yaml"), base);
     } else if (h.role === "postgres") {
@@ -125,10 +140,12 @@ export function renderUserData(repo: string, v: UserDataVars): Record<string, st
         pg_hba: templatefile(join(deploy, "postgres", "pg_hba.conf.tftpl"), { private_cidr: v.privateCidr }),
       });
     } else {
+      const lb = v.lbs[h.name];
+      if (!lb) throw new Error(`${h.name}: no HAProxy config and certificate given for this load balancer`);
       out[h.name] = templatefile(join(repo, "infra", "rehearsal", "cloud-init", "lb.yaml"), {
         ...base,
-        haproxy_config: v.haproxyConfig,
-        lb_certificate: v.lbCertificate,
+        haproxy_config: lb.haproxyConfig,
+        lb_certificate: lb.certificate,
       });
     }
   }
