@@ -63,4 +63,18 @@ describe("drill figures", () => {
     expect(f.rtoS).toBe(65);
     expect(drillPassed(f)).toBe(false);
   });
+
+  test("a region cut: the RTO counts what the survivor finished before the heal; the rest is counted apart", () => {
+    const f = drillFigures(
+      [done("a", 1000, 30_000), done("b", 2000, 95_000)],
+      5000,
+      { before: {}, after: {} },
+      { healedAt: 90_000 },
+    );
+    expect({ rto: f.rtoS, afterHeal: f.afterHeal }).toEqual({ rto: 25, afterHeal: 1 });
+    expect(drillPassed(f)).toBe(true);
+    // Nothing finished before the heal: no RTO to speak of.
+    const none = drillFigures([done("b", 2000, 95_000)], 5000, { before: {}, after: {} }, { healedAt: 90_000 });
+    expect(none.rtoS).toBeUndefined();
+  });
 });

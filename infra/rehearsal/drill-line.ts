@@ -28,12 +28,14 @@ export interface DrillFigures {
   failed: number;
   extraPaid: number;
   doubleResults: number;
-  /** From the fault until every task acknowledged before it had its final status; undefined if one never did. */
+  /** From the fault until every task acknowledged before it had its final status (a region cut: those the survivor finished before the heal); undefined if one never did. */
   rtoS?: number;
   /** Submissions never acknowledged, after every retry (a client would have seen an error). */
   notAccepted: number;
   /** Attempts that were retried (each an error a client without retries would have seen). */
   refusedAttempts: number;
+  /** A region cut: tasks acknowledged before it that ended at home after the heal (not resumable by the survivor). */
+  afterHeal: number;
 }
 
 const FINAL = new Set(["completed", "failed", "cancelled", "expired"]);
@@ -56,15 +58,21 @@ export function drillFigures(
   records: TaskRecord[],
   faultAt: number,
   paid: { before: Record<string, number>; after: Record<string, number> },
+  o: { healedAt?: number } = {},
 ): DrillFigures {
   const acked = records.filter((r) => r.id);
   const lost = acked.filter((r) => !isFinal(r.status)).length;
   const failed = acked.filter((r) => r.status === "failed" || r.status === "expired").length;
   const doubleResults = acked.filter((r) => r.token && r.tokenAfter !== undefined && r.token !== r.tokenAfter).length;
   const before = acked.filter((r) => r.acceptedAt! <= faultAt);
-  const rtoS = before.every((r) => r.finalAt !== undefined)
-    ? Math.max(0, ...before.map((r) => r.finalAt! - faultAt)) / 1000
-    : undefined;
+  // A region cut (healedAt): the survivor finishes what it can resume (a provider id reached it);
+  // the rest ends at home after the heal, as designed, and is counted apart, not in the RTO.
+  const resumed = o.healedAt === undefined ? before : before.filter((r) => r.finalAt! <= o.healedAt!);
+  const allFinal = before.every((r) => r.finalAt !== undefined);
+  const rtoS =
+    allFinal && (resumed.length || !before.length)
+      ? Math.max(0, ...resumed.map((r) => r.finalAt! - faultAt)) / 1000
+      : undefined;
   return {
     acknowledged: acked.length,
     lost,
@@ -74,6 +82,7 @@ export function drillFigures(
     rtoS,
     notAccepted: records.filter((r) => !r.id).length,
     refusedAttempts: records.reduce((a, r) => a + r.refused, 0),
+    afterHeal: before.length - resumed.length,
   };
 }
 

@@ -10,6 +10,7 @@ import { type DrillFigures, drillFigures, drillLine, drillPassed } from "./drill
 import { type Log, sleep, waitFor } from "./exec.ts";
 import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
 import { markAlerts, receivedAlerts, waitForAlert } from "./monitoring.ts";
+import { REGION_CUT } from "./region-drill.ts";
 import { ROLLOUT_DRILLS } from "./rollout-drills.ts";
 import { type HostState, type State, writeState } from "./state.ts";
 import { startTrackedLoad } from "./tracked-load.ts";
@@ -25,13 +26,20 @@ export interface FleetDrill {
   /** What comes before the drill's clock and load (a deploy). */
   prepare?(h: HostState, ctx: DrillContext): Promise<void>;
   inject(h: HostState, ctx: DrillContext): Promise<void>;
-  /** Undoes the fault once the alert arrived (or did not), and waits until the host serves again. */
-  undo(h: HostState, ctx: DrillContext): Promise<void>;
+  /**
+   * Undoes the fault once the alert arrived (or did not), and waits until the host serves again.
+   * A region cut says when it healed: the RTO then counts what the survivor finished before it.
+   */
+  undo(h: HostState, ctx: DrillContext): Promise<void | { healedAt: number }>;
+  /** Needs two regions (the fleet of `up --regions fsn1,hel1`). */
+  twoRegions?: boolean;
 }
 
 export interface DrillContext {
   state: State;
+  /** The home region's LB (the load goes there), and the other region's when there are two. */
   client: LbClient;
+  other?: LbClient;
   log: Log;
 }
 
@@ -103,6 +111,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
     },
   },
   ...ROLLOUT_DRILLS,
+  REGION_CUT,
 ];
 
 export interface FleetDrillResult {
@@ -141,7 +150,11 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
   if (!h) throw new Error(`${d.name}: no ${d.role} host ${d.index + 1} in the fleet`);
   await d.prepare?.(h, ctx);
   const before = await paidByFingerprint(ctx.state);
-  const load = startTrackedLoad(ctx.client, perSecond, `drill-${d.name}-${Date.now()}`);
+  const load = startTrackedLoad(
+    ctx.other ? [ctx.client, ctx.other] : [ctx.client],
+    perSecond,
+    `drill-${d.name}-${Date.now()}`,
+  );
   await sleep(10_000);
   const from = await markAlerts();
   const faultAt = Date.now();
@@ -159,15 +172,20 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
   } catch (err) {
     error = (err as Error).message;
   }
+  let healedAt: number | undefined;
   try {
-    await d.undo(h, ctx);
+    healedAt = (await d.undo(h, ctx))?.healedAt;
   } catch (err) {
     error = `${error ? `${error}; ` : ""}undo: ${(err as Error).message}`;
   }
   ctx.log(`${d.name}: undone ${((Date.now() - faultAt) / 1000).toFixed(1)} s after the fault`);
   await sleep(10_000);
   const records = await load.stop();
-  const figures = drillFigures(records, faultAt, { before, after: await paidByFingerprint(ctx.state) });
+  const figures = drillFigures(records, faultAt, { before, after: await paidByFingerprint(ctx.state) }, { healedAt });
+  if (healedAt !== undefined)
+    ctx.log(
+      `${d.name}: healed ${((healedAt - faultAt) / 1000).toFixed(1)} s after the cut; ${figures.afterHeal} tasks acknowledged before it ended at home after the heal (no provider id had reached the survivor)`,
+    );
   const a = await alertOutcome(d, from, waited);
   const alertLine =
     a.line ??
@@ -183,7 +201,13 @@ export async function runFleetDrills(ctx: DrillContext, names: string[]): Promis
   if (unknown.length)
     throw new Error(`no drill ${unknown.join(", ")}; the drills: ${FLEET_DRILLS.map((d) => d.name).join(", ")}`);
   const results: FleetDrillResult[] = [];
+  const regions = ctx.state.regions?.length ?? 1;
   for (const d of FLEET_DRILLS.filter((x) => !names.length || names.includes(x.name))) {
+    if (d.twoRegions && regions < 2) {
+      if (names.length) throw new Error(`${d.name} needs two regions: npm run rehearse -- up --regions fsn1,hel1`);
+      ctx.log(`${d.name}: skipped (one region; \`up --regions fsn1,hel1\` for it)`);
+      continue;
+    }
     const r = await runFleetDrill(d, ctx);
     console.log(`${r.line}\n${r.alertLine}`);
     if (r.figures.refusedAttempts)

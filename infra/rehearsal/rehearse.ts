@@ -1,4 +1,5 @@
 // `npm run rehearse [-- up|down|status|drills [name...]|alerts|deploy-gapless [--no-drain]]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
+import type { LbClient } from "./client.ts";
 import { BRIDGE, BRIDGE_IP, parseRegions } from "./config.ts";
 import { runDrills } from "./drills.ts";
 import { FLEET_DRILLS, runFleetDrills } from "./fleet-drills.ts";
@@ -85,10 +86,21 @@ async function fleetDrills(state: State, names: string[]): Promise<number> {
     `drills: ${(names.length ? names : FLEET_DRILLS.map((d) => d.name)).join(", ")} (4 tasks/s through ${state.lbUrl})`,
   );
   const results = await runFleetDrills(
-    { state, client: { url: state.lbUrl, ca: s.caPem, apiKey: state.apiKey }, log },
+    {
+      state,
+      client: { url: state.lbUrl, ca: s.caPem, apiKey: state.apiKey },
+      ...other(state, s.caPem),
+      log,
+    },
     names,
   );
   const failed = results.filter((r) => !r.passed).map((r) => r.name);
   console.log(failed.length ? `drills failed: ${failed.join(", ")}` : `drills passed: ${results.length}`);
   return failed.length ? 1 : 0;
+}
+
+/** The other region's LB, when the fleet has two (the drills' clients know both URLs). */
+function other(state: State, ca: string): { other?: LbClient } {
+  const url = Object.values(state.lbUrls ?? {}).find((u) => u !== state.lbUrl);
+  return url && state.apiKey ? { other: { url, ca, apiKey: state.apiKey } } : {};
 }

@@ -1,0 +1,78 @@
+// The region-cut drill (fleet-drills.ts runs it on a two-region fleet): the home region's hosts cut
+// off from the other region and the witness, as a lost inter-region link would. Each of its hosts
+// gets an nftables table of its own dropping traffic to and from the other regions' subnets (the
+// host side, where the provider and the clients are, stays reachable). The region can no longer
+// renew its lease at the witness and fences itself (RegionFenced); the other region takes its
+// lease over and finishes the tasks it can resume from its mirror; after the page the cut heals
+// and the region serves again (failback).
+import { type Log, waitFor } from "./exec.ts";
+import type { FleetDrill } from "./fleet-drills.ts";
+import { inMachineAsync } from "./machine.ts";
+import type { HostState } from "./state.ts";
+
+/** The /24s of every host outside `region` (the other regions, the witness). */
+export function otherSubnets(hosts: HostState[], region: string): string[] {
+  const nets = hosts.filter((h) => h.region !== region).map((h) => `${h.ip.split(".").slice(0, 3).join(".")}.0/24`);
+  return [...new Set(nets)].sort();
+}
+
+/** The cut as one nftables table: in and out, ahead of the host's own firewall (priority -10). */
+export function cutRuleset(subnets: string[]): string {
+  const set = `{ ${subnets.join(", ")} }`;
+  return [
+    "table inet rh_cut {",
+    `  chain in { type filter hook input priority -10; ip saddr ${set} drop; }`,
+    `  chain out { type filter hook output priority -10; ip daddr ${set} drop; }`,
+    "}",
+    "",
+  ].join("\n");
+}
+
+async function onEach(hosts: HostState[], script: string, input?: string): Promise<void> {
+  await Promise.all(
+    hosts.map(async (h) => {
+      const r = await inMachineAsync(h, script, { timeoutMs: 30_000, ...(input ? { input } : {}) });
+      if (r.code !== 0) throw new Error(`${h.name}: ${script}: ${r.stderr.trim()}`);
+    }),
+  );
+}
+
+/** Whether the region's recovery may submit again (its lease renewed): recovery_region_may_submit 1. */
+async function maySubmit(app: HostState): Promise<boolean> {
+  try {
+    const text = await (await fetch(`http://${app.ip}:9477/metrics`, { signal: AbortSignal.timeout(3000) })).text();
+    return /^recovery_region_may_submit\{[^}]*\} 1$/m.test(text);
+  } catch {
+    return false;
+  }
+}
+
+const regionHosts = (all: HostState[], region: string) => all.filter((h) => h.region === region);
+
+export const REGION_CUT: FleetDrill = {
+  name: "region-cut",
+  alert: "RegionFenced",
+  role: "app",
+  index: 0,
+  twoRegions: true,
+  what: "every host of the region cut off from the other region and the witness (nftables on each), healed after the page",
+  inject: async (h, ctx) => {
+    const subnets = otherSubnets(ctx.state.hosts, h.region);
+    await onEach(regionHosts(ctx.state.hosts, h.region), "nft -f -", cutRuleset(subnets));
+    ctx.log(`region-cut: ${h.region} cut off from ${subnets.join(", ")}`);
+  },
+  undo: async (h, ctx) => {
+    await onEach(regionHosts(ctx.state.hosts, h.region), "nft delete table inet rh_cut");
+    const healedAt = Date.now();
+    await waitUntilServing(h, ctx.log);
+    return { healedAt };
+  },
+};
+
+async function waitUntilServing(app: HostState, log: Log): Promise<void> {
+  const t0 = Date.now();
+  await waitFor(`${app.region}: its lease renewed (recovery_region_may_submit 1)`, 120_000, async () =>
+    (await maySubmit(app)) ? true : undefined,
+  );
+  log(`region-cut: ${app.region} may submit again ${((Date.now() - t0) / 1000).toFixed(1)} s after the heal`);
+}
