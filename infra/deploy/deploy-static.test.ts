@@ -1434,10 +1434,10 @@ test("Terraform policy: no NATS or Postgres port open to the internet; only SSH 
   expect(ssh.map((r) => r.sources)).toEqual([["var.admin_cidrs"]]);
   expect(tf.variable.admin_cidrs[0].default).toBeUndefined();
   expect(JSON.stringify(tf.variable.admin_cidrs[0].validation)).toContain("0.0.0.0/0");
-  // The load balancer: 443 outside, the gateways' 8080 over the private network, health /readyz.
+  // The load balancer: 443 outside, the gateways' 8080 over the private network, health /readyz/accepting.
   const svc = Object.values(tf.resource.hcloud_load_balancer_service as Hcl)[0][0];
   expect([svc.listen_port, svc.destination_port, svc.protocol]).toEqual([443, 8080, "https"]);
-  expect(svc.health_check[0].http[0].path).toBe("/readyz");
+  expect(svc.health_check[0].http[0].path).toBe("/readyz/accepting");
   const target = Object.values(tf.resource.hcloud_load_balancer_target as Hcl)[0][0];
   expect(target.use_private_ip).toBe(true);
 });

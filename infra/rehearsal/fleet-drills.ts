@@ -10,7 +10,7 @@ import { type DrillFigures, drillFigures, drillLine, drillPassed } from "./drill
 import { type Log, sleep, waitFor } from "./exec.ts";
 import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
 import { markAlerts, receivedAlerts, waitForAlert } from "./monitoring.ts";
-import { REGION_CUT } from "./region-drill.ts";
+import { REGION_APPS_OFF, REGION_CUT } from "./region-drill.ts";
 import { ROLLOUT_DRILLS } from "./rollout-drills.ts";
 import { type HostState, type State, writeState } from "./state.ts";
 import { startTrackedLoad } from "./tracked-load.ts";
@@ -33,6 +33,8 @@ export interface FleetDrill {
   undo(h: HostState, ctx: DrillContext): Promise<void | { healedAt: number }>;
   /** Needs two regions (the fleet of `up --regions fsn1,hel1`). */
   twoRegions?: boolean;
+  /** The clients know the home region's URL alone (not the other region's). */
+  oneUrl?: boolean;
 }
 
 export interface DrillContext {
@@ -112,6 +114,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
   },
   ...ROLLOUT_DRILLS,
   REGION_CUT,
+  REGION_APPS_OFF,
 ];
 
 export interface FleetDrillResult {

@@ -25,6 +25,8 @@ export interface Topology {
   postgres: HostSpec;
   apps: HostSpec[];
   lb: HostSpec;
+  /** Every region's LB address: each sends its backup traffic to the other regions' gateways. */
+  lbs: string[];
   providerUrl: string;
 }
 
@@ -166,7 +168,11 @@ export function appEnvFiles(
     ),
     gateway: render(
       "gateway",
-      { DATABASE_URL: db("gateway", "pipeline_gateway"), GATEWAY_METRICS_HOST: h.ip, GATEWAY_TRUSTED_PROXIES: t.lb.ip },
+      {
+        DATABASE_URL: db("gateway", "pipeline_gateway"),
+        GATEWAY_METRICS_HOST: h.ip,
+        GATEWAY_TRUSTED_PROXIES: t.lbs.join(","),
+      },
       {
         NATS_PASSWORD: src.nats("gateway", t.region),
         API_KEYS: src.apiKey,

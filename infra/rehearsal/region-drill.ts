@@ -6,9 +6,9 @@
 // lease over and finishes the tasks it can resume from its mirror; after the page the cut heals
 // and the region serves again (failback).
 import { type Log, waitFor } from "./exec.ts";
-import type { FleetDrill } from "./fleet-drills.ts";
-import { inMachineAsync } from "./machine.ts";
-import type { HostState } from "./state.ts";
+import type { DrillContext, FleetDrill } from "./fleet-drills.ts";
+import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
+import { type HostState, writeState } from "./state.ts";
 
 /** The /24s of every host outside `region` (the other regions, the witness). */
 export function otherSubnets(hosts: HostState[], region: string): string[] {
@@ -76,3 +76,38 @@ async function waitUntilServing(app: HostState, log: Log): Promise<void> {
   );
   log(`region-cut: ${app.region} may submit again ${((Date.now() - t0) / 1000).toFixed(1)} s after the heal`);
 }
+
+const appsOf = (ctx: DrillContext, region: string) =>
+  ctx.state.hosts.filter((h) => h.role === "app" && h.region === region);
+
+/**
+ * Every app host of the home region powered off at once (its gateways, solvers and recovery gone;
+ * its LB, NATS and Postgres up). The clients know the region's URL alone: its LB sends them to
+ * the other region's gateways (HAProxy's backup servers), and the other region, once the lapsed
+ * lease is its own, finishes the tasks it can resume. Powered on again after the page.
+ */
+export const REGION_APPS_OFF: FleetDrill = {
+  name: "region-apps-off",
+  alert: "HostDown",
+  role: "app",
+  index: 0,
+  twoRegions: true,
+  oneUrl: true,
+  what: "every app host of the region powered off at once; the clients know its LB's URL alone",
+  inject: async (h, ctx) => {
+    for (const a of appsOf(ctx, h.region)) powerOff(a, a.nspawnPid);
+  },
+  undo: async (h, ctx) => {
+    const healedAt = Date.now();
+    await Promise.all(
+      appsOf(ctx, h.region).map(async (a) => {
+        const m = await powerOn(a, ctx.log);
+        Object.assign(a, { nspawnPid: m.nspawnPid, leaderPid: m.leaderPid });
+        writeState(ctx.state);
+        await waitBooted(m, ctx.log);
+      }),
+    );
+    await waitUntilServing(h, ctx.log);
+    return { healedAt };
+  },
+};

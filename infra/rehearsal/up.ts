@@ -70,6 +70,7 @@ export function topologyOf(all: HostSpec[], region: string, regions: string[]): 
     postgres: of(region, "postgres")[0]!,
     apps: of(region, "app"),
     lb: of(region, "lb")[0]!,
+    lbs: all.filter((h) => h.role === "lb").map((h) => h.ip),
     providerUrl: `http://${BRIDGE_IP}:${EMULATOR_PORT}`,
   };
 }
@@ -181,7 +182,13 @@ async function prepare(state: State, regions: string[], log: Log) {
         haproxyConfig: templatefile(join(REPO, "infra", "rehearsal", "haproxy.cfg.tftpl"), {
           listen_ip: t.lb.ip,
           admin_port: String(LB_ADMIN_PORT),
-          servers: t.apps.map((a) => `  server ${a.name} ${a.ip}:8080`).join("\n"),
+          // The region's gateways, then the other regions' as backups (used when none of its own passes).
+          servers: [
+            ...t.apps.map((a) => `  server ${a.name} ${a.ip}:8080`),
+            ...hosts
+              .filter((a) => a.role === "app" && a.region !== t.region)
+              .map((a) => `  server ${a.name} ${a.ip}:8080 backup`),
+          ].join("\n"),
         }),
         certificate: lbCertificate(s, t.lb),
       },

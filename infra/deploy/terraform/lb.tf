@@ -1,6 +1,7 @@
 # One load balancer per region in front of its gateways: TLS on 443 with a managed certificate,
 # forwarded as HTTP to the gateways' 8080 over the private network; a gateway is in rotation while
-# GET /readyz answers 2xx. DNS: point each name of var.gateway_domains[region] at that region's
+# GET /readyz/accepting answers 2xx (ready, and its region not fenced: a fenced region's LB then
+# fails its own health and a health-checked DNS name moves off it; docs/deploy.md). DNS: point each name of var.gateway_domains[region] at that region's
 # load balancer (outputs.tf: load_balancers); a global name (api.example.com) can list both
 # regions' addresses, and clients retry on the other region (x-try-regions) when one is fenced.
 resource "hcloud_managed_certificate" "gateway" {
@@ -49,7 +50,7 @@ resource "hcloud_load_balancer_service" "gateway" {
     timeout  = 3
     retries  = 2
     http {
-      path         = "/readyz"
+      path         = "/readyz/accepting"
       status_codes = ["2??"]
     }
   }

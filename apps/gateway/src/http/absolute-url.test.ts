@@ -59,3 +59,26 @@ describe("a request without a Host header", () => {
     expect(post).toEqual({ status: "HTTP/1.1 200 OK", body: "/echo hello" });
   });
 });
+
+describe("/readyz/accepting: the load balancers' check", () => {
+  const routes = (ready: boolean, allows?: boolean) =>
+    healthRoutes({
+      store: {} as GatewayDeps["store"],
+      queue: {} as GatewayDeps["queue"],
+      readiness: { check: async () => ({ ready, nats: "ok", postgres: ready ? "ok" : "down" }) },
+      ...(allows === undefined ? {} : { fence: { allows: () => allows } }),
+    });
+  const get = async (r: ReturnType<typeof routes>, path: string) => {
+    const res = await r.request(path);
+    return [res.status, ((await res.json()) as { status: string }).status];
+  };
+
+  test("accepting when ready and not fenced; 503 fenced or not ready; /readyz ignores the fence", async () => {
+    expect(await get(routes(true), "/readyz/accepting")).toEqual([200, "accepting"]);
+    expect(await get(routes(true, true), "/readyz/accepting")).toEqual([200, "accepting"]);
+    expect(await get(routes(true, false), "/readyz/accepting")).toEqual([503, "fenced"]);
+    expect(await get(routes(false, true), "/readyz/accepting")).toEqual([503, "not ready"]);
+    // The deploy's check: a fenced region's gateway is still ready (a deploy is not rolled back for it).
+    expect(await get(routes(true, false), "/readyz")).toEqual([200, "ready"]);
+  });
+});
