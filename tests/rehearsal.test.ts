@@ -12,7 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { roundTrip } from "../infra/rehearsal/client.ts";
-import { BRIDGE, fleetOf, fleet as fleetSpec, parseRegions } from "../infra/rehearsal/config.ts";
+import { BRIDGE, fleetOf, fleet as fleetSpec, type HostSpec, parseRegions } from "../infra/rehearsal/config.ts";
 import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
 import { sleep } from "../infra/rehearsal/exec.ts";
 import { FLEET_DRILLS, runFleetDrill } from "../infra/rehearsal/fleet-drills.ts";
@@ -26,7 +26,7 @@ import { SECRETS } from "../infra/rehearsal/secrets.ts";
 import { readState } from "../infra/rehearsal/state.ts";
 import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
 import { down, topologyOf, type UpResult, up } from "../infra/rehearsal/up.ts";
-import { renderUserData } from "../infra/rehearsal/userdata.ts";
+import { renderUserData, type UserDataVars } from "../infra/rehearsal/userdata.ts";
 
 const log = (m: string) => console.log(`[rehearsal] ${m}`);
 const REPO = join(import.meta.dir, "..");
@@ -47,6 +47,22 @@ const show = (role: string, unit: string, props: string[]) =>
       .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
   );
 
+/** The fleet's user-data with Terraform's variables as the rehearsal sets them (sample keys and checksum). */
+const renderFleet = (hosts: HostSpec[], regions: string[], lbs: UserDataVars["lbs"]) =>
+  renderUserData(REPO, {
+    hosts,
+    regions,
+    leafHubRegion: regions[0]!,
+    privateCidr: "10.77.0.0/16",
+    natsServerVersion: "2.15.1",
+    natsServerSha256: "a".repeat(64),
+    natsServerUrl: "http://10.77.0.1:18081/nats-server-v2.15.1-linux-amd64.tar.gz",
+    adminSshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops"],
+    deploySshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDep deploy"],
+    releaseSigningKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRel release"],
+    lbs,
+  });
+
 // What the rehearsal renders, checked without booting anything (no root needed).
 describe("rehearsal rendering", () => {
   test("templatefile: ${var}, indent, escapes; an unknown function or variable fails naming it", () => {
@@ -62,22 +78,10 @@ describe("rehearsal rendering", () => {
 
   test("every host's user-data is the project's cloud-config, rendered with Terraform's variables", () => {
     const hosts = fleetSpec();
-    const ud = renderUserData(REPO, {
-      hosts,
-      regions: ["fsn1"],
-      leafHubRegion: "fsn1",
-      privateCidr: "10.77.0.0/16",
-      natsServerVersion: "2.15.1",
-      natsServerSha256: "a".repeat(64),
-      natsServerUrl: "http://10.77.0.1:18081/nats-server-v2.15.1-linux-amd64.tar.gz",
-      adminSshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops"],
-      deploySshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDep deploy"],
-      releaseSigningKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRel release"],
-      lbs: {
-        "fsn1-lb-1": {
-          haproxyConfig: "global\n  maxconn 10",
-          certificate: "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
-        },
+    const ud = renderFleet(hosts, ["fsn1"], {
+      "fsn1-lb-1": {
+        haproxyConfig: "global\n  maxconn 10",
+        certificate: "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
       },
     });
     expect(Object.keys(ud).sort()).toEqual(hosts.map((h) => h.name).sort());
@@ -147,19 +151,7 @@ describe("rehearsal rendering", () => {
     ]);
     expect(fleetOf(["fsn1"]).some((h) => h.role === "witness")).toBe(false);
     const cert = { haproxyConfig: "global", certificate: "pem" };
-    const ud = renderUserData(REPO, {
-      hosts,
-      regions: ["fsn1", "hel1"],
-      leafHubRegion: "fsn1",
-      privateCidr: "10.77.0.0/16",
-      natsServerVersion: "2.15.1",
-      natsServerSha256: "a".repeat(64),
-      natsServerUrl: "http://10.77.0.1:18081/nats-server-v2.15.1-linux-amd64.tar.gz",
-      adminSshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops"],
-      deploySshKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDep deploy"],
-      releaseSigningKeys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRel release"],
-      lbs: { "fsn1-lb-1": cert, "hel1-lb-1": cert },
-    });
+    const ud = renderFleet(hosts, ["fsn1", "hel1"], { "fsn1-lb-1": cert, "hel1-lb-1": cert });
     // hel1's servers connect to fsn1's leafnode port with the hub's leaf password; fsn1's listen.
     expect(ud["hel1-nats-1"]).toContain("nats-leaf://leaf:@@PASSWORD:leaf_remote@@@10.77.1.20:7422");
     expect(ud["fsn1-nats-1"]).toContain('listen: "10.77.1.20:7422"');
