@@ -301,11 +301,15 @@ test("health, readiness and the OpenAPI document", async () => {
   const ready = await app.request("/readyz");
   expect(ready.status).toBe(200);
   expect(await ready.json()).toMatchObject({ nats: "ok", postgres: "ok" });
+  // The load balancers' check: this app has no fence (one region), so ready is accepting.
+  const accepting = await app.request("/readyz/accepting");
+  expect([accepting.status, ((await accepting.json()) as { status: string }).status]).toEqual([200, "accepting"]);
   const doc = (await (await app.request("/openapi.json")).json()) as {
     paths: Record<string, unknown>;
     components: { schemas: { TaskRequest: unknown } };
   };
   expect(Object.keys(doc.paths)).toContain("/v1/tasks");
+  expect(Object.keys(doc.paths)).toContain("/readyz/accepting");
   expect(JSON.stringify(doc.components.schemas.TaskRequest)).toContain("turnstile");
 });
 

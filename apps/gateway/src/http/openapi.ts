@@ -75,6 +75,16 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
           responses: { "200": { description: "NATS and Postgres reachable" }, "503": { description: "not ready" } },
         },
       },
+      "/readyz/accepting": {
+        get: {
+          security: [],
+          summary: "The load balancers' check: ready, and the region takes new tasks (not fenced)",
+          responses: {
+            "200": { description: "{status: accepting}" },
+            "503": { description: "{status: fenced | not ready}" },
+          },
+        },
+      },
     },
   };
 }
