@@ -68,23 +68,28 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
           },
         },
       },
-      "/healthz": { get: { security: [], responses: { "200": { description: "alive" } } } },
-      "/readyz": {
-        get: {
-          security: [],
-          responses: { "200": { description: "NATS and Postgres reachable" }, "503": { description: "not ready" } },
-        },
-      },
-      "/readyz/accepting": {
-        get: {
-          security: [],
-          summary: "The load balancers' check: ready, and the region takes new tasks (not fenced)",
-          responses: {
-            "200": { description: "{status: accepting}" },
-            "503": { description: "{status: fenced | not ready}" },
-          },
-        },
-      },
+      ...HEALTH_PATHS,
     },
   };
 }
+
+/** The health endpoints: no key needed. */
+const HEALTH_PATHS = {
+  "/healthz": { get: { security: [], responses: { "200": { description: "alive" } } } },
+  "/readyz": {
+    get: {
+      security: [],
+      responses: { "200": { description: "NATS and Postgres reachable" }, "503": { description: "not ready" } },
+    },
+  },
+  "/readyz/accepting": {
+    get: {
+      security: [],
+      summary: "The load balancers' check: ready, and the region takes new tasks (not fenced)",
+      responses: {
+        "200": { description: "{status: accepting}" },
+        "503": { description: "{status: fenced | not ready}" },
+      },
+    },
+  },
+};
