@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { binaryName, sha256File, signChecksum } from "../infra/build.ts";
 import { roundTrip } from "../infra/rehearsal/client.ts";
 import { BRIDGE, fleetOf, fleet as fleetSpec, type HostSpec, parseRegions } from "../infra/rehearsal/config.ts";
 import { envTemplate, renderEnvTemplate } from "../infra/rehearsal/envfiles.ts";
@@ -22,7 +23,7 @@ import { inMachine } from "../infra/rehearsal/machine.ts";
 import { markAlerts, monitoringFiles, promTargets, waitForAlert } from "../infra/rehearsal/monitoring.ts";
 import { bridgeExists } from "../infra/rehearsal/network.ts";
 import { natsPasswords } from "../infra/rehearsal/operator.ts";
-import { SECRETS } from "../infra/rehearsal/secrets.ts";
+import { ensureSecrets, SECRETS } from "../infra/rehearsal/secrets.ts";
 import { readState } from "../infra/rehearsal/state.ts";
 import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
 import { down, topologyOf, type UpResult, up } from "../infra/rehearsal/up.ts";
@@ -275,6 +276,45 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     });
     expect(r.requests).toBeGreaterThan(200);
     expect(show("app", "gateway.service", ["ActiveState"])).toEqual({ ActiveState: "active" });
+  }, 400_000);
+
+  test("a gateway release that never gets healthy: rolled back on real systemd, the next batch not touched", async () => {
+    // A signed release whose binary exits at once: systemd's Restart= loops on it, /readyz never answers.
+    const s = ensureSecrets();
+    const state = readState()!;
+    const dist = mkdtempSync(join(tmpdir(), "rehearsal-bad-release-"));
+    try {
+      const name = binaryName("gateway", "vbad", "x64");
+      writeFileSync(join(dist, name), "#!/bin/sh\necho 'vbad: will not start' >&2\nexit 1\n", { mode: 0o755 });
+      writeFileSync(join(dist, `${name}.sha256`), `${await sha256File(join(dist, name))}  ${name}\n`);
+      signChecksum(join(dist, `${name}.sha256`), s.signingKey);
+      const store = state.secrets === "store" ? ["--secrets", state.secretsStore!] : [];
+      const args = ["gateway", "vbad", "--hosts", state.inventory!, "--dist", dist, "--ssh-key", s.sshKey];
+      const t0 = Date.now();
+      const r = Bun.spawnSync(
+        ["node", "infra/bootstrap.mjs", "deploy", ...args, "--health-timeout", "15000", "--json", ...store],
+        { cwd: REPO, timeout: 300_000 },
+      );
+      const report = JSON.parse(r.stdout.toString()) as {
+        ok: boolean;
+        hosts: Array<{ host: string; status: string; rollbackHealthy?: boolean; reason?: string }>;
+        skipped: string[];
+      };
+      log(
+        `deploy gateway vbad: exit ${r.exitCode} in ${Date.now() - t0} ms: ${JSON.stringify(report.hosts)}, skipped ${report.skipped}`,
+      );
+      expect(r.exitCode).toBe(1);
+      expect(report.hosts.map((h) => [h.host, h.status, h.rollbackHealthy])).toEqual([
+        ["fsn1-app-1", "rolled-back", true],
+      ]);
+      expect(report.skipped).toEqual(["fsn1-app-2"]);
+    } finally {
+      rmSync(dist, { recursive: true, force: true });
+    }
+    // The host runs the release it had (v2, from the gapless deploy), healthy, back in the LB's rotation.
+    expect(sh("app", "readlink /opt/captcha-pipeline/gateway/current").stdout.trim()).toBe("releases/v2");
+    expect(show("app", "gateway.service", ["ActiveState"])).toEqual({ ActiveState: "active" });
+    expect((await roundTrip(fleet!.client, `after-rollback-${Date.now()}`)).status).toBe("completed");
   }, 400_000);
 
   test("fleet drill solver-kill: kill -9 under 4 tasks/s through the LB; systemd restarts it; nothing lost; AppRestarted delivered", async () => {

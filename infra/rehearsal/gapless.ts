@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { runtimeCommand, serverStat } from "../deploy/cli/lb-haproxy.ts";
 import type { LbClient } from "./client.ts";
 import { DATA, LB_ADMIN_PORT, NO_LB_INVENTORY, REPO } from "./config.ts";
-import { check, type Log, sleep, waitFor } from "./exec.ts";
+import { check, type Log, run, sleep, waitFor } from "./exec.ts";
 import { ensureSecrets, storeFile } from "./secrets.ts";
 import { readState, type State } from "./state.ts";
 
@@ -96,9 +96,13 @@ export function startLoad(c: LbClient, perSecond = 20): { stop(): Promise<LoadRe
   };
 }
 
-/** `app` at `version`, built and signed once into .data/rehearsal/dist/<folder>. */
+/**
+ * `app` at `version`, built and signed once per commit into .data/rehearsal/dist/<folder>-<commit>
+ * (a binary of an older commit would lack what the fleet's config now asks of it).
+ */
 export function releaseOnce(app: string, version: string, folder: string, signingKey: string, log: Log): string {
-  const dist = join(DATA, "dist", folder);
+  const rev = run(["git", "rev-parse", "--short=12", "HEAD"], { cwd: REPO }).stdout.trim() || "unknown";
+  const dist = join(DATA, "dist", `${folder}-${rev}`);
   if (existsSync(join(dist, `${app}-${version}-linux-x64.sha256.sig`))) return dist;
   mkdirSync(dist, { recursive: true });
   log(`$ npm run build -- --version ${version} --arch x64 --apps ${app} --out ${dist}`);
