@@ -11,6 +11,7 @@ import {
 } from "@pipeline/shared/nats";
 import { watchFence } from "@pipeline/shared/regions";
 import { buckets, streams } from "@pipeline/shared/subjects";
+import { serveHomeTokens, withHomeTokens } from "./adapters/home-tokens.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
@@ -40,6 +41,9 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
       ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log)
       : undefined;
   const parts = buildGatewayParts(config, log, nc, database.db);
+  // With several regions: answer the others' gateways for this region's tokens (adapters/home-tokens.ts).
+  const tokens =
+    config.regions.length > 1 ? serveHomeTokens({ nc, region: config.REGION, store: parts.store, log }) : undefined;
   logClientIds(config, log);
   warnLoosenedWebhooks(config, log);
   const served = serveGateway(config, { ...parts, ...(fence ? { fence } : {}) });
@@ -56,6 +60,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     ...(served.metricsUrl ? { metricsUrl: served.metricsUrl } : {}),
     async stop() {
       fence?.stop();
+      tokens?.unsubscribe();
       await served.server.stop(false);
       await served.metricsServer?.stop(true);
       parts.watcher.close();
@@ -93,7 +98,9 @@ async function connectToTopology(
 
 /** The gateway's adapters and domain parts over one NATS connection and one database (no fence). */
 function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnection, db: Db) {
-  const store = createTaskStore(db);
+  const own = createTaskStore(db);
+  // A replica row's token is asked of its home region (the store keeps the replica's row otherwise).
+  const store = config.regions.length > 1 ? withHomeTokens(own, { nc, region: config.REGION, log }) : own;
   const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
   const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER });
   return {

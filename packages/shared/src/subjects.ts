@@ -118,3 +118,16 @@ export function bodySubject(region: string, taskId: string): string {
 export function bodySubjects(region: string): string {
   return `bodies.${region}.>`;
 }
+
+/**
+ * `tokens.<region>`: another region's gateway asks this region's gateways for a task's token (core
+ * request/reply, never stored: apps/gateway/src/adapters/home-tokens.ts).
+ */
+export function tokenSubject(region: string): string {
+  return `tokens.${assertRegion(region)}`;
+}
+
+/** Every region's `tokens.<region>`: a gateway asks any home, including one its server does not carry. */
+export function tokenSubjects(): string {
+  return "tokens.*";
+}

@@ -16,6 +16,8 @@ import {
   isFinalEventKind,
   streams,
   taskSubjects,
+  tokenSubject,
+  tokenSubjects,
 } from "../subjects.ts";
 import { inboxPrefixOf } from "./connection.ts";
 import { notifierHooksConsumerConfig } from "./topology.ts";
@@ -127,17 +129,22 @@ const noReadsNorConsumers = (region: string, o: { consumersOn: string[] }) => {
  * lease view (the fence). It consumes nothing and reads no message of TASKS, EVENTS, DLQ or
  * BODIES: its long-polls are woken by a core subscription to `events.<region>.>`, which sees
  * events as they are published (an `accepted` event's params without its image bodies, which
- * are on BODIES only).
+ * are on BODIES only). It asks and answers `tokens.<region>` (a token of a task whose home is
+ * another region, over the leafnode link; never stored).
  */
 function gateway(regions: string[]): Permissions {
-  const pub = ["$JS.API.INFO"];
+  // Answering another region's gateway (a token of this region's task: adapters/home-tokens.ts)
+  // is a publish to its inbox.
+  // A question goes to the task's home, which this server need not carry (each region's server
+  // carries its own region): any region's subject.
+  const pub = ["$JS.API.INFO", `${inboxPrefixOf("gateway")}.>`, tokenSubjects()];
   const sub = [`${inboxPrefixOf("gateway")}.>`];
   const deny = [...ADMINISTRATION, "$JS.ACK.>", "$KV.>"];
   for (const r of regions) {
     pub.push(taskSubjects(r), bodySubjects(r), ...eventPublish("gateway", r));
     for (const s of [streams.tasks(r), streams.events(r), streams.bodies(r)]) pub.push(`$JS.API.STREAM.INFO.${s}`);
     pub.push(...kvRead(buckets.region(r)));
-    sub.push(eventSubjects(r));
+    sub.push(eventSubjects(r), tokenSubject(r));
     deny.push(...noReadsNorConsumers(r, { consumersOn: [] }));
   }
   return { publish: { allow: pub, deny }, subscribe: { allow: sub } };

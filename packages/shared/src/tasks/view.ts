@@ -6,7 +6,8 @@ import type { TaskView } from "../schemas/task.ts";
  * and carries no token; it is never handed out as valid. A completed row without a token is
  * `expired` as well (`TOKEN_UNAVAILABLE`): retention erased it (docs/security.md), or the row was
  * rebuilt from events, which say a token exists but never carry it (a restore, the other
- * region's replica). The client solves the task again, as for an expired token.
+ * region's replica whose home did not answer for it: apps/gateway/src/adapters/home-tokens.ts).
+ * The client solves the task again, as for an expired token.
  */
 export function toTaskView(row: TaskRow, now: Date): TaskView {
   const state = row.state;
