@@ -21,6 +21,14 @@ export const ARTIFACT_PORT = 18081;
 export const LB_ADMIN_PORT = 9999;
 /** The alert receiver (infra/monitoring/alert-receiver.ts) the fleet's Alertmanager posts to. */
 export const ALERT_PORT = 18082;
+/**
+ * The failover name server (dns-server.ts) on the bridge: authoritative for SHARED_ZONE, it answers
+ * SHARED_NAME with the regions' LBs in rotation. Its status (JSON) on DNS_STATUS_PORT.
+ */
+export const DNS_PORT = 53;
+export const DNS_STATUS_PORT = 18083;
+export const SHARED_ZONE = "rehearsal.test";
+export const SHARED_NAME = `api.${SHARED_ZONE}`;
 
 export type Role = "app" | "nats" | "postgres" | "lb" | "monitoring" | "witness";
 

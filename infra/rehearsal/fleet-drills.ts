@@ -3,16 +3,15 @@
 // the clients saw and the provider was paid for, and `alert <name> after S s` from the alert
 // receiver. The bar: nothing lost, failed, paid twice or answered twice, RTO <= 60 s, the alert
 // within 2 minutes.
-import { runtimeCommand, serverStat } from "../deploy/cli/lb-haproxy.ts";
 import type { LbClient } from "./client.ts";
-import { LB_ADMIN_PORT } from "./config.ts";
 import { type DrillFigures, drillFigures, drillLine, drillPassed } from "./drill-line.ts";
 import { type Log, sleep, waitFor } from "./exec.ts";
-import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
+import { allGatewaysUp } from "./gapless.ts";
+import { inMachineAsync, powerOff, powerOnAgain } from "./machine.ts";
 import { markAlerts, receivedAlerts, waitForAlert } from "./monitoring.ts";
-import { REGION_APPS_OFF, REGION_CUT } from "./region-drill.ts";
+import { REGION_APPS_OFF, REGION_CUT, REGION_LOST } from "./region-drill.ts";
 import { ROLLOUT_DRILLS } from "./rollout-drills.ts";
-import { type HostState, type State, writeState } from "./state.ts";
+import type { HostState, State } from "./state.ts";
 import { startTrackedLoad } from "./tracked-load.ts";
 
 export interface FleetDrill {
@@ -33,8 +32,12 @@ export interface FleetDrill {
   undo(h: HostState, ctx: DrillContext): Promise<void | { healedAt: number }>;
   /** Needs two regions (the fleet of `up --regions fsn1,hel1`). */
   twoRegions?: boolean;
-  /** The clients know the home region's URL alone (not the other region's). */
-  oneUrl?: boolean;
+  /**
+   * What the clients know: both regions' LB URLs (the default; the home one's alone with one
+   * region), the home region's alone, or the shared name alone (resolved through the failover
+   * name server, dns-server.ts).
+   */
+  clients?: "both" | "home" | "shared";
 }
 
 export interface DrillContext {
@@ -42,6 +45,8 @@ export interface DrillContext {
   /** The home region's LB (the load goes there), and the other region's when there are two. */
   client: LbClient;
   other?: LbClient;
+  /** The shared name's client (the fleet's name server), when `up` started one. */
+  shared?: LbClient;
   log: Log;
 }
 
@@ -51,15 +56,13 @@ const sh = async (h: HostState, script: string) => {
   return r.stdout;
 };
 
-/** Every app host's gateway UP in HAProxy again. */
-async function gatewaysUp(ctx: DrillContext): Promise<void> {
-  const lb = ctx.state.hosts.find((h) => h.role === "lb")!;
-  const apps = ctx.state.hosts.filter((h) => h.role === "app").map((h) => h.name);
-  await waitFor("every gateway UP in HAProxy", 180_000, async () => {
-    const csv = await runtimeCommand(`${lb.ip}:${LB_ADMIN_PORT}`, "show stat").catch(() => "");
-    return apps.every((n) => serverStat(csv, "gateways", n)?.status === "UP") ? true : undefined;
-  });
-}
+/** Every app host's gateway UP in the home LB's HAProxy again. */
+const gatewaysUp = (ctx: DrillContext) =>
+  allGatewaysUp(
+    ctx.state.hosts.find((h) => h.role === "lb")!.ip,
+    ctx.state.hosts.filter((h) => h.role === "app").map((h) => h.name),
+    180_000,
+  );
 
 async function natsHealthy(ctx: DrillContext): Promise<void> {
   for (const n of ctx.state.hosts.filter((h) => h.role === "nats"))
@@ -92,10 +95,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
     what: "the app host's power pulled (every process killed at once), on again after the page",
     inject: async (h) => powerOff(h, h.nspawnPid),
     undo: async (h, ctx) => {
-      const m = await powerOn(h, ctx.log);
-      Object.assign(h, { nspawnPid: m.nspawnPid, leaderPid: m.leaderPid });
-      writeState(ctx.state);
-      await waitBooted(m, ctx.log);
+      await powerOnAgain(h, ctx.state, ctx.log);
       await gatewaysUp(ctx);
     },
   },
@@ -115,6 +115,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
   ...ROLLOUT_DRILLS,
   REGION_CUT,
   REGION_APPS_OFF,
+  REGION_LOST,
 ];
 
 export interface FleetDrillResult {
@@ -147,17 +148,21 @@ async function alertOutcome(d: FleetDrill, from: number, waited: Promise<number 
   };
 }
 
+function clientsOf(d: FleetDrill, ctx: DrillContext): LbClient[] {
+  if (d.clients === "shared") {
+    if (!ctx.shared) throw new Error(`${d.name}: the fleet has no name server (state.json's sharedUrl): \`up\` again`);
+    return [ctx.shared];
+  }
+  return d.clients !== "home" && ctx.other ? [ctx.client, ctx.other] : [ctx.client];
+}
+
 /** One drill: load, the fault, the alert awaited, the fault undone, the load drained; its lines. */
 export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond = 4): Promise<FleetDrillResult> {
   const h = ctx.state.hosts.filter((x) => x.role === d.role)[d.index];
   if (!h) throw new Error(`${d.name}: no ${d.role} host ${d.index + 1} in the fleet`);
   await d.prepare?.(h, ctx);
   const before = await paidByFingerprint(ctx.state);
-  const load = startTrackedLoad(
-    ctx.other ? [ctx.client, ctx.other] : [ctx.client],
-    perSecond,
-    `drill-${d.name}-${Date.now()}`,
-  );
+  const load = startTrackedLoad(clientsOf(d, ctx), perSecond, `drill-${d.name}-${Date.now()}`);
   await sleep(10_000);
   const from = await markAlerts();
   const faultAt = Date.now();

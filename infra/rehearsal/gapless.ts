@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { runtimeCommand, serverStat } from "../deploy/cli/lb-haproxy.ts";
-import type { LbClient } from "./client.ts";
+import { type LbClient, lbFetch } from "./client.ts";
 import { DATA, LB_ADMIN_PORT, NO_LB_INVENTORY, REPO } from "./config.ts";
 import { check, type Log, run, sleep, waitFor } from "./exec.ts";
 import { ensureSecrets, storeFile } from "./secrets.ts";
@@ -25,12 +25,7 @@ export interface LoadReport {
 /** DELETE /v1/tasks/<id>: whether the task was cancelled (or had already ended). */
 async function cancel(c: LbClient, id: string): Promise<boolean> {
   try {
-    const res = await fetch(`${c.url}/v1/tasks/${id}`, {
-      method: "DELETE",
-      headers: { authorization: `Bearer ${c.apiKey}` },
-      signal: AbortSignal.timeout(10_000),
-      tls: { ca: c.ca },
-    } as RequestInit);
+    const res = await lbFetch(c, `/v1/tasks/${id}`, { method: "DELETE", timeoutMs: 10_000 });
     await res.arrayBuffer();
     return res.status < 300 || res.status === 409;
   } catch {
@@ -50,20 +45,15 @@ export function startLoad(c: LbClient, perSecond = 20): { stop(): Promise<LoadRe
   const one = async (i: number) => {
     let why: string | undefined;
     try {
-      const res = await fetch(`${c.url}/v1/tasks`, {
+      const res = await lbFetch(c, "/v1/tasks", {
         method: "POST",
-        headers: {
-          authorization: `Bearer ${c.apiKey}`,
-          "content-type": "application/json",
-          "idempotency-key": `${tag}-${i}`,
-        },
-        body: JSON.stringify({
+        headers: { "idempotency-key": `${tag}-${i}` },
+        body: {
           type: "turnstile",
           params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/rehearsal/${tag}/${i}` },
-        }),
-        signal: AbortSignal.timeout(10_000),
-        tls: { ca: c.ca },
-      } as RequestInit);
+        },
+        timeoutMs: 10_000,
+      });
       const body = (await res.json().catch(() => ({}))) as { id?: string; title?: string };
       if (res.status !== 202) why = `HTTP ${res.status}${body.title ? ` ${body.title}` : ""}`;
       // Cancelled at once: the load stays under the key's maxInFlight quota (1000 open tasks),
@@ -119,8 +109,9 @@ export function releaseOnce(app: string, version: string, folder: string, signin
 }
 
 /** Every server of HAProxy's `gateways` backend UP (a fair start for the measure). */
-async function allGatewaysUp(lbIp: string, names: string[]): Promise<void> {
-  await waitFor("every gateway UP in HAProxy", 90_000, async () => {
+/** Every gateway named UP in the LB's HAProxy (its runtime API). */
+export async function allGatewaysUp(lbIp: string, names: string[], timeoutMs = 90_000): Promise<void> {
+  await waitFor("every gateway UP in HAProxy", timeoutMs, async () => {
     const csv = await runtimeCommand(`${lbIp}:${LB_ADMIN_PORT}`, "show stat").catch(() => "");
     return names.every((n) => serverStat(csv, "gateways", n)?.status === "UP") ? true : undefined;
   });

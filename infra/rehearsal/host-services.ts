@@ -16,7 +16,18 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { findNatsServer, natsServerVersion } from "@pipeline/devstack";
-import { ALERT_PORT, ARTIFACT_PORT, BRIDGE_IP, DATA, EMULATOR_PORT, REPO } from "./config.ts";
+import {
+  ALERT_PORT,
+  ARTIFACT_PORT,
+  BRIDGE_IP,
+  DATA,
+  DNS_PORT,
+  DNS_STATUS_PORT,
+  EMULATOR_PORT,
+  REPO,
+  SHARED_NAME,
+  SHARED_ZONE,
+} from "./config.ts";
 import { check, type Log, waitFor } from "./exec.ts";
 
 export interface NatsArtifact {
@@ -138,6 +149,33 @@ export async function startAlertReceiver(log: Log): Promise<{ pid: number; url: 
   await listening("the alert receiver", `${url}/alerts`, pid, logFile);
   log(`alert receiver: ${url}/alerts/hook (pid ${pid}), notifications in ${logFile}`);
   return { pid, url, logFile };
+}
+
+/**
+ * The failover name server (dns-server.ts) on the bridge: SHARED_NAME answered with the regions'
+ * LBs that pass `/readyz/accepting`, TTL 5 s. Clients of the shared name resolve it there.
+ */
+export async function startNameServer(
+  lbs: Array<{ region: string; ip: string }>,
+  caFile: string,
+  log: Log,
+): Promise<{ pid: number; server: string; statusUrl: string; logFile: string }> {
+  const pid = detached(
+    "dns",
+    [
+      process.execPath,
+      "infra/rehearsal/dns-server.ts",
+      ...["--host", BRIDGE_IP, "--port", String(DNS_PORT), "--status-port", String(DNS_STATUS_PORT)],
+      ...["--zone", SHARED_ZONE, "--name", SHARED_NAME, "--ttl", "5", "--ca", caFile],
+      ...lbs.flatMap((l) => ["--lb", `${l.region}=${l.ip}`]),
+    ],
+    {},
+  );
+  const statusUrl = `http://${BRIDGE_IP}:${DNS_STATUS_PORT}/status`;
+  const logFile = join(DATA, "logs", "dns.log");
+  await listening("the failover name server", statusUrl, pid, logFile);
+  log(`name server: ${SHARED_NAME} on ${BRIDGE_IP}:${DNS_PORT} (pid ${pid}), changes in ${logFile}`);
+  return { pid, server: `${BRIDGE_IP}:${DNS_PORT}`, statusUrl, logFile };
 }
 
 export function stopPid(pid: number | undefined, expect: string): void {

@@ -20,6 +20,7 @@ import {
 import { join } from "node:path";
 import { BRIDGE, DATA, type HostSpec, machineName, PREFIX } from "./config.ts";
 import { check, type Log, run, runAsync, sleep, waitFor } from "./exec.ts";
+import { type HostState, type State, writeState } from "./state.ts";
 
 export interface MachineSeed {
   userData: string;
@@ -329,4 +330,12 @@ export async function stopMachine(
   }
   if (mounted(merged)) run(["umount", "-l", merged]);
   return { clean };
+}
+
+/** A host a drill powered off, booted again from its disk; the state records its new pids. */
+export async function powerOnAgain(h: HostState, state: State, log: Log): Promise<void> {
+  const m = await powerOn(h, log);
+  Object.assign(h, { nspawnPid: m.nspawnPid, leaderPid: m.leaderPid });
+  writeState(state);
+  await waitBooted(m, log);
 }

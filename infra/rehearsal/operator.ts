@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { HostSpec } from "./config.ts";
+import { type HostSpec, SHARED_NAME } from "./config.ts";
 import { envTemplate, hasPlaceholder, renderEnvTemplate } from "./envfiles.ts";
 import type { Log } from "./exec.ts";
 import { waitFor } from "./exec.ts";
@@ -275,8 +275,9 @@ export function migrate(h: HostSpec, s: Secrets, src: SecretSource): string {
   );
 }
 
+/** The LB's certificate: its own name and address, and the shared name (dns-server.ts) it answers for. */
 export const lbCertificate = (s: Secrets, lb: HostSpec) => {
-  const { cert, key } = serverCertificate(s, lb.name, lb.ip);
+  const { cert, key } = serverCertificate(s, lb.name, lb.ip, [SHARED_NAME]);
   return `${cert.trim()}\n${key.trim()}\n`;
 };
 

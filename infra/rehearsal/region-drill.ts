@@ -5,10 +5,11 @@
 // renew its lease at the witness and fences itself (RegionFenced); the other region takes its
 // lease over and finishes the tasks it can resume from its mirror; after the page the cut heals
 // and the region serves again (failback).
+import { BRIDGE_IP } from "./config.ts";
 import { type Log, waitFor } from "./exec.ts";
 import type { DrillContext, FleetDrill } from "./fleet-drills.ts";
-import { inMachineAsync, powerOff, powerOn, waitBooted } from "./machine.ts";
-import { type HostState, writeState } from "./state.ts";
+import { inMachineAsync, powerOff, powerOnAgain } from "./machine.ts";
+import type { HostState } from "./state.ts";
 
 /** The /24s of every host outside `region` (the other regions, the witness). */
 export function otherSubnets(hosts: HostState[], region: string): string[] {
@@ -17,10 +18,10 @@ export function otherSubnets(hosts: HostState[], region: string): string[] {
 }
 
 /** The cut as one nftables table: in and out, ahead of the host's own firewall (priority -10). */
-export function cutRuleset(subnets: string[]): string {
+export function cutRuleset(subnets: string[], table = "rh_cut"): string {
   const set = `{ ${subnets.join(", ")} }`;
   return [
-    "table inet rh_cut {",
+    `table inet ${table} {`,
     `  chain in { type filter hook input priority -10; ip saddr ${set} drop; }`,
     `  chain out { type filter hook output priority -10; ip daddr ${set} drop; }`,
     "}",
@@ -92,22 +93,65 @@ export const REGION_APPS_OFF: FleetDrill = {
   role: "app",
   index: 0,
   twoRegions: true,
-  oneUrl: true,
+  clients: "home",
   what: "every app host of the region powered off at once; the clients know its LB's URL alone",
   inject: async (h, ctx) => {
     for (const a of appsOf(ctx, h.region)) powerOff(a, a.nspawnPid);
   },
   undo: async (h, ctx) => {
     const healedAt = Date.now();
-    await Promise.all(
-      appsOf(ctx, h.region).map(async (a) => {
-        const m = await powerOn(a, ctx.log);
-        Object.assign(a, { nspawnPid: m.nspawnPid, leaderPid: m.leaderPid });
-        writeState(ctx.state);
-        await waitBooted(m, ctx.log);
-      }),
-    );
+    await Promise.all(appsOf(ctx, h.region).map((a) => powerOnAgain(a, ctx.state, ctx.log)));
     await waitUntilServing(h, ctx.log);
     return { healedAt };
+  },
+};
+
+/**
+ * The whole region lost to its clients: every host cut off from the other region and the witness
+ * (as region-cut), and its LB unreachable from the host side, where the clients and the name
+ * server's checks come from (a location gone from the internet). The clients know the shared name
+ * alone (SHARED_NAME, through the failover name server): it must stop naming the lost region's LB
+ * and name it again after the heal, with no task lost or answered twice across both moves.
+ */
+let lostAt = 0;
+
+interface NameServerStatus {
+  answer: string[];
+  changes: Array<{ at: string; region: string; inRotation: boolean; answer: string[] }>;
+}
+
+async function nameServerStatus(ctx: DrillContext): Promise<NameServerStatus> {
+  const url = ctx.state.services.dnsStatusUrl;
+  if (!url) throw new Error("the fleet has no name server (state.json's services.dnsStatusUrl)");
+  return (await (await fetch(url, { signal: AbortSignal.timeout(3000) })).json()) as NameServerStatus;
+}
+
+export const REGION_LOST: FleetDrill = {
+  name: "region-lost",
+  alert: "RegionFenced",
+  role: "app",
+  index: 0,
+  twoRegions: true,
+  clients: "shared",
+  what: "the region cut off from the other region and the witness, its LB from the internet; clients know the shared name alone",
+  inject: async (h, ctx) => {
+    await REGION_CUT.inject(h, ctx);
+    const lb = ctx.state.hosts.find((x) => x.role === "lb" && x.region === h.region)!;
+    await onEach([lb], "nft -f -", cutRuleset([`${BRIDGE_IP}/32`], "rh_lost"));
+    lostAt = Date.now();
+    ctx.log(`region-lost: ${lb.name} unreachable from ${BRIDGE_IP} (the clients, the name server)`);
+  },
+  undo: async (h, ctx) => {
+    const lb = ctx.state.hosts.find((x) => x.role === "lb" && x.region === h.region)!;
+    await onEach([lb], "nft delete table inet rh_lost");
+    const healed = await REGION_CUT.undo(h, ctx);
+    await waitFor(`${ctx.state.sharedUrl}: ${lb.ip} named again`, 60_000, async () =>
+      (await nameServerStatus(ctx)).answer.includes(lb.ip) ? true : undefined,
+    );
+    for (const c of (await nameServerStatus(ctx)).changes.filter((x) => Date.parse(x.at) >= lostAt))
+      ctx.log(
+        `region-lost: name server: ${c.region} ${c.inRotation ? "back in rotation" : "out of rotation"} ${((Date.parse(c.at) - lostAt) / 1000).toFixed(1)} s after the loss (answer ${c.answer.join(", ")})`,
+      );
+    return healed;
   },
 };

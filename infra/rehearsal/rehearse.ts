@@ -1,5 +1,5 @@
 // `npm run rehearse [-- up|down|status|drills [name...]|alerts|deploy-gapless [--no-drain]]`: a production rehearsal on real systemd (infra/rehearsal/README.md).
-import type { LbClient } from "./client.ts";
+import { type LbClient, nameLookup } from "./client.ts";
 import { BRIDGE, BRIDGE_IP, parseRegions } from "./config.ts";
 import { runDrills } from "./drills.ts";
 import { FLEET_DRILLS, runFleetDrills } from "./fleet-drills.ts";
@@ -90,6 +90,16 @@ async function fleetDrills(state: State, names: string[]): Promise<number> {
       state,
       client: { url: state.lbUrl, ca: s.caPem, apiKey: state.apiKey },
       ...other(state, s.caPem),
+      ...(state.sharedUrl && state.services.dnsServer && state.apiKey
+        ? {
+            shared: {
+              url: state.sharedUrl,
+              ca: s.caPem,
+              apiKey: state.apiKey,
+              dns: nameLookup(state.services.dnsServer, new URL(state.sharedUrl).hostname),
+            },
+          }
+        : {}),
       log,
     },
     names,

@@ -81,15 +81,21 @@ export function ensureSecrets(): Secrets {
   };
 }
 
-/** A server certificate of the internal CA for `name` with `ip` in its SANs: { cert, key } PEMs. */
-export function serverCertificate(s: Secrets, name: string, ip: string): { cert: string; key: string } {
+/**
+ * A server certificate of the internal CA for `name` with `ip` (and `alsoNames`: a load balancer's
+ * shared name) in its SANs: { cert, key } PEMs. Made again when the names it must carry changed.
+ */
+export function serverCertificate(
+  s: Secrets,
+  name: string,
+  ip: string,
+  alsoNames: string[] = [],
+): { cert: string; key: string } {
   const base = join(s.dir, `server-${name}`);
-  if (!existsSync(`${base}.pem`)) {
-    const ext = `${base}.ext`;
-    writeFileSync(
-      ext,
-      `subjectAltName=IP:${ip},DNS:${name}\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature,keyEncipherment\nbasicConstraints=CA:FALSE\n`,
-    );
+  const ext = `${base}.ext`;
+  const extText = `subjectAltName=IP:${ip},${[name, ...alsoNames].map((n) => `DNS:${n}`).join(",")}\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature,keyEncipherment\nbasicConstraints=CA:FALSE\n`;
+  if (!existsSync(`${base}.pem`) || !existsSync(ext) || readFileSync(ext, "utf8") !== extText) {
+    writeFileSync(ext, extText);
     check([
       "openssl",
       "req",

@@ -27,10 +27,16 @@ export interface State {
     alertsPid?: number;
     alertsUrl?: string;
     alertsLog?: string;
+    /** The failover name server (dns-server.ts): its pid, address and status URL. */
+    dnsPid?: number;
+    dnsServer?: string;
+    dnsStatusUrl?: string;
   };
   /** The first region's LB, and every region's. */
   lbUrl?: string;
   lbUrls?: Record<string, string>;
+  /** The shared name's URL (`https://api.rehearsal.test`), resolved through `services.dnsServer`. */
+  sharedUrl?: string;
   inventory?: string;
   apiKey?: string;
   /** Where the apps' secrets came from: the env files, or the deploy command's secrets store. */

@@ -3,7 +3,7 @@
 // idempotency key (1 s apart, 6 attempts, the last 3 through the other region's LB when there is
 // one) when it is not acknowledged; a status read that fails is read again. After the load stops, every acknowledged task is read once more: a token other than
 // the first one seen is a double result (drill-line.ts).
-import type { LbClient } from "./client.ts";
+import { call, type LbClient } from "./client.ts";
 import { isFinal, type TaskRecord } from "./drill-line.ts";
 import { sleep } from "./exec.ts";
 
@@ -11,25 +11,6 @@ interface View {
   id?: string;
   status?: string;
   result?: { token?: string };
-}
-
-async function call(
-  c: LbClient,
-  path: string,
-  init: { method?: string; body?: unknown; key?: string; timeoutMs: number },
-) {
-  const res = await fetch(`${c.url}${path}`, {
-    method: init.method ?? "GET",
-    headers: {
-      authorization: `Bearer ${c.apiKey}`,
-      ...(init.body ? { "content-type": "application/json" } : {}),
-      ...(init.key ? { "idempotency-key": init.key } : {}),
-    },
-    body: init.body ? JSON.stringify(init.body) : undefined,
-    signal: AbortSignal.timeout(init.timeoutMs),
-    tls: { ca: c.ca },
-  } as RequestInit);
-  return { status: res.status, body: (await res.json().catch(() => ({}))) as View };
 }
 
 /**
@@ -41,9 +22,9 @@ async function submit(clients: LbClient[], r: TaskRecord & { via?: number }, tag
     if (attempt) await sleep(1000);
     const via = attempt >= 3 && clients.length > 1 ? 1 : 0;
     try {
-      const res = await call(clients[via]!, "/v1/tasks", {
+      const res = await call<View>(clients[via]!, "/v1/tasks", {
         method: "POST",
-        key: r.key,
+        headers: { "idempotency-key": r.key },
         timeoutMs: 10_000,
         body: {
           type: "turnstile",
@@ -64,7 +45,7 @@ async function submit(clients: LbClient[], r: TaskRecord & { via?: number }, tag
 /** One read: the task's status (and token once final), or undefined when the read failed. */
 async function read(c: LbClient, id: string, wait: number): Promise<View | undefined> {
   try {
-    const res = await call(c, `/v1/tasks/${id}${wait ? `?wait=${wait}` : ""}`, { timeoutMs: (wait + 3) * 1000 });
+    const res = await call<View>(c, `/v1/tasks/${id}${wait ? `?wait=${wait}` : ""}`, { timeoutMs: (wait + 3) * 1000 });
     return res.status === 200 ? res.body : undefined;
   } catch {
     return undefined;

@@ -5,7 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type LbClient, readyz, roundTrip } from "./client.ts";
+import { type LbClient, nameLookup, readyz, roundTrip } from "./client.ts";
 import {
   BRIDGE_IP,
   DATA,
@@ -16,11 +16,12 @@ import {
   machineName,
   NO_LB_INVENTORY,
   REPO,
+  SHARED_NAME,
   SUBNET,
 } from "./config.ts";
 import { check, type Log, run, waitFor } from "./exec.ts";
 import { acquireFleet, otherFleet, releaseFleet } from "./fleet-lock.ts";
-import { natsArtifact, startAlertReceiver, startHostServices, stopPid } from "./host-services.ts";
+import { natsArtifact, startAlertReceiver, startHostServices, startNameServer, stopPid } from "./host-services.ts";
 import { ensureHostTools } from "./host-tools.ts";
 import { ensureImage, packagesOf } from "./image.ts";
 import { inMachine, startMachine, stopMachine, waitBooted } from "./machine.ts";
@@ -313,7 +314,7 @@ function release(state: State, topos: Topology[], s: Secrets, src: SecretSource,
 }
 
 /** Each region's load balancer puts a gateway in rotation (2 passing checks, 5 s apart), then one task through each. */
-async function throughLb(state: State, topos: Topology[], s: Secrets, src: SecretSource) {
+async function throughLb(state: State, topos: Topology[], s: Secrets, src: SecretSource, log: Log) {
   const clients = topos.map((t): LbClient => ({ url: `https://${t.lb.ip}`, ca: s.caPem, apiKey: src.apiKey }));
   state.lbUrl = clients[0]!.url;
   state.lbUrls = Object.fromEntries(topos.map((t, i) => [t.region, clients[i]!.url]));
@@ -328,11 +329,31 @@ async function throughLb(state: State, topos: Topology[], s: Secrets, src: Secre
       500,
     );
   state.timings.lbReadySeconds = secondsSince(t);
-  const firsts = await Promise.all(clients.map((c) => roundTrip(c, `up-${Date.now()}-${c.url.slice(8)}`)));
+  const shared = await sharedNameClient(state, topos, s, src, log);
+  const firsts = await Promise.all([...clients, shared].map((c) => roundTrip(c, `up-${Date.now()}-${c.url.slice(8)}`)));
   const bad = firsts.find((f) => f.status !== "completed");
   if (bad) throw new Error(`a first task through an LB ended ${bad.status}`);
   state.timings.firstTaskMs = firsts[0]!.ms;
   return { client: clients[0]!, first: firsts[0]! };
+}
+
+/** The failover name server started on the regions' LBs; a client of the shared name it answers. */
+async function sharedNameClient(
+  state: State,
+  topos: Topology[],
+  s: Secrets,
+  src: SecretSource,
+  log: Log,
+): Promise<LbClient> {
+  const dns = await startNameServer(
+    topos.map((t) => ({ region: t.region, ip: t.lb.ip })),
+    caFile(s),
+    log,
+  );
+  Object.assign(state.services, { dnsPid: dns.pid, dnsServer: dns.server, dnsStatusUrl: dns.statusUrl });
+  state.sharedUrl = `https://${SHARED_NAME}`;
+  writeState(state);
+  return { url: state.sharedUrl, ca: s.caPem, apiKey: src.apiKey, dns: nameLookup(dns.server, SHARED_NAME) };
 }
 
 export async function up(log: Log, o: { regions?: string[] } = {}): Promise<UpResult> {
@@ -365,7 +386,7 @@ export async function up(log: Log, o: { regions?: string[] } = {}): Promise<UpRe
       state.timings.monitoringSeconds = m.seconds;
       state.timings.monitoringTargets = m.targets;
     }
-    const { client, first } = await throughLb(state, topos, s, src);
+    const { client, first } = await throughLb(state, topos, s, src, log);
     state.timings.upSeconds = secondsSince(t0);
     state.phase = "up";
     writeState(state);
@@ -400,6 +421,7 @@ export async function down(log: Log): Promise<{ seconds: number }> {
   stopPid(state?.services.emulatorPid, "emulator");
   stopPid(state?.services.artifactsPid, "serve-artifacts");
   stopPid(state?.services.alertsPid, "alert-receiver");
+  stopPid(state?.services.dnsPid, "dns-server");
   removeBridge(log);
   clearState();
   releaseFleet();
