@@ -28,6 +28,7 @@ import { readState } from "../infra/rehearsal/state.ts";
 import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
 import { down, topologyOf, type UpResult, up } from "../infra/rehearsal/up.ts";
 import { renderUserData, type UserDataVars } from "../infra/rehearsal/userdata.ts";
+import { asDeploy, leaksOn, storeValues } from "./support/fleet-host-checks.ts";
 
 const log = (m: string) => console.log(`[rehearsal] ${m}`);
 const REPO = join(import.meta.dir, "..");
@@ -316,6 +317,59 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
     expect(show("app", "gateway.service", ["ActiveState"])).toEqual({ ActiveState: "active" });
     expect((await roundTrip(fleet!.client, `after-rollback-${Date.now()}`)).status).toBe("completed");
   }, 400_000);
+
+  test("secrets on the real hosts: credential files of root, 0600, handed over by LoadCredential=; no value in any host's journal, command lines, env files or user-data", () => {
+    const state = readState()!;
+    expect(state.secrets).toBe("store");
+    const values = storeValues(state.secretsStore!);
+    expect(values.length).toBeGreaterThan(10);
+    // Where they are: the app host's credential files (so the search below finds what is there).
+    const creds = sh(
+      "app",
+      "stat -c '%a %U' /etc/captcha-pipeline/credentials /etc/captcha-pipeline/credentials/gateway/*",
+    );
+    expect(new Set(creds.stdout.trim().split("\n"))).toEqual(new Set(["700 root", "600 root"]));
+    const held = sh("app", "cat /etc/captcha-pipeline/credentials/gateway/*").stdout;
+    expect(values.filter((v) => held.includes(v)).length).toBeGreaterThanOrEqual(3);
+    // How the gateway gets them: systemd's credentials, in a directory of its own service.
+    expect(sh("app", "systemctl cat gateway.service").stdout).toMatch(
+      /^LoadCredential=.*\/etc\/captcha-pipeline\/credentials\/gateway/m,
+    );
+    expect(
+      sh("app", "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value gateway.service)/environ").stdout,
+    ).toContain("CREDENTIALS_DIRECTORY=/run/credentials/gateway.service");
+    // Where they are not, on every host.
+    for (const h of fleet!.state.hosts)
+      expect({ host: h.name, ...leaksOn(h, values) } as Record<string, unknown>).toEqual({
+        host: h.name,
+        journal: 0,
+        commandLines: 0,
+        envFiles: 0,
+        userData: 0,
+        cloudInitLog: 0,
+      });
+  }, 120_000);
+
+  test("the deploy user's sudo on a real host (cloud-init's sudoers): the app units' verbs and the install script, nothing else", () => {
+    const s = ensureSecrets();
+    const app = host("app");
+    expect(asDeploy(app, s.sshKey, "id -un").stdout).toBe("deploy\n");
+    expect(asDeploy(app, s.sshKey, "sudo -n /usr/bin/systemctl is-active --quiet gateway.service").code).toBe(0);
+    expect(asDeploy(app, s.sshKey, "sudo -n /usr/local/sbin/captcha-pipeline-install ports").stdout).toContain(
+      "gateway 8080",
+    );
+    for (const cmd of [
+      "sudo -n /bin/sh -c id",
+      "sudo -n /usr/bin/systemctl restart ssh.service",
+      "sudo -n /usr/bin/systemctl daemon-reload",
+      "sudo -n cat /etc/captcha-pipeline/gateway.env",
+    ]) {
+      const r = asDeploy(app, s.sshKey, cmd);
+      expect({ cmd, code: r.code, out: r.stdout }).toEqual({ cmd, code: 1, out: "" });
+      expect(r.stderr).toContain("a password is required");
+    }
+    expect(asDeploy(app, s.sshKey, "cat /etc/captcha-pipeline/gateway.env").stderr).toContain("Permission denied");
+  }, 60_000);
 
   test("fleet drill solver-kill: kill -9 under 4 tasks/s through the LB; systemd restarts it; nothing lost; AppRestarted delivered", async () => {
     const before = show("app", "solver@v1.service", ["MainPID", "NRestarts"]);

@@ -71,15 +71,19 @@ export async function lbFetch(c: LbClient, path: string, init: LbRequest = {}): 
   throw last ?? new Error(`${name}: no address`);
 }
 
-/** One request; the body parsed as JSON (the text when it is not). */
-export async function call<T>(c: LbClient, path: string, init: LbRequest = {}): Promise<{ status: number; body: T }> {
+/** One request; the body parsed as JSON (the text when it is not), and the address that answered. */
+export async function call<T>(
+  c: LbClient,
+  path: string,
+  init: LbRequest = {},
+): Promise<{ status: number; body: T; address?: string }> {
   const res = await lbFetch(c, path, init);
   const text = await res.text();
   let body: unknown = text;
   try {
     body = JSON.parse(text);
   } catch {}
-  return { status: res.status, body: body as T };
+  return { status: res.status, body: body as T, ...(res.url ? { address: new URL(res.url).hostname } : {}) };
 }
 
 export const readyz = (c: LbClient) =>

@@ -12,6 +12,10 @@ export interface TaskRecord {
   /** When the client first saw a final status, and which. */
   finalAt?: number;
   status?: string;
+  /** The error code of a `failed` or `expired` final view (TOKEN_UNAVAILABLE, TOKEN_EXPIRED, ...). */
+  errorCode?: string;
+  /** Where the final view came from (the LB's address). */
+  finalVia?: string;
   /** The token of the first `completed` view the client saw. */
   token?: string;
   /** The token a last read after the drill returned (a different one is a double result). */
@@ -102,4 +106,14 @@ export function drillPassed(f: DrillFigures, maxRtoS = 60): boolean {
     f.rtoS !== undefined &&
     f.rtoS <= maxRtoS
   );
+}
+
+/** The failed tasks by why (`expired TOKEN_EXPIRED via 10.77.2.5: 3`), for the drill's log. */
+export function failureCauses(records: TaskRecord[]): string[] {
+  const by = new Map<string, number>();
+  for (const r of records.filter((x) => x.id && (x.status === "failed" || x.status === "expired"))) {
+    const k = `${r.status} ${r.errorCode ?? "(no code)"}${r.finalVia ? ` via ${r.finalVia}` : ""}`;
+    by.set(k, (by.get(k) ?? 0) + 1);
+  }
+  return [...by].map(([k, n]) => `${k}: ${n}`);
 }

@@ -4,7 +4,7 @@
 // receiver. The bar: nothing lost, failed, paid twice or answered twice, RTO <= 60 s, the alert
 // within 2 minutes.
 import type { LbClient } from "./client.ts";
-import { type DrillFigures, drillFigures, drillLine, drillPassed } from "./drill-line.ts";
+import { type DrillFigures, drillFigures, drillLine, drillPassed, failureCauses } from "./drill-line.ts";
 import { type Log, sleep, waitFor } from "./exec.ts";
 import { allGatewaysUp } from "./gapless.ts";
 import { inMachineAsync, powerOff, powerOnAgain } from "./machine.ts";
@@ -199,6 +199,8 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
     a.line ??
     (a.afterS === undefined ? `no alert ${d.alert} within 120 s` : `alert ${d.alert} after ${a.afterS.toFixed(1)} s`);
   if (error) ctx.log(`${d.name}: ${error}`);
+  const causes = failureCauses(records);
+  if (causes.length) ctx.log(`${d.name}: failed tasks: ${causes.join("; ")}`);
   const passed = drillPassed(figures) && a.ok && !error;
   return { name: d.name, line: drillLine(d.name, figures), alertLine, figures, alertAfterS: a.afterS, passed };
 }

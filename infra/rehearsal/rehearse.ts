@@ -21,6 +21,10 @@ if (cmd === "up") {
     console.log(`  emulator       ${r.state.services.emulatorUrl} (host)`);
     for (const [region, url] of Object.entries(r.state.lbUrls ?? {}))
       console.log(`load balancer ${region}: ${url}  (CA ${r.state.caFile}; API key: state.json's apiKey)`);
+    if (r.state.sharedUrl)
+      console.log(
+        `shared name: ${r.state.sharedUrl} (failover name server ${r.state.services.dnsServer}, status ${r.state.services.dnsStatusUrl})`,
+      );
     console.log(`first task through the LB: ${r.firstTask.id} ${r.firstTask.status} in ${r.firstTask.ms} ms`);
     console.log(
       `alerts: Alertmanager on fsn1-mon-1 posts to ${r.state.services.alertsUrl}/alerts/hook (Slack JSON); they land in ${r.state.services.alertsLog} (\`alert <name> after S s\`) and GET ${r.state.services.alertsUrl}/alerts`,

@@ -11,6 +11,9 @@ interface View {
   id?: string;
   status?: string;
   result?: { token?: string };
+  error?: { code?: string };
+  /** Where the answer came from (set by `read`). */
+  via?: string;
 }
 
 /**
@@ -46,7 +49,7 @@ async function submit(clients: LbClient[], r: TaskRecord & { via?: number }, tag
 async function read(c: LbClient, id: string, wait: number): Promise<View | undefined> {
   try {
     const res = await call<View>(c, `/v1/tasks/${id}${wait ? `?wait=${wait}` : ""}`, { timeoutMs: (wait + 3) * 1000 });
-    return res.status === 200 ? res.body : undefined;
+    return res.status === 200 ? { ...res.body, via: res.address ?? c.url } : undefined;
   } catch {
     return undefined;
   }
@@ -69,6 +72,8 @@ async function follow(clients: LbClient[], r: TaskRecord & { via?: number }, unt
       if (isFinal(r.status)) {
         r.finalAt = Date.now();
         r.token = v.result?.token;
+        if (v.error?.code) r.errorCode = v.error.code;
+        r.finalVia = v.via;
       }
     }
   }
