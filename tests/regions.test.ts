@@ -75,6 +75,35 @@ test("each region's tasks carry their home in the id, complete at home, and read
   }
 }, 90_000);
 
+test("while the home's gateway does not answer, the other region says come back (503, Retry-After), never expired; then hands out the token", async () => {
+  const [fsn1, hel1] = regions as [Region, Region];
+  const sub = await call<{ id: string }>(hel1, "/v1/tasks", { method: "POST", body: turnstile("home-silent") });
+  expect(sub.status).toBe(202);
+  const home = await call<TaskView>(hel1, `/v1/tasks/${sub.body.id}?wait=30`);
+  expect(home.body.status).toBe("completed");
+  await eventually(async () => {
+    const v = await call<TaskView>(fsn1, `/v1/tasks/${sub.body.id}`);
+    return v.body?.result?.token === home.body.result!.token ? true : undefined;
+  }, 15_000);
+  const gateway = hel1.procs.find((p) => p.name.includes("gateway"))!;
+  process.kill(gateway.pid, "SIGSTOP");
+  try {
+    const t0 = Date.now();
+    const silent = await call<{ title: string }>(fsn1, `/v1/tasks/${sub.body.id}`);
+    expect({ status: silent.status, title: silent.body.title }).toEqual({
+      status: 503,
+      title: "Result Held By Home Region",
+    });
+    expect(silent.headers.get("retry-after")).toBe("1");
+    expect(silent.headers.get("x-home-region")).toBe("hel1");
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  } finally {
+    process.kill(gateway.pid, "SIGCONT");
+  }
+  const back = await call<TaskView>(fsn1, `/v1/tasks/${sub.body.id}`);
+  expect(back.body.result!.token).toBe(home.body.result!.token);
+}, 60_000);
+
 test("a client that loses its region retries on the other with the same Idempotency-Key and gets the same task", async () => {
   const [fsn1, hel1] = regions as [Region, Region];
   const body = turnstile(1000);

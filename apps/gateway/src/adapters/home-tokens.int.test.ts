@@ -1,13 +1,13 @@
 // A replica row's token asked of its home region's gateways on a real nats-server, each side as
 // the gateway's NATS user (so the permissions of permissions.ts allow exactly this): the home
 // answers its own valid token to the task's client only; a home that does not answer leaves the
-// replica's row as it was (`expired`, TOKEN_UNAVAILABLE) after the timeout, not longer.
+// read waiting (HomeUnreachableError, a 503 with Retry-After), never `expired`, after the timeout.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import type { TaskRow } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { answerOf, lacksHomeToken, serveHomeTokens, withHomeTokens } from "./home-tokens.ts";
+import { answerOf, HomeUnreachableError, lacksHomeToken, serveHomeTokens, withHomeTokens } from "./home-tokens.ts";
 
 let nats: TestNats;
 let away: NatsConnection;
@@ -104,7 +104,7 @@ test("the home's gateway answers its valid token to the task's own client; the r
   }
 });
 
-test("a home that does not answer leaves the replica's row as it is, after the timeout", async () => {
+test("a home that does not answer: a read is told to come back (HomeUnreachableError), never `expired`; the bulk read keeps the row", async () => {
   const store = withHomeTokens(storeOf(replica(ids.valid)), {
     nc: away,
     region: "tkaway",
@@ -113,8 +113,11 @@ test("a home that does not answer leaves the replica's row as it is, after the t
     timeoutMs: 300,
   });
   const t0 = performance.now();
-  expect((await store.get(ids.valid))!.token).toBeNull();
+  const err = await store.get(ids.valid).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(HomeUnreachableError);
+  expect((err as HomeUnreachableError).row.region).toBe("tkhome");
   expect(performance.now() - t0).toBeLessThan(2_000);
+  expect((await store.getMany([ids.valid])).map((r) => r.token)).toEqual([null]);
 });
 
 test("only another region's completed, tokenless, unexpired row is asked about; the home answers only its own completed task", () => {

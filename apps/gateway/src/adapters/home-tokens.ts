@@ -28,6 +28,18 @@ const TokenAnswer = z.union([
 ]);
 type TokenAnswer = z.infer<typeof TokenAnswer>;
 
+/**
+ * A read of a task whose result only its home holds, while the home does not answer: not
+ * `expired` (final: the client would pay to solve it again) but "ask again shortly". The HTTP
+ * faces answer 503 with Retry-After (the 2Captcha facade: CAPCHA_NOT_READY).
+ */
+export class HomeUnreachableError extends Error {
+  constructor(readonly row: TaskRow) {
+    super(`task ${row.id}: its result is held by region ${row.region}, which does not answer right now`);
+    this.name = "HomeUnreachableError";
+  }
+}
+
 /** A completed row of another region whose token is not here and has not passed its expiry. */
 export function lacksHomeToken(row: TaskRow, region: string, now: Date): boolean {
   return (
@@ -78,40 +90,47 @@ export function serveHomeTokens(o: HomeTokenOptions): Subscription {
 }
 
 /**
- * The store with replica rows completed by their home's token when it is still valid there. A
- * home that does not answer within HOME_TOKEN_TIMEOUT_MS (cut off, down) leaves the row as it is:
- * `expired`, TOKEN_UNAVAILABLE, as before.
+ * The store with replica rows completed by their home's token when it is still valid there; a
+ * home that says it has none (erased, expired) leaves the row as it is (`expired`,
+ * TOKEN_UNAVAILABLE). A home that does not answer within HOME_TOKEN_TIMEOUT_MS (cut off, down):
+ * `get` throws HomeUnreachableError; `getMany` (the facade's bulk read) leaves the row as it is.
  */
 export function withHomeTokens<S extends Pick<TaskStore, "get" | "getMany">>(
   store: S,
   o: Omit<HomeTokenOptions, "store"> & { timeoutMs?: number },
 ): S {
   const now = o.now ?? (() => new Date());
-  const fill = async (row: TaskRow): Promise<TaskRow> => {
+  /** The row with its home's token; undefined when the home did not answer. */
+  const fill = async (row: TaskRow): Promise<TaskRow | undefined> => {
     if (!lacksHomeToken(row, o.region, now())) return row;
+    let answer: TokenAnswer;
     try {
       const reply = await o.nc.request(tokenSubject(row.region), JSON.stringify({ id: row.id, owner: row.owner }), {
         timeout: o.timeoutMs ?? HOME_TOKEN_TIMEOUT_MS,
       });
-      const answer = TokenAnswer.parse(reply.json());
-      if (answer.token === null) return row;
-      return {
-        ...row,
-        token: answer.token,
-        tokenExpiresAt: answer.expiresAt === null ? null : new Date(answer.expiresAt),
-        userAgent: answer.userAgent,
-      };
+      answer = TokenAnswer.parse(reply.json());
     } catch (e) {
-      o.log.debug({ task: row.id, home: row.region, err: (e as Error).message }, "home token: not answered");
-      return row;
+      o.log.warn({ task: row.id, home: row.region, err: (e as Error).message }, "home token: the home did not answer");
+      return undefined;
     }
+    if (answer.token === null) return row;
+    return {
+      ...row,
+      token: answer.token,
+      tokenExpiresAt: answer.expiresAt === null ? null : new Date(answer.expiresAt),
+      userAgent: answer.userAgent,
+    };
   };
   return {
     ...store,
     get: async (id: string) => {
       const row = await store.get(id);
-      return row && fill(row);
+      if (!row) return row;
+      const filled = await fill(row);
+      if (!filled) throw new HomeUnreachableError(row);
+      return filled;
     },
-    getMany: async (ids: readonly string[]) => Promise.all((await store.getMany(ids)).map(fill)),
+    getMany: async (ids: readonly string[]) =>
+      Promise.all((await store.getMany(ids)).map(async (row) => (await fill(row)) ?? row)),
   };
 }

@@ -1,6 +1,7 @@
 import { isConnectionError } from "@pipeline/shared/db";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { HomeUnreachableError } from "../adapters/home-tokens.ts";
 import { createGatewayDeps, type GatewayDeps, type GatewayParts } from "../deps.ts";
 import { createAuthenticator } from "./auth.ts";
 import type { GatewayEnvVars } from "./env.ts";
@@ -47,6 +48,18 @@ export function createApp(parts: GatewayParts) {
     if (err instanceof ProblemError) return problemResponse(c, err);
     if (err instanceof HTTPException)
       return problemResponse(c, new ProblemError(err.status as 400, err.message || "HTTP Error"));
+    if (err instanceof HomeUnreachableError) {
+      c.header("retry-after", "1");
+      c.header("x-home-region", err.row.region);
+      return problemResponse(
+        c,
+        new ProblemError(
+          503,
+          "Result Held By Home Region",
+          `the result of task ${err.row.id} is held by region ${err.row.region}, which does not answer right now; retry shortly`,
+        ),
+      );
+    }
     if (isConnectionError(err)) {
       deps.log.warn({ requestId: c.get("requestId"), err: err.message }, "database unavailable");
       c.header("retry-after", "1");

@@ -52,7 +52,8 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
               description: "the task",
               content: { "application/json": { schema: { $ref: "#/components/schemas/TaskView" } } },
             },
-            ...errors(400, 401, 404, 429),
+            // 503: Postgres unreachable, or the result held by the task's home region, which does not answer.
+            ...errors(400, 401, 404, 429, 503),
           },
         },
       },

@@ -1,4 +1,5 @@
 import type { TaskView } from "@pipeline/shared/schemas";
+import { HomeUnreachableError } from "../../adapters/home-tokens.ts";
 import type { GatewayDeps } from "../../deps.ts";
 import { toTaskView } from "../../domain/task-view.ts";
 import { bare, code } from "../../domain/twocaptcha/reply.ts";
@@ -10,8 +11,14 @@ import type { ProtocolAction } from "./protocol.ts";
 export function resAction(deps: GatewayDeps): ProtocolAction {
   /** The caller's view of a task, or undefined when it does not exist or belongs to another key. */
   const viewOf = async (id: string, clientId: string): Promise<TaskView | undefined> => {
-    const row = await deps.store.get(id);
-    return row?.owner === clientId ? toTaskView(row, deps.now()) : undefined;
+    try {
+      const row = await deps.store.get(id);
+      return row?.owner === clientId ? toTaskView(row, deps.now()) : undefined;
+    } catch (err) {
+      // Its result is held by its home region, which does not answer right now: not ready yet.
+      if (!(err instanceof HomeUnreachableError) || err.row.owner !== clientId) throw err;
+      return { ...toTaskView(err.row, deps.now()), status: "solving", error: undefined };
+    }
   };
   return async (call, clientId, c) => {
     const parsed = parseResRequest(call.params);

@@ -1,11 +1,19 @@
 import { type TaskState, TERMINAL_STATES } from "@pipeline/shared/schemas";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
+import { HomeUnreachableError } from "../../adapters/home-tokens.ts";
 import type { GatewayDeps } from "../../deps.ts";
 import { toTaskView } from "../../domain/task-view.ts";
 import type { GatewayEnvVars } from "../env.ts";
 import { ownTask } from "./own-task.ts";
 import type { Waiting } from "./waiting.ts";
+
+/** The task again; undefined while its result is held by a home region that does not answer (the stream waits on). */
+const reread = (deps: GatewayDeps, id: string) =>
+  deps.store.get(id).catch((err) => {
+    if (err instanceof HomeUnreachableError) return undefined;
+    throw err;
+  });
 
 /** `GET /v1/tasks/:id/events`: the task's states as server-sent events, until final or SSE_MAX_SECONDS. */
 export function eventsRoute(deps: GatewayDeps, waiting: Waiting) {
@@ -21,7 +29,7 @@ export function eventsRoute(deps: GatewayDeps, waiting: Waiting) {
       try {
         let last = "";
         let lastWrite = Date.now();
-        for (let row = first; !stream.aborted && !stream.closed; row = (await deps.store.get(first.id)) ?? row) {
+        for (let row = first; !stream.aborted && !stream.closed; row = (await reread(deps, first.id)) ?? row) {
           const view = toTaskView(row, deps.now());
           const key = `${row.version}:${view.status}`;
           if (key !== last) {
