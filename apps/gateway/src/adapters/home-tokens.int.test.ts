@@ -7,7 +7,7 @@ import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import type { TaskRow } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { answerOf, HomeUnreachableError, lacksHomeToken, serveHomeTokens, withHomeTokens } from "./home-tokens.ts";
+import { answerOf, asksHome, HomeUnreachableError, serveHomeTokens, withHomeTokens } from "./home-tokens.ts";
 
 let nats: TestNats;
 let away: NatsConnection;
@@ -120,14 +120,35 @@ test("a home that does not answer: a read is told to come back (HomeUnreachableE
   expect((await store.getMany([ids.valid])).map((r) => r.token)).toEqual([null]);
 });
 
-test("only another region's completed, tokenless, unexpired row is asked about; the home answers only its own completed task", () => {
-  expect(lacksHomeToken(replica(ids.valid), "tkaway", now)).toBe(true);
-  expect(lacksHomeToken(replica(ids.valid), "tkhome", now)).toBe(false);
-  expect(lacksHomeToken(row(), "tkaway", now)).toBe(false);
-  expect(lacksHomeToken({ ...replica(ids.valid), state: "solving" }, "tkaway", now)).toBe(false);
-  expect(
-    lacksHomeToken({ ...replica(ids.valid), tokenExpiresAt: new Date("2026-01-01T00:00:30Z") }, "tkaway", now),
-  ).toBe(false);
+test("a token held here (completed while cut off) and the home's own: the home's wins; the home silent: the one held here", async () => {
+  const here = storeOf(row({ id: ids.valid, token: "TOKEN-HERE" }));
+  const store = withHomeTokens(here, { nc: away, region: "tkaway", log, now: () => now, timeoutMs: 300 });
+  const sub = serveHomeTokens({
+    nc: home,
+    region: "tkhome",
+    store: storeOf(row({ id: ids.valid })),
+    log,
+    now: () => now,
+  });
+  try {
+    await home.flush();
+    expect((await store.get(ids.valid))!.token).toBe("TOKEN-1");
+  } finally {
+    sub.unsubscribe();
+  }
+  await home.flush();
+  expect((await store.get(ids.valid))!.token).toBe("TOKEN-HERE");
+});
+
+test("only another region's completed, unexpired row is asked about; the home answers only its own completed task", () => {
+  expect(asksHome(replica(ids.valid), "tkaway", now)).toBe(true);
+  expect(asksHome(replica(ids.valid), "tkhome", now)).toBe(false);
+  // A token held here too: the home's is asked for all the same (it wins).
+  expect(asksHome(row(), "tkaway", now)).toBe(true);
+  expect(asksHome({ ...replica(ids.valid), state: "solving" }, "tkaway", now)).toBe(false);
+  expect(asksHome({ ...replica(ids.valid), tokenExpiresAt: new Date("2026-01-01T00:00:30Z") }, "tkaway", now)).toBe(
+    false,
+  );
   expect(answerOf(undefined, { id: ids.valid, owner: "client-1" }, "tkhome", now)).toEqual({ token: null });
   expect(answerOf(row({ state: "solving", token: null }), { id: ids.valid, owner: "client-1" }, "tkhome", now)).toEqual(
     { token: null },

@@ -40,12 +40,16 @@ export class HomeUnreachableError extends Error {
   }
 }
 
-/** A completed row of another region whose token is not here and has not passed its expiry. */
-export function lacksHomeToken(row: TaskRow, region: string, now: Date): boolean {
+/**
+ * A completed row of another region, its validity not past: its home is asked for the token. The
+ * home's token wins over one this region may hold itself (a task this region completed while cut
+ * off, whose home then moved to the region that adopted it and was paid again: the home's result
+ * is the task's one result).
+ */
+export function asksHome(row: TaskRow, region: string, now: Date): boolean {
   return (
     row.region !== region &&
     row.state === "completed" &&
-    row.token === null &&
     (row.tokenExpiresAt === null || row.tokenExpiresAt.getTime() > now.getTime())
   );
 }
@@ -90,19 +94,20 @@ export function serveHomeTokens(o: HomeTokenOptions): Subscription {
 }
 
 /**
- * The store with replica rows completed by their home's token when it is still valid there; a
- * home that says it has none (erased, expired) leaves the row as it is (`expired`,
- * TOKEN_UNAVAILABLE). A home that does not answer within HOME_TOKEN_TIMEOUT_MS (cut off, down):
- * `get` throws HomeUnreachableError; `getMany` (the facade's bulk read) leaves the row as it is.
+ * The store with other regions' completed rows carrying their home's token while it is valid
+ * there; a home that says it has none (erased, expired) leaves the row as it is (`expired`,
+ * TOKEN_UNAVAILABLE, or the token held here). A home that does not answer within
+ * HOME_TOKEN_TIMEOUT_MS (cut off, down) while no token is here: `get` throws
+ * HomeUnreachableError; `getMany` (the facade's bulk read) leaves the row as it is.
  */
 export function withHomeTokens<S extends Pick<TaskStore, "get" | "getMany">>(
   store: S,
   o: Omit<HomeTokenOptions, "store"> & { timeoutMs?: number },
 ): S {
   const now = o.now ?? (() => new Date());
-  /** The row with its home's token; undefined when the home did not answer. */
+  /** The row with its home's token; undefined when the home did not answer and no token is here. */
   const fill = async (row: TaskRow): Promise<TaskRow | undefined> => {
-    if (!lacksHomeToken(row, o.region, now())) return row;
+    if (!asksHome(row, o.region, now())) return row;
     let answer: TokenAnswer;
     try {
       const reply = await o.nc.request(tokenSubject(row.region), JSON.stringify({ id: row.id, owner: row.owner }), {
@@ -111,7 +116,7 @@ export function withHomeTokens<S extends Pick<TaskStore, "get" | "getMany">>(
       answer = TokenAnswer.parse(reply.json());
     } catch (e) {
       o.log.warn({ task: row.id, home: row.region, err: (e as Error).message }, "home token: the home did not answer");
-      return undefined;
+      return row.token === null ? undefined : row;
     }
     if (answer.token === null) return row;
     return {
