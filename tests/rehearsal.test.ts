@@ -4,7 +4,9 @@
 // balancer; gateway v2 deployed under 20 tasks/s through the LB, each of the two app hosts drained
 // first (no request fails); then the fleet drill solver-kill (its main process killed with SIGKILL under
 // 4 tasks/s through the LB: systemd restarts it, nothing is lost, AppRestarted reaches the receiver); then the solver stopped for good: the monitoring host's
-// Prometheus and Alertmanager page AppDown at the alert receiver on the bridge. No mocks: real systemctl, sshd, nftables, NATS
+// Prometheus and Alertmanager page AppDown at the alert receiver on the bridge; then the deploy
+// command's refusals (checksum, signatures, host keys), an API key rotated and retired, and the
+// releases pruned, on the same hosts. No mocks: real systemctl, sshd, sudo, journald, nftables, NATS
 // cluster, Postgres with TLS. Needs root; the first run builds the image (minutes), later runs reuse
 // it (REHEARSAL_CACHE). Everything it starts is stopped in afterAll, whatever happened.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -28,6 +30,7 @@ import { readState } from "../infra/rehearsal/state.ts";
 import { renderTemplateText, TemplateError } from "../infra/rehearsal/templatefile.ts";
 import { down, topologyOf, type UpResult, up } from "../infra/rehearsal/up.ts";
 import { renderUserData, type UserDataVars } from "../infra/rehearsal/userdata.ts";
+import { deployOnFleetTests } from "./support/deploy-on-fleet.ts";
 import { asDeploy, leaksOn, storeValues } from "./support/fleet-host-checks.ts";
 
 const log = (m: string) => console.log(`[rehearsal] ${m}`);
@@ -363,10 +366,14 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
       "sudo -n /usr/bin/systemctl restart ssh.service",
       "sudo -n /usr/bin/systemctl daemon-reload",
       "sudo -n cat /etc/captcha-pipeline/gateway.env",
+      "sudo -n /usr/bin/systemctl stop gateway.service ssh.service",
+      "sudo -n -u nobody /usr/local/sbin/captcha-pipeline-install ports",
+      "sudo -n -E /usr/local/sbin/captcha-pipeline-install ports",
+      "sudo -n env PATH=/tmp /usr/local/sbin/captcha-pipeline-install ports",
     ]) {
       const r = asDeploy(app, s.sshKey, cmd);
       expect({ cmd, code: r.code, out: r.stdout }).toEqual({ cmd, code: 1, out: "" });
-      expect(r.stderr).toContain("a password is required");
+      expect(r.stderr).toMatch(/a password is required|not allowed to preserve the environment/);
     }
     expect(asDeploy(app, s.sshKey, "cat /etc/captcha-pipeline/gateway.env").stderr).toContain("Permission denied");
   }, 60_000);
@@ -431,6 +438,10 @@ describe.skipIf(!isRoot)("production rehearsal on real systemd (one region)", ()
       if (sh("app", "curl -fsS -m 2 http://127.0.0.1:9464/readyz").code === 0) break;
     expect(show("app", "solver@v1.service", ["ActiveState"]).ActiveState).toBe("active");
   }, 200_000);
+
+  // The deploy command's refusals and housekeeping on these real hosts (checksum, signatures, host
+  // keys, an API key rotated and retired, the last 3 releases kept): tests/support/deploy-on-fleet.ts.
+  deployOnFleetTests(log);
 
   test("down stops every host and removes the network, cgroups and overlays", async () => {
     const machines = fleet!.state.hosts.map((h) => h.machine);

@@ -108,7 +108,6 @@ export function releaseOnce(app: string, version: string, folder: string, signin
   return dist;
 }
 
-/** Every server of HAProxy's `gateways` backend UP (a fair start for the measure). */
 /** Every gateway named UP in the LB's HAProxy (its runtime API). */
 export async function allGatewaysUp(lbIp: string, names: string[], timeoutMs = 90_000): Promise<void> {
   await waitFor("every gateway UP in HAProxy", timeoutMs, async () => {

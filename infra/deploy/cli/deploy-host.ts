@@ -9,6 +9,9 @@ import type { Rotation } from "./lb.ts";
 import { archOf, type DeployApp, releasesToPrune, solverPort, unitOf } from "./plan.ts";
 import { q, type Ssh } from "./ssh.ts";
 
+/** The service manager, run with sudo: the path the deploy user's sudoers rule names, whatever the login's PATH. */
+const SYSTEMCTL = "/usr/bin/systemctl";
+
 export interface LocalBinary {
   path: string;
   sha256: string;
@@ -75,7 +78,7 @@ export async function deployHost(host: Host, app: DeployApp, version: string, d:
     appDir: `${host.root}/${app}`,
     unit,
     say: (m) => d.log(`[${host.name}] ${m}`),
-    ctl: (verb, u = unit) => asRoot(`${host.systemctl} ${verb} ${q(u)}`),
+    ctl: (verb, u = unit) => asRoot(`${SYSTEMCTL} ${verb} ${q(u)}`),
     install: (args) => asRoot(`${q(host.install)} ${args}`),
   };
   try {

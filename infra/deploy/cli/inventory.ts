@@ -38,11 +38,6 @@ export const Host = z
     privateIp: z.string().min(1).optional(),
     /** Where releases live on the host (default /opt/captcha-pipeline), read by the deploy user. */
     root: z.string().startsWith("/").default("/opt/captcha-pipeline"),
-    /**
-     * The service manager, run with sudo: the path the deploy user's sudoers rule names (default
-     * /usr/bin/systemctl, whatever the login's PATH; the SSH test's hosts have a stand-in, see docs/deploy.md).
-     */
-    systemctl: z.string().startsWith("/").default("/usr/bin/systemctl"),
     /** The root-owned script that makes every root change of a deploy, run with sudo (infra/deploy/scripts/captcha-pipeline-install.sh). */
     install: z.string().startsWith("/").default("/usr/local/sbin/captcha-pipeline-install"),
   })
