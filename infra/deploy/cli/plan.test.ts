@@ -18,11 +18,10 @@ describe("deploy plan", () => {
     expect(targetHosts(hosts, "nbg1")).toEqual([]);
   });
 
-  test("inventory defaults: the deploy user (not root), port 22, the production paths, systemctl and the install script", () => {
+  test("inventory defaults: the deploy user (not root), port 22, the production paths and the install script", () => {
     expect(host("a", "fsn1", ["app"])).toMatchObject({
       ssh: { user: "deploy", port: 22 },
       root: "/opt/captcha-pipeline",
-      systemctl: "/usr/bin/systemctl",
       install: "/usr/local/sbin/captcha-pipeline-install",
     });
     expect(Host.safeParse({ name: "a", region: "fsn1", roles: ["db"], ssh: { host: "x" } }).success).toBe(false);
