@@ -37,6 +37,12 @@ export interface GatewayDeps {
       >
     >;
   store: TaskStore;
+  /**
+   * The reads that hand out results (GET, its long-poll, SSE, res.php): with several regions the
+   * store whose other-region rows carry their home's token (adapters/home-tokens.ts). Submit,
+   * cancel and retry read `store`: they need no token. Absent: `store`.
+   */
+  results?: Pick<TaskStore, "get" | "getMany">;
   queue: TaskQueue;
   watcher: TaskWatcher;
   apiKeys: ApiKeys;

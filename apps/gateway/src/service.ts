@@ -98,15 +98,16 @@ async function connectToTopology(
 
 /** The gateway's adapters and domain parts over one NATS connection and one database (no fence). */
 function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnection, db: Db) {
-  const own = createTaskStore(db);
-  // A replica row's token is asked of its home region (the store keeps the replica's row otherwise).
-  const store = config.regions.length > 1 ? withHomeTokens(own, { nc, region: config.REGION, log }) : own;
+  const store = createTaskStore(db);
+  // The result reads: another region's row carries its home's token (submit, cancel, retry need none).
+  const results = config.regions.length > 1 ? withHomeTokens(store, { nc, region: config.REGION, log }) : store;
   const queue = createTaskQueue(nc, config.REGION, config.PUBLISH_DEADLINE_MS);
   const apiKeys = createApiKeys(config.API_KEYS, { pepper: config.API_KEY_PEPPER });
   return {
     config,
     log,
     store,
+    results,
     queue,
     watcher: createTaskWatcher(nc, config.REGION),
     apiKeys,

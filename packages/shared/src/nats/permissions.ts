@@ -133,10 +133,8 @@ const noReadsNorConsumers = (region: string, o: { consumersOn: string[] }) => {
  * another region, over the leafnode link; never stored).
  */
 function gateway(regions: string[]): Permissions {
-  // Answering another region's gateway (a token of this region's task: adapters/home-tokens.ts)
-  // is a publish to its inbox.
-  // A question goes to the task's home, which this server need not carry (each region's server
-  // carries its own region): any region's subject.
+  // A token question goes to the task's home, which this server need not carry (each region's
+  // server carries its own): any region's `tokens.*`. The answer is a publish to the asker's inbox.
   const pub = ["$JS.API.INFO", `${inboxPrefixOf("gateway")}.>`, tokenSubjects()];
   const sub = [`${inboxPrefixOf("gateway")}.>`];
   const deny = [...ADMINISTRATION, "$JS.ACK.>", "$KV.>"];

@@ -10,9 +10,10 @@ import type { ProtocolAction } from "./protocol.ts";
 /** `res.php`: answers, the balance, and reports, for the calling key's own tasks only. */
 export function resAction(deps: GatewayDeps): ProtocolAction {
   /** The caller's view of a task, or undefined when it does not exist or belongs to another key. */
+  const reads = deps.results ?? deps.store;
   const viewOf = async (id: string, clientId: string): Promise<TaskView | undefined> => {
     try {
-      const row = await deps.store.get(id);
+      const row = await reads.get(id);
       return row?.owner === clientId ? toTaskView(row, deps.now()) : undefined;
     } catch (err) {
       // Its result is held by its home region, which does not answer right now: not ready yet.
@@ -31,7 +32,7 @@ export function resAction(deps: GatewayDeps): ProtocolAction {
         if (!r.bulk) return getReply(await viewOf(r.ids[0]!, clientId));
         {
           // One query for all the ids (up to 100), not one each.
-          const rows = new Map((await deps.store.getMany(r.ids)).map((row) => [row.id, row]));
+          const rows = new Map((await reads.getMany(r.ids)).map((row) => [row.id, row]));
           return bulkGetReply(
             r.ids.map((id) => {
               const row = rows.get(id);

@@ -10,7 +10,7 @@ import type { Waiting } from "./waiting.ts";
 
 /** The task again; undefined while its result is held by a home region that does not answer (the stream waits on). */
 const reread = (deps: GatewayDeps, id: string) =>
-  deps.store.get(id).catch((err) => {
+  (deps.results ?? deps.store).get(id).catch((err) => {
     if (err instanceof HomeUnreachableError) return undefined;
     throw err;
   });
@@ -19,7 +19,7 @@ const reread = (deps: GatewayDeps, id: string) =>
 export function eventsRoute(deps: GatewayDeps, waiting: Waiting) {
   return async (c: Context<GatewayEnvVars, "/:id/events">) => {
     const clientId = c.get("clientId");
-    const first = await ownTask(deps, clientId, c.req.param("id"));
+    const first = await ownTask({ store: deps.results ?? deps.store }, clientId, c.req.param("id"));
     const release = waiting.slot(clientId, "path.id");
     const watch = deps.watcher.watch(first.id);
     const res = streamSSE(c, async (stream) => {

@@ -6,7 +6,11 @@ import { ProblemError } from "../problem.ts";
 const TaskIdParam = z.uuid();
 
 /** The task of this client named by the path (owned by its id), or a 404 problem. */
-export async function ownTask(deps: Pick<GatewayDeps, "store">, clientId: string, raw: string): Promise<TaskRow> {
+export async function ownTask(
+  deps: { store: Pick<GatewayDeps["store"], "get"> },
+  clientId: string,
+  raw: string,
+): Promise<TaskRow> {
   const id = TaskIdParam.safeParse(raw);
   if (!id.success)
     throw new ProblemError(404, "Task Not Found", undefined, [{ field: "path.id", message: "not a task id" }]);

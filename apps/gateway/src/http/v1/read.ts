@@ -15,7 +15,8 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
     const clientId = c.get("clientId");
     const wait = WaitQuery.safeParse(c.req.query("wait") ?? undefined);
     if (!wait.success) throw new ProblemError(400, "Invalid Query", undefined, fieldErrors(wait.error, "query.wait"));
-    const first = await ownTask(deps, clientId, c.req.param("id"));
+    const reads = { store: deps.results ?? deps.store };
+    const first = await ownTask(reads, clientId, c.req.param("id"));
     if (wait.data === 0 || TERMINAL_STATES.includes(first.state as TaskState))
       return c.json(toTaskView(first, deps.now()));
     const release = waiting.slot(clientId, "query.wait");
@@ -23,7 +24,7 @@ export function readRoute(deps: GatewayDeps, waiting: Waiting) {
     const watch = deps.watcher.watch(first.id, { finalOnly: true });
     try {
       const until = Date.now() + wait.data * 1000;
-      for (let row = first; ; row = await ownTask(deps, clientId, first.id)) {
+      for (let row = first; ; row = await ownTask(reads, clientId, first.id)) {
         const left = until - Date.now();
         if (TERMINAL_STATES.includes(row.state as TaskState) || left <= 0) return c.json(toTaskView(row, deps.now()));
         // The client gone: stop reading the task for nobody.
