@@ -11,6 +11,7 @@ import m6 from "../../drizzle/0006_retention.sql" with { type: "text" };
 import m7 from "../../drizzle/0007_retention_unpurged.sql" with { type: "text" };
 import m8 from "../../drizzle/0008_slot_blocks.sql" with { type: "text" };
 import m9 from "../../drizzle/0009_drop_provider_slots.sql" with { type: "text" };
+import m10 from "../../drizzle/0010_plan_shares.sql" with { type: "text" };
 
 export const embeddedMigrations: { tag: string; when: number; breakpoints: boolean; sql: string }[] = [
   { tag: "0000_init", when: 1796217060924, breakpoints: true, sql: m0 },
@@ -23,4 +24,5 @@ export const embeddedMigrations: { tag: string; when: number; breakpoints: boole
   { tag: "0007_retention_unpurged", when: 1796358815845, breakpoints: true, sql: m7 },
   { tag: "0008_slot_blocks", when: 1796377519764, breakpoints: true, sql: m8 },
   { tag: "0009_drop_provider_slots", when: 1796519416949, breakpoints: true, sql: m9 },
+  { tag: "0010_plan_shares", when: 1796554229976, breakpoints: true, sql: m10 },
 ];

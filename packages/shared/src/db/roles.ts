@@ -7,7 +7,7 @@
 //   pipeline_gateway  inserts queued tasks, reads tasks, cancels and redrives (its columns only),
 //                     deletes a row it could not publish through delete_unpublished_task() only.
 //   pipeline_solver   reads tasks and updates the columns of solving; webhook_deliveries (no
-//                     DELETE), provider_slot_blocks.
+//                     DELETE), provider_slot_blocks, reads provider_plan_shares.
 //   pipeline_rollout  reads the figures of tasks its gate compares (no token, params or callback),
 //                     appends to audit_log.
 //
@@ -37,7 +37,13 @@ export interface TableGrant {
 }
 
 /** Every table of the schema; a new table is nobody's but the owner's until it is listed below. */
-export const SCHEMA_TABLES = ["tasks", "webhook_deliveries", "provider_slot_blocks", "audit_log"] as const;
+export const SCHEMA_TABLES = [
+  "tasks",
+  "webhook_deliveries",
+  "provider_slot_blocks",
+  "provider_plan_shares",
+  "audit_log",
+] as const;
 
 /**
  * What each app role may do, table by table (anything not here is refused). Read from the apps'
@@ -120,6 +126,8 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
       { table: "webhook_deliveries", all: ["SELECT", "INSERT", "UPDATE"] },
       // The fleet's plan of provider units: a solver's own block, and a dead peer's (reaper).
       { table: "provider_slot_blocks", all: ["SELECT", "INSERT", "UPDATE", "DELETE"] },
+      // With several regions: the region's share of the plan (the lease keeper writes it).
+      { table: "provider_plan_shares", all: ["SELECT"] },
     ],
   },
   rollout: {

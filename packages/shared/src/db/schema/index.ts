@@ -1,4 +1,5 @@
 export { type AuditRow, auditLog } from "./audit-log.ts";
+export { type ProviderPlanShareRow, providerPlanShares } from "./provider-plan-shares.ts";
 export { type ProviderSlotBlockRow, providerSlotBlocks } from "./provider-slot-blocks.ts";
 export { type NewTaskRow, type TaskRow, tasks } from "./tasks.ts";
 export {
