@@ -52,10 +52,19 @@ export class Accounts {
     return this.accounts.get(key)?.balanceUnits ?? 0;
   }
 
-  /** Takes `units` off the key's balance (never below zero). */
-  charge(key: string, units: number): void {
+  /** Takes `units` off the key's balance (never below zero); returns the units taken. */
+  charge(key: string, units: number): number {
     const a = this.accounts.get(key);
-    if (a) a.balanceUnits = Math.max(0, a.balanceUnits - units);
+    if (!a) return 0;
+    const taken = Math.min(a.balanceUnits, units);
+    a.balanceUnits -= taken;
+    return taken;
+  }
+
+  /** Gives `units` back to the key's balance (a refund). */
+  credit(key: string, units: number): void {
+    const a = this.accounts.get(key);
+    if (a) a.balanceUnits += units;
   }
 
   /** Puts every balance back to its configured value. */

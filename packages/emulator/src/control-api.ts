@@ -1,3 +1,4 @@
+import type { EmulatorBooks } from "./books.ts";
 import { EmulatorConfigPatch, type EmulatorSettings, fieldsOf } from "./settings.ts";
 import type { EmulatorStats } from "./stats.ts";
 
@@ -13,6 +14,9 @@ export interface EmulatorTaskView {
   unsolvable: boolean;
   answerReadAt: number | null;
   report: "bad" | "good" | null;
+  /** Units its first read charged, and units a bad report gave back (0 when none). */
+  chargedUnits: number;
+  refundedUnits: number;
 }
 
 /** Current runtime settings as the control API shows them: keys are counted, not listed. */
@@ -23,6 +27,7 @@ export interface EmulatorConfigView extends Omit<EmulatorSettings, "keys" | "hos
 /** What the control API needs from an emulator. */
 export interface ControlTarget {
   stats(): EmulatorStats;
+  books(): EmulatorBooks;
   reset(): void;
   applyConfig(patch: EmulatorConfigPatch): void;
   configView(): EmulatorConfigView;
@@ -35,7 +40,8 @@ function json(body: unknown, status = 200): Response {
 
 /**
  * Serves the control endpoints (JSON, not part of the protocol): GET /emulator/stats,
- * POST /emulator/reset, GET|POST /emulator/config, GET /emulator/tasks/<id>, GET /healthz.
+ * GET /emulator/books, POST /emulator/reset, GET|POST /emulator/config, GET /emulator/tasks/<id>,
+ * GET /healthz.
  * A bad config body gets 400 with the offending field names and changes nothing.
  * Returns null for paths it does not own.
  */
@@ -45,6 +51,9 @@ export async function handleControl(req: Request, path: string, target: ControlT
 
   if (path === "/emulator/stats") {
     return req.method === "GET" ? json(target.stats()) : json({ error: "method_not_allowed" }, 405);
+  }
+  if (path === "/emulator/books") {
+    return req.method === "GET" ? json(target.books()) : json({ error: "method_not_allowed" }, 405);
   }
   if (path === "/emulator/reset") {
     if (req.method !== "POST") return json({ error: "method_not_allowed" }, 405);

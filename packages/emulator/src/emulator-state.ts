@@ -1,4 +1,5 @@
 import type { Accounts } from "./accounts.ts";
+import type { BooksRecorder } from "./books.ts";
 import type { ResolvedSettings } from "./settings.ts";
 import type { StatsRecorder } from "./stats.ts";
 import type { TaskBook } from "./task-book.ts";
@@ -8,6 +9,8 @@ export interface EmulatorState {
   /** Current settings; replaced as a whole by configure(). */
   settings: ResolvedSettings;
   accounts: Accounts;
+  /** What was charged and refunded, per key. */
+  books: BooksRecorder;
   tasks: TaskBook;
   stats: StatsRecorder;
   now: () => number;

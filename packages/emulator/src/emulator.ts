@@ -1,4 +1,5 @@
 import { Accounts } from "./accounts.ts";
+import { BooksRecorder, type EmulatorBooks } from "./books.ts";
 import { type EmulatorConfigView, type EmulatorTaskView, handleControl } from "./control-api.ts";
 import type { EmulatorState } from "./emulator-state.ts";
 import { handleInPhp } from "./in-php.ts";
@@ -28,7 +29,9 @@ export interface Emulator {
   stats(): EmulatorStats;
   /** Zeroes the counters; tasks and balances stay. */
   resetStats(): void;
-  /** Zeroes the counters, forgets every task and refills every balance. */
+  /** What the provider charged and refunded per key since the last reset (the books). */
+  books(): EmulatorBooks;
+  /** Zeroes the counters, forgets every task, refills every balance and clears the books. */
   reset(): void;
   /**
    * Changes options at runtime; each field given replaces the current one (so `faults: {}`
@@ -58,6 +61,7 @@ function initialState(resolved: EmulatorState["settings"], opts: EmulatorOptions
   const state: EmulatorState = {
     settings: resolved,
     accounts: new Accounts(resolved.keys),
+    books: new BooksRecorder(),
     tasks: new TaskBook(() => state.now()),
     stats: new StatsRecorder(),
     now: opts.now ?? Date.now,
@@ -95,6 +99,8 @@ function taskView(state: EmulatorState, providerId: string): EmulatorTaskView | 
     unsolvable: t.unsolvable,
     answerReadAt: t.answerReadAt ?? null,
     report: t.report ?? null,
+    chargedUnits: t.chargedUnits ?? 0,
+    refundedUnits: t.refundedUnits ?? 0,
   };
 }
 
@@ -103,9 +109,11 @@ function controlOf(state: EmulatorState) {
   return {
     stats: (): EmulatorStats => state.stats.snapshot(state.tasks.inFlightByKey()),
     resetStats: (): void => state.stats.reset(state.tasks.inFlightByKey()),
+    books: (): EmulatorBooks => state.books.snapshot(),
     reset: (): void => {
       state.tasks.clear();
       state.accounts.refill();
+      state.books.reset();
       state.stats.reset({});
     },
     applyConfig: (patch: EmulatorConfigPatch) => applyConfig(state, patch),
@@ -193,6 +201,7 @@ export function createEmulator(opts: EmulatorOptions = {}): Emulator {
     },
     stats: control.stats,
     resetStats: control.resetStats,
+    books: control.books,
     reset: control.reset,
     configure(patch) {
       const checked = checkPatch(patch, server !== undefined);

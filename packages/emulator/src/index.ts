@@ -1,10 +1,11 @@
 import { fileURLToPath } from "node:url";
 
+export type { EmulatorBooks, KeyBooks } from "./books.ts";
 export type { EmulatorConfigView, EmulatorTaskView } from "./control-api.ts";
 export { createEmulator, type Emulator } from "./emulator.ts";
 export { EmulatorEnv, loadEmulatorEnv } from "./env.ts";
 export { FINGERPRINT_EXCLUDED, fingerprintOf } from "./fingerprint.ts";
-export { formatMoney, PRICE_UNITS } from "./money.ts";
+export { formatMoney, PRICE_UNITS, UNITS_PER_DOLLAR } from "./money.ts";
 export {
   DEFAULT_BALANCE,
   DEFAULT_KEYS,

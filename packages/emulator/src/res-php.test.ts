@@ -182,6 +182,58 @@ describe("res.php other actions", () => {
     expect(h.emulator.stats().reports).toEqual({ bad: 1, good: 1 });
   });
 
+  test("reportbad gives a solved task's charge back to the balance and books it; reportgood and unread tasks refund nothing", async () => {
+    const h = await emu({ keys: { [KEY]: { threads: 5, balance: 10 } } });
+    const a = await h.submit(RECAPTCHA);
+    const b = await h.submit(TURNSTILE);
+    const unread = await h.submit(RECAPTCHA);
+    await h.get("/res.php", get(a));
+    await h.get("/res.php", { key: KEY, action: "get2", id: b });
+    expect((await h.get("/res.php", { key: KEY, action: "getbalance" })).body).toBe("9.99556");
+    expect((await h.get("/res.php", { key: KEY, action: "reportbad", id: a })).body).toBe("OK_REPORT_RECORDED");
+    expect((await h.get("/res.php", { key: KEY, action: "reportgood", id: b })).body).toBe("OK_REPORT_RECORDED");
+    expect((await h.get("/res.php", { key: KEY, action: "reportbad", id: unread })).body).toBe("OK_REPORT_RECORDED");
+    expect((await h.get("/res.php", { key: KEY, action: "getbalance" })).body).toBe("9.99855");
+    expect(h.emulator.task(a)).toMatchObject({ chargedUnits: 299, refundedUnits: 299 });
+    expect(h.emulator.task(unread)).toMatchObject({ chargedUnits: 0, refundedUnits: 0 });
+    const books = h.emulator.books();
+    expect(books.byKey[KEY]).toEqual({
+      charges: 2,
+      chargedUnits: 444,
+      refunds: 1,
+      refundedUnits: 299,
+      chargedMicros: 4440,
+      refundedMicros: 2990,
+    });
+    expect(books.totals.chargedMicros - books.totals.refundedMicros).toBe(1450);
+    const viaHttp = await h.get("/emulator/books");
+    expect(JSON.parse(viaHttp.body)).toEqual(books);
+    h.emulator.reset();
+    expect(h.emulator.books()).toEqual({
+      byKey: {},
+      totals: {
+        ...books.totals,
+        charges: 0,
+        chargedUnits: 0,
+        refunds: 0,
+        refundedUnits: 0,
+        chargedMicros: 0,
+        refundedMicros: 0,
+      },
+    });
+  });
+
+  test("a report later than 15 minutes after the answer was read -> ERROR_REPORT_NOT_RECORDED, nothing refunded", async () => {
+    let now = 1_000_000;
+    const h = await emu({ now: () => now });
+    const a = await h.submit(RECAPTCHA);
+    await h.get("/res.php", get(a));
+    now += 15 * 60_000 + 1;
+    expect((await h.get("/res.php", { key: KEY, action: "reportbad", id: a })).body).toBe("ERROR_REPORT_NOT_RECORDED");
+    expect(h.emulator.books().totals.refunds).toBe(0);
+    expect(h.emulator.task(a)?.report).toBeNull();
+  });
+
   test("unknown or missing action -> ERROR_EMPTY_ACTION", async () => {
     const h = await emu();
     expect((await h.get("/res.php", { key: KEY, action: "dance" })).body).toBe("ERROR_EMPTY_ACTION");

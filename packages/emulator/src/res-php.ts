@@ -6,6 +6,8 @@ import type { ProtocolParams } from "./request-params.ts";
 import type { ProviderTask } from "./task-book.ts";
 
 const PROVIDER_ID = /^\d{1,20}$/;
+/** Reports are taken this long after the answer was read (2Captcha: 15 minutes). */
+export const REPORT_WINDOW_MS = 15 * 60_000;
 
 type Lookup = { ok: true; task: ProviderTask } | { ok: false; code: string };
 
@@ -26,13 +28,16 @@ function requestedIds(params: Record<string, string>): { ids: string[]; bulk: bo
 
 /**
  * Reads one task's result for `key`. The first read of a finished task frees its slot and,
- * when solved, charges the key.
+ * when solved, charges the key (booked).
  */
 function readResult(state: EmulatorState, key: string, id: string): Lookup {
   const task = state.tasks.get(id);
   if (!task || task.key !== key) return { ok: false, code: "ERROR_WRONG_CAPTCHA_ID" };
   if (state.now() < task.readyAt) return { ok: false, code: "CAPCHA_NOT_READY" };
-  if (state.tasks.markRead(task) && !task.unsolvable) state.accounts.charge(key, PRICE_UNITS[task.method]);
+  if (state.tasks.markRead(task) && !task.unsolvable) {
+    task.chargedUnits = state.accounts.charge(key, PRICE_UNITS[task.method]);
+    state.books.charge(key, task.chargedUnits);
+  }
   if (task.unsolvable) return { ok: false, code: "ERROR_CAPTCHA_UNSOLVABLE" };
   return { ok: true, task };
 }
@@ -49,8 +54,16 @@ function report(
   const task = state.tasks.get(id);
   if (!task || task.key !== key) return codeReply(style, "ERROR_WRONG_CAPTCHA_ID");
   if (task.report) return codeReply(style, "ERROR_DUPLICATE_REPORT");
+  if (task.answerReadAt !== undefined && state.now() - task.answerReadAt > REPORT_WINDOW_MS)
+    return codeReply(style, "ERROR_REPORT_NOT_RECORDED");
   task.report = kind;
   state.stats.report(kind);
+  // A bad answer is not paid for: what its read charged goes back to the balance.
+  if (kind === "bad" && task.chargedUnits) {
+    task.refundedUnits = task.chargedUnits;
+    state.accounts.credit(key, task.chargedUnits);
+    state.books.refund(key, task.chargedUnits);
+  }
   return bareReply(style, "OK_REPORT_RECORDED", 1);
 }
 

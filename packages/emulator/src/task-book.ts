@@ -17,6 +17,9 @@ export interface ProviderTask {
   /** When res.php first handed out the final result; frees the thread slot. */
   answerReadAt?: number;
   report?: "bad" | "good";
+  /** What the first read of the solved answer charged (units), and what a bad report gave back. */
+  chargedUnits?: number;
+  refundedUnits?: number;
 }
 
 /** A slot is given back this long after the answer was ready, even if nobody read it. */

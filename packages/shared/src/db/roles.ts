@@ -5,9 +5,11 @@
 //   pipeline_owner    owns the database and its tables (the migrator, the recovery service, the
 //                     operator's recovery commands). Made by the operator, never here.
 //   pipeline_gateway  inserts queued tasks, reads tasks, cancels and redrives (its columns only),
+//                     reads the ledger, inserts a task's one report,
 //                     deletes a row it could not publish through delete_unpublished_task() only.
 //   pipeline_solver   reads tasks and updates the columns of solving; webhook_deliveries (no
-//                     DELETE), provider_slot_blocks, reads provider_plan_shares.
+//                     DELETE), provider_slot_blocks, reads provider_plan_shares,
+//                     appends to the ledger, sends the reports.
 //   pipeline_rollout  reads the figures of tasks its gate compares (no token, params or callback),
 //                     appends to audit_log.
 //
@@ -43,6 +45,8 @@ export const SCHEMA_TABLES = [
   "provider_slot_blocks",
   "provider_plan_shares",
   "audit_log",
+  "ledger",
+  "task_reports",
 ] as const;
 
 /**
@@ -87,6 +91,25 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
           ],
         },
       },
+      // GET /v1/usage: the calling key's spend.
+      { table: "ledger", all: ["SELECT"] },
+      // Reports (adapters/reports.ts): one insert per task, read back on a conflict.
+      {
+        table: "task_reports",
+        all: ["SELECT"],
+        columns: {
+          INSERT: [
+            "task_id",
+            "owner",
+            "accepted",
+            "task_type",
+            "sitekey",
+            "region",
+            "provider_task_id",
+            "provider_key_ref",
+          ],
+        },
+      },
     ],
     // deleteUnpublished: the one DELETE, of a queued row nobody touched (version 0), by id.
     functions: ["delete_unpublished_task(uuid)"],
@@ -128,6 +151,14 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
       { table: "provider_slot_blocks", all: ["SELECT", "INSERT", "UPDATE", "DELETE"] },
       // With several regions: the region's share of the plan (the lease keeper writes it).
       { table: "provider_plan_shares", all: ["SELECT"] },
+      // The charges of completed tasks (batched-writes.ts) and the refunds of reports (reports.ts): append only.
+      { table: "ledger", all: ["SELECT", "INSERT"] },
+      // The report sender: due reports, their outcome.
+      {
+        table: "task_reports",
+        all: ["SELECT"],
+        columns: { UPDATE: ["state", "attempts", "next_attempt_at", "last_reply", "sent_at"] },
+      },
     ],
   },
   rollout: {

@@ -1,6 +1,8 @@
 export { type AuditRow, auditLog } from "./audit-log.ts";
+export { type LedgerKind, type LedgerRow, ledger, type PriceSource } from "./ledger.ts";
 export { type ProviderPlanShareRow, providerPlanShares } from "./provider-plan-shares.ts";
 export { type ProviderSlotBlockRow, providerSlotBlocks } from "./provider-slot-blocks.ts";
+export { type ReportState, type TaskReportRow, taskReports } from "./task-reports.ts";
 export { type NewTaskRow, type TaskRow, tasks } from "./tasks.ts";
 export {
   DELIVERY_STATUSES,
