@@ -41,15 +41,18 @@ test("each region's tasks carry their home in the id, complete at home, and read
     // The solvers keep tokens out of EVENTS (`tokenStored`): the other region's replica row knows
     // the task completed but holds no token. Its gateway asks the home's gateways for it over the
     // leafnode link (apps/gateway/src/adapters/home-tokens.ts) and answers with the same token.
-    const nc = await connectNats(r.nats.url, "regions-event-format", r.nats.auth("admin"));
-    const tokensInEvents = await jetstreamManager(nc)
-      .then((jsm) => completedEventsCarryToken(jsm, r.name))
-      .finally(() => nc.close());
-    expect(tokensInEvents).toBe(false);
     const other = r === fsn1 ? hel1 : fsn1;
     for (const id of ids[r.name]!) {
       const home = await call<TaskView>(r, `/v1/tasks/${id}?wait=30`);
       expect(home.body.status).toBe("completed");
+      if (id === ids[r.name]![0]) {
+        // (Read once a task completed: the first lease of the plan's share takes a keeper round.)
+        const nc = await connectNats(r.nats.url, "regions-event-format", r.nats.auth("admin"));
+        const tokensInEvents = await jetstreamManager(nc)
+          .then((jsm) => completedEventsCarryToken(jsm, r.name))
+          .finally(() => nc.close());
+        expect(tokensInEvents).toBe(false);
+      }
       const away = await eventually(async () => {
         const v = await call<TaskView>(other, `/v1/tasks/${id}`);
         return v.status === 200 && v.body.completedAt ? v : undefined;

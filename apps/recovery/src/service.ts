@@ -15,6 +15,7 @@ import { regionGauges } from "./metrics/region-gauges.ts";
 import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
 import { adoptRegion } from "./regions/adopt.ts";
 import { type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
+import { createPlanKeeper } from "./regions/plan-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { retentionPolicy } from "./retention/policy.ts";
 import { runRetention } from "./retention/retention.ts";
@@ -114,6 +115,16 @@ function startKeeperAtWitness(
       renewMs: config.LEASE_RENEW_MS,
       log,
       uncertainMs: config.ADOPT_UNCERTAIN_MS,
+      plan: {
+        keeper: createPlanKeeper({
+          sql: replicaSql,
+          witness,
+          region: config.REGION,
+          markerMs: config.PLAN_MARKER_MS,
+          log,
+        }),
+        releaseMs: config.PLAN_RELEASE_MS,
+      },
       adopt: (remote, epoch, phase) =>
         adoptRegion(
           { sql: replicaSql, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS },

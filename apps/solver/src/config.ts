@@ -1,7 +1,11 @@
 import { commonEnv, envBool, envInt, envJson, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
 import { KEY_NAME } from "@pipeline/shared/kv";
 import { WebhookGenerations } from "@pipeline/shared/webhooks";
+import { TaskType } from "@pipeline/shared/schemas";
 import { z } from "zod";
+
+/** Dollars per solve by task type (PROVIDER_PRICES). */
+const TaskPrices = z.partialRecord(TaskType, z.number().min(0).max(1000));
 
 export const SolverEnv = z
   .object({
@@ -37,6 +41,10 @@ export const SolverEnv = z
     MAX_POLLS: envInt(20, 1, 20),
     /** Fold concurrent polls into `res.php?action=get&ids=` requests (up to 100 ids). Off for providers without bulk get. */
     BULK_POLL: envBool(true),
+    /** Read each solved task's price with `res.php?action=get2` (the ledger's charge); off: the configured price, flagged as an estimate. */
+    PROVIDER_PRICE_READ: envBool(true),
+    /** JSON dollars per solve by task type: the ledger's estimate where the provider says no price (default: 2Captcha's list prices). */
+    PROVIDER_PRICES: envJson(TaskPrices),
     MAX_RESUBMITS: envInt(3, 0, 20),
     TOKEN_TTL_MS: envInt(120_000, 1000, 24 * 3600_000),
     RETRY_BASE_MS: envInt(1000, 10, 600_000),

@@ -198,6 +198,8 @@ function slotsOf(database: Database, config: SolverConfig, workerId: string, log
     owner: workerId,
     region: config.REGION,
     threads: config.PROVIDER_THREADS,
+    // Several regions: one plan per account across them, this region's share leased (docs/regions.md).
+    shared: config.regions.length > 1,
     leaseMs: config.SLOT_LEASE_MS,
     markerMs: config.PROVIDER_TIMEOUT_MS + 5000,
     onError: (err) => log.warn({ err: err.message.slice(0, 200) }, "provider slot lease failed"),

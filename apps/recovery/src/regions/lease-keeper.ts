@@ -12,8 +12,10 @@ import {
   type Observed,
   otherLeaseAction,
   ownLeaseAction,
+  released,
   validUntil,
 } from "@pipeline/shared/regions";
+import type { PlanKeeper } from "./plan-keeper.ts";
 
 export interface KeeperDeps {
   /** The witness's `leases` bucket (a quorum a cut-off region cannot reach). */
@@ -29,6 +31,11 @@ export interface KeeperDeps {
   adopt(remote: string, epoch: number, phase: "resumable" | "all"): Promise<unknown>;
   /** How long after a takeover the tasks without a known provider id are adopted too. */
   uncertainMs: number;
+  /**
+   * With it: after each round in which this region holds its lease, its share of every provider
+   * account's plan (plan-keeper.ts); a region whose lease was taken over counts until `releaseMs` after.
+   */
+  plan?: { keeper: PlanKeeper; releaseMs: number };
   /** Monotonic clock for "still for how long" (default performance.now), wall clock for validUntil. */
   monotonic?: () => number;
   wall?: () => number;
@@ -100,21 +107,36 @@ async function adoptIfOwed(k: Keeper, remote: string, o: Observed | undefined): 
   }
 }
 
-/** This region's lease: wait (publish a lapsed view), or create, renew or reclaim it and publish until when it holds. */
-async function renewOwn(k: Keeper, startedAt: number): Promise<void> {
+/**
+ * This region's lease: wait (publish a lapsed view), or create, renew or reclaim it and publish
+ * until when it holds. Returns that time (0: it does not hold its lease).
+ */
+async function renewOwn(k: Keeper, startedAt: number): Promise<number> {
   const { d } = k;
   const own = await observe(k, d.region);
   const action = ownLeaseAction(d.region, own, k.mono(), d.timing);
   if (action.kind === "wait") {
     await publishView(k, { holder: own?.lease?.holder ?? "?", epoch: own?.lease?.epoch ?? 0, validUntil: 0 });
-    return;
+    return 0;
   }
   const epoch = action.kind === "create" ? 1 : action.epoch;
   const value = JSON.stringify({ holder: d.region, epoch, renewedAt: startedAt } satisfies Lease);
   if (action.kind === "create") await d.witness.create(key(d.region), value);
   else await d.witness.update(key(d.region), value, own!.revision);
   if (action.kind !== "renew") d.log.warn({ region: d.region, epoch, action: action.kind }, "region lease acquired");
-  await publishView(k, { holder: d.region, epoch, validUntil: validUntil(startedAt, d.timing) });
+  const until = validUntil(startedAt, d.timing);
+  await publishView(k, { holder: d.region, epoch, validUntil: until });
+  return until;
+}
+
+/** The plan's shares, when this region holds its lease (its own errors are logged by the plan keeper). */
+async function planRound(k: Keeper, until: number): Promise<void> {
+  const p = k.d.plan;
+  if (!p || until <= 0) return;
+  const now = k.mono();
+  await p.keeper
+    .round(until, (remote) => released(remote, k.seen[remote], now, p.releaseMs))
+    .catch((err: Error) => k.d.log.error({ err: err.message }, "plan share round failed"));
 }
 
 /** Every other region's lease: one still past TTL + margin is taken over; then what is owed is adopted. */
@@ -145,8 +167,9 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
   const tick = async () => {
     const startedAt = k.wall();
     try {
-      await renewOwn(k, startedAt);
+      const until = await renewOwn(k, startedAt);
       await watchRemotes(k);
+      await planRound(k, until);
       if (lastError) d.log.info({ region: d.region }, "witness reachable again");
       lastError = undefined;
     } catch (err) {

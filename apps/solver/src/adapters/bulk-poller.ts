@@ -32,7 +32,7 @@ export interface Poller {
  * Folds the polls of many tasks into one `res.php?action=get&ids=…` per key every few
  * milliseconds: a solver with thousands of provider tasks in flight makes a request per hundred
  * of them instead of one each. A task whose bulk part is its answer and whose type carries more
- * (turnstile) reads it once more on its own; a bulk answer that does not split cleanly falls
+ * (turnstile, or every type when the client reads prices) reads it once more on its own; a bulk answer that does not split cleanly falls
  * back to single polls.
  */
 export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions = {}): Poller {
@@ -67,7 +67,9 @@ export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions 
     await Promise.all(
       batch.map((w, i) => {
         const part = parts[i]!;
-        if (part.kind === "ok" && NEEDS_FULL_ANSWER.has(w.type)) return single(w);
+        // A solved part is read once more on its own when it carries more than the bulk reply
+        // says: turnstile's user agent, or the price (get2) when the client reads prices.
+        if (part.kind === "ok" && (provider.readsPrice || NEEDS_FULL_ANSWER.has(w.type))) return single(w);
         w.resolve(part);
         return undefined;
       }),

@@ -4,19 +4,28 @@ import { createPermits } from "../domain/permits.ts";
 export interface ProviderClient {
   /** `in.php`: submits a task; `ok.value` is the provider's task id. */
   submit(params: Record<string, string>, key: string, signal?: AbortSignal): Promise<ProviderReply>;
-  /** `res.php?action=get`: `ok.value` is the answer. Only the key that submitted may poll. */
+  /**
+   * `res.php?action=get` (`get2` when the client reads prices: the answer and `extra.price`):
+   * `ok.value` is the answer. Only the key that submitted may poll.
+   */
   poll(providerId: string, key: string, signal?: AbortSignal): Promise<ProviderReply>;
   /** `res.php?action=get&ids=a,b,c`: one reply for several ids (`ok.value` is the `|`-joined answers). */
   pollMany(providerIds: string[], key: string, signal?: AbortSignal): Promise<ProviderReply>;
   /** `res.php?action=getbalance`: the breaker's half-open probe. */
   balance(key: string, signal?: AbortSignal): Promise<ProviderReply>;
+  /** `res.php?action=reportbad|reportgood`: the client's verdict on an answer. */
+  report(providerId: string, accepted: boolean, key: string, signal?: AbortSignal): Promise<ProviderReply>;
+  /** Whether single polls read the price (`get2`). */
+  readonly readsPrice: boolean;
 }
 
 export interface ProviderClientOptions {
   url: string;
   timeoutMs: number;
   /** Sees every reply (metrics). */
-  onReply?: (call: "submit" | "poll" | "balance", reply: ProviderReply) => void;
+  onReply?: (call: "submit" | "poll" | "balance" | "report", reply: ProviderReply) => void;
+  /** Poll with `get2`, whose reply carries the price the provider charged (the ledger's charge). */
+  readPrice?: boolean;
   /**
    * HTTP requests in flight at once (the rest wait their turn, their timeout not yet running):
    * thousands of tasks starting together must not open thousands of sockets.
@@ -65,14 +74,21 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
       };
     }
   }
-  const observed = (name: "submit" | "poll" | "balance", p: Promise<ProviderReply>) =>
+  const getAction = o.readPrice ? "get2" : "get";
+  const observed = (name: "submit" | "poll" | "balance" | "report", p: Promise<ProviderReply>) =>
     o.onReply ? p.then((r) => (o.onReply!(name, r), r)) : p;
   return {
     submit: (params, key, signal) => observed("submit", call("in.php", params, key, signal)),
     poll: (providerId, key, signal) =>
-      observed("poll", call("res.php", { action: "get", id: providerId }, key, signal)),
+      observed("poll", call("res.php", { action: getAction, id: providerId }, key, signal)),
     pollMany: (providerIds, key, signal) =>
       observed("poll", call("res.php", { action: "get", ids: providerIds.join(",") }, key, signal)),
     balance: (key, signal) => observed("balance", call("res.php", { action: "getbalance" }, key, signal)),
+    report: (providerId, accepted, key, signal) =>
+      observed(
+        "report",
+        call("res.php", { action: accepted ? "reportgood" : "reportbad", id: providerId }, key, signal),
+      ),
+    readsPrice: o.readPrice === true,
   };
 }

@@ -28,7 +28,13 @@ export interface SlotOptions {
   /** This solver (the block's owner). */
   owner: string;
   region: string;
+  /** The account's plan (with `shared`, what this solver reports; the region's share is the cap). */
   threads: number;
+  /**
+   * Several regions on one account: the blocks are leased against the region's share of the plan
+   * (provider_plan_shares, written by the region's lease keeper), none when it has no valid share.
+   */
+  shared?: boolean;
   /** A block's lease (a dead solver's units come back after it, or sooner by the reaper). */
   leaseMs: number;
   /** A submit marker this recent counts as a provider task (an in.php call that may have created one). */
@@ -47,6 +53,8 @@ export interface SlotOptions {
 const NOTIFY_CHANNEL = "provider_slot_blocks";
 
 interface Figures {
+  /** The region's share of the plan (shared plans), 0 when it has none valid now. */
+  share: number;
   in_flight: number;
   others: number;
   blocks: number;
@@ -208,12 +216,14 @@ function writeLease(s: SlotsState, b: KeyBudget, carried: number, want: number):
         select size, wanted from provider_slot_blocks where key_ref = ${b.keyRef} and owner <> ${o.owner} and lease_until > now()
       )
       select
+        coalesce((select case when valid_until > now() then threads else 0 end
+          from provider_plan_shares where key_ref = ${b.keyRef}), 0) as share,
         ${inFlight(s, b.keyRef, true)} as in_flight,
         (select coalesce(sum(size), 0)::int from live) as others,
         (select count(*)::int + 1 from live) as blocks,
         (select coalesce(bool_or(wanted > size), false) from live) as starved`;
     const g = grantFor({
-      threads: o.threads,
+      threads: o.shared ? f!.share : o.threads,
       inFlight: f!.in_flight,
       othersReserved: f!.others,
       blocks: f!.blocks,

@@ -13,3 +13,14 @@ export {
   ownLeaseAction,
   validUntil,
 } from "./lease.ts";
+export {
+  entryChanged,
+  type PlanDecision,
+  PlanEntry,
+  PlanRecord,
+  planKey,
+  planShare,
+  type RegionUse,
+  released,
+  withEntry,
+} from "./plan.ts";

@@ -1,0 +1,50 @@
+// What a solved task cost, as the ledger books it: the provider's own price when its reply says
+// one (`res.php?action=get2`), else the configured price, flagged as an estimate.
+import type { PriceSource } from "@pipeline/shared/db";
+import { priceMicros } from "@pipeline/shared/provider";
+import type { TaskType } from "@pipeline/shared/schemas";
+
+/** What every charge of a solver shares: which provider account, region and version booked it. */
+export interface LedgerContext {
+  /** The provider URL's host (`ocr.captchaai.com`, `127.0.0.1:18090`). */
+  providerHost: string;
+  region: string;
+  solverVersion: string;
+  /** Micro-dollars per solve by type, for replies without a price. */
+  estimates: Record<TaskType, number>;
+}
+
+/** One charge of the ledger, before it knows its task's owner (the write reads it from the row). */
+export interface Charge {
+  providerTaskId: string;
+  /** `<host>/<key ref>`: the account, never the key. */
+  provider: string;
+  region: string;
+  solverVersion: string;
+  amountMicros: number;
+  priceSource: PriceSource;
+}
+
+/** The ledger's name of a provider account: its URL host and the key's reference. */
+export function providerName(providerHost: string, keyRef: string): string {
+  return `${providerHost}/${keyRef}`;
+}
+
+/**
+ * The charge of an answer read for `providerTaskId`: the price the reply carries (`extra.price`,
+ * get2) when it is a decimal, else the estimate for the type (flagged `estimate`).
+ */
+export function chargeOf(
+  ctx: LedgerContext,
+  a: { extra?: Record<string, unknown>; type: TaskType; providerTaskId: string; keyRef: string },
+): Charge {
+  const reported = priceMicros(a.extra?.price);
+  return {
+    providerTaskId: a.providerTaskId,
+    provider: providerName(ctx.providerHost, a.keyRef),
+    region: ctx.region,
+    solverVersion: ctx.solverVersion,
+    amountMicros: reported ?? ctx.estimates[a.type],
+    priceSource: reported === undefined ? "estimate" : "provider",
+  };
+}
