@@ -1,7 +1,7 @@
 import { commonEnv, envBool, envInt, envJson, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
 import { KEY_NAME } from "@pipeline/shared/kv";
-import { WebhookGenerations } from "@pipeline/shared/webhooks";
 import { TaskType } from "@pipeline/shared/schemas";
+import { WebhookGenerations } from "@pipeline/shared/webhooks";
 import { z } from "zod";
 
 /** Dollars per solve by task type (PROVIDER_PRICES). */

@@ -1,5 +1,6 @@
 import { driverRowMapper, groupCommit, isConnectionError, type TaskRow, tasks } from "@pipeline/shared/db";
 import type postgres from "postgres";
+import type { Charge } from "../domain/charge.ts";
 
 /**
  * The solver's per-task state transitions, group-committed: the claims (or completions)
@@ -30,6 +31,8 @@ export interface CompleteRequest {
   userAgent: string | null;
   expiresAt: Date | null;
   polls: number;
+  /** The answer's cost, booked in the ledger (once per task and provider task) whether or not the completion applies. */
+  charge?: Charge | null;
 }
 
 /**
@@ -105,15 +108,29 @@ export function createBatchedWrites(
 
   const complete = groupCommit(
     async (batch: CompleteRequest[]) => {
+      const col = (f: (c: Charge) => string) => batch.map((b) => (b.charge ? f(b.charge) : null));
       // Timestamps go as text: drizzle turns postgres.js's timestamptz[] serializer off. No slot
       // row to free (issue 13): the provider plan counts the tasks with a provider id that are
-      // still solving or retrying, and this write is the one that ends that.
+      // still solving or retrying, and this write is the one that ends that. The charge goes into
+      // the ledger in the same statement (`charged`), unguarded: the answer was read, so the
+      // provider charged, whoever completes; the ledger's key books it once.
       const rows = await sql<Raw[]>`
         with v as (
           select * from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.token)}::text[],
                                ${batch.map((b) => b.userAgent)}::text[], ${batch.map((b) => b.expiresAt?.toISOString() ?? null)}::text[],
                                ${batch.map((b) => String(b.polls))}::int[])
                as v(id, worker, token, ua, expires, polls)
+        ), c as (
+          select * from unnest(${batch.map((b) => b.id)}::uuid[], ${col((c) => c.providerTaskId)}::text[], ${col((c) => c.provider)}::text[],
+                               ${col((c) => c.region)}::text[], ${col((c) => c.solverVersion)}::text[], ${col((c) => String(c.amountMicros))}::bigint[],
+                               ${col((c) => c.priceSource)}::text[])
+               as c(id, provider_task_id, provider, region, solver_version, amount_micros, price_source)
+          where c.provider_task_id is not null
+        ), charged as (
+          insert into ledger (task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source)
+          select t.id, 'charge', c.provider_task_id, t.owner, t.type, c.provider, c.region, c.solver_version, c.amount_micros, c.price_source
+          from c join tasks t on t.id = c.id
+          on conflict do nothing
         ), done as (
           update tasks t
           set state = 'completed', version = t.version + 1, token = v.token, user_agent = v.ua,

@@ -1,6 +1,7 @@
 import { type Db, type TaskRow, tasks } from "@pipeline/shared/db";
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type postgres from "postgres";
+import type { Charge } from "../domain/charge.ts";
 import { type Completed, createBatchedWrites } from "./batched-writes.ts";
 import { createCheckpointWriter } from "./checkpoints.ts";
 
@@ -39,7 +40,7 @@ export interface SolverStore {
   complete(
     id: string,
     worker: string,
-    r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number },
+    r: { token: string; userAgent?: string; expiresAt: Date | null; polls: number; charge?: Charge },
   ): Promise<Completed | undefined>;
   fail(id: string, worker: string, r: { code: string; message?: string; polls: number }): Promise<TaskRow | undefined>;
   /** solving -> retrying (keeps provider_id, so the next claim resumes polling it). */
@@ -103,6 +104,7 @@ export function createSolverStore(db: Db, checkpointSql?: postgres.Sql, region?:
         userAgent: r.userAgent ?? null,
         expiresAt: r.expiresAt,
         polls: r.polls,
+        charge: r.charge ?? null,
       }),
     fail: (id, worker, r) => failTask(db, id, worker, r),
     release: (id, worker, r) => releaseTask(db, id, worker, r),

@@ -5,7 +5,12 @@ import { chargeOf, providerName } from "./charge.ts";
 const ctx = { providerHost: "127.0.0.1:18090", region: "fsn1", solverVersion: "v2", estimates: LIST_PRICE_MICROS };
 
 test("a get2 reply's price is the charge, in micro-dollars, from the provider", () => {
-  const c = chargeOf(ctx, { extra: { price: "0.00299" }, type: "turnstile", providerTaskId: "7001", keyRef: "key_abc" });
+  const c = chargeOf(ctx, {
+    extra: { price: "0.00299" },
+    type: "turnstile",
+    providerTaskId: "7001",
+    keyRef: "key_abc",
+  });
   expect(c).toEqual({
     providerTaskId: "7001",
     provider: "127.0.0.1:18090/key_abc",

@@ -1,6 +1,5 @@
 // What a solved task cost, as the ledger books it: the provider's own price when its reply says
 // one (`res.php?action=get2`), else the configured price, flagged as an estimate.
-import type { PriceSource } from "@pipeline/shared/db";
 import { priceMicros } from "@pipeline/shared/provider";
 import type { TaskType } from "@pipeline/shared/schemas";
 
@@ -22,7 +21,8 @@ export interface Charge {
   region: string;
   solverVersion: string;
   amountMicros: number;
-  priceSource: PriceSource;
+  /** `provider`: the provider said this price; `estimate`: the configured one (the ledger's `price_source`). */
+  priceSource: "provider" | "estimate";
 }
 
 /** The ledger's name of a provider account: its URL host and the key's reference. */

@@ -61,6 +61,7 @@ export function providerClientOf(config: SolverConfig, metrics: SolverMetrics, t
     url: config.PROVIDER_URL,
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     maxConcurrent: config.PROVIDER_MAX_CONNECTIONS,
+    readPrice: config.PROVIDER_PRICE_READ,
     onReply: (c, r) => {
       metrics.reply(c, r);
       tally.providerCalls++;

@@ -3,8 +3,9 @@ import type { Consumer } from "@nats-io/jetstream";
 import type { Database } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
 import type { NatsConnection } from "@pipeline/shared/nats";
+import { LIST_PRICE_MICROS, MICROS_PER_DOLLAR } from "@pipeline/shared/provider";
 import type { Fence } from "@pipeline/shared/regions";
-import type { Priority } from "@pipeline/shared/schemas";
+import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import { createBulkPoller } from "../adapters/bulk-poller.ts";
 import type { SolverMetrics } from "../adapters/metrics.ts";
 import type { createEventSink } from "../adapters/nats.ts";
@@ -12,6 +13,7 @@ import { createSolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots } from "../adapters/slots.ts";
 import type { SolverConfig } from "../config.ts";
+import type { LedgerContext } from "../domain/charge.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { createPermits } from "../domain/permits.ts";
 import type { TimingReader } from "../domain/timing.ts";
@@ -61,5 +63,19 @@ export function createSolverWorker(d: {
     ackWaitMs: config.ACK_WAIT_MS,
     drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
     timing: d.timing,
+    ledger: ledgerContextOf(config),
   });
+}
+
+/** What the solver's charges share: the provider's host, the region, the version, the estimates. */
+export function ledgerContextOf(config: SolverConfig): LedgerContext {
+  const estimates = { ...LIST_PRICE_MICROS };
+  for (const [type, dollars] of Object.entries(config.PROVIDER_PRICES ?? {}))
+    estimates[type as TaskType] = Math.round(dollars * MICROS_PER_DOLLAR);
+  return {
+    providerHost: new URL(config.PROVIDER_URL).host,
+    region: config.REGION,
+    solverVersion: config.SOLVER_VERSION,
+    estimates,
+  };
 }

@@ -8,6 +8,7 @@ import type { EventSink } from "../adapters/nats.ts";
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots, Unit } from "../adapters/slots.ts";
+import type { LedgerContext } from "../domain/charge.ts";
 import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 import type { Outcome } from "../domain/outcome.ts";
 import type { Permits } from "../domain/permits.ts";
@@ -41,6 +42,8 @@ export interface HandlerDeps {
   /** Metrics hooks (Prometheus in the service; absent in some tests). */
   metrics?: { event(name: string): void; solved(type: string, seconds: number): void };
   random?: () => number;
+  /** Books each answer read in the ledger (its charge); absent: nothing booked (some tests). */
+  ledger?: LedgerContext;
   /** The waits between steps (slot retries, first poll, poll interval): one timer for them all. */
   sleeper: Sleeper;
 }

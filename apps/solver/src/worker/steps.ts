@@ -6,6 +6,7 @@ import type { ProviderReply } from "@pipeline/shared/provider";
 import type { TaskType } from "@pipeline/shared/schemas";
 import type { EventSink } from "../adapters/nats.ts";
 import type { Breaker } from "../domain/breaker.ts";
+import type { Charge } from "../domain/charge.ts";
 import { type RowFacts, retryOrDeadLetter, type Step } from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { tokenExpiry } from "../domain/timing.ts";
@@ -107,7 +108,9 @@ export async function forgetProviderTask(deps: HandlerDeps, taskId: string, why:
 /**
  * The finish of a solved task: the completion (guarded by the lease; it also takes the task out
  * of the provider plan's count), the solve-time metric, the `completed` event. The waiting room
- * calls it when the answer is there.
+ * calls it when the answer is there. `charge`, the answer's cost, is booked in the ledger by the
+ * same statement, whether or not the completion still was this worker's (the answer was read:
+ * the provider charged), at most once per provider task.
  */
 export async function completeSolved(
   deps: HandlerDeps,
@@ -115,6 +118,7 @@ export async function completeSolved(
   type: TaskType,
   polls: number,
   reply: Extract<ProviderReply, { kind: "ok" }>,
+  charge?: Charge,
 ): Promise<Outcome> {
   const { store, events, workerId: w } = deps;
   const t = deps.timing.get();
@@ -125,6 +129,7 @@ export async function completeSolved(
     ...(userAgent ? { userAgent } : {}),
     expiresAt,
     polls,
+    ...(charge ? { charge } : {}),
   });
   if (!r) return nak(t.leaseMs, "lease lost before completion; the holder finishes");
   deps.metrics?.solved(type, (r.completedAt.getTime() - r.createdAt.getTime()) / 1000);

@@ -4,6 +4,7 @@
 // handler.
 import type { TaskRow } from "@pipeline/shared/db";
 import type { ProviderReply } from "@pipeline/shared/provider";
+import { chargeOf } from "../domain/charge.ts";
 import { afterPoll, beforePoll, observeReply, resubmitOrFail, type Step } from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { counter, type HandlerDeps, type Parked, type Resume } from "./deps.ts";
@@ -142,7 +143,16 @@ class Wait {
     let outcome: Outcome;
     try {
       // The completion takes the task out of the plan's count (slots.ts) in the same write.
-      outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply);
+      // The answer was read: the provider charged for it (booked with the completion, once).
+      const charge = deps.ledger
+        ? chargeOf(deps.ledger, {
+            ...(reply.extra ? { extra: reply.extra } : {}),
+            type: p.type,
+            providerTaskId: p.providerId,
+            keyRef: p.key.ref,
+          })
+        : undefined;
+      outcome = await completeSolved(deps, p.taskId, p.type, p.polls, reply, charge);
     } catch (err) {
       return this.abandon(err);
     } finally {
