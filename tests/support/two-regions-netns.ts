@@ -340,7 +340,7 @@ function spawnRegionApps(c: NetnsContext, rp: Site, wiring: RegionWiring): Proc[
       rp.ns,
       `recovery-${rp.name}`,
       "apps/recovery/src/main.ts",
-      recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }),
+      { ...recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }), ...o.recoveryEnv },
       logDir,
     ),
   ];

@@ -52,6 +52,7 @@ export interface TwoRegionOptions {
   leaseRenewMs?: number;
   adoptUncertainMs?: number;
   solverEnv?: Record<string, string>;
+  recoveryEnv?: Record<string, string>;
 }
 
 export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegions> {
@@ -61,7 +62,7 @@ export async function startTwoRegions(o: TwoRegionOptions = {}): Promise<TwoRegi
     relayed: true,
     emulator: { latencyMs: 50, ...o.emulator },
     apiKeys: API_KEY,
-    env: { ...(o.solverEnv ? { solver: o.solverEnv } : {}) },
+    env: { ...(o.solverEnv ? { solver: o.solverEnv } : {}), ...(o.recoveryEnv ? { recovery: o.recoveryEnv } : {}) },
     lease: {
       ...(o.leaseTtlMs ? { ttlMs: o.leaseTtlMs } : {}),
       ...(o.leaseMarginMs ? { marginMs: o.leaseMarginMs } : {}),
