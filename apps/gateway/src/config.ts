@@ -83,6 +83,8 @@ const GatewayEnvFields = z.object({
   /** A task not finished this long after acceptance (or a redrive) is dead-lettered. */
   TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   DB_POOL_MAX: envInt(20, 1, 500),
+  /** Reports (`reportbad`/`reportgood`, `POST /v1/tasks/:id/report`) are taken this long after a task completed: the provider's window. */
+  REPORT_WINDOW_MS: envInt(15 * 60_000, 1000, 24 * 3600_000),
   /** The master of the clients' callback signing secrets (the solvers' WEBHOOK_SECRET): GET /v1/webhook-secret hands each client its own. */
   WEBHOOK_SECRET: z.string().min(16, "at least 16 characters").optional(),
   /** The master before a rotation (the solvers sign with both until it is removed). */

@@ -2,6 +2,8 @@ import type { Logger } from "@pipeline/shared/log";
 import type { GatewayMetrics } from "./adapters/metrics.ts";
 import type { TaskQueue, TaskWatcher } from "./adapters/nats.ts";
 import type { TaskStore } from "./adapters/pg.ts";
+import type { ReportStore } from "./adapters/reports.ts";
+import type { SpendSource } from "./adapters/spend.ts";
 import type { GatewayConfig } from "./config.ts";
 import type { ApiKeys } from "./domain/api-keys.ts";
 import type { Quotas } from "./domain/quotas.ts";
@@ -34,6 +36,7 @@ export interface GatewayDeps {
         | "AUTH_FAIL_WINDOW_MS"
         | "GATEWAY_TRUSTED_PROXIES"
         | "WEBHOOK_CLIENT_GENERATIONS"
+        | "REPORT_WINDOW_MS"
       >
     >;
   store: TaskStore;
@@ -48,6 +51,10 @@ export interface GatewayDeps {
   apiKeys: ApiKeys;
   log: Logger;
   metrics?: GatewayMetrics;
+  /** Clients' reports on solved tasks, for the solvers to forward; absent: reports are refused (503). */
+  reports?: ReportStore;
+  /** The calling key's spend from the ledger (`GET /v1/usage`); absent: estimates only. */
+  spend?: SpendSource;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Quotas;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */

@@ -15,6 +15,8 @@ import { serveHomeTokens, withHomeTokens } from "./adapters/home-tokens.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
+import { createReportStore } from "./adapters/reports.ts";
+import { createSpendSource } from "./adapters/spend.ts";
 import { createUsageSource } from "./adapters/usage.ts";
 import type { GatewayConfig } from "./config.ts";
 import type { GatewayParts } from "./deps.ts";
@@ -113,6 +115,8 @@ function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnectio
     apiKeys,
     metrics: createGatewayMetrics(db),
     readiness: createReadiness({ store, queue, log }),
+    reports: createReportStore(db),
+    spend: createSpendSource(db),
     // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.
     quotas: createQuotas({
       ...(config.QUOTAS ? { config: config.QUOTAS } : {}),

@@ -45,6 +45,10 @@ export const SolverEnv = z
     PROVIDER_PRICE_READ: envBool(true),
     /** JSON dollars per solve by task type: the ledger's estimate where the provider says no price (default: 2Captcha's list prices). */
     PROVIDER_PRICES: envJson(TaskPrices),
+    /** How often a solver looks for clients' reports to forward to the provider. */
+    REPORT_POLL_MS: envInt(1000, 10, 60_000),
+    /** A report the provider does not answer (transport, key errors) is given up after this many calls. */
+    REPORT_MAX_ATTEMPTS: envInt(20, 1, 1000),
     MAX_RESUBMITS: envInt(3, 0, 20),
     TOKEN_TTL_MS: envInt(120_000, 1000, 24 * 3600_000),
     RETRY_BASE_MS: envInt(1000, 10, 600_000),

@@ -32,6 +32,7 @@ import {
   type Tally,
   timingOf,
 } from "./wiring/parts.ts";
+import { startReports } from "./wiring/reports.ts";
 import { openTaskTopology } from "./wiring/topology.ts";
 import { createSolverWorker } from "./wiring/worker.ts";
 import type { Worker } from "./worker/worker.ts";
@@ -102,6 +103,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log })
     : undefined;
   if (!callbacks) log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
+  const reports = startReports({ config, database, provider: p.provider, keyRing, metrics: p.metrics, log });
   ready = true;
   const metricsUrl = `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`;
   logStarted(log, config, workerId, metricsUrl);
@@ -117,7 +119,15 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     memory: p.memory,
     async stop() {
       ready = false;
-      await stopSolver(log, { ...p, reaper, callbacks, metricsServer, heartbeat, pools: [database, p.checkpoints] });
+      await stopSolver(log, {
+        ...p,
+        reaper,
+        callbacks,
+        reports,
+        metricsServer,
+        heartbeat,
+        pools: [database, p.checkpoints],
+      });
     },
   };
 }
@@ -165,7 +175,7 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     : undefined;
   const memory = memoryGovernorOf(config);
   addGauges(metrics, { config, keyRing, worker, memory, slots, dispatcher, deliveries, consumers, jsm });
-  const built = { nc, jsm, js, database, checkpoints, slots, keyRing, liveConfig, tally, fence, worker };
+  const built = { nc, jsm, js, database, checkpoints, slots, keyRing, liveConfig, tally, fence, worker, provider };
   return { ...built, deliveries, dispatcher, memory, metrics };
 }
 
@@ -265,6 +275,7 @@ async function stopSolver(
     reaper: { stop(): void };
     worker: Worker;
     callbacks: Callbacks | undefined;
+    reports: { stop(): Promise<void> };
     slots: ProviderSlots;
     memory: MemoryGovernor;
     metricsServer: { stop(force: boolean): Promise<void> };
@@ -277,7 +288,7 @@ async function stopSolver(
   p.liveConfig.stop();
   p.fence?.stop();
   p.reaper.stop();
-  await Promise.all([p.worker.stop(), p.callbacks?.stop()]);
+  await Promise.all([p.worker.stop(), p.callbacks?.stop(), p.reports.stop()]);
   await p.slots.stop();
   p.memory.stop();
   await p.metricsServer.stop(true);

@@ -64,12 +64,19 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
       for (const r of rows) this.set({ state: r.state, type: r.type }, r.n);
     },
   });
+  const reports = new Counter({
+    name: "gateway_reports_total",
+    help: "Client reports on solved tasks taken (REST and the facade), by task type and verdict; the solvers forward them",
+    labelNames: ["type", "verdict"],
+    registers: [registry],
+  });
   return {
     registry,
     request: (method: string, route: string, status: number, seconds: number) =>
       http.observe({ method, route, status: String(status) }, seconds),
     submitted: (type: string, result: "accepted" | "replayed" | "rejected") => submitted.inc({ type, result }),
     quotaRefused: (quota: string) => quotaRefusals.inc({ quota }),
+    reported: (type: string, accepted: boolean) => reports.inc({ type, verdict: accepted ? "good" : "bad" }),
     authFailure: (result: "unknown_key" | "throttled") => authFailures.inc({ result }),
     response: () => metricsResponse(registry),
     /** How many times the task counts were read from Postgres (for the test of the cache). */

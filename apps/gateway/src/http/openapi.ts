@@ -1,5 +1,6 @@
 import { Problem, TaskAccepted, TaskView, taskRequest } from "@pipeline/shared/schemas";
 import { z } from "zod";
+import { ReportBody } from "./v1/report.ts";
 
 /** OpenAPI 3.1 document generated from the same zod schemas that validate requests. */
 export function openApiDocument(opts: { imageMaxBytes: number }) {
@@ -17,6 +18,7 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
         TaskAccepted: schema(TaskAccepted.extend({ status: z.string() })),
         TaskView: schema(TaskView),
         Problem: schema(Problem),
+        ReportRequest: schema(ReportBody, "input"),
       },
     },
     security: [{ bearer: [] }],
@@ -59,17 +61,40 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
       },
       "/v1/usage": {
         get: {
-          summary: "The calling API key's own figures (tasks in flight, spend today) and quotas",
+          summary: "The calling API key's own figures (tasks in flight, spend) and quotas",
           responses: {
             "200": {
-              description: "{clientId, day, inFlight, spendToday, limits, prices}",
+              description:
+                "{clientId, day, inFlight, spendToday (estimate: accepted tasks × TASK_PRICES), spendTodaySource, spend (from the ledger: today and last30Days, micro-dollars), limits, prices}",
               content: { "application/json": { schema: { type: "object" } } },
             },
             ...errors(401, 429),
           },
         },
       },
+      ...reportPaths(errors),
       ...HEALTH_PATHS,
+    },
+  };
+}
+
+/** `POST /v1/tasks/{id}/report`: the client's verdict on its solved task, forwarded once to the provider. */
+function reportPaths(errors: (...codes: number[]) => Record<string, unknown>) {
+  return {
+    "/v1/tasks/{id}/report": {
+      post: {
+        summary:
+          "Report a solved task's answer as accepted or not by the site; forwarded once to the provider (a bad one is refunded). 404 for another key's task, 409 when reported already, not solved, or past REPORT_WINDOW_MS",
+        parameters: [{ name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } }],
+        requestBody: {
+          required: true,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/ReportRequest" } } },
+        },
+        responses: {
+          "202": { description: "{id, accepted, status: pending}: stored; a solver forwards it" },
+          ...errors(400, 401, 404, 409, 429, 503),
+        },
+      },
     },
   };
 }

@@ -68,6 +68,12 @@ export function createSolverMetrics() {
     registers: [registry],
   });
   for (const outcome of ["delivered", "failed", "refused", "superseded"]) webhookOutcomes.inc({ outcome }, 0);
+  const reports = new Counter({
+    name: "pipeline_reports_total",
+    help: "Client reports the provider recorded, by provider account, task type, site key, solver version and verdict (good/bad): the acceptance rate is good / (good + bad)",
+    labelNames: ["provider", "type", "sitekey", "version", "verdict"],
+    registers: [registry],
+  });
   return {
     registry,
     webhookAttempt: (result: string) => webhookAttempts.inc({ result }),
@@ -77,6 +83,13 @@ export function createSolverMetrics() {
     reply: (call: string, r: ProviderReply) =>
       replies.inc({ call, kind: r.kind, code: r.kind === "error" ? r.code : "" }),
     solved: (type: string, seconds: number) => solve.observe({ type }, seconds),
+    reportRecorded: (l: {
+      provider: string;
+      type: string;
+      sitekey: string;
+      version: string;
+      verdict: "good" | "bad";
+    }) => reports.inc(l),
     response: () => metricsResponse(registry),
   };
 }

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { bare, code, ok } from "./reply.ts";
-import { answerOf, bulkGetReply, failureCode, get2Reply, getReply, reportReply } from "./task-answer.ts";
+import { answerOf, bulkGetReply, failureCode, get2Reply, getReply } from "./task-answer.ts";
 
 const view = (over: Partial<TaskView>): TaskView => ({
   id: "0190a000-0000-7000-8000-000000000001",
@@ -45,7 +45,6 @@ describe("task state -> res.php answer", () => {
   test("an unknown task (or another key's) is ERROR_WRONG_CAPTCHA_ID", () => {
     expect(getReply(undefined)).toEqual(code("ERROR_WRONG_CAPTCHA_ID"));
     expect(get2Reply(undefined)).toEqual(code("ERROR_WRONG_CAPTCHA_ID"));
-    expect(reportReply(undefined)).toEqual(code("ERROR_WRONG_CAPTCHA_ID"));
   });
 });
 
@@ -94,11 +93,5 @@ describe("get2, bulk get, reports", () => {
         view({ status: "failed", error: { code: "ERROR_CAPTCHA_UNSOLVABLE" } }),
       ]),
     ).toEqual(bare("a|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID|ERROR_CAPTCHA_UNSOLVABLE"));
-  });
-  test("reports are recorded for completed tasks (expired included), refused otherwise", () => {
-    expect(reportReply(done("t"))).toEqual(bare("OK_REPORT_RECORDED"));
-    expect(reportReply(view({ status: "expired" }))).toEqual(bare("OK_REPORT_RECORDED"));
-    expect(reportReply(view({ status: "solving" }))).toEqual(code("ERROR_WRONG_CAPTCHA_ID"));
-    expect(reportReply(view({ status: "failed" }))).toEqual(code("ERROR_WRONG_CAPTCHA_ID"));
   });
 });

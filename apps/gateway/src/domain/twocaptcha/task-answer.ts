@@ -82,12 +82,3 @@ export function bulkGetReply(views: ReadonlyArray<TaskView | undefined>): Protoc
       .join("|"),
   );
 }
-
-/**
- * `reportbad`/`reportgood`: OK_REPORT_RECORDED for a completed task of the caller (its token may
- * have expired since), ERROR_WRONG_CAPTCHA_ID for any other.
- */
-export function reportReply(view: TaskView | undefined): ProtocolReply {
-  if (view && (view.status === "completed" || view.status === "expired")) return bare("OK_REPORT_RECORDED");
-  return code("ERROR_WRONG_CAPTCHA_ID");
-}

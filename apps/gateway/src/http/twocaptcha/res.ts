@@ -4,8 +4,9 @@ import type { GatewayDeps } from "../../deps.ts";
 import { toTaskView } from "../../domain/task-view.ts";
 import { bare, code } from "../../domain/twocaptcha/reply.ts";
 import { FACADE_BALANCE, parseResRequest } from "../../domain/twocaptcha/res-request.ts";
-import { bulkGetReply, get2Reply, getReply, reportReply } from "../../domain/twocaptcha/task-answer.ts";
+import { bulkGetReply, get2Reply, getReply } from "../../domain/twocaptcha/task-answer.ts";
 import type { ProtocolAction } from "./protocol.ts";
+import { facadeReport } from "./report.ts";
 
 /** `res.php`: answers, the balance, and reports, for the calling key's own tasks only. */
 export function resAction(deps: GatewayDeps): ProtocolAction {
@@ -44,13 +45,11 @@ export function resAction(deps: GatewayDeps): ProtocolAction {
         return get2Reply(await viewOf(r.id, clientId));
       case "reportbad":
       case "reportgood": {
-        const reply = reportReply(await viewOf(r.id, clientId));
-        // Recorded in the log only: the gateway cannot reach the provider to forward it.
-        if (reply.kind === "bare")
-          deps.log.info(
-            { requestId: c.get("requestId"), taskId: r.id, report: r.action === "reportbad" ? "bad" : "good" },
-            "facade report recorded",
-          );
+        const reply = await facadeReport(deps, clientId, r.id, r.action === "reportgood");
+        deps.log.info(
+          { requestId: c.get("requestId"), taskId: r.id, report: r.action === "reportbad" ? "bad" : "good" },
+          reply.kind === "bare" ? "facade report recorded" : "facade report refused",
+        );
         return reply;
       }
     }

@@ -9,6 +9,7 @@ import type { TaskView } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { createTaskQueue, createTaskWatcher } from "../../adapters/nats.ts";
 import { createTaskStore } from "../../adapters/pg.ts";
+import { createReportStore } from "../../adapters/reports.ts";
 import { createApiKeys } from "../../domain/api-keys.ts";
 import { FACADE_BALANCE } from "../../domain/twocaptcha/res-request.ts";
 import { createApp } from "../app.ts";
@@ -35,6 +36,7 @@ beforeAll(async () => {
   app = createApp({
     config: { REGION, MAX_BODY_BYTES, IMAGE_MAX_BYTES, MAX_WAIT_SECONDS: 5, TASK_DEADLINE_MS: 600_000 },
     store: createTaskStore(database.db),
+    reports: createReportStore(database.db),
     queue: createTaskQueue(nc, REGION, 1000),
     watcher: createTaskWatcher(nc, REGION),
     apiKeys: createApiKeys([KEY, OTHER_KEY]),
@@ -418,15 +420,22 @@ describe("res.php", () => {
     );
   });
 
-  test("reportbad/reportgood: OK_REPORT_RECORDED for a completed task of the key, ERROR_WRONG_CAPTCHA_ID otherwise", async () => {
+  test("reportbad/reportgood: stored once for a completed task of the key (then ERROR_DUPLICATE_REPORT), ERROR_WRONG_CAPTCHA_ID otherwise", async () => {
     const id = await submit();
     expect((await get("/res.php", { key: KEY, action: "reportbad", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
     await setRow(id, { state: "completed", token: "T", expiresInMs: 60_000 });
+    // Completed without a provider task (no provider solved it): nothing to report.
+    expect((await get("/res.php", { key: KEY, action: "reportbad", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
+    await database.sql`update tasks set provider_id = '7123', provider_key_ref = 'key_test' where id = ${id}`;
+    expect((await get("/res.php", { key: OTHER_KEY, action: "reportgood", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
     expect((await get("/res.php", { key: KEY, action: "reportbad", id })).body).toBe("OK_REPORT_RECORDED");
     expect((await get("/res.php", { key: KEY, action: "reportgood", id, json: "1" })).body).toBe(
-      '{"status":1,"request":"OK_REPORT_RECORDED"}',
+      '{"status":0,"request":"ERROR_DUPLICATE_REPORT"}',
     );
-    expect((await get("/res.php", { key: OTHER_KEY, action: "reportgood", id })).body).toBe("ERROR_WRONG_CAPTCHA_ID");
+    const rows = await database.sql<
+      { accepted: boolean; state: string }[]
+    >`select accepted, state from task_reports where task_id = ${id}`;
+    expect([...rows]).toEqual([{ accepted: false, state: "pending" }]);
     expect((await get("/res.php", { key: KEY, action: "reportgood", id: "123" })).body).toBe("ERROR_WRONG_ID_FORMAT");
   });
 

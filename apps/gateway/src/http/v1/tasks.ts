@@ -5,6 +5,7 @@ import type { GatewayEnvVars } from "../env.ts";
 import { cancelRoute } from "./cancel.ts";
 import { eventsRoute } from "./events.ts";
 import { readRoute } from "./read.ts";
+import { reportRoute } from "./report.ts";
 import { retryRoute } from "./retry.ts";
 import { submitRoute } from "./submit.ts";
 import { createWaiting } from "./waiting.ts";
@@ -25,5 +26,6 @@ export function tasksRoutes(deps: GatewayDeps, auth: Authenticator) {
   app.get("/:id/events", eventsRoute(deps, waiting));
   app.delete("/:id", cancelRoute(deps));
   app.post("/:id/retry", retryRoute(deps));
+  app.post("/:id/report", reportRoute(deps));
   return app;
 }
