@@ -86,7 +86,7 @@ export const RecoveryEnv = z
      * A lost region's share of a provider account's plan is counted this long after its lease was
      * taken over (its last provider tasks, whose ids never reached this region, end meanwhile).
      */
-    PLAN_RELEASE_MS: envInt(5000, 0, 3600_000),
+    PLAN_RELEASE_MS: envInt(15_000, 0, 3600_000),
     /** A submit marker this recent counts as a provider task in the region's share (>= the solvers' PROVIDER_TIMEOUT_MS + 5 s). */
     PLAN_MARKER_MS: envInt(125_000, 1000, 3600_000),
     /** Retention job of the service (issue 16.3, docs/security.md); 0 turns it off. */

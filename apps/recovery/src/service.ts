@@ -307,7 +307,10 @@ async function openMetrics(
   return createRecoveryMetrics({
     events: sizeEvents,
     ...(regionKv
-      ? { regions: async () => regionGauges(await probeRegions(ctx.jsm, regionKv, config.REGION, remotes)) }
+      ? {
+          regions: async () =>
+            regionGauges(await probeRegions(ctx.jsm, regionKv, config.REGION, remotes, ctx.database.sql)),
+        }
       : {}),
   });
 }

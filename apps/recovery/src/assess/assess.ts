@@ -112,7 +112,7 @@ export async function assessLive(config: RecoveryConfig, connect: () => Promise<
     const remotes = config.regions.filter((r) => r !== config.REGION);
     const region =
       remotes.length && !(nc instanceof Error) && !(jsm instanceof Error)
-        ? await probeRegionState(nc, jsm, config.REGION, remotes)
+        ? await probeRegionState(nc, jsm, config.REGION, remotes, h.sql instanceof Error ? undefined : h.sql)
         : undefined;
     return await assess({
       ...(workers ? { workers } : {}),

@@ -233,8 +233,9 @@ export function probeRegionState(
   jsm: JetStreamManager,
   region: string,
   remotes: string[],
+  sql?: postgres.Sql,
 ): Promise<RegionsProbe | Error> {
   return openRegionBucket(nc, region)
-    .then((kv) => probeRegions(jsm, kv, region, remotes))
+    .then((kv) => probeRegions(jsm, kv, region, remotes, sql))
     .catch((e: Error) => e);
 }

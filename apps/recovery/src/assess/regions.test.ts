@@ -32,3 +32,24 @@ test("a lapsed lease fails, a lease taken by the other region warns, a stalled m
     }).map((x) => x.level),
   ).toEqual(["fail", "warn"]);
 });
+
+test("plan shares: held while the lease is; a lapsed share under a held lease fails (the keeper cannot write it), under a lapsed lease warns", () => {
+  const base = { local: "fsn1", now, mirrors: [] };
+  const held = { holder: "fsn1", epoch: 3, validUntil: now + 5000 };
+  const ok = regionChecks({ ...base, lease: held, shares: [{ keyRef: "key_a", threads: 4, validS: 3 }] });
+  expect(ok.find((c) => c.name === "plan")).toMatchObject({
+    level: "ok",
+    summary: expect.stringContaining("4 threads"),
+  });
+  const stuck = regionChecks({ ...base, lease: held, shares: [{ keyRef: "key_a", threads: 4, validS: -12 }] });
+  expect(stuck.find((c) => c.name === "plan")).toMatchObject({
+    level: "fail",
+    summary: expect.stringContaining("lapsed 12 s ago"),
+  });
+  const fenced = regionChecks({
+    ...base,
+    lease: { ...held, validUntil: now - 1 },
+    shares: [{ keyRef: "key_a", threads: 4, validS: -12 }],
+  });
+  expect(fenced.find((c) => c.name === "plan")!.level).toBe("warn");
+});

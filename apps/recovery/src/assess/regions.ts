@@ -6,6 +6,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { LeaseView, maySubmit } from "@pipeline/shared/regions";
 import { streams } from "@pipeline/shared/subjects";
+import type postgres from "postgres";
 import { replicaConsumer } from "../regions/replicator.ts";
 import type { Check } from "./model.ts";
 
@@ -17,6 +18,26 @@ export interface RegionsProbe {
     | { remote: string; error: string }
   >;
   now: number;
+  /** This region's share of each provider account's plan (provider_plan_shares), when the database was read. */
+  shares?: PlanShareRow[] | Error;
+}
+
+export interface PlanShareRow {
+  keyRef: string;
+  threads: number;
+  /** Seconds the share is still valid (negative: lapsed). */
+  validS: number;
+}
+
+/** This region's shares of the plan, as its solvers lease against them. */
+export async function probePlanShares(sql: postgres.Sql): Promise<PlanShareRow[] | Error> {
+  return sql<{ key_ref: string; threads: number; valid_s: number }[]>`
+    select key_ref, threads, extract(epoch from valid_until - now())::float8 as valid_s
+    from provider_plan_shares order by key_ref`
+    .then((rows) =>
+      rows.map((r) => ({ keyRef: r.key_ref, threads: r.threads, validS: Math.round(r.valid_s * 10) / 10 })),
+    )
+    .catch((e: Error) => e);
 }
 
 export async function probeRegions(
@@ -24,6 +45,7 @@ export async function probeRegions(
   regionKv: KV,
   local: string,
   remotes: string[],
+  sql?: postgres.Sql,
 ): Promise<RegionsProbe> {
   const lease = await regionKv
     .get("lease")
@@ -44,7 +66,7 @@ export async function probeRegions(
       mirrors.push({ remote, error: (err as Error).message });
     }
   }
-  return { local, lease, mirrors, now: Date.now() };
+  return { local, lease, mirrors, now: Date.now(), ...(sql ? { shares: await probePlanShares(sql) } : {}) };
 }
 
 /** Verdicts: the lease (held and valid, or why not), and each mirror (active, lag, backlog). */
@@ -84,6 +106,7 @@ export function regionChecks(p: RegionsProbe, activeLimitMs = 10_000): Check[] {
       summary: `lapsed ${Math.round((p.now - p.lease.validUntil) / 1000)} s ago: fenced, no provider submissions`,
       hint: "the witness is unreachable from here, or the lease keeper stopped: check WITNESS_URL and the recovery service",
     });
+  out.push(...planChecks(p));
   for (const m of p.mirrors) {
     if ("error" in m)
       out.push({
@@ -107,4 +130,27 @@ export function regionChecks(p: RegionsProbe, activeLimitMs = 10_000): Check[] {
       });
   }
   return out;
+}
+
+/** The plan's shares: held while the lease is, lapsed with it (docs/regions.md). */
+function planChecks(p: RegionsProbe): Check[] {
+  if (p.shares instanceof Error)
+    return [{ name: "plan", level: "warn", summary: `plan shares unreadable: ${p.shares.message}` }];
+  const holds = !(p.lease instanceof Error) && !!p.lease && maySubmit(p.lease, p.local, p.now);
+  return (p.shares ?? []).map((s): Check => {
+    if (s.validS > 0)
+      return {
+        name: "plan",
+        level: "ok",
+        summary: `${s.keyRef}: this region's share of the plan is ${s.threads} threads`,
+      };
+    return {
+      name: "plan",
+      level: holds ? "fail" : "warn",
+      summary: `${s.keyRef}: share lapsed ${Math.round(-s.validS)} s ago: this region's solvers start no provider task`,
+      hint: holds
+        ? "the lease keeper holds the lease but cannot write the plan record or the database: see the recovery service's log (plan share round failed)"
+        : "the region is fenced: its share comes back with its lease",
+    };
+  });
 }

@@ -83,7 +83,7 @@ function backgroundAssess(
   let lastProbe: RegionsProbe | null = null;
   const runAssess = async () => {
     try {
-      if (regionKv) lastProbe = await probeRegions(ctx.jsm, regionKv, config.REGION, remotes);
+      if (regionKv) lastProbe = await probeRegions(ctx.jsm, regionKv, config.REGION, remotes, ctx.database.sql);
       const workers = await liveWorkers(workersKv)
         .then((w) => w.workers)
         .catch((e: Error) => e);

@@ -56,3 +56,20 @@ test("the recovery service's /metrics carries them, read at scrape time", async 
     'recovery_region_lease_epoch{region="fsn1",holder="fsn1",app="recovery"} 2',
   );
 });
+
+test("this region's share of each provider account's plan is a gauge; a lapsed share reads 0", () => {
+  const g = regionGauges({
+    local: "fsn1",
+    now,
+    lease: { holder: "fsn1", epoch: 4, validUntil: now + 6500 },
+    mirrors: [],
+    shares: [
+      { keyRef: "key_a", threads: 4, validS: 2.5 },
+      { keyRef: "key_b", threads: 3, validS: -1 },
+    ],
+  });
+  expect(g.filter((x) => x.name === "recovery_region_plan_share_threads")).toEqual([
+    { name: "recovery_region_plan_share_threads", labels: { region: "fsn1", key_ref: "key_a" }, value: 4 },
+    { name: "recovery_region_plan_share_threads", labels: { region: "fsn1", key_ref: "key_b" }, value: 0 },
+  ]);
+});

@@ -11,7 +11,8 @@ export interface RegionGauge {
     | "recovery_region_lease_epoch"
     | "recovery_region_mirror_lag_messages"
     | "recovery_region_mirror_idle_seconds"
-    | "recovery_region_replica_pending";
+    | "recovery_region_replica_pending"
+    | "recovery_region_plan_share_threads";
   labels: Record<string, string>;
   value: number;
 }
@@ -47,5 +48,13 @@ export function regionGauges(p: RegionsProbe): RegionGauge[] {
     if (m.replicaPending !== null)
       out.push({ name: "recovery_region_replica_pending", labels, value: m.replicaPending });
   }
+  // This region's share of each provider account's plan; 0 once it lapsed (its solvers start nothing).
+  if (Array.isArray(p.shares))
+    for (const s of p.shares)
+      out.push({
+        name: "recovery_region_plan_share_threads",
+        labels: { region: p.local, key_ref: s.keyRef },
+        value: s.validS > 0 ? s.threads : 0,
+      });
   return out;
 }

@@ -38,6 +38,8 @@ export function createRecoveryMetrics(
       recovery_region_mirror_lag_messages: "Messages the mirror of another region's EVENTS is behind",
       recovery_region_mirror_idle_seconds: "Seconds since the mirror of another region's EVENTS last heard from it",
       recovery_region_replica_pending: "Mirrored events of another region not yet applied to this region's database",
+      recovery_region_plan_share_threads:
+        "This region's share of a provider account's thread plan its solvers lease against (0: none valid, it starts no provider task)",
     };
     // One probe per scrape, shared by every region gauge.
     let pending: Promise<RegionGauge[]> | undefined;
