@@ -47,6 +47,8 @@ export const SolverEnv = z
     PROVIDER_PRICES: envJson(TaskPrices),
     /** How often a solver looks for clients' reports to forward to the provider. */
     REPORT_POLL_MS: envInt(1000, 10, 60_000),
+    /** How often the fleet samples the provider's balance (getbalance), per region; 0: never. */
+    BALANCE_POLL_MS: envInt(60_000, 0, 24 * 3600_000),
     /** A report the provider does not answer (transport, key errors) is given up after this many calls. */
     REPORT_MAX_ATTEMPTS: envInt(20, 1, 1000),
     MAX_RESUBMITS: envInt(3, 0, 20),

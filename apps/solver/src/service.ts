@@ -21,6 +21,7 @@ import type { SolverConfig } from "./config.ts";
 import type { Breaker } from "./domain/breaker.ts";
 import type { KeyRing } from "./domain/keyring.ts";
 import type { Dispatcher } from "./notifier/dispatcher.ts";
+import { startBalances } from "./wiring/balances.ts";
 import { type Callbacks, createCallbackDispatcher, startCallbacks } from "./wiring/callbacks.ts";
 import { startReaper, startSolverHeartbeat } from "./wiring/fleet.ts";
 import { startKeys } from "./wiring/keys.ts";
@@ -104,6 +105,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     : undefined;
   if (!callbacks) log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
   const reports = startReports({ config, database, provider: p.provider, keyRing, metrics: p.metrics, log });
+  const balances = startBalances({ config, database, provider: p.provider, keyRing, log });
   ready = true;
   const metricsUrl = `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`;
   logStarted(log, config, workerId, metricsUrl);
@@ -124,6 +126,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
         reaper,
         callbacks,
         reports,
+        balances,
         metricsServer,
         heartbeat,
         pools: [database, p.checkpoints],
@@ -276,6 +279,7 @@ async function stopSolver(
     worker: Worker;
     callbacks: Callbacks | undefined;
     reports: { stop(): Promise<void> };
+    balances: { stop(): Promise<void> };
     slots: ProviderSlots;
     memory: MemoryGovernor;
     metricsServer: { stop(force: boolean): Promise<void> };
@@ -288,7 +292,7 @@ async function stopSolver(
   p.liveConfig.stop();
   p.fence?.stop();
   p.reaper.stop();
-  await Promise.all([p.worker.stop(), p.callbacks?.stop(), p.reports.stop()]);
+  await Promise.all([p.worker.stop(), p.callbacks?.stop(), p.reports.stop(), p.balances.stop()]);
   await p.slots.stop();
   p.memory.stop();
   await p.metricsServer.stop(true);

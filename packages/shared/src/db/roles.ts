@@ -9,7 +9,7 @@
 //                     deletes a row it could not publish through delete_unpublished_task() only.
 //   pipeline_solver   reads tasks and updates the columns of solving; webhook_deliveries (no
 //                     DELETE), provider_slot_blocks, reads provider_plan_shares,
-//                     appends to the ledger, sends the reports.
+//                     appends to the ledger, sends the reports, samples the provider's balance.
 //   pipeline_rollout  reads the figures of tasks its gate compares (no token, params or callback),
 //                     appends to audit_log.
 //
@@ -47,6 +47,7 @@ export const SCHEMA_TABLES = [
   "audit_log",
   "ledger",
   "task_reports",
+  "provider_balances",
 ] as const;
 
 /**
@@ -159,6 +160,8 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
         all: ["SELECT"],
         columns: { UPDATE: ["state", "attempts", "next_attempt_at", "last_reply", "sent_at"] },
       },
+      // The balance sampler (balance/sampler.ts): the newest sample's time, a new sample (append only).
+      { table: "provider_balances", all: ["SELECT", "INSERT"] },
     ],
   },
   rollout: {

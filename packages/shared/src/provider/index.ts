@@ -1,4 +1,4 @@
 export { classifyError, type ErrorClass, isTemporaryBlock, type ProviderProfile } from "./classify.ts";
-export { formatMicros, LIST_PRICE_MICROS, MICROS_PER_DOLLAR, priceMicros } from "./money.ts";
+export { balanceMicros, formatMicros, LIST_PRICE_MICROS, MICROS_PER_DOLLAR, priceMicros } from "./money.ts";
 export { toProviderParams } from "./params.ts";
 export { type ProviderReply, parseProviderReply, splitBulkAnswer } from "./replies.ts";

@@ -20,6 +20,23 @@ export function priceMicros(price: unknown): number | undefined {
   return Number(frac[6]) >= 5 ? micros + 1 : micros;
 }
 
+/**
+ * A balance as the provider prints it (`getbalance`: `3.28570`, `-0.5` for an account in debt) in
+ * micro-dollars, read like a price from its decimal text (no float arithmetic). Undefined for
+ * anything that is not a decimal.
+ */
+export function balanceMicros(balance: unknown): number | undefined {
+  if (typeof balance === "string" && balance.trim().startsWith("-")) {
+    const m = priceMicros(balance.trim().slice(1));
+    return m === undefined ? undefined : -m;
+  }
+  if (typeof balance === "number" && balance < 0) {
+    const m = priceMicros(-balance);
+    return m === undefined ? undefined : -m;
+  }
+  return priceMicros(balance);
+}
+
 /** Micro-dollars as dollars with six decimals (`0.002990`): for replies and reports, never for sums. */
 export function formatMicros(micros: number): string {
   const sign = micros < 0 ? "-" : "";
