@@ -89,6 +89,13 @@ export const RecoveryEnv = z
     PLAN_RELEASE_MS: envInt(15_000, 0, 3600_000),
     /** A submit marker this recent counts as a provider task in the region's share (>= the solvers' PROVIDER_TIMEOUT_MS + 5 s). */
     PLAN_MARKER_MS: envInt(125_000, 1000, 3600_000),
+    /** `assess` and the console warn when a provider balance lasts fewer hours at the last hour's spend (docs/money.md). */
+    BALANCE_HOURS_WARN: envInt(6, 1, 24 * 365),
+    /** `reconcile`: a difference between the ledger and the balance delta beyond this many micro-dollars is reported (1 cent). */
+    RECONCILE_TOLERANCE_MICROS: envInt(10_000, 0, 1_000_000_000),
+    /** The service reconciles the last RECONCILE_HOURS this often (daily); 0 turns it off. */
+    RECONCILE_INTERVAL_MS: envInt(24 * 3600_000, 0, 7 * 24 * 3600_000),
+    RECONCILE_HOURS: envInt(24, 1, 24 * 90),
     /** Retention job of the service (issue 16.3, docs/security.md); 0 turns it off. */
     RETENTION_INTERVAL_MS: envInt(3600_000, 0, 7 * 24 * 3600_000),
     /** A completed task's token is erased from its row this long after it expired. */

@@ -13,6 +13,9 @@ import { startConsole } from "./console/server.ts";
 import { openContext, type RecoveryContext } from "./context.ts";
 import { regionGauges } from "./metrics/region-gauges.ts";
 import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
+import { readAccountFigures } from "./money/figures.ts";
+import { forecastBalance } from "./money/forecast.ts";
+import { runReconcile } from "./money/run-reconcile.ts";
 import { adoptRegion } from "./regions/adopt.ts";
 import { type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
 import { createPlanKeeper } from "./regions/plan-keeper.ts";
@@ -260,6 +263,36 @@ async function retainOnce(
 }
 
 /**
+ * One reconciliation of the last RECONCILE_HOURS (docs/money.md), logged (an error beyond the
+ * tolerance) and set into the recovery_reconcile_* gauges.
+ */
+async function reconcileOnce(
+  config: RecoveryConfig,
+  ctx: RecoveryContext,
+  metrics: RecoveryMetrics,
+  log: Logger,
+): Promise<void> {
+  const r = await runReconcile(ctx.database.sql, config.RECONCILE_HOURS, config.RECONCILE_TOLERANCE_MICROS);
+  metrics.reconcile.reconciled(r);
+  for (const a of r.accounts)
+    (a.agrees === false ? log.error.bind(log) : log.info.bind(log))(
+      {
+        provider: a.provider,
+        hours: r.hours,
+        from: a.from,
+        to: a.to,
+        ledgerNetMicros: a.ledgerNetMicros,
+        balanceDeltaMicros: a.balanceDeltaMicros,
+        differenceMicros: a.differenceMicros,
+        toleranceMicros: r.toleranceMicros,
+      },
+      a.agrees === false
+        ? "reconcile: the provider's balance moved by another amount than the ledger booked (a top-up, another region's or another client's use of the key, or a booking lost)"
+        : "reconcile",
+    );
+}
+
+/**
  * Every other region's events, applied here: reads and Idempotency-Keys work from either region.
  * (A plain postgres.js client: applyEvent binds Dates, which the drizzle-tuned pool does not serialize.)
  */
@@ -306,6 +339,7 @@ async function openMetrics(
   const regionKv = remotes.length ? await openRegionBucket(ctx.nc, config.REGION) : undefined;
   return createRecoveryMetrics({
     events: sizeEvents,
+    balances: async () => (await readAccountFigures(ctx.database.sql)).map(forecastBalance),
     ...(regionKv
       ? {
           regions: async () =>
@@ -344,6 +378,7 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   const metrics = await openMetrics(config, ctx, sizeEvents, remotes);
   timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));
   timed.every(config.RETENTION_INTERVAL_MS, "retention", () => retainOnce(config, ctx, metrics, log));
+  timed.every(config.RECONCILE_INTERVAL_MS, "reconcile", () => reconcileOnce(config, ctx, metrics, log));
   const metricsServer = serveMetrics(config, metrics, log);
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);

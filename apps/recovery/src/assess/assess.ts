@@ -6,6 +6,8 @@ import type { Heartbeat } from "@pipeline/shared/kv";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import type postgres from "postgres";
 import type { RecoveryConfig } from "../config.ts";
+import { readAccountFigures } from "../money/figures.ts";
+import { balanceCheck, type Forecast, forecastBalance } from "../money/forecast.ts";
 import { redactUrl } from "../redact-url.ts";
 import {
   natsChecks,
@@ -52,6 +54,20 @@ export interface AssessDeps {
   workers?: Heartbeat[] | Error;
   /** Where snapshots are copied off the host (SNAPSHOT_OFFHOST); undefined = copies are off. */
   offHostDomain?: string;
+  /** BALANCE_HOURS_WARN: the `balance` line warns under this many hours left. */
+  balanceWarnHours?: number;
+}
+
+/** How old the newest balance sample may be before `assess` calls it stale. */
+const BALANCE_STALE_MS = 15 * 60_000;
+
+/** Each account's forecast from the ledger and the balance samples (an Error when unreadable). */
+async function probeBalances(sql: postgres.Sql): Promise<Forecast[] | Error> {
+  try {
+    return (await readAccountFigures(sql)).map(forecastBalance);
+  } catch (err) {
+    return err as Error;
+  }
 }
 
 /**
@@ -64,6 +80,7 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
   const pg = d.sql instanceof Error ? d.sql : await probePostgres(d.sql, d.staleAfterMs);
   const snapshots = probeSnapshots(d.snapshotDir, d.offHostDomain);
   const provider = await probeProvider(d.provider);
+  const balances = d.sql instanceof Error ? undefined : await probeBalances(d.sql);
   const sizing =
     d.jsm instanceof Error || d.snapshotIntervalMs === undefined
       ? undefined
@@ -81,6 +98,9 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
     snapshotCheck(snapshots, d.snapshotMaxAgeMs),
     ...[offHostCheck(snapshots, d.snapshotMaxAgeMs, d.offHostDomain)].filter((c) => c !== undefined),
     providerCheck(provider),
+    ...(balances
+      ? [balanceCheck(balances, { warnHours: d.balanceWarnHours ?? 6, staleMs: BALANCE_STALE_MS }, Date.now())]
+      : []),
     ...workersChecks(d.workers),
   ];
   const js = nats instanceof Error ? undefined : nats;
@@ -96,6 +116,7 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
     provider,
     breaker: js?.breaker ?? null,
     workers: Array.isArray(d.workers) ? d.workers : null,
+    balances: Array.isArray(balances) ? balances : null,
   };
 }
 
@@ -128,6 +149,7 @@ export async function assessLive(config: RecoveryConfig, connect: () => Promise<
       snapshotIntervalMs: config.SNAPSHOT_INTERVAL_MS,
       ...(config.offHostDomain ? { offHostDomain: config.offHostDomain } : {}),
       staleAfterMs: config.STALE_AFTER_MS,
+      balanceWarnHours: config.BALANCE_HOURS_WARN,
       provider: { url: config.PROVIDER_URL, key: config.PROVIDER_KEY, timeoutMs: config.PROVIDER_TIMEOUT_MS },
     });
   } finally {

@@ -1,5 +1,6 @@
 // What `assess` reports: verdicts (checks) and the figures they were drawn from.
 import type { Heartbeat } from "@pipeline/shared/kv";
+import type { Forecast } from "../money/forecast.ts";
 
 export type Level = "ok" | "warn" | "fail";
 
@@ -42,4 +43,6 @@ export interface Assessment {
   provider: { url: string; reachable: boolean; balance: string | null; error: string | null } | null;
   breaker: { state: string; reason: string | null; worker: string | null; at: string } | null;
   workers: Heartbeat[] | null;
+  /** Each provider account's newest balance and hours left at the last hour's spend (null: not read). */
+  balances: Forecast[] | null;
 }

@@ -22,3 +22,16 @@ test("runDrill itself refuses an unconfirmed destructive scenario before touchin
   await expect(runDrill(o)).rejects.toThrow(/--yes/);
   await expect(runDrill({ ...o, scenario: "queue-loss" })).rejects.toThrow(/--yes/);
 });
+
+test("reconcile takes --hours (a whole number of hours) and --json; anything else is refused naming the flag", () => {
+  expect(parseCommand(["reconcile"])).toEqual({ ok: true, command: { command: "reconcile", args: [] } });
+  expect(parseCommand(["reconcile", "--hours", "2", "--json"])).toEqual({
+    ok: true,
+    command: { command: "reconcile", args: [], hours: 2, json: true },
+  });
+  const bad = parseCommand(["reconcile", "--hours", "0.5"]);
+  expect(bad.ok).toBe(false);
+  if (!bad.ok) expect(bad.error).toStartWith("--hours:");
+  const unknown = parseCommand(["reconcile", "--days", "2"]);
+  if (!unknown.ok) expect(unknown.error).toContain("--days");
+});

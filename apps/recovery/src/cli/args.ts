@@ -42,6 +42,20 @@ export const Command = z.discriminatedUnion("command", [
   z.object({ command: z.literal("retention"), args: z.tuple([]), json: Flag }).strict(),
   z
     .object({
+      command: z.literal("reconcile"),
+      args: z.tuple([]),
+      /** The window: the last N hours (default RECONCILE_HOURS). */
+      hours: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .max(24 * 90)
+        .optional(),
+      json: Flag,
+    })
+    .strict(),
+  z
+    .object({
       command: z.literal("verify"),
       args: z.tuple([z.string().min(1)], { error: "verify takes one snapshot (a name, `latest`, or a path)" }),
       json: Flag,
@@ -123,6 +137,8 @@ export const USAGE = `usage: bun run recovery <command> [options]
                                           ~/.pgpass (PGPASSFILE), never on the command line (visible to every user);
                                           --from: the off-host copy in that region's domain (checked again);
                                           --events-from: replay from that region's mirror of our EVENTS
+  reconcile [--hours N] [--json]          per provider account: the ledger's net against the balance's fall between the
+                                          samples at the window's ends (default RECONCILE_HOURS); exit 1 beyond the tolerance
   retention [--json]                      erase expired tokens, old params/images/callback URLs, delete old finished rows
   verify <snapshot> [--json]              checksum + restore into a scratch database + row counts; drops it
   workers [--json]                        live solvers (heartbeats): key, config revision, breaker, in flight
@@ -154,6 +170,7 @@ const VALUE_FLAGS = [
   "rate",
   "baseline",
   "timeout",
+  "hours",
 ];
 
 /** Splits argv into command, positionals and flags (`--a`, `--a value`, `--a=value`). */

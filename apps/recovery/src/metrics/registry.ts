@@ -1,5 +1,7 @@
 import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
 import type { EventsSizing } from "../assess/events-sizing.ts";
+import type { Forecast } from "../money/forecast.ts";
+import { balanceGauges, type ReconcileMetrics, reconcileGauges } from "./money-gauges.ts";
 import type { RegionGauge } from "./region-gauges.ts";
 
 /** What the recovery service counts (served on RECOVERY_METRICS_PORT when set). */
@@ -7,6 +9,7 @@ export interface RecoveryMetrics {
   registry: Registry;
   retention: RetentionMetrics;
   offhost: OffHostMetrics;
+  reconcile: ReconcileMetrics;
   response(): Promise<Response>;
 }
 
@@ -21,13 +24,20 @@ export interface OffHostMetrics {
 
 /**
  * `regions`: read at scrape time (several regions only): the lease and mirror figures as gauges
- * (region-gauges.ts), from the same probe as `assess`.
+ * (region-gauges.ts), from the same probe as `assess`. `balances`: the provider accounts'
+ * forecasts, read at scrape time (money-gauges.ts).
  */
 export function createRecoveryMetrics(
-  o: { regions?: () => Promise<RegionGauge[]>; events?: () => Promise<EventsSizing> } = {},
+  o: {
+    regions?: () => Promise<RegionGauge[]>;
+    events?: () => Promise<EventsSizing>;
+    balances?: () => Promise<Forecast[]>;
+  } = {},
 ): RecoveryMetrics {
   const registry = createRegistry("recovery");
   if (o.events) eventsGauges(registry, o.events);
+  if (o.balances) balanceGauges(registry, o.balances);
+  const reconcile = reconcileGauges(registry);
   if (o.regions) {
     const read = o.regions;
     const names: Record<RegionGauge["name"], string> = {
@@ -102,6 +112,7 @@ export function createRecoveryMetrics(
   }
   return {
     registry,
+    reconcile,
     retention: {
       rows: (action, n) => rows.inc({ action }, n),
       run: (result, ms) => {

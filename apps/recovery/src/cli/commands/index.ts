@@ -7,6 +7,7 @@ import { configCommand } from "./config.ts";
 import { drillCommand } from "./drill.ts";
 import { migrateCommand } from "./migrate.ts";
 import { rebuildQueueCommand } from "./rebuild-queue.ts";
+import { reconcileCommand } from "./reconcile.ts";
 import { recoverStaleCommand } from "./recover-stale.ts";
 import { restoreCommand } from "./restore.ts";
 import { retentionCommand } from "./retention.ts";
@@ -31,6 +32,7 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   snapshot: snapshotCommand,
   snapshots: snapshotsCommand,
   retention: retentionCommand,
+  reconcile: reconcileCommand,
   restore: restoreCommand,
   verify: verifyCommand,
   workers: workersCommand,
