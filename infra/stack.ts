@@ -30,6 +30,8 @@ const natsPort = num("NATS_PORT", 14222);
 const pgPort = num("PG_PORT", 15432);
 const gatewayPort = num("GATEWAY_PORT", 8080);
 const emulatorPort = num("EMULATOR_PORT", 18090);
+// The second provider (docs/providers.md): its own key, higher prices, slower solves.
+const emulatorBPort = num("EMULATOR_B_PORT", emulatorPort + 1);
 const consolePort = num("CONSOLE_PORT", 8090);
 
 const stops: Array<() => Promise<void>> = [];
@@ -143,6 +145,17 @@ try {
     DRILL_API_KEY: (env.API_KEYS ?? "dev-key").split(",")[0]!,
     PROVIDER_URL: `http://127.0.0.1:${emulatorPort}`,
     PROVIDER_KEY: emulatorKey,
+    EMULATOR_B_PORT: String(emulatorBPort),
+    EMULATOR_B_KEYS: "emulator-key-b:200",
+    PROVIDER_KEY_B: "emulator-key-b",
+    PROVIDERS: JSON.stringify([
+      {
+        id: "b",
+        url: `http://127.0.0.1:${emulatorBPort}`,
+        keyEnv: "PROVIDER_KEY_B",
+        prices: { recaptcha_v2: 0.004, recaptcha_v3: 0.004, turnstile: 0.002, geetest: 0.004, image: 0.0015 },
+      },
+    ]),
     FIRST_POLL_MS: "1000",
     POLL_INTERVAL_MS: "1000",
     WEBHOOK_SECRET: "dev-webhook-secret-0001",
@@ -154,6 +167,8 @@ try {
     CONSOLE_TOKENS_FILE: consoleTokensFile,
   };
   for (const k of Object.keys(defaults)) if (env[k]) delete defaults[k];
+  // A provider of the user's own: no emulated second account beside it.
+  if (env.PROVIDER_URL) for (const k of ["PROVIDERS", "PROVIDER_KEY_B"]) delete defaults[k];
   writeDevStack(stackFile, {
     pid: process.pid,
     startedAt: new Date().toISOString(),
@@ -169,7 +184,7 @@ try {
   const provider = env.PROVIDER_URL ?? defaults.PROVIDER_URL;
   console.log(`
   gateway   http://127.0.0.1:${gatewayPort}   (API key: ${env.API_KEYS ? "(yours)" : apiKey}; each client's callback signing secret: GET /v1/webhook-secret)
-  emulator  ${provider}   (provider; stats at /emulator/stats)
+  emulator  ${provider}   (provider; stats at /emulator/stats)${env.PROVIDER_URL ? "" : `\n  second    http://127.0.0.1:${emulatorBPort}   (provider B: dearer, slower; takes the tasks when the first is down or full)`}
   metrics   gateway http://127.0.0.1:${env.GATEWAY_METRICS_PORT ?? "9466"}/metrics, solver http://127.0.0.1:${env.METRICS_PORT ?? "9464"}/metrics
   console   http://127.0.0.1:${consolePort}/console   (operator token: ${env.CONSOLE_TOKENS_FILE ? "(yours)" : `${operatorToken}, in ${consoleTokensFile} (0600)`})
   NATS      ${nats.url}   (nats-server ${nats.version}${nats.credentialsFile ? `; users per app, passwords in ${nats.credentialsFile}` : ""})

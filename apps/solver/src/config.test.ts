@@ -56,3 +56,24 @@ test("the published dev webhook secrets are refused outside dev (PIPELINE_ENV=de
     loadConfig({ ...ok, WEBHOOK_CLIENT_GENERATIONS: JSON.stringify({ "not-an-id": { current: 3 } }) }),
   ).toThrow(/WEBHOOK_CLIENT_GENERATIONS/);
 });
+
+test("PROVIDERS: further accounts with their key read from the variable each names; errors name the field, never a key", () => {
+  const accounts = [{ id: "b", url: "http://127.0.0.1:18091", keyEnv: "PROVIDER_KEY_B", prices: { turnstile: 0.003 } }];
+  const c = loadConfig({ ...ok, PROVIDERS: JSON.stringify(accounts), PROVIDER_KEY_B: "secret-b" });
+  expect(c.accounts).toEqual([{ ...accounts[0]!, priority: 1, key: "secret-b" }]);
+  expect(loadConfig(ok).accounts).toEqual([]);
+  const missing = () => loadConfig({ ...ok, PROVIDERS: JSON.stringify(accounts) });
+  expect(missing).toThrow(/PROVIDERS\[0\]\.keyEnv: PROVIDER_KEY_B is not set/);
+  expect(() => loadConfig({ ...ok, PROVIDERS: JSON.stringify([{ ...accounts[0], id: "default" }]) })).toThrow(
+    /PROVIDERS/,
+  );
+  expect(() => loadConfig({ ...ok, PROVIDERS: JSON.stringify([accounts[0], accounts[0]]) })).toThrow(/unique/);
+  expect(() => loadConfig({ ...ok, PROVIDERS: JSON.stringify([{ ...accounts[0], url: "nope" }]) })).toThrow(
+    /PROVIDERS/,
+  );
+  try {
+    loadConfig({ ...ok, PROVIDERS: JSON.stringify([{ ...accounts[0], threads: 0 }]), PROVIDER_KEY_B: "secret-b" });
+  } catch (err) {
+    expect((err as Error).message).not.toContain("secret-b");
+  }
+});

@@ -1,4 +1,13 @@
-import { commonEnv, envBool, envInt, envJson, parseEnv, refuseDevSecret, regionsOf } from "@pipeline/shared/config";
+import {
+  ConfigError,
+  commonEnv,
+  envBool,
+  envInt,
+  envJson,
+  parseEnv,
+  refuseDevSecret,
+  regionsOf,
+} from "@pipeline/shared/config";
 import { KEY_NAME } from "@pipeline/shared/kv";
 import { TaskType } from "@pipeline/shared/schemas";
 import { WebhookGenerations } from "@pipeline/shared/webhooks";
@@ -6,6 +15,32 @@ import { z } from "zod";
 
 /** Dollars per solve by task type (PROVIDER_PRICES). */
 const TaskPrices = z.partialRecord(TaskType, z.number().min(0).max(1000));
+
+/**
+ * A further provider account beside PROVIDER_URL/PROVIDER_KEY (PROVIDERS): another
+ * 2Captcha-compatible service, or another plan. Its key is read from the environment variable it
+ * names (a reference, never the key itself in this JSON).
+ */
+export const ProviderAccountEnv = z.strictObject({
+  id: z
+    .string()
+    .regex(/^[a-z0-9_-]{1,32}$/, "1-32 lower-case letters, digits, '_' and '-'")
+    .refine((id) => id !== "default", "'default' is PROVIDER_URL's account"),
+  url: z.url(),
+  keyEnv: z.string().regex(/^[A-Z][A-Z0-9_]*$/, "the name of the environment variable holding the key"),
+  /** Its thread plan; absent: paid per solve, no plan (only the solvers' own limits). */
+  threads: z.number().int().min(1).max(100_000).optional(),
+  /** Dollars per solve by task type: what routing compares (absent types: the list prices). */
+  prices: TaskPrices.optional(),
+  /** Among accounts of one price, the lower first. PROVIDER_URL's account is 0. */
+  priority: z.number().int().min(0).max(100).default(1),
+});
+export type ProviderAccountEnv = z.infer<typeof ProviderAccountEnv>;
+
+/** A further account with its key read from the environment. */
+export interface ProviderAccountConfig extends ProviderAccountEnv {
+  key: string;
+}
 
 export const SolverEnv = z
   .object({
@@ -45,6 +80,13 @@ export const SolverEnv = z
     PROVIDER_PRICE_READ: envBool(true),
     /** JSON dollars per solve by task type: the ledger's estimate where the provider says no price (default: 2Captcha's list prices). */
     PROVIDER_PRICES: envJson(TaskPrices),
+    /** JSON list of further provider accounts (ProviderAccountEnv): tasks go to the cheapest usable one (docs/providers.md). */
+    PROVIDERS: envJson(
+      z
+        .array(ProviderAccountEnv)
+        .max(8)
+        .refine((a) => new Set(a.map((x) => x.id)).size === a.length, "account ids must be unique"),
+    ),
     /** How often a solver looks for clients' reports to forward to the provider. */
     REPORT_POLL_MS: envInt(1000, 10, 60_000),
     /** How often the fleet samples the provider's balance (getbalance), per region; 0: never. */
@@ -134,10 +176,23 @@ export const SolverEnv = z
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET", c.WEBHOOK_SECRET, ctx);
     refuseDevSecret(c.PIPELINE_ENV, "WEBHOOK_SECRET_PREVIOUS", c.WEBHOOK_SECRET_PREVIOUS, ctx);
   });
-export type SolverConfig = z.infer<typeof SolverEnv> & { regions: string[] };
+export type SolverConfig = z.infer<typeof SolverEnv> & { regions: string[]; accounts: ProviderAccountConfig[] };
 
 /** Parses the solver's environment; throws a ConfigError naming each variable at fault. */
 export function loadConfig(env: Record<string, string | undefined>): SolverConfig {
   const c = parseEnv(SolverEnv, env);
-  return { ...c, regions: regionsOf(c) };
+  return { ...c, regions: regionsOf(c), accounts: accountKeys(c.PROVIDERS ?? [], env) };
+}
+
+/** Each further account's key, from the variable it names; a ConfigError naming the field otherwise. */
+function accountKeys(accounts: ProviderAccountEnv[], env: Record<string, string | undefined>): ProviderAccountConfig[] {
+  return accounts.map((a, i) => {
+    const key = env[a.keyEnv];
+    if (!key)
+      throw new ConfigError(
+        `invalid configuration:\n  PROVIDERS[${i}].keyEnv: ${a.keyEnv} is not set (account ${a.id}'s provider key)`,
+        [`PROVIDERS[${i}].keyEnv`],
+      );
+    return { ...a, key };
+  });
 }

@@ -21,6 +21,7 @@ import type { SolverConfig } from "./config.ts";
 import type { Breaker } from "./domain/breaker.ts";
 import type { KeyRing } from "./domain/keyring.ts";
 import type { Dispatcher } from "./notifier/dispatcher.ts";
+import { type Accounts, accountsOf } from "./wiring/accounts.ts";
 import { startBalances } from "./wiring/balances.ts";
 import { type Callbacks, createCallbackDispatcher, startCallbacks } from "./wiring/callbacks.ts";
 import { startReaper, startSolverHeartbeat } from "./wiring/fleet.ts";
@@ -144,14 +145,15 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
   const topology = await openTaskTopology(nc, config, workerId, log);
   const { jsm, js, consumers } = topology;
   const { database, checkpoints } = openPools(config, workerId);
-  const slots = slotsOf(database, config, workerId, log);
+  const accounts = accountsOf(config);
+  const slots = slotsOf(database, config, workerId, log, accounts);
   // Each event waits for its PubAck through one subscription (pub-acks.ts): three per task.
   const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) =>
     log.warn({ err: err.message }, "event not published"),
   );
-  const { timing, keyRing, liveConfig } = await keysOf({ nc, config, events, workerId, metrics, log });
+  const { timing, keyRing, liveConfig } = await keysOf({ nc, config, events, workerId, metrics, log, accounts });
   const tally: Tally = { providerCalls: 0, providerErrors: 0 };
-  const provider = providerClientOf(config, metrics, tally);
+  const provider = providerClientOf(config, metrics, tally, accounts);
   const fence = await fenceOf(nc, config, log);
   const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) =>
     void topology.recreate(lane, what);
@@ -170,6 +172,7 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     timing,
     metrics,
     onConsumerMissing,
+    accounts,
     log,
   });
   const deliveries = createDeliveryStore(database.db);
@@ -192,9 +195,10 @@ async function keysOf(d: {
   events: ReturnType<typeof createEventSink>;
   workerId: string;
   metrics: ReturnType<typeof createSolverMetrics>;
+  accounts: Accounts;
   log: Logger;
 }) {
-  const { nc, config, log } = d;
+  const { nc, config, log, accounts } = d;
   const timing = timingOf(config);
   const makeBreaker = breakerFactory(
     config,
@@ -202,15 +206,16 @@ async function keysOf(d: {
     log,
   );
   const onRejected = () => d.metrics.event("configRejected");
-  return { timing, ...(await startKeys({ nc, config, timing, makeBreaker, onRejected, log })) };
+  return { timing, ...(await startKeys({ nc, config, timing, makeBreaker, onRejected, accounts, log })) };
 }
 
 /** This solver's leases of the fleet-wide provider thread plan. */
-function slotsOf(database: Database, config: SolverConfig, workerId: string, log: Logger) {
+function slotsOf(database: Database, config: SolverConfig, workerId: string, log: Logger, accounts: Accounts) {
   return createProviderSlots(database.db.$client, {
     owner: workerId,
     region: config.REGION,
     threads: config.PROVIDER_THREADS,
+    threadsOf: accounts.threadsOfRef,
     // Several regions: one plan per account across them, this region's share leased (docs/regions.md).
     shared: config.regions.length > 1,
     leaseMs: config.SLOT_LEASE_MS,

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { loadEmulatorEnv } from "./env.ts";
+import { loadEmulatorEnv, loadSecondEmulatorEnv } from "./env.ts";
 import { EmulatorConfigError } from "./settings.ts";
 
 function errorOf(fn: () => unknown): EmulatorConfigError {
@@ -46,4 +46,17 @@ describe("loadEmulatorEnv", () => {
     expect(err.message).toContain("EMULATOR_KEYS");
     expect(err.message).not.toContain("supersecretkey");
   });
+});
+
+test("a second provider: none without EMULATOR_B_PORT; its keys, speed and prices; bad prices name the variable", () => {
+  expect(loadSecondEmulatorEnv({})).toBeUndefined();
+  expect(loadSecondEmulatorEnv({ EMULATOR_B_PORT: "18091", EMULATOR_B_PRICES: '{"turnstile":0.003}' })).toMatchObject({
+    port: 18091,
+    keys: { "emulator-key-b": { threads: 200 } },
+    latencyMs: 4000,
+    prices: { turnstile: 0.003 },
+  });
+  expect(() => loadSecondEmulatorEnv({ EMULATOR_B_PORT: "18091", EMULATOR_B_PRICES: '{"turnstyle":1}' })).toThrow(
+    /EMULATOR_B_PRICES/,
+  );
 });

@@ -2,7 +2,6 @@ import { geetestAnswer, imageAnswer, recaptchaToken, TURNSTILE_USER_AGENT, turns
 import type { EmulatorState } from "./emulator-state.ts";
 import { delay, rolls, transportFault } from "./faults.ts";
 import { fingerprintOf } from "./fingerprint.ts";
-import { PRICE_UNITS } from "./money.ts";
 import { codeReply, okReply, replyStyleOf } from "./protocol-reply.ts";
 import type { ProtocolParams } from "./request-params.ts";
 import { latencyFor } from "./settings.ts";
@@ -59,7 +58,7 @@ export async function handleInPhp(state: EmulatorState, call: ProtocolParams): P
   if (!sub.ok) return reject(sub.code);
 
   if (rolls(faults.errorRate, state.random)) return reject(faults.errorCode ?? "ERROR_NO_SLOT_AVAILABLE");
-  if (state.accounts.balanceUnits(key) < PRICE_UNITS[sub.method]) return reject("ERROR_ZERO_BALANCE");
+  if (state.accounts.balanceUnits(key) < state.settings.priceUnits[sub.method]) return reject("ERROR_ZERO_BALANCE");
   if (state.tasks.inFlight(key) >= state.accounts.threads(key)) return reject("ERROR_NO_SLOT_AVAILABLE");
 
   const now = state.now();

@@ -1,6 +1,6 @@
 import type { EmulatorState } from "./emulator-state.ts";
 import { delay, rolls, transportFault } from "./faults.ts";
-import { formatMoney, PRICE_UNITS } from "./money.ts";
+import { formatMoney } from "./money.ts";
 import { bareReply, codeReply, okReply, type ReplyStyle, replyStyleOf } from "./protocol-reply.ts";
 import type { ProtocolParams } from "./request-params.ts";
 import type { ProviderTask } from "./task-book.ts";
@@ -35,7 +35,7 @@ function readResult(state: EmulatorState, key: string, id: string): Lookup {
   if (!task || task.key !== key) return { ok: false, code: "ERROR_WRONG_CAPTCHA_ID" };
   if (state.now() < task.readyAt) return { ok: false, code: "CAPCHA_NOT_READY" };
   if (state.tasks.markRead(task) && !task.unsolvable) {
-    task.chargedUnits = state.accounts.charge(key, PRICE_UNITS[task.method]);
+    task.chargedUnits = state.accounts.charge(key, state.settings.priceUnits[task.method]);
     state.books.charge(key, task.chargedUnits);
   }
   if (task.unsolvable) return { ok: false, code: "ERROR_CAPTCHA_UNSOLVABLE" };
@@ -90,7 +90,7 @@ function get(
   if (!r.ok) return codeReply(style, r.code);
   const { task } = r;
   if (action === "get") return okReply(style, task.answer, task.answerExtra);
-  const price = formatMoney(PRICE_UNITS[task.method]);
+  const price = formatMoney(state.settings.priceUnits[task.method]);
   if (style.json) return okReply(style, task.answer, { ...task.answerExtra, price });
   return okReply(style, `${task.answer}|${price}`);
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PRICE_UNITS, toUnits } from "./money.ts";
 
 /** The task kinds the emulator distinguishes for latency and pricing. */
 export const EmulatorMethod = z.enum(["userrecaptcha", "userrecaptcha_v3", "turnstile", "geetest", "image"]);
@@ -56,6 +57,8 @@ export const EmulatorSettings = z.strictObject({
   /** Cap on the decoded image size; default 100 kB (100 * 1024 bytes). */
   maxImageBytes: z.number().int().positive().optional(),
   faults: FaultConfig.optional(),
+  /** Dollars per solved task by method (another provider's prices); absent methods: 2Captcha's list prices. */
+  prices: z.partialRecord(EmulatorMethod, z.number().min(0).max(1000)).optional(),
 });
 export type EmulatorSettings = z.infer<typeof EmulatorSettings>;
 
@@ -85,6 +88,8 @@ export interface ResolvedSettings {
   latencyJitterMs: number;
   maxImageBytes: number;
   faults: FaultConfig;
+  /** Units (0.00001 USD) per solved task by method. */
+  priceUnits: Record<EmulatorMethod, number>;
 }
 
 /** Raised when options or a config patch do not validate; `fields` names each offending path. */
@@ -132,7 +137,18 @@ export function resolveSettings(s: EmulatorSettings): ResolvedSettings {
     latencyJitterMs: s.latencyJitterMs ?? 0,
     maxImageBytes: s.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES,
     faults: s.faults ?? {},
+    priceUnits: priceUnitsOf(s.prices, PRICE_UNITS),
   };
+}
+
+/** The price list: the given dollars per method over `base`, in units. */
+function priceUnitsOf(
+  dollars: Partial<Record<EmulatorMethod, number>> | undefined,
+  base: Record<EmulatorMethod, number>,
+): Record<EmulatorMethod, number> {
+  const out = { ...base };
+  for (const [m, d] of Object.entries(dollars ?? {})) out[m as EmulatorMethod] = toUnits(d);
+  return out;
 }
 
 /** Applies a patch: each field given replaces the current one (faults are replaced, not merged). */
@@ -143,6 +159,7 @@ export function applyPatch(current: ResolvedSettings, patch: EmulatorConfigPatch
     latencyJitterMs: patch.latencyJitterMs ?? current.latencyJitterMs,
     maxImageBytes: patch.maxImageBytes ?? current.maxImageBytes,
     faults: patch.faults ?? current.faults,
+    priceUnits: patch.prices ? priceUnitsOf(patch.prices, PRICE_UNITS) : current.priceUnits,
   };
 }
 

@@ -21,6 +21,8 @@ export interface ProviderClient {
 
 export interface ProviderClientOptions {
   url: string;
+  /** Several accounts (PROVIDERS): the URL of the account a key belongs to; `url` otherwise. */
+  urlOfKey?: (key: string) => string;
   timeoutMs: number;
   /** Sees every reply (metrics). */
   onReply?: (call: "submit" | "poll" | "balance" | "report", reply: ProviderReply) => void;
@@ -34,7 +36,7 @@ export interface ProviderClientOptions {
 }
 
 export function createProviderClient(o: ProviderClientOptions): ProviderClient {
-  const base = o.url.replace(/\/+$/, "");
+  const baseOf = (key: string) => (o.urlOfKey?.(key) ?? o.url).replace(/\/+$/, "");
   const slots = createPermits(o.maxConcurrent ?? 64);
   async function call(
     path: string,
@@ -59,7 +61,7 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
     const body = new URLSearchParams({ ...fields, key, json: "1" });
     const timeout = AbortSignal.timeout(o.timeoutMs);
     try {
-      const res = await fetch(`${base}/${path}`, {
+      const res = await fetch(`${baseOf(key)}/${path}`, {
         method: "POST",
         body,
         headers: { "content-type": "application/x-www-form-urlencoded" },

@@ -22,6 +22,8 @@ export interface ProviderSlots {
   stop(): Promise<void>;
   /** The key's provider tasks in flight across the fleet, as the leases count them (`tasks`). */
   held(keyRef: string): Promise<number>;
+  /** The key's plan was exhausted at its last lease (granted less than asked): another account may take the task. */
+  full(keyRef: string): boolean;
 }
 
 export interface SlotOptions {
@@ -35,6 +37,8 @@ export interface SlotOptions {
    * (provider_plan_shares, written by the region's lease keeper), none when it has no valid share.
    */
   shared?: boolean;
+  /** Several accounts (PROVIDERS): each key reference's own plan; `threads` otherwise. */
+  threadsOf?: (keyRef: string) => number;
   /** A block's lease (a dead solver's units come back after it, or sooner by the reaper). */
   leaseMs: number;
   /** A submit marker this recent counts as a provider task (an in.php call that may have created one). */
@@ -69,6 +73,8 @@ interface SlotsState {
   budgets: Map<string, KeyBudget>;
   /** Another solver was starved at this key's last lease. */
   othersStarved: Map<string, boolean>;
+  /** This solver's last lease of the key granted less than it asked. */
+  full: Map<string, boolean>;
   baseGap: number;
   /** Doubles (to 100 ms) while leases hand nothing to the tasks waiting; back to the base when one does. */
   gap: number;
@@ -86,6 +92,7 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
     now: o.now ?? Date.now,
     budgets: new Map(),
     othersStarved: new Map(),
+    full: new Map(),
     baseGap,
     gap: baseGap,
     leasing: undefined,
@@ -112,6 +119,7 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
       await s.leasing;
       await sql`delete from provider_slot_blocks where owner = ${o.owner}`.catch((err: Error) => o.onError?.(err));
     },
+    full: (keyRef) => s.full.get(keyRef) ?? false,
     async held(keyRef) {
       const [r] = await sql<{ n: number }[]>`select ${inFlight(s, keyRef, false)} as n`;
       return r?.n ?? 0;
@@ -186,12 +194,13 @@ async function leaseKey(s: SlotsState, b: KeyBudget): Promise<void> {
     takenSinceLease: b.takenSinceLease,
     minSpare: o.minSpare ?? 2,
     othersStarved: s.othersStarved.get(b.keyRef) ?? false,
-    threads: o.threads,
+    threads: o.threadsOf?.(b.keyRef) ?? o.threads,
   });
   const sentAt = b.leaseSent();
   const started = s.now();
   try {
     const grant = await writeLease(s, b, carried, want);
+    s.full.set(b.keyRef, grant < want);
     // Spent until a quarter of the lease before its end as measured from before it was sent.
     b.leased(sentAt, grant, started + Math.floor((o.leaseMs * 3) / 4));
     // `leased` served the waiting tasks it could: a unit handed out (or none waiting) is progress.
@@ -223,7 +232,7 @@ function writeLease(s: SlotsState, b: KeyBudget, carried: number, want: number):
         (select count(*)::int + 1 from live) as blocks,
         (select coalesce(bool_or(wanted > size), false) from live) as starved`;
     const g = grantFor({
-      threads: o.shared ? f!.share : o.threads,
+      threads: o.shared ? f!.share : (o.threadsOf?.(b.keyRef) ?? o.threads),
       inFlight: f!.in_flight,
       othersReserved: f!.others,
       blocks: f!.blocks,
@@ -243,7 +252,7 @@ function writeLease(s: SlotsState, b: KeyBudget, carried: number, want: number):
       await tx`select pg_notify(${NOTIFY_CHANNEL}, ${`${b.keyRef} ${o.owner} ${starved ? "starved" : "freed"}`})`;
     await tx`
       insert into provider_slot_blocks (key_ref, owner, size, threads, wanted, lease_until, updated_at)
-      values (${b.keyRef}, ${o.owner}, ${g}, ${o.threads}, ${want}, now() + ${`${o.leaseMs} milliseconds`}::interval, now())
+      values (${b.keyRef}, ${o.owner}, ${g}, ${o.threadsOf?.(b.keyRef) ?? o.threads}, ${want}, now() + ${`${o.leaseMs} milliseconds`}::interval, now())
       on conflict (key_ref, owner) do update
         set size = excluded.size, threads = excluded.threads, wanted = excluded.wanted, lease_until = excluded.lease_until, updated_at = now()`;
     return g;

@@ -11,6 +11,9 @@ export interface LedgerContext {
   solverVersion: string;
   /** Micro-dollars per solve by type, for replies without a price. */
   estimates: Record<TaskType, number>;
+  /** With several accounts (PROVIDERS): the host and the estimates of the account a key reference belongs to. */
+  hostOfRef?: (keyRef: string) => string;
+  estimatesOfRef?: (keyRef: string) => Record<TaskType, number>;
 }
 
 /** One charge of the ledger, before it knows its task's owner (the write reads it from the row). */
@@ -41,10 +44,10 @@ export function chargeOf(
   const reported = priceMicros(a.extra?.price);
   return {
     providerTaskId: a.providerTaskId,
-    provider: providerName(ctx.providerHost, a.keyRef),
+    provider: providerName(ctx.hostOfRef?.(a.keyRef) ?? ctx.providerHost, a.keyRef),
     region: ctx.region,
     solverVersion: ctx.solverVersion,
-    amountMicros: reported ?? ctx.estimates[a.type],
+    amountMicros: reported ?? (ctx.estimatesOfRef?.(a.keyRef) ?? ctx.estimates)[a.type],
     priceSource: reported === undefined ? "estimate" : "provider",
   };
 }

@@ -35,10 +35,14 @@ export function startReportSender(d: ReportSenderDeps): { stop(): Promise<void>;
   let stopped = false;
   let running: Promise<number> = Promise.resolve(0);
   const sendDue = async (): Promise<number> => {
-    const key = d.keys.current();
-    const due = await d.queue.take(key.ref, d.batch, HOLD_MS);
-    await Promise.all(due.map((r) => sendOne(d, r, key.value)));
-    return due.length;
+    // Each account's reports with its own key (PROVIDERS: the one that solved the task).
+    let n = 0;
+    for (const key of d.keys.accounts()) {
+      const due = await d.queue.take(key.ref, d.batch, HOLD_MS);
+      await Promise.all(due.map((r) => sendOne(d, r, key.value)));
+      n = Math.max(n, due.length);
+    }
+    return n;
   };
   const loop = async () => {
     while (!stopped) {
@@ -67,14 +71,16 @@ async function sendOne(d: ReportSenderDeps, r: DueReport, keyValue: string): Pro
     baseMs: d.retryBaseMs,
     maxMs: d.retryMaxMs,
   });
-  const provider = r.provider ?? providerName(d.ledger.providerHost, r.providerKeyRef);
+  const provider =
+    r.provider ?? providerName(d.ledger.hostOfRef?.(r.providerKeyRef) ?? d.ledger.providerHost, r.providerKeyRef);
   switch (outcome.kind) {
     case "recorded":
       await d.queue.recorded(r, outcome.reply, {
         provider,
         region: d.ledger.region,
         solverVersion: d.ledger.solverVersion,
-        estimateMicros: d.ledger.estimates[r.taskType as TaskType] ?? 0,
+        estimateMicros:
+          (d.ledger.estimatesOfRef?.(r.providerKeyRef) ?? d.ledger.estimates)[r.taskType as TaskType] ?? 0,
       });
       d.onRecorded?.(r, { provider, version: r.solverVersion ?? d.ledger.solverVersion });
       return;

@@ -11,6 +11,7 @@ import type { SolverConfig } from "../config.ts";
 import type { Breaker } from "../domain/breaker.ts";
 import { createKeyRing, type KeyRing, type ProviderKeyInUse } from "../domain/keyring.ts";
 import type { TimingInUse } from "../domain/timing.ts";
+import type { Accounts } from "./accounts.ts";
 
 export async function startKeys(d: {
   nc: NatsConnection;
@@ -18,6 +19,7 @@ export async function startKeys(d: {
   timing: TimingInUse;
   makeBreaker: (key: ProviderKeyInUse) => Breaker;
   onRejected: () => void;
+  accounts?: Accounts;
   log: Logger;
 }): Promise<{ keyRing: KeyRing; liveConfig: LiveConfig }> {
   const { config, log } = d;
@@ -34,13 +36,18 @@ export async function startKeys(d: {
     },
     async apply(key, live) {
       d.timing.apply(live);
-      if (!keys) keys = createKeyRing(key, d.makeBreaker);
+      if (!keys)
+        keys = createKeyRing(
+          { ...key, account: "default" },
+          d.makeBreaker,
+          d.accounts ? { extras: d.accounts.extras, terms: d.accounts.terms } : {},
+        );
       else if (keys.current().ref !== key.ref) {
         log.warn(
           { from: keys.current().ref, to: key.ref, keyName: key.name },
           "provider key rotated: new calls use the new key",
         );
-        keys.use(key);
+        keys.use({ ...key, account: "default" });
       }
     },
     onRejected: d.onRejected,

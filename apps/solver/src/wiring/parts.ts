@@ -9,6 +9,7 @@ import type { SolverConfig } from "../config.ts";
 import { createBreaker } from "../domain/breaker.ts";
 import type { ProviderKeyInUse } from "../domain/keyring.ts";
 import { type TimingInUse, timingInUse } from "../domain/timing.ts";
+import type { Accounts } from "./accounts.ts";
 
 /** The breaker of one provider key: state changes logged and published as `breaker` alerts. */
 export function breakerFactory(config: SolverConfig, alert: (data: Record<string, unknown>) => void, log: Logger) {
@@ -56,9 +57,10 @@ export interface Tally {
 }
 
 /** The provider client; every reply goes to the metrics and the tally. */
-export function providerClientOf(config: SolverConfig, metrics: SolverMetrics, tally: Tally) {
+export function providerClientOf(config: SolverConfig, metrics: SolverMetrics, tally: Tally, accounts?: Accounts) {
   return createProviderClient({
     url: config.PROVIDER_URL,
+    ...(accounts?.extras.length ? { urlOfKey: accounts.urlOfKey } : {}),
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     maxConcurrent: config.PROVIDER_MAX_CONNECTIONS,
     readPrice: config.PROVIDER_PRICE_READ,

@@ -7,6 +7,7 @@ import { createReportQueue } from "../adapters/reports.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { startReportSender } from "../reports/sender.ts";
+import { accountsOf } from "./accounts.ts";
 import { ledgerContextOf } from "./worker.ts";
 
 /** Starts forwarding the clients' reports with the key in use; each recorded one counted for the acceptance rates. */
@@ -23,7 +24,7 @@ export function startReports(d: {
     queue: createReportQueue(d.database.db),
     provider: d.provider,
     keys: d.keyRing,
-    ledger: ledgerContextOf(config),
+    ledger: ledgerContextOf(config, accountsOf(config)),
     log: d.log,
     onRecorded: (r, l) =>
       d.metrics.reportRecorded({

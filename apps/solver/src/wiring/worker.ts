@@ -19,6 +19,7 @@ import { createPermits } from "../domain/permits.ts";
 import type { TimingReader } from "../domain/timing.ts";
 import { createSleeper } from "../worker/sleeps.ts";
 import { createWorker } from "../worker/worker.ts";
+import type { Accounts } from "./accounts.ts";
 
 export function createSolverWorker(d: {
   config: SolverConfig;
@@ -35,6 +36,7 @@ export function createSolverWorker(d: {
   timing: TimingReader;
   metrics: SolverMetrics;
   onConsumerMissing: (lane: Priority, what: string) => void;
+  accounts?: Accounts;
   log: Logger;
 }) {
   const { config } = d;
@@ -63,12 +65,12 @@ export function createSolverWorker(d: {
     ackWaitMs: config.ACK_WAIT_MS,
     drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
     timing: d.timing,
-    ledger: ledgerContextOf(config),
+    ledger: ledgerContextOf(config, d.accounts),
   });
 }
 
 /** What the solver's charges share: the provider's host, the region, the version, the estimates. */
-export function ledgerContextOf(config: SolverConfig): LedgerContext {
+export function ledgerContextOf(config: SolverConfig, accounts?: Accounts): LedgerContext {
   const estimates = { ...LIST_PRICE_MICROS };
   for (const [type, dollars] of Object.entries(config.PROVIDER_PRICES ?? {}))
     estimates[type as TaskType] = Math.round(dollars * MICROS_PER_DOLLAR);
@@ -77,5 +79,6 @@ export function ledgerContextOf(config: SolverConfig): LedgerContext {
     region: config.REGION,
     solverVersion: config.SOLVER_VERSION,
     estimates,
+    ...(accounts?.extras.length ? { hostOfRef: accounts.hostOfRef, estimatesOfRef: accounts.pricesOfRef } : {}),
   };
 }

@@ -50,6 +50,8 @@ export interface HandlerDeps {
 
 export interface Delivery {
   taskId: string;
+  /** The task's type (the message says it): routing compares the accounts' prices for it. */
+  type?: TaskType;
   priority: Priority;
   deliveries: number;
 }

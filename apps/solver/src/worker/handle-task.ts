@@ -1,7 +1,9 @@
 // One delivery of a task, from the message to its outcome or to the waiting room, and the new
 // submit of a task the waiting room hands back.
+
+import type { Unit } from "../adapters/slots.ts";
 import type { Breaker } from "../domain/breaker.ts";
-import type { ProviderKeyInUse } from "../domain/keyring.ts";
+import { type ProviderKeyInUse, routeOrder } from "../domain/keyring.ts";
 import { gate } from "../domain/lifecycle.ts";
 import { nak } from "../domain/outcome.ts";
 import { claimTask } from "./claim.ts";
@@ -21,10 +23,11 @@ export type { Delivery, Handled, HandlerDeps, Parked, Progress, Resume } from ".
  * or its attempts is dead-lettered.
  */
 export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSignal): Promise<Handled> {
-  const key = deps.keys.current();
-  const breaker = deps.keys.breaker(key.ref);
+  // The accounts whose breaker lets calls through, cheapest for the type first (one account: it).
+  const order = d.type ? routeOrder(deps.keys, d.type) : [deps.keys.current()];
+  const first = order[0] ?? deps.keys.current();
   const random = deps.random ?? Math.random;
-  const wait = gate({ fenced: !!deps.fence && !deps.fence.allows(), breaker, random });
+  const wait = gate({ fenced: !!deps.fence && !deps.fence.allows(), breaker: deps.keys.breaker(first.ref), random });
   if (wait) {
     counter(deps)(wait.counter);
     return wait.outcome;
@@ -42,7 +45,8 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     // A new provider task needs a unit of the key's plan (slots.ts); a redelivered task whose row
     // holds a provider id has its provider task already (counted in `tasks`): such a task is taken
     // up without a unit (a dead solver's tasks are finished even while the plan is full of them).
-    const unit = await deps.slots.take(key.ref, d.priority, deps.timing.get().slotWaitMs, signal);
+    const { key, unit } = await takeRouted(deps, order.length > 0 ? order : [first], d, signal);
+    const breaker = deps.keys.breaker(key.ref);
     if (!unit && !(await needsNoUnit(deps, d.taskId))) {
       counter(deps)("slotWaits");
       return nak(100 + random() * 400, "no provider slot free");
@@ -62,14 +66,38 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
 }
 
 /**
+ * A unit of the plan of the best account in `order` whose plan is not exhausted (waiting up to
+ * SLOT_WAIT_MS for its next lease), passing over full ones unless they have a unit free now; all
+ * full: a wait on the best. No unit: that account, for what follows.
+ */
+async function takeRouted(
+  deps: HandlerDeps,
+  order: ProviderKeyInUse[],
+  d: Delivery,
+  signal: AbortSignal,
+): Promise<{ key: ProviderKeyInUse; unit: Unit | undefined }> {
+  const waitMs = deps.timing.get().slotWaitMs;
+  for (const key of order) {
+    // An account whose plan is not exhausted gets the task (waiting for its next lease if need be);
+    // a full one only if it has a unit free right now.
+    if (!deps.slots.full(key.ref)) return { key, unit: await deps.slots.take(key.ref, d.priority, waitMs, signal) };
+    const unit = await deps.slots.take(key.ref, d.priority, 0, signal);
+    if (unit) return { key, unit };
+  }
+  // Every account full: wait for the best one.
+  return { key: order[0]!, unit: await deps.slots.take(order[0]!.ref, d.priority, waitMs, signal) };
+}
+
+/**
  * A task the waiting room handed back, its provider task given up: submitted anew with the key in
  * use (within the delivery's budget of new provider tasks), parked again once the provider has the
  * new one. Still claimed by this worker: no gate, no start cap, no unit of the plan (its submit
  * marker counts it).
  */
 export async function submitAnew(deps: HandlerDeps, resume: Resume, signal: AbortSignal): Promise<Handled> {
-  const key = deps.keys.current();
   const { parked: p, row } = resume;
+  // The account the waiting room chose (it may move a retry to another), if its key is still in use.
+  const key = deps.keys.byRef(p.key.ref) ?? routeOrder(deps.keys, p.type)[0] ?? deps.keys.current();
   const task = {
     taskId: p.taskId,
     type: p.type,
@@ -107,7 +135,7 @@ async function needsNoUnit(deps: HandlerDeps, taskId: string): Promise<boolean> 
 async function solve(
   d: Delivery,
   deps: HandlerDeps,
-  key: ProviderKeyInUse,
+  routed: ProviderKeyInUse,
   breaker: Breaker,
   leave: () => void,
   signal: AbortSignal,
@@ -117,6 +145,9 @@ async function solve(
   const c = await claimTask(d, deps, breaker, signal, progress);
   if (!("task" in c)) return c;
   const { row, task } = c;
+  // A provider task at another account whose key is in use (PROVIDERS) is polled there.
+  const owner = row.providerKeyRef ? deps.keys.byRef(row.providerKeyRef) : undefined;
+  const key = task.providerId && owner ? owner : routed;
   if (task.providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
     // A provider task of a key no longer in use (rotated away, maybe leaked) is never polled with
     // it again: the task is submitted anew with the current key.

@@ -5,6 +5,7 @@
 import type { TaskRow } from "@pipeline/shared/db";
 import type { ProviderReply } from "@pipeline/shared/provider";
 import { chargeOf } from "../domain/charge.ts";
+import { routeOrder } from "../domain/keyring.ts";
 import { afterPoll, beforePoll, observeReply, resubmitOrFail, type Step } from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { counter, type HandlerDeps, type Parked, type Resume } from "./deps.ts";
@@ -97,7 +98,8 @@ class Wait {
     const { p } = this;
     const { deps, signal } = this.room;
     const stop = beforePoll({
-      keyInUse: deps.keys.current().ref,
+      // Its account's key still in use (PROVIDERS' keys are fixed; the default one may rotate away).
+      keyInUse: deps.keys.byRef(p.key.ref) ? p.key.ref : deps.keys.current().ref,
       keyOfTask: p.key.ref,
       polls: this.n,
       maxPolls: deps.timing.get().maxPolls,
@@ -195,7 +197,8 @@ async function afterWait(
   p: Parked,
   step: Unanswered,
 ): Promise<WaitResult | { kind: "park"; parked: Parked }> {
-  const key = deps.keys.current();
+  // A new provider task goes to the best account now (a retry may move to another one).
+  const key = routeOrder(deps.keys, p.type)[0] ?? deps.keys.current();
   const r = await rowAfterWait(deps, p.taskId);
   if ("outcome" in r) return { kind: "done", outcome: r.outcome };
   const { row } = r;
@@ -204,7 +207,8 @@ async function afterWait(
     kind: "resume",
     resume: { parked: { ...p, key, resubmits }, row },
   });
-  if (row.providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
+  const owner = row.providerKeyRef ? deps.keys.byRef(row.providerKeyRef) : undefined;
+  if (row.providerId && row.providerKeyRef && !owner) {
     if (
       !(await forgetProviderTask(
         deps,
@@ -218,7 +222,7 @@ async function afterWait(
   }
   if (step.kind === "rotated")
     return row.providerId
-      ? { kind: "park", parked: { ...p, providerId: row.providerId, key, firstDelayMs: 0 } }
+      ? { kind: "park", parked: { ...p, providerId: row.providerId, key: owner ?? key, firstDelayMs: 0 } }
       : submitAnew(p.resubmits);
   const next = step.kind === "resubmit" ? resubmitOrFail(p.resubmits, deps.timing.get()) : step;
   if (next.kind === "resubmit") {
@@ -233,7 +237,7 @@ async function afterWait(
     return submitAnew(p.resubmits + 1);
   }
   const task: TaskInHand = { taskId: p.taskId, type: p.type, row, polls: p.polls, providerId: row.providerId };
-  return { kind: "done", outcome: (await writeStep(deps, task, next, deps.keys.breaker(key.ref))).outcome };
+  return { kind: "done", outcome: (await writeStep(deps, task, next, deps.keys.breaker(p.key.ref))).outcome };
 }
 
 /** The row of a task whose wait ended, if it is still this worker's to finish. */

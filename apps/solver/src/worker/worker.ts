@@ -201,7 +201,7 @@ async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: 
     deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
     return nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error");
   };
-  const delivery = { taskId: parsed.id, priority: parsed.priority, deliveries };
+  const delivery = { taskId: parsed.id, type: parsed.type, priority: parsed.priority, deliveries };
   let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
   // A parked task waits in the waiting room, which finishes it (its step written there) or
   // hands it back only to be submitted anew; then it is parked again, or ends in the submit.
@@ -317,9 +317,11 @@ function probeHalfOpenBreaker(w: WorkerState): ReturnType<typeof setInterval> {
   const { deps } = w;
   let probing = false;
   return setInterval(() => {
-    const key = deps.keys.current();
+    if (probing) return;
+    // Every account's key in use (PROVIDERS): the first half-open one found.
+    const key = deps.keys.accounts().find((k) => deps.keys.breaker(k.ref).state() === "half_open");
+    if (!key) return;
     const breaker = deps.keys.breaker(key.ref);
-    if (probing || breaker.state() !== "half_open") return;
     probing = true;
     deps.provider
       .balance(key.value, w.hard.signal)
