@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
+import { formatMicros } from "@pipeline/shared/provider";
 import { withHomeRegion } from "@pipeline/shared/regions";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { api, PROVIDER_KEY, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
@@ -157,6 +158,11 @@ test("the figures on the page equal the API's, and the page updates by itself", 
     provider: { solved: number; calls: number; extraPaid: number };
     fleet: { workers: Array<{ workerId: string; inFlight: number }> };
     keys: Array<{ keyRef: string; threads: number; inUse: number }>;
+    money: {
+      today: { netMicros: number };
+      last30Days: { netMicros: number };
+      accounts: Array<{ provider: string; balanceMicros: number | null }>;
+    };
   };
   const readState = async () =>
     (await (
@@ -197,6 +203,17 @@ test("the figures on the page equal the API's, and the page updates by itself", 
   const key = state.keys[0]!;
   expect(Number(await figure(page, `key.${key.keyRef}.inUse`))).toBe(key.inUse);
   expect(await figure(page, `key.${key.keyRef}.name`)).toBe("default");
+  // Money: the ledger's spend (what the emulator charged) and the solvers' balance sample of the key.
+  const usd = (m: number) => `$${formatMicros(m)}`;
+  const [ledger] = await s.db.sql<{ net: string }[]>`select coalesce(sum(amount_micros), 0)::text as net from ledger`;
+  expect(Number(ledger!.net)).toBe(s.emu.books().totals.chargedMicros);
+  expect(state.money.last30Days.netMicros).toBe(Number(ledger!.net));
+  expect(await figure(page, "money.last30Days.net")).toBe(usd(Number(ledger!.net)));
+  expect(await figure(page, "money.today.net")).toBe(usd(state.money.today.netMicros));
+  const account = state.money.accounts[0]!;
+  expect(account.provider).toEndWith(`/${key.keyRef}`);
+  expect(await figure(page, `money.${account.provider}.balance`)).toBe(usd(account.balanceMicros!));
+  expect(await figure(page, `money.${account.provider}.hoursLeft`)).toMatch(/^\d+\.\d h$/);
   expect(await page.locator("svg.chart rect.bar").count()).toBe(15);
   // Rollouts: the region's shard assignment (rollout_<region>), all 16 shards with the one version.
   expect(Number(await figure(page, "rollout.v1.shards"))).toBe(16);

@@ -14,6 +14,8 @@ import type postgres from "postgres";
 import { z } from "zod";
 import type { Assessment } from "../assess/assess.ts";
 import type { RegionsProbe } from "../assess/regions.ts";
+import { readAccountFigures, readSpend, type Spend } from "../money/figures.ts";
+import { balanceVerdict, type Forecast, forecastBalance } from "../money/forecast.ts";
 import { listSnapshots } from "../snapshot/manifest.ts";
 import { type Bucket, fillBuckets } from "./charts.ts";
 
@@ -65,6 +67,16 @@ export interface ConsoleState {
     | { error: string };
   /** The rollout service's record (`rollout_control`, key `current`): null when there has been none. */
   rollout?: RolloutView | null | { error: string };
+  /** The operator's money: spend from the ledger, each account's balance and hours left (docs/money.md). */
+  money: MoneyView | { error: string };
+}
+
+export interface MoneyView {
+  today: Spend;
+  last30Days: Spend;
+  accounts: Forecast[];
+  /** The `balance` verdict of assess over the accounts. */
+  level: "ok" | "warn" | "fail";
 }
 
 /** What the console shows of a rollout record (apps/rollout/src/domain/plan.ts), parsed for just that. */
@@ -114,6 +126,8 @@ export interface DataDeps {
   rolloutKv?: () => Promise<KV | undefined>;
   /** The rollout service's bucket (`rollout_control`), when it exists here. */
   rolloutControlKv?: () => Promise<KV | undefined>;
+  /** BALANCE_HOURS_WARN: an account lasting fewer hours is a warning. */
+  balanceWarnHours?: number;
 }
 
 /** The solver's hash reference of a key (apps/solver/src/domain/key-ref.ts). */
@@ -301,6 +315,18 @@ function keysOf(
   });
 }
 
+/** Spend today and over 30 days, each account's forecast and their verdict; an unreadable ledger is shown as such. */
+async function readMoney(sql: postgres.Sql, warnHours: number, now: number): Promise<ConsoleState["money"]> {
+  try {
+    const [spend, figures] = await Promise.all([readSpend(sql), readAccountFigures(sql)]);
+    const accounts = figures.map(forecastBalance);
+    const { level } = balanceVerdict(accounts, { warnHours, staleMs: 15 * 60_000 }, now);
+    return { ...spend, accounts, level };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
+
 /** The newest snapshot, the drills and the cached `assess`. */
 function recoveryOf(
   d: DataDeps,
@@ -330,7 +356,7 @@ function recoveryOf(
 
 export async function collectState(d: DataDeps, now = Date.now()): Promise<ConsoleState> {
   const sql = d.sql;
-  const [tasks, window, provider, waiting, slots, failed, drills] = await Promise.all([
+  const [tasks, window, provider, waiting, slots, failed, drills, money] = await Promise.all([
     readTaskCounts(sql),
     readWindow(sql, now),
     readProviderFigures(sql),
@@ -338,6 +364,7 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     readSlots(sql),
     readFailed(sql, d.region),
     readDrills(sql),
+    readMoney(sql, d.balanceWarnHours ?? 6, now),
   ]);
   const fleet = await fleetOf(d, waiting, now);
   const a = d.assessment();
@@ -361,6 +388,7 @@ export async function collectState(d: DataDeps, now = Date.now()): Promise<Conso
     regionsView: regionsViewOf(d.regions, probe),
     rollouts,
     rollout,
+    money,
   };
 }
 

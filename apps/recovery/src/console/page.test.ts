@@ -38,6 +38,20 @@ const state = (over: Partial<ConsoleState> = {}): ConsoleState => ({
   recovery: { snapshot: null, drills: [], assess: null },
   regionsView: null,
   rollouts: null,
+  money: {
+    today: { chargedMicros: 44_850, refundedMicros: 2_990, netMicros: 41_860 },
+    last30Days: { chargedMicros: 1_044_850, refundedMicros: 2_990, netMicros: 1_041_860 },
+    accounts: [
+      {
+        provider: "2captcha.com/key_abc",
+        balanceMicros: 12_500_000,
+        sampledAt: now - 20_000,
+        spendPerHourMicros: 2_500_000,
+        hoursLeft: 5,
+      },
+    ],
+    level: "warn",
+  },
   ...over,
 });
 
@@ -208,4 +222,28 @@ test("the rollout service's record: state, step and the last decision, escaped; 
   expect(fig(running, "rollout.percent")).toBe("25%");
   expect(running).toContain("(moving shards)");
   expect(renderLive(state(), { name: "v", role: "viewer" })).toContain("no rollout has run");
+});
+
+test("money: spend today and over 30 days from the ledger, each account's balance, spend rate and hours left", () => {
+  const html = renderLive(state(), { name: "v", role: "viewer" });
+  expect(fig(html, "money.today.net")).toBe("$0.041860");
+  expect(fig(html, "money.today.refunded")).toBe("$0.002990");
+  expect(fig(html, "money.last30Days.net")).toBe("$1.041860");
+  expect(fig(html, "money.2captcha.com/key_abc.balance")).toBe("$12.500000");
+  expect(fig(html, "money.2captcha.com/key_abc.spendPerHour")).toBe("$2.500000/h");
+  expect(fig(html, "money.2captcha.com/key_abc.hoursLeft")).toBe("5.0 h");
+  expect(html).toContain('<span class="badge warn">warn</span>');
+  const idle = renderLive(
+    state({
+      money: {
+        today: { chargedMicros: 0, refundedMicros: 0, netMicros: 0 },
+        last30Days: { chargedMicros: 0, refundedMicros: 0, netMicros: 0 },
+        accounts: [{ provider: "p/key_x", balanceMicros: 1, sampledAt: now, spendPerHourMicros: 0, hoursLeft: null }],
+        level: "ok",
+      },
+    }),
+    { name: "v", role: "viewer" },
+  );
+  expect(fig(idle, "money.p/key_x.hoursLeft")).toBe("no spend in the last hour");
+  expect(renderLive(state({ money: { error: hostile } }), { name: "v", role: "viewer" })).not.toContain(hostile);
 });

@@ -1,6 +1,8 @@
 // The console's HTML, rendered on the server: the page shell, the live panels (re-fetched every
 // 2 s by app.js and swapped in), a task's timeline and the login form. Every figure carries a
 // `data-figure` name so a test can read what a person sees; every control has a label.
+
+import { formatMicros } from "@pipeline/shared/provider";
 import { FINAL_STATUSES, VisibleState } from "@pipeline/shared/schemas";
 import { esc, fmtMs, latencyChart, throughputChart } from "./charts.ts";
 import type { ConsoleState, Timeline } from "./data.ts";
@@ -79,6 +81,32 @@ function keysPanel(s: ConsoleState): string {
     esc(k.balance ?? "unknown"),
   ]);
   return `<section aria-labelledby="h-keys" class="card"><h2 id="h-keys">Provider keys</h2>${table("provider keys by name and hash reference (never the key)", ["name", "reference", "thread plan", "threads in use", "balance"], rows, "no provider key in use")}</section>`;
+}
+
+const usd = (micros: number) => (micros < 0 ? `-$${formatMicros(-micros)}` : `$${formatMicros(micros)}`);
+
+/** Spend from the ledger, and each provider account's balance and how long it lasts (docs/money.md). */
+function moneyPanel(s: ConsoleState): string {
+  const m = s.money;
+  if ("error" in m)
+    return `<section aria-labelledby="h-money" class="card"><h2 id="h-money">Money</h2><p class="fail">ledger unreadable: ${esc(m.error)}</p></section>`;
+  const spend = (name: string, label: string, x: typeof m.today) =>
+    `${esc(label)} ${fig(`money.${name}.net`, usd(x.netMicros))} <span class="muted">(charged ${fig(`money.${name}.charged`, usd(x.chargedMicros))}, refunded ${fig(`money.${name}.refunded`, usd(x.refundedMicros))})</span>`;
+  const rows = m.accounts.map((a) => [
+    esc(a.provider),
+    fig(`money.${a.provider}.balance`, a.balanceMicros === null ? "no sample" : usd(a.balanceMicros)),
+    fig(`money.${a.provider}.spendPerHour`, `${usd(a.spendPerHourMicros)}/h`),
+    fig(
+      `money.${a.provider}.hoursLeft`,
+      a.hoursLeft === null
+        ? a.balanceMicros === null
+          ? "unknown"
+          : "no spend in the last hour"
+        : `${a.hoursLeft.toFixed(1)} h`,
+    ),
+    esc(a.sampledAt === null ? "–" : ago(Date.parse(s.at) - a.sampledAt)),
+  ]);
+  return `<section aria-labelledby="h-money" class="card"><h2 id="h-money">Money ${badge(m.level)}</h2><p>${spend("today", "spend today (UTC)", m.today)}<br>${spend("last30Days", "last 30 days", m.last30Days)}</p>${table("provider accounts: newest balance sample and hours left at the last hour's spend", ["account", "balance", "spend", "hours left", "sampled"], rows, "no balance sample yet")}</section>`;
 }
 
 function dlqPanel(s: ConsoleState, who: Principal): string {
@@ -168,7 +196,7 @@ function rolloutsPanel(s: ConsoleState): string {
 
 /** The panels refreshed every 2 s. */
 export function renderLive(s: ConsoleState, who: Principal): string {
-  return `<p class="stamp">as of ${fig("at", s.at.replace("T", " ").slice(0, 19))} UTC · region ${esc(s.region)}</p><div class="grid">${tasksPanel(s)}${windowPanel(s)}${fleetPanel(s)}${keysPanel(s)}${regionsPanel(s)}${dlqPanel(s, who)}${recoveryPanel(s)}${rolloutsPanel(s)}</div>`;
+  return `<p class="stamp">as of ${fig("at", s.at.replace("T", " ").slice(0, 19))} UTC · region ${esc(s.region)}</p><div class="grid">${tasksPanel(s)}${windowPanel(s)}${fleetPanel(s)}${keysPanel(s)}${moneyPanel(s)}${regionsPanel(s)}${dlqPanel(s, who)}${recoveryPanel(s)}${rolloutsPanel(s)}</div>`;
 }
 
 export function renderTimeline(t: Timeline | undefined, id: string): string {

@@ -343,6 +343,7 @@ export async function startConsole(
       workersKv,
       snapshotDir: config.SNAPSHOT_DIR,
       providerKey: config.PROVIDER_KEY,
+      balanceWarnHours: config.BALANCE_HOURS_WARN,
       assessment: background.assessment,
       regionsProbe: background.probe,
       rolloutKv: rollout,
