@@ -6,14 +6,16 @@ import type { BalanceStore } from "../adapters/balances.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import { readBalanceReply } from "../domain/balance-reply.ts";
 import { providerName } from "../domain/charge.ts";
-import type { KeyRing } from "../domain/keyring.ts";
+import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 
 export interface BalanceSamplerDeps {
   store: BalanceStore;
   provider: Pick<ProviderClient, "balance">;
-  keys: Pick<KeyRing, "current">;
+  keys: Pick<KeyRing, "current"> & Partial<Pick<KeyRing, "accounts">>;
   /** The provider URL's host: with the key's reference, the ledger's name of the account. */
   providerHost: string;
+  /** Several accounts (PROVIDERS): each one's host by key reference. */
+  hostOfRef?: (keyRef: string) => string;
   region: string;
   /** BALANCE_POLL_MS: the fleet samples at most this often per region. */
   everyMs: number;
@@ -27,8 +29,14 @@ export interface BalanceSamplerDeps {
  * other solver of the region holds the turn). Never logs a key. Resolves whether it stored one.
  */
 export async function sampleBalanceOnce(d: BalanceSamplerDeps): Promise<boolean> {
-  const key = d.keys.current();
-  const provider = providerName(d.providerHost, key.ref);
+  // Every account's key in use (PROVIDERS), each with its own turn.
+  let stored = false;
+  for (const key of d.keys.accounts?.() ?? [d.keys.current()]) stored = (await sampleKey(d, key)) || stored;
+  return stored;
+}
+
+async function sampleKey(d: BalanceSamplerDeps, key: ProviderKeyInUse): Promise<boolean> {
+  const provider = providerName(d.hostOfRef?.(key.ref) ?? d.providerHost, key.ref);
   return d.store.sampleIfDue({ provider, keyRef: key.ref, region: d.region, everyMs: d.everyMs }, async () => {
     const reading = readBalanceReply(await d.provider.balance(key.value));
     if (!reading.ok) {

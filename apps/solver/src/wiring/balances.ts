@@ -6,6 +6,7 @@ import type { ProviderClient } from "../adapters/provider.ts";
 import { startBalanceSampler } from "../balance/sampler.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
+import { accountsOf } from "./accounts.ts";
 
 /** Starts sampling the balance of the key in use (BALANCE_POLL_MS; 0: off). */
 export function startBalances(d: {
@@ -20,6 +21,7 @@ export function startBalances(d: {
     provider: d.provider,
     keys: d.keyRing,
     providerHost: new URL(d.config.PROVIDER_URL).host,
+    hostOfRef: accountsOf(d.config).hostOfRef,
     region: d.config.REGION,
     everyMs: d.config.BALANCE_POLL_MS,
     log: d.log,
