@@ -5,9 +5,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { natsEnv } from "@pipeline/devstack";
+import { freePort, natsEnv } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
 import type { TaskSpec, TaskView } from "@pipeline/shared/schemas";
-import { PROVIDER_KEY, ROOT, type Stack, startStack } from "./harness.ts";
+import { PROVIDER_KEY, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
 
 const region = "balance";
 const snapshots = mkdtempSync(join(tmpdir(), "balance-test-"));
@@ -15,7 +16,9 @@ let s: Stack;
 beforeAll(async () => {
   s = await startStack({ region, solvers: 2, emulator: { latencyMs: 20 }, solverEnv: { BALANCE_POLL_MS: "400" } });
 }, 60_000);
+let service: Proc | undefined;
 afterAll(async () => {
+  await service?.kill("SIGTERM");
   await s?.stop();
   rmSync(snapshots, { recursive: true, force: true });
 }, 30_000);
@@ -151,3 +154,51 @@ test("recovery assess shows each account's balance, spend rate and hours left", 
   expect(json.balances[0]!.spendPerHourMicros).toBe(s.emu.books().totals.chargedMicros);
   expect(json.balances[0]!.hoursLeft).toBeGreaterThan(1000);
 }, 30_000);
+
+test("the recovery service reconciles on its timer: logged, difference 0 in recovery_reconcile_difference_micros; the balance gauges", async () => {
+  const port = await freePort();
+  service = spawnApp(
+    "recovery",
+    "apps/recovery/src/main.ts",
+    {
+      NATS_URL: s.nats.url,
+      ...natsEnv(s.nats, "recovery"),
+      DATABASE_URL: s.tdb.url,
+      REGION: region,
+      LOG_LEVEL: "info",
+      SNAPSHOT_DIR: snapshots,
+      SNAPSHOT_INTERVAL_MS: "0",
+      RECONCILE_INTERVAL_MS: "1000",
+      RECONCILE_HOURS: "1",
+      RECOVERY_METRICS_PORT: String(port),
+    },
+    s.logDir,
+  );
+  const metrics = () =>
+    fetch(`http://127.0.0.1:${port}/metrics`)
+      .then((r) => r.text())
+      .catch(() => "");
+  const text = await eventually(
+    async () => {
+      const t = await metrics();
+      return /recovery_reconcile_difference_micros\{provider="[^"]+",app="recovery"\} 0/.test(t) ? t : undefined;
+    },
+    30_000,
+    200,
+  );
+  const charged = s.emu.books().totals.chargedMicros;
+  expect(text).toMatch(
+    new RegExp(`recovery_reconcile_ledger_net_micros\\{provider="[^"]+",app="recovery"\\} ${charged}\n`),
+  );
+  expect(text).toMatch(
+    new RegExp(`pipeline_provider_spend_micros_per_hour\\{provider="[^"]+",app="recovery"\\} ${charged}\n`),
+  );
+  expect(text).toMatch(/pipeline_provider_balance_hours_left\{provider="[^"]+",app="recovery"\} \d+/);
+  const line = service
+    .log()
+    .split("\n")
+    .find((l) => l.includes('"msg":"reconcile"'));
+  expect(line).toBeDefined();
+  expect(JSON.parse(line!)).toMatchObject({ differenceMicros: 0, ledgerNetMicros: charged, hours: 1 });
+  expect(service.exitCode()).toBeUndefined();
+}, 60_000);
