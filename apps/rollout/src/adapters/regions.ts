@@ -71,8 +71,9 @@ export async function openRegionLink(e: RegionEndpoint, clientName: string): Pro
     async windowRows(sinceMs) {
       if (!db) throw new Error(`no database for region ${e.name}`);
       return db.sql<WindowRow[]>`
-        select id, state, attempts, error_code as "errorCode", provider_submissions as "providerSubmissions", (extract(epoch from created_at) * 1000)::float8 as "createdAtMs", (extract(epoch from completed_at) * 1000)::float8 as "completedAtMs"
-        from tasks where region = ${e.name} and created_at >= ${new Date(sinceMs).toISOString()}::timestamptz`;
+        select t.id, t.state, t.attempts, t.error_code as "errorCode", t.provider_submissions as "providerSubmissions", (extract(epoch from t.created_at) * 1000)::float8 as "createdAtMs", (extract(epoch from t.completed_at) * 1000)::float8 as "completedAtMs", t.type, r.accepted
+        from tasks t left join task_reports r on r.task_id = t.id
+        where t.region = ${e.name} and t.created_at >= ${new Date(sinceMs).toISOString()}::timestamptz`;
     },
     async publish(event, msgId) {
       await publishWithRetry(

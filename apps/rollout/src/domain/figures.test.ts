@@ -90,3 +90,16 @@ describe("the process window folds heartbeats into per-version counts", () => {
     expect(w.processes()).toEqual({ v2: 1 });
   });
 });
+
+test("extra submissions cost their type's list price; the clients' reports count per version", () => {
+  const f = taskFigures(
+    [
+      row(ids[0]!, { providerSubmissions: 3, type: "turnstile", accepted: false }),
+      row(ids[1]!, { providerSubmissions: 2, type: "recaptcha_v2", accepted: true }),
+      row(ids[2]!, { providerSubmissions: 1, type: "image", accepted: null }),
+    ],
+    ["v1"],
+    Date.now(),
+  );
+  expect(f.get("v1")).toMatchObject({ extraPaid: 3, extraPaidMicros: 2 * 1450 + 2990, reports: 2, rejected: 1 });
+});

@@ -1,6 +1,8 @@
 // The gate's figures, pure (figures.test.ts): one window of a region's tasks split by who owns
 // their shard, and the solvers' heartbeats folded into per-version provider counts and lost
 // processes. The adapters (../adapters/regions.ts) read the rows and the heartbeats; nothing here does I/O.
+import { LIST_PRICE_MICROS } from "@pipeline/shared/provider";
+import type { TaskType } from "@pipeline/shared/schemas";
 import { shardOf } from "@pipeline/shared/subjects";
 import type { VersionFigures } from "./plan.ts";
 
@@ -14,6 +16,10 @@ export interface WindowRow {
   /** Epoch milliseconds. */
   createdAtMs: number;
   completedAtMs: number | null;
+  /** The task's type (the list price of an extra submission), when read. */
+  type?: string;
+  /** A client's report on the answer: accepted by the site (true), refused (false), none (null). */
+  accepted?: boolean | null;
 }
 
 /** A task that failed, is waiting for a retry, or needed one: the canary's failure, whatever became of it later. */
@@ -27,7 +33,10 @@ export function percentile(xs: number[], p: number): number | null {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
 }
 
-export type TaskFigures = Pick<VersionFigures, "tasks" | "failed" | "extraPaid" | "p95Ms">;
+export type TaskFigures = Pick<
+  VersionFigures,
+  "tasks" | "failed" | "extraPaid" | "extraPaidMicros" | "reports" | "rejected" | "p95Ms"
+>;
 
 /**
  * The window's rows split by the version that owns each row's shard now (`owners[shard]`): the
@@ -35,13 +44,28 @@ export type TaskFigures = Pick<VersionFigures, "tasks" | "failed" | "extraPaid" 
  * stalls shows it in its p95 before any task fails.
  */
 export function taskFigures(rows: WindowRow[], owners: string[], nowMs: number): Map<string, TaskFigures> {
-  const acc = new Map<string, { tasks: number; failed: number; extraPaid: number; times: number[] }>();
+  const acc = new Map<
+    string,
+    {
+      tasks: number;
+      failed: number;
+      extraPaid: number;
+      micros: number;
+      reports: number;
+      rejected: number;
+      times: number[];
+    }
+  >();
   for (const r of rows) {
     const version = owners[shardOf(r.id, owners.length)]!;
-    const a = acc.get(version) ?? { tasks: 0, failed: 0, extraPaid: 0, times: [] };
+    const a = acc.get(version) ?? { tasks: 0, failed: 0, extraPaid: 0, micros: 0, reports: 0, rejected: 0, times: [] };
     a.tasks++;
     if (troubled(r)) a.failed++;
-    a.extraPaid += Math.max(0, r.providerSubmissions - 1);
+    const extra = Math.max(0, r.providerSubmissions - 1);
+    a.extraPaid += extra;
+    a.micros += extra * (LIST_PRICE_MICROS[r.type as TaskType] ?? 0);
+    if (r.accepted === true || r.accepted === false) a.reports++;
+    if (r.accepted === false) a.rejected++;
     a.times.push((r.completedAtMs ?? nowMs) - r.createdAtMs);
     acc.set(version, a);
   }
@@ -51,6 +75,9 @@ export function taskFigures(rows: WindowRow[], owners: string[], nowMs: number):
       tasks: a.tasks,
       failed: a.failed,
       extraPaid: a.extraPaid,
+      extraPaidMicros: a.micros,
+      reports: a.reports,
+      rejected: a.rejected,
       p95Ms: roundOrNull(percentile(a.times, 95)),
     });
   return out;

@@ -186,3 +186,20 @@ describe("operator commands", () => {
   test("a stored record is parsed strictly", () =>
     expect(Rollout.safeParse({ ...start, extra: 1 }).success).toBe(false));
 });
+
+test("the sites refusing more of the canary's answers than of the stable's fails the gate, once both have enough reports", () => {
+  const worse = figures({ reports: 20, rejected: 8 });
+  const stable = figures({ reports: 40, rejected: 4 });
+  expect(gateVerdict(worse, stable, t)).toEqual({
+    pass: false,
+    why: "answers refused by the sites 40.0% of 20 reported vs stable 10.0% of 40",
+  });
+  // Within the tolerance, or too few reports to say: the other checks decide.
+  expect(gateVerdict(figures({ reports: 20, rejected: 3 }), stable, t).pass).toBe(true);
+  expect(gateVerdict(figures({ reports: 5, rejected: 5 }), stable, t).pass).toBe(true);
+  // The extra money at list prices is in the verdict.
+  expect(gateVerdict(figures({ extraPaid: 2, extraPaidMicros: 2900 }), figures(), t)).toMatchObject({
+    pass: false,
+    why: expect.stringContaining("extra paid submissions 2 ($0.00290)"),
+  });
+});

@@ -27,6 +27,12 @@ export const GateThresholds = z
     maxLostProcesses: z.number().int().min(0).default(0),
     /** A window with fewer canary tasks than this says nothing: the step waits. */
     minTasks: z.number().int().min(1).default(20),
+    /**
+     * Share of reported answers the sites refused (clients' `reportbad`) the canary may have
+     * above the stable version's, once each has `minReports` reports in the window.
+     */
+    maxRejectionRateIncrease: z.number().min(0).max(1).default(0.1),
+    minReports: z.number().int().min(1).default(10),
   })
   .strict();
 export type GateThresholds = z.infer<typeof GateThresholds>;
@@ -151,6 +157,11 @@ export interface VersionFigures {
   providerErrors: number;
   /** Provider submissions beyond one per solved task. */
   extraPaid: number;
+  /** What they cost at the list prices of their task types (micro-dollars; an estimate). */
+  extraPaidMicros?: number;
+  /** Answers the clients reported on, and how many of those the sites refused (`reportbad`). */
+  reports?: number;
+  rejected?: number;
   p95Ms: number | null;
   lostProcesses: number;
 }
@@ -167,10 +178,12 @@ export function gateVerdict(canary: VersionFigures, stable: VersionFigures, t: G
   if (canary.extraPaid - expectedExtra > t.maxExtraPaid)
     return {
       pass: false,
-      why: `extra paid submissions ${canary.extraPaid}${expectedExtra ? ` (stable's rate: ${expectedExtra})` : ""} > ${t.maxExtraPaid}`,
+      why: `extra paid submissions ${canary.extraPaid}${money(canary.extraPaidMicros)}${expectedExtra ? ` (stable's rate: ${expectedExtra})` : ""} > ${t.maxExtraPaid}`,
     };
   if (canary.lostProcesses > t.maxLostProcesses)
     return { pass: false, why: `canary processes lost ${canary.lostProcesses} > ${t.maxLostProcesses}` };
+  const rejection = rejectionVerdict(canary, stable, t);
+  if (rejection) return rejection;
   if (canary.tasks < t.minTasks)
     return { pass: "wait", why: `canary handled ${canary.tasks} task(s) in the window, fewer than ${t.minTasks}` };
   const fr = rate(canary.failed, canary.tasks) - rate(stable.failed, stable.tasks);
@@ -195,8 +208,22 @@ export function gateVerdict(canary: VersionFigures, stable: VersionFigures, t: G
     return { pass: false, why: `p95 solve time ${canary.p95Ms} ms vs stable ${stable.p95Ms} ms (> ${t.maxP95Ratio}x)` };
   return {
     pass: true,
-    why: `failure ${pct(rate(canary.failed, canary.tasks))} (stable ${pct(rate(stable.failed, stable.tasks))}), ${canary.tasks} tasks, extra paid ${canary.extraPaid}`,
+    why: `failure ${pct(rate(canary.failed, canary.tasks))} (stable ${pct(rate(stable.failed, stable.tasks))}), ${canary.tasks} tasks, extra paid ${canary.extraPaid}${money(canary.extraPaidMicros)}`,
   };
+}
+
+/** ` ($0.00290)`: extra money at list prices, when known. */
+const money = (micros: number | undefined) => (micros ? ` ($${(micros / 1_000_000).toFixed(5)})` : "");
+
+/** The sites refuse more of the canary's answers than of the stable version's (enough reports on both). */
+function rejectionVerdict(canary: VersionFigures, stable: VersionFigures, t: GateThresholds): GateVerdict | undefined {
+  const c = canary.reports ?? 0;
+  const s = stable.reports ?? 0;
+  if (c < t.minReports || s < t.minReports) return undefined;
+  const cr = rate(canary.rejected ?? 0, c);
+  const sr = rate(stable.rejected ?? 0, s);
+  if (cr - sr <= t.maxRejectionRateIncrease) return undefined;
+  return { pass: false, why: `answers refused by the sites ${pct(cr)} of ${c} reported vs stable ${pct(sr)} of ${s}` };
 }
 
 /** What the service does next. */

@@ -179,9 +179,12 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
             "provider_submissions",
             "created_at",
             "completed_at",
+            "type",
           ],
         },
       },
+      // regions.ts windowRows: the clients' verdicts on the answers (the acceptance rates).
+      { table: "task_reports", columns: { SELECT: ["task_id", "accepted"] } },
       // regions.ts audit: its decisions (append only).
       { table: "audit_log", all: ["INSERT"] },
     ],
