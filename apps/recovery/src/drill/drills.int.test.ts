@@ -95,6 +95,10 @@ async function drill(scenario: Scenario, extra: Partial<DrillOptions> = {}) {
   expect(report.rtoMs!).toBeLessThanOrEqual(report.rtoTargetMs);
   expect(report.catchUpMs).not.toBeNull();
   expect(report.catchUpMs!).toBeLessThanOrEqual(report.catchUpTargetMs);
+  // The receipt's money: every completed task of the drill charged once in the ledger.
+  expect(report.money!.tasks).toBe(report.figures.completed);
+  expect(report.money!.totalMicros).toBeGreaterThan(0);
+  expect(renderDrillReport(report)).toContain("money: $");
   return report;
 }
 

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
 import { FINAL_STATUSES } from "@pipeline/shared/schemas";
 import { recordAudit } from "../fleet/audit.ts";
+import { type DrillMoney, drillMoney, moneyLine } from "../money/drill-money.ts";
 import { DrillError, type FaultDeps, faultFor } from "./faults/index.ts";
 import { type DrillLoad, startDrillLoad, type Tracked } from "./load.ts";
 import { type RpoFigures, ratePerSec, recoveryMs, rpoOf } from "./measure.ts";
@@ -50,6 +51,8 @@ export interface DrillReport {
   steps: { atMs: number; what: string }[];
   detail: Record<string, unknown>;
   passed: boolean;
+  /** What the drill's tasks cost (the ledger), and the extra beyond one charge per task. */
+  money?: DrillMoney;
 }
 
 /** The baseline: `ms` of load, with a progress bar on a terminal (quiet when piped). */
@@ -197,10 +200,22 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
     ? Math.max(0, ...before.map((t) => t.finishedAt! - faultAt))
     : null;
   const report = drillReport(o, { runId, faultAt, baselinePerSec, figures, rtoMs, remedyMs, catchUpMs, steps, detail });
+  const money = await drillMoney(
+    o.ctx.database.sql,
+    [...load.tasks.values()].map((t) => t.id),
+  ).catch(() => undefined);
+  if (money) report.money = money;
   await recordAudit(o.ctx.database.db, {
     actor: o.actor,
     action: "drill",
-    detail: { scenario: o.scenario, runId, rpo: report.rpo, rtoMs, passed: report.passed },
+    detail: {
+      scenario: o.scenario,
+      runId,
+      rpo: report.rpo,
+      rtoMs,
+      passed: report.passed,
+      ...(money ? { extraMicros: money.extraMicros, totalMicros: money.totalMicros } : {}),
+    },
   }).catch(() => {});
   return report;
 }
@@ -217,6 +232,7 @@ export function renderDrillReport(r: DrillReport): string {
         ]
       : []),
     `  RTO ${sec(r.rtoMs)} (target ${sec(r.rtoTargetMs)}): completions back at >= 50% of the normal ${r.baselinePerSec}/s`,
+    ...(r.money ? [`  ${moneyLine(r.money)}`] : []),
     `  remedy applied after ${sec(r.remedyMs)}; every task acknowledged before the fault done after ${sec(r.catchUpMs)} (target ${sec(r.catchUpTargetMs)})`,
     "  steps:",
     ...r.steps.map((s) => `    ${(s.atMs / 1000).toFixed(1).padStart(6)} s  ${s.what}`),

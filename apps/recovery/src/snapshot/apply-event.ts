@@ -62,6 +62,18 @@ const Completed = z
     expiresAt: Str,
     completedAt: Str,
     providerId: Str,
+    /** The ledger's charge of the answer (solvers since the ledger): booked again by a replay. */
+    charge: z
+      .object({
+        providerTaskId: z.string().min(1),
+        provider: z.string().min(1),
+        region: z.string().min(1),
+        solverVersion: z.string().min(1),
+        amountMicros: z.number().int().min(0),
+        priceSource: z.enum(["provider", "estimate"]),
+      })
+      .optional()
+      .catch(undefined),
   })
   .refine((c) => c.token !== undefined || c.tokenStored === true, "a completed event carries token or tokenStored");
 const Loose = z.object({
@@ -85,7 +97,12 @@ type Tx = postgres.TransactionSql | postgres.Sql;
  * provider task instead of paying for a second one. Lease fields are cleared: a restored
  * `solving` row may be taken over at once (the provider id, when known, is resumed).
  */
-export async function applyEvent(sql: Tx, ev: TaskEvent, bodies?: BodySource): Promise<Applied> {
+export async function applyEvent(
+  sql: Tx,
+  ev: TaskEvent,
+  bodies?: BodySource,
+  o: { ledger?: boolean } = {},
+): Promise<Applied> {
   const at = new Date(ev.at);
   if (ev.kind === "accepted") return applyAccepted(sql, ev, bodies);
   const d = Loose.parse(ev.data ?? {});
@@ -116,6 +133,7 @@ export async function applyEvent(sql: Tx, ev: TaskEvent, bodies?: BodySource): P
           token_expires_at = ${c.data.expiresAt ? new Date(c.data.expiresAt) : null}, completed_at = ${c.data.completedAt ? new Date(c.data.completedAt) : at},
           provider_id = coalesce(${c.data.providerId ?? null}, provider_id), lease_owner = null, lease_until = null, error_code = null, error_message = null, updated_at = ${at}
         where id = ${ev.taskId} and version < ${v}`;
+      if (o.ledger && c.data.charge) await bookCharge(sql, ev.taskId, c.data.charge, at);
       break;
     }
     case "failed":
@@ -191,4 +209,28 @@ async function applyAccepted(sql: Tx, ev: TaskEvent, bodies: BodySource | undefi
             'failed', ${ev.version}, ${deadline}, ${a.callbackUrl ?? null}, ${BODY_UNAVAILABLE}, ${message}, ${at}, ${at}, ${at})
     on conflict (id) do nothing`;
   return r.count === 1 ? "bodyUnavailable" : "stale";
+}
+
+/**
+ * A replayed completion's charge into the ledger (a restore of this region's own EVENTS; the
+ * replicator does not: each region's ledger holds its own charges), once by the ledger's key.
+ */
+async function bookCharge(
+  sql: Tx,
+  taskId: string,
+  c: {
+    providerTaskId: string;
+    provider: string;
+    region: string;
+    solverVersion: string;
+    amountMicros: number;
+    priceSource: string;
+  },
+  at: Date,
+): Promise<void> {
+  await sql`
+    insert into ledger (task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source, created_at)
+    select t.id, 'charge', ${c.providerTaskId}, t.owner, t.type, ${c.provider}, ${c.region}, ${c.solverVersion}, ${c.amountMicros}, ${c.priceSource}, ${at}
+    from tasks t where t.id = ${taskId}
+    on conflict do nothing`;
 }

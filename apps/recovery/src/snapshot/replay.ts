@@ -74,7 +74,7 @@ export async function replayEvents(o: ReplayOptions): Promise<ReplayReport> {
   const applyBatch = async (batch: Array<TaskEvent | undefined>, final: boolean) =>
     o.sql.begin(async (tx) => {
       for (const ev of batch) {
-        const r: Applied = ev ? await applyEvent(tx, ev, bodies) : "skipped";
+        const r: Applied = ev ? await applyEvent(tx, ev, bodies, { ledger: true }) : "skipped";
         if (r === "missing" && !final && ev) orphans.push(ev);
         else counts[r]++;
       }

@@ -149,6 +149,8 @@ export async function completeSolved(
       completedAt: r.completedAt.toISOString(),
       providerId: r.providerId,
       callback: r.callback,
+      // The ledger's charge, so a database restored and replayed from EVENTS keeps it (no key in it).
+      ...(charge ? { charge } : {}),
     },
   });
   return ack("completed");
