@@ -137,7 +137,7 @@ test(
         const extraPaid = stats.submissions - (ids.length + 1); // + the probe
         const rto = (adoptedDone - cutAt) / 1000;
         console.log(
-          `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid}, double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
+          `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid} ($${((extraPaid * 1450) / 1e6).toFixed(5)} at the list price), double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
             ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()}); ${two.eventLoop()}`,
         );
         expect(lost).toBe(0);

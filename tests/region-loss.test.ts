@@ -76,7 +76,7 @@ test(
         const extraPaid = stats.submissions - known.size;
         const rto = (doneAt - lostAt) / 1000;
         console.log(
-          `drill region-loss: acknowledged ${ids.length}, lost ${unknown.length}, failed 0, extra paid submissions ${extraPaid}, double results 0, RPO ${unknown.length}, RTO ${rto.toFixed(1)} s` +
+          `drill region-loss: acknowledged ${ids.length}, lost ${unknown.length}, failed 0, extra paid submissions ${extraPaid} ($${((extraPaid * 1450) / 1e6).toFixed(5)} at the list price), double results 0, RPO ${unknown.length}, RTO ${rto.toFixed(1)} s` +
             ` (every process in fsn1's namespace killed -9 and its inter-region link down; ${two.latencyMs} ms relays; fsn1 acknowledged ${ackedByFsn1.length} before the loss, ${lagBound} of them in its last second; hel1 completed everything it knew of ${rto.toFixed(1)} s after the loss; clients refused ${load.refused()}); ${two.eventLoop()}`,
         );
         // Acknowledged tasks hel1 never heard of: only those fsn1 acknowledged within the replication lag.

@@ -23,7 +23,7 @@ test(`rollout-bad: a misconfigured v2 under ${RATE} tasks/s per region is rolled
   const f = await runRolloutDrill(stage, { rate: RATE, startArgs: START, endWithin: 120_000 });
   const gate = f.record.reason?.replace(/^gate failed in \S+ at \d+%: /, "") ?? "?";
   console.log(
-    `drill rollout-bad: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, rolled back after ${f.seconds.toFixed(1)} s (gate: ${gate})` +
+    `drill rollout-bad: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid} ($${((f.extraPaid * 1450) / 1e6).toFixed(5)} at the list price), rolled back after ${f.seconds.toFixed(1)} s (gate: ${gate})` +
       ` (v2 took up ${f.touchedByCanary} task(s), ${f.touchedCompleted} of them completed by v1; tasks taken up by ${Object.entries(
         f.solvedBy,
       )

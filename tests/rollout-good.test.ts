@@ -27,7 +27,7 @@ test(`rollout-good: v1 -> v2 in fsn1 then hel1 under ${RATE} tasks/s per region;
     crashWhen: [(r) => r.log.some((e) => e.action === "shift"), (r) => r.region === 1],
   });
   console.log(
-    `drill rollout-good: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, promoted in ${f.seconds.toFixed(1)} s` +
+    `drill rollout-good: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid} ($${((f.extraPaid * 1450) / 1e6).toFixed(5)} at the list price), promoted in ${f.seconds.toFixed(1)} s` +
       ` (rollout service killed -9 ${f.crashes} times on the way; steps ${f.record.plan.steps.join("/")}% per region, bake ${f.record.plan.bakeMs / 1000} s; tasks taken up by ${Object.entries(
         f.solvedBy,
       )

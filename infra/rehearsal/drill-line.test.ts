@@ -28,7 +28,7 @@ describe("drill figures", () => {
     expect(f.rtoS).toBe(21);
     expect(drillPassed(f)).toBe(true);
     expect(drillLine("x", f)).toBe(
-      "drill x: acknowledged 3, lost 0, failed 0, extra paid submissions 0, double results 0, RPO 0, RTO 21.0 s",
+      "drill x: acknowledged 3, lost 0, failed 0, extra paid submissions 0 ($0.00000), double results 0, RPO 0, RTO 21.0 s",
     );
   });
 

@@ -90,9 +90,13 @@ export function drillFigures(
   };
 }
 
-export function drillLine(name: string, f: DrillFigures): string {
+/** What a drill's task costs the operator at the provider: the list price of a turnstile solve (the drills' load), in micro-dollars. */
+export const DRILL_TASK_PRICE_MICROS = 1450;
+
+export function drillLine(name: string, f: DrillFigures, priceMicros = DRILL_TASK_PRICE_MICROS): string {
   const rto = f.rtoS === undefined ? "- (a task acknowledged before the fault never ended)" : `${f.rtoS.toFixed(1)} s`;
-  return `drill ${name}: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid}, double results ${f.doubleResults}, RPO ${f.lost}, RTO ${rto}`;
+  const money = `$${((f.extraPaid * priceMicros) / 1_000_000).toFixed(5)}`;
+  return `drill ${name}: acknowledged ${f.acknowledged}, lost ${f.lost}, failed ${f.failed}, extra paid submissions ${f.extraPaid} (${money}), double results ${f.doubleResults}, RPO ${f.lost}, RTO ${rto}`;
 }
 
 /** The drill's bar (docs: every fleet drill): nothing lost, failed or paid twice, one result per task, RTO ≤ 60 s. */
