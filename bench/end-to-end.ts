@@ -129,9 +129,29 @@ async function measure(
   };
 }
 
-export interface PipelineThroughput extends Throughput {
+/** What the provider saw of the measured tasks: calls per task and what it charged per 1,000 (emulator books). */
+export interface ProviderFigures {
   /** Provider HTTP calls (in.php, accepted or not, + res.php) per measured task. */
   providerCallsPerTask: number;
+  /** Micro-dollars the provider charged per 1,000 measured tasks. */
+  microsPer1000: number;
+}
+
+/** The emulator's counters and books since its last reset (after the warm-up), per measured task. */
+async function providerFigures(emulatorUrl: string, tasks: number): Promise<ProviderFigures> {
+  const stats = (await (await fetch(`${emulatorUrl}/emulator/stats`)).json()) as {
+    submissions: number;
+    rejectedSubmissions: number;
+    resCalls: number;
+  };
+  const books = (await (await fetch(`${emulatorUrl}/emulator/books`)).json()) as { totals: { chargedMicros: number } };
+  return {
+    providerCallsPerTask: (stats.submissions + stats.rejectedSubmissions + stats.resCalls) / tasks,
+    microsPer1000: Math.round((books.totals.chargedMicros * 1000) / tasks),
+  };
+}
+
+export interface PipelineThroughput extends Throughput, ProviderFigures {
   /** Claims beyond the first, over the completed rows (warm-up included). */
   redeliveries: number;
 }
@@ -159,6 +179,7 @@ export async function pipelineThroughput(
       () => p.resetEmulatorStats(),
     );
     const stats = await p.emulatorStats();
+    const money = await providerFigures(p.emulatorUrl, o.tasks);
     const [row] = await p.db.sql<
       { extra: number }[]
     >`select (sum(attempts) - count(*))::int as extra from tasks where state = 'completed'`;
@@ -166,7 +187,7 @@ export async function pipelineThroughput(
       ctx.log(`${o.run}: the emulator saw ${stats.submissions} submissions for ${o.tasks} tasks`);
     return {
       ...t,
-      providerCallsPerTask: (stats.submissions + stats.rejectedSubmissions + stats.resCalls) / o.tasks,
+      ...money,
       redeliveries: row?.extra ?? 0,
     };
   } finally {
@@ -236,7 +257,7 @@ async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Th
  * latency and a fresh database on the run's Postgres cluster. The clients send the same requests
  * as to our gateway (submitTask).
  */
-export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<Throughput> {
+export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<Throughput & ProviderFigures> {
   const scope = ctx.scope.child();
   try {
     const logDir = mkdtempSync(join(ctx.logDir, "peer-"));
@@ -266,7 +287,7 @@ export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<
     const sql = postgres(tdb.url, { max: 2, onnotice: () => {}, connection: { application_name: "bench" } });
     scope.defer("bench pool", () => sql.end({ timeout: 5 }));
     const stopWriters = async () => void (await Promise.all([stopProc(gateway), stopProc(worker)]));
-    return await measure(
+    const t = await measure(
       ctx,
       sql,
       tasks,
@@ -278,7 +299,10 @@ export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<
         emulator: () => [emulator.proc.pid],
       },
       stopWriters,
+      // As for ours: the provider's counters and books cover the measured tasks only.
+      async () => void (await fetch(`${emulator.url}/emulator/reset`, { method: "POST" })),
     );
+    return { ...t, ...(await providerFigures(emulator.url, tasks)) };
   } finally {
     await scope.close();
   }
@@ -327,9 +351,9 @@ async function bullmqThroughput(ctx: BenchContext, tasks: number): Promise<Throu
 async function alternatingRounds(
   ctx: BenchContext,
   tasks: number,
-): Promise<{ oursRounds: PipelineThroughput[]; peerRounds: Throughput[] }> {
+): Promise<{ oursRounds: PipelineThroughput[]; peerRounds: (Throughput & ProviderFigures)[] }> {
   const oursRounds: PipelineThroughput[] = [];
-  const peerRounds: Throughput[] = [];
+  const peerRounds: (Throughput & ProviderFigures)[] = [];
   // Which side goes first alternates too (ours-peer, peer-ours, ...): a run's first and last
   // measurements are the likeliest to meet a start-up or a neighbour's burst.
   const oursRound = async (r: number) => {
@@ -357,9 +381,9 @@ async function alternatingRounds(
 interface EndToEndRun {
   tasks: number;
   ours: PipelineThroughput;
-  peer: Throughput;
+  peer: Throughput & ProviderFigures;
   oursRounds: PipelineThroughput[];
-  peerRounds: Throughput[];
+  peerRounds: (Throughput & ProviderFigures)[];
   js: Throughput;
   bull: Throughput;
 }
@@ -402,6 +426,28 @@ function peerFigures(e: EndToEndRun): Figure[] {
       target: "<= 4",
       met: ours.rowWritesPerTask <= 4,
       note: `end-to-end: n_tup_ins + n_tup_upd + n_tup_del of every table (pg_stat_user_tables) from before the warm-up to after the writing processes stopped, per task (warm-up included); every lease renewal, provider-plan block lease and release counts. The fair peer writes 3 (insert, solving, completed); the JetStream loop and BullMQ context rows 2 each (measured ${e.js.rowWritesPerTask} and ${e.bull.rowWritesPerTask}). Commits per task (pg_stat_database.xact_commit, the bench's completion polls included): ours ${ours.commitsPerTask}, fair peer ${peer.commitsPerTask}.`,
+    },
+    {
+      bench: "end-to-end",
+      figure: "provider calls per solved task",
+      ours: Math.round(ours.providerCallsPerTask * 100) / 100,
+      unit: "",
+      baseline: { label: "fair peer", value: Math.round(peer.providerCallsPerTask * 100) / 100 },
+      ratio: ours.providerCallsPerTask / peer.providerCallsPerTask,
+      target: "<= 1.00x",
+      met: ours.providerCallsPerTask <= peer.providerCallsPerTask,
+      note: "end-to-end: the emulator's in.php (accepted or not) and res.php calls over the measured tasks (its counters reset after the warm-up), both sides at the same poll timing (first poll at once, then every 10 ms); ours reads each answer's price with get2 (PROVIDER_PRICE_READ), a bulk-polled answer once more.",
+    },
+    {
+      bench: "end-to-end",
+      figure: "money per 1,000 solved tasks",
+      ours: ours.microsPer1000 / 1_000_000,
+      unit: "$",
+      baseline: { label: "fair peer", value: peer.microsPer1000 / 1_000_000 },
+      ratio: ours.microsPer1000 / peer.microsPer1000,
+      target: "<= 1.00x",
+      met: ours.microsPer1000 <= peer.microsPer1000,
+      note: "end-to-end: what the emulator charged (its books, at 2Captcha's list prices, one charge per answer read) for the measured tasks, per 1,000; above 1.00x means answers paid twice.",
     },
   ];
 }
