@@ -34,6 +34,8 @@ export const ProviderAccountEnv = z.strictObject({
   prices: TaskPrices.optional(),
   /** Among accounts of one price, the lower first. PROVIDER_URL's account is 0. */
   priority: z.number().int().min(0).max(100).default(1),
+  /** Dollars: below this balance it takes tasks only when no other account can (default PROVIDER_BALANCE_FLOOR). */
+  balanceFloor: z.number().min(0).max(1_000_000).optional(),
 });
 export type ProviderAccountEnv = z.infer<typeof ProviderAccountEnv>;
 
@@ -87,6 +89,8 @@ export const SolverEnv = z
         .max(8)
         .refine((a) => new Set(a.map((x) => x.id)).size === a.length, "account ids must be unique"),
     ),
+    /** Dollars: an account whose newest balance sample is below it takes tasks only when no other can (0: no floor). */
+    PROVIDER_BALANCE_FLOOR: z.coerce.number().min(0).max(1_000_000).default(1),
     /** How often a solver looks for clients' reports to forward to the provider. */
     REPORT_POLL_MS: envInt(1000, 10, 60_000),
     /** How often the fleet samples the provider's balance (getbalance), per region; 0: never. */

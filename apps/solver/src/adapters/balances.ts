@@ -17,6 +17,8 @@ export interface BalanceStore {
    * The turn is held until the sample is stored, so the fleet asks the provider at most once per
    * `everyMs` per region. Returns whether a sample was stored.
    */
+  /** The newest sample of each key reference in `region` (what routing compares with the floor). */
+  latest(region: string): Promise<Map<string, number>>;
   sampleIfDue(
     turn: { provider: string; keyRef: string; region: string; everyMs: number },
     read: () => Promise<number | undefined>,
@@ -25,6 +27,12 @@ export interface BalanceStore {
 
 export function createBalanceStore(sql: postgres.Sql): BalanceStore {
   return {
+    async latest(region) {
+      const rows = await sql<{ key_ref: string; micros: string }[]>`
+        select distinct on (key_ref) key_ref, balance_micros::text as micros
+        from provider_balances where region = ${region} order by key_ref, sampled_at desc`;
+      return new Map(rows.map((r) => [r.key_ref, Number(r.micros)]));
+    },
     async sampleIfDue(t, read) {
       return await sql.begin(async (tx) => {
         const [lock] = await tx<{ held: boolean }[]>`

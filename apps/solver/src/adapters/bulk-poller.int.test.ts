@@ -95,3 +95,32 @@ test("a request-level error reaches every task of the batch", async () => {
   );
   expect(r.every((x) => x.kind === "error")).toBe(true);
 });
+
+test("reading prices: a bulk-polled answer carries the price the provider stated for its key and type, without a second read each", async () => {
+  const client = createProviderClient({ url: emu.url, timeoutMs: 5000, readPrice: true });
+  const poller = createBulkPoller(client);
+  const submit = async (i: number) => {
+    const r = await client.submit(
+      toProviderParams({
+        type: "recaptcha_v2",
+        params: { sitekey: "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", pageurl: `https://example.com/price/${i}` },
+      }),
+      KEY,
+    );
+    if (r.kind !== "ok") throw new Error(`submit: ${JSON.stringify(r)}`);
+    return r.value;
+  };
+  // One answer read alone (get2): its price is learned.
+  const first = await submit(0);
+  await Bun.sleep(400);
+  const alone = await poller.poll(first, KEY, "recaptcha_v2");
+  expect(alone).toMatchObject({ kind: "ok", extra: { price: expect.anything() } });
+  // 20 more, polled together once solved: one bulk request, each answer priced, no re-reads.
+  const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => submit(i + 1)));
+  await Bun.sleep(400);
+  emu.resetStats();
+  const replies = await Promise.all(ids.map((id) => poller.poll(id, KEY, "recaptcha_v2")));
+  for (const r of replies)
+    expect(r).toMatchObject({ kind: "ok", extra: { price: (alone as { extra: { price: unknown } }).extra.price } });
+  expect(emu.stats().resCalls).toBe(1);
+});

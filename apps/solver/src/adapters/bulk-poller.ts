@@ -16,6 +16,30 @@ export interface BulkPollerOptions {
   maxIds?: number;
   /** How long a poll waits for company before its request leaves. */
   lingerMs?: number;
+  /**
+   * A price the provider stated (get2) for a key and type is the price of that key's bulk-polled
+   * answers of the type for this long: no second read per answer (default 10 min; 0: always read).
+   */
+  priceTtlMs?: number;
+  now?: () => number;
+}
+
+/** The provider's last stated price per key and type (`res.php?action=get2`), and when. */
+function priceMemory(ttlMs: number, now: () => number) {
+  const prices = new Map<string, { price: unknown; at: number }>();
+  const id = (key: string, type: TaskType) => `${type} ${key}`;
+  return {
+    learn(key: string, type: TaskType, r: ProviderReply) {
+      if (r.kind === "ok" && r.extra?.price !== undefined)
+        prices.set(id(key, type), { price: r.extra.price, at: now() });
+    },
+    /** The answer with the price stated lately, or undefined when none is fresh. */
+    priced(key: string, type: TaskType, r: Extract<ProviderReply, { kind: "ok" }>): ProviderReply | undefined {
+      const p = prices.get(id(key, type));
+      if (!p || now() - p.at > ttlMs) return undefined;
+      return { ...r, extra: { ...r.extra, price: p.price } };
+    },
+  };
 }
 
 interface Waiting {
@@ -32,17 +56,25 @@ export interface Poller {
  * Folds the polls of many tasks into one `res.php?action=get&ids=…` per key every few
  * milliseconds: a solver with thousands of provider tasks in flight makes a request per hundred
  * of them instead of one each. A task whose bulk part is its answer and whose type carries more
- * (turnstile, or every type when the client reads prices) reads it once more on its own; a bulk answer that does not split cleanly falls
- * back to single polls.
+ * (turnstile) reads it once more on its own, as does one whose price the provider has not stated
+ * lately for its key and type (when the client reads prices); a bulk answer that does not split
+ * cleanly falls back to single polls.
  */
 export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions = {}): Poller {
   const maxIds = o.maxIds ?? 100;
   const lingerMs = o.lingerMs ?? 20;
   const queues = new Map<string, { waiting: Waiting[]; timer: ReturnType<typeof setTimeout> | undefined }>();
+  const prices = priceMemory(o.priceTtlMs ?? 600_000, o.now ?? Date.now);
 
   async function flush(key: string, batch: Waiting[]): Promise<void> {
     const single = (w: Waiting) =>
-      provider.poll(w.id, key).then(w.resolve, (err: Error) => w.resolve({ kind: "transport", reason: err.message }));
+      provider.poll(w.id, key).then(
+        (r) => {
+          prices.learn(key, w.type, r);
+          w.resolve(r);
+        },
+        (err: Error) => w.resolve({ kind: "transport", reason: err.message }),
+      );
     if (batch.length === 1) return single(batch[0]!);
     let reply: ProviderReply;
     try {
@@ -68,8 +100,15 @@ export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions 
       batch.map((w, i) => {
         const part = parts[i]!;
         // A solved part is read once more on its own when it carries more than the bulk reply
-        // says: turnstile's user agent, or the price (get2) when the client reads prices.
-        if (part.kind === "ok" && (provider.readsPrice || NEEDS_FULL_ANSWER.has(w.type))) return single(w);
+        // says: turnstile's user agent, or the price (get2) when the client reads prices and the
+        // provider stated none for this key and type lately.
+        if (part.kind === "ok" && NEEDS_FULL_ANSWER.has(w.type)) return single(w);
+        if (part.kind === "ok" && provider.readsPrice) {
+          const priced = prices.priced(key, w.type, part);
+          if (!priced) return single(w);
+          w.resolve(priced);
+          return undefined;
+        }
         w.resolve(part);
         return undefined;
       }),

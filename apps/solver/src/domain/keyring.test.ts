@@ -33,3 +33,16 @@ test("routing: the cheapest usable account first, then by priority, then as conf
   expect(ring.byRef(a.ref)).toBeUndefined();
   expect(ring.accounts().map((k) => k.ref)).toEqual([a2.ref, b.ref, c.ref]);
 });
+
+test("routing: an account below its balance floor goes after the others, whatever its price; unknown balance is no reason", () => {
+  const withFloor = (id: string) => ({ ...terms(id), floorMicros: 1_000_000 });
+  const a = { ...keyInUse("default", "key-fa"), account: "default" };
+  const b = { ...keyInUse("b", "key-fb"), account: "b" };
+  const ring = createKeyRing(a, makeBreaker, { extras: [b], terms: withFloor });
+  expect(routeOrder(ring, "turnstile").map((k) => k.account)).toEqual(["default", "b"]);
+  ring.setBalances(new Map([[a.ref, 500_000]]));
+  expect(ring.belowFloor(a)).toBe(true);
+  expect(routeOrder(ring, "turnstile").map((k) => k.account)).toEqual(["b", "default"]);
+  ring.setBalances(new Map([[a.ref, 5_000_000]]));
+  expect(routeOrder(ring, "turnstile").map((k) => k.account)).toEqual(["default", "b"]);
+});

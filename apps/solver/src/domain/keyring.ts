@@ -18,6 +18,8 @@ export interface AccountTerms {
   id: string;
   priority: number;
   priceMicros: Record<TaskType, number>;
+  /** Below this balance (micro-dollars) the account is used only when no other can take the task; 0: no floor. */
+  floorMicros?: number;
 }
 
 /**
@@ -35,6 +37,10 @@ export interface KeyRing {
   terms(key: ProviderKeyInUse): AccountTerms;
   breaker(ref: string): Breaker;
   use(key: ProviderKeyInUse): void;
+  /** The newest balance sampled per key reference (the balance samples, read every little while). */
+  setBalances(balances: Map<string, number>): void;
+  /** The key's account is below its balance floor (unknown balance: not). */
+  belowFloor(key: ProviderKeyInUse): boolean;
 }
 
 export function createKeyRing(
@@ -47,16 +53,26 @@ export function createKeyRing(
   const breakers = new Map<string, Breaker>([[initial.ref, makeBreaker(initial)]]);
   for (const k of extras) breakers.set(k.ref, makeBreaker(k));
   const byRef = (ref: string) => (ref === current.ref ? current : extras.find((k) => k.ref === ref));
+  let balances = new Map<string, number>();
+  const termsOf = (key: ProviderKeyInUse): AccountTerms =>
+    o.terms?.(key.account ?? "default") ?? {
+      id: key.account ?? "default",
+      priority: 0,
+      priceMicros: {} as Record<TaskType, number>,
+    };
   return {
     current: () => current,
     accounts: () => [current, ...extras],
     byRef,
-    terms: (key) =>
-      o.terms?.(key.account ?? "default") ?? {
-        id: key.account ?? "default",
-        priority: 0,
-        priceMicros: {} as Record<TaskType, number>,
-      },
+    terms: termsOf,
+    setBalances(b) {
+      balances = b;
+    },
+    belowFloor(key) {
+      const floor = termsOf(key).floorMicros ?? 0;
+      const balance = balances.get(key.ref);
+      return floor > 0 && balance !== undefined && balance < floor;
+    },
     breaker(ref) {
       const b = breakers.get(ref);
       if (b) return b;
@@ -74,14 +90,19 @@ export function createKeyRing(
 
 /**
  * The accounts a new provider task of `type` may go to, best first: those whose breaker lets
- * calls through, the cheapest for the type first, then the lower priority, then the order given
- * (PROVIDER_URL's account first). Whether one has a free thread is the caller's to try, in order.
+ * calls through; those above their balance floor before those below it; the cheapest for the type
+ * first, then the lower priority, then the order given (PROVIDER_URL's account first). Whether one
+ * has a free thread is the caller's to try, in order.
  */
 export function routeOrder(ring: KeyRing, type: TaskType): ProviderKeyInUse[] {
   const usable = ring.accounts().filter((k) => ring.breaker(k.ref).allows());
-  const rank = usable.map((k, i) => ({ k, i, t: ring.terms(k) }));
+  const rank = usable.map((k, i) => ({ k, i, t: ring.terms(k), low: ring.belowFloor(k) ? 1 : 0 }));
   rank.sort(
-    (a, b) => (a.t.priceMicros[type] ?? 0) - (b.t.priceMicros[type] ?? 0) || a.t.priority - b.t.priority || a.i - b.i,
+    (a, b) =>
+      a.low - b.low ||
+      (a.t.priceMicros[type] ?? 0) - (b.t.priceMicros[type] ?? 0) ||
+      a.t.priority - b.t.priority ||
+      a.i - b.i,
   );
   return rank.map((r) => r.k);
 }

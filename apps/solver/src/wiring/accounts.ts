@@ -41,9 +41,15 @@ export function accountsOf(config: SolverConfig): Accounts {
     extras,
     terms(account) {
       const a = byId.get(account);
+      const floor = (dollars: number) => Math.round(dollars * MICROS_PER_DOLLAR);
       return a
-        ? { id: a.id, priority: a.priority, priceMicros: priceTable(a.prices) }
-        : { id: "default", priority: 0, priceMicros: defaultPrices };
+        ? {
+            id: a.id,
+            priority: a.priority,
+            priceMicros: priceTable(a.prices),
+            floorMicros: floor(a.balanceFloor ?? config.PROVIDER_BALANCE_FLOOR),
+          }
+        : { id: "default", priority: 0, priceMicros: defaultPrices, floorMicros: floor(config.PROVIDER_BALANCE_FLOOR) };
     },
     urlOfKey: (key) => byKey.get(key)?.url ?? config.PROVIDER_URL,
     hostOfRef: (ref) => {

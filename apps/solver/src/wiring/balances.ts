@@ -8,7 +8,11 @@ import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { accountsOf } from "./accounts.ts";
 
-/** Starts sampling the balance of the key in use (BALANCE_POLL_MS; 0: off). */
+/**
+ * Starts sampling every account's balance (BALANCE_POLL_MS; 0: off) and hands the region's newest
+ * samples to the key ring every quarter of it (at least every 2 s): routing passes over an account
+ * below its balance floor (docs/providers.md).
+ */
 export function startBalances(d: {
   config: SolverConfig;
   database: Database;
@@ -16,8 +20,9 @@ export function startBalances(d: {
   keyRing: KeyRing;
   log: Logger;
 }) {
-  return startBalanceSampler({
-    store: createBalanceStore(d.database.sql),
+  const store = createBalanceStore(d.database.sql);
+  const sampler = startBalanceSampler({
+    store,
     provider: d.provider,
     keys: d.keyRing,
     providerHost: new URL(d.config.PROVIDER_URL).host,
@@ -26,4 +31,18 @@ export function startBalances(d: {
     everyMs: d.config.BALANCE_POLL_MS,
     log: d.log,
   });
+  const refresh = () =>
+    store
+      .latest(d.config.REGION)
+      .then((b) => d.keyRing.setBalances(b))
+      .catch((err: Error) => d.log.warn({ err: err.message.slice(0, 200) }, "balance samples not read"));
+  const timer =
+    d.config.BALANCE_POLL_MS > 0 ? setInterval(refresh, Math.max(2000, d.config.BALANCE_POLL_MS / 4)) : undefined;
+  if (timer) void refresh();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await sampler.stop();
+    },
+  };
 }
