@@ -192,7 +192,8 @@ async function readRollout(d: DataDeps): Promise<ConsoleState["rollout"]> {
     const r = RolloutView.safeParse(e.json());
     return r.success ? r.data : { error: `record does not parse: ${describeIssues(r.error)}` };
   } catch (err) {
-    return { error: (err as Error).message };
+    // No `rollout_control` stream: no rollout was ever started here; there is none to show, not an error.
+    return /not found/i.test((err as Error).message) ? null : { error: (err as Error).message };
   }
 }
 

@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { fillBuckets } from "./charts.ts";
 import { type ConsoleState, regionsViewOf, safeEventData } from "./data.ts";
-import { renderLive, renderTimeline } from "./page.ts";
+import { renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 
 const now = Date.UTC(2026, 11, 4, 5, 0, 0);
 const hostile = `<script>alert(1)</script>`;
@@ -246,4 +246,18 @@ test("money: spend today and over 30 days from the ledger, each account's balanc
   );
   expect(fig(idle, "money.p/key_x.hoursLeft")).toBe("no spend in the last hour");
   expect(renderLive(state({ money: { error: hostile } }), { name: "v", role: "viewer" })).not.toContain(hostile);
+});
+
+test("a region named like the page does not double the title: the region is labelled as one", () => {
+  const page = renderPage("", { name: "v", role: "viewer" }, "console");
+  const h1 = /<h1>(.*?)<\/h1>/.exec(page)?.[1]?.replace(/<[^>]+>/g, "");
+  expect(h1).toBe("Pipeline console region console");
+  expect(/<title>([^<]*)<\/title>/.exec(page)?.[1]).toBe("Pipeline console · region console");
+  expect(renderLogin("console")).toContain('Pipeline console <span class="muted">region console</span>');
+});
+
+test("with no rollout ever started, the rollouts panel says there has been none", () => {
+  const html = renderLive(state({ rollout: null }), { name: "v", role: "viewer" });
+  expect(html).toContain("no rollout has run");
+  expect(html).not.toContain("unreadable");
 });

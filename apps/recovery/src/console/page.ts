@@ -247,8 +247,8 @@ ${audit.length ? table("audit entries naming the task", ["at (UTC)", "who", "act
 }
 
 export function renderPage(inner: string, who: Principal, region: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Pipeline console · ${esc(region)}</title><link rel="stylesheet" href="/console/app.css"><script src="/console/app.js" defer></script></head>
-<body><header><h1>Pipeline console <span class="muted">${esc(region)}</span></h1><div class="who">signed in as <strong data-figure="who">${esc(who.name)}</strong> (${esc(who.role)})
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Pipeline console · region ${esc(region)}</title><link rel="stylesheet" href="/console/app.css"><script src="/console/app.js" defer></script></head>
+<body><header><h1>Pipeline console <span class="muted">region ${esc(region)}</span></h1><div class="who">signed in as <strong data-figure="who">${esc(who.name)}</strong> (${esc(who.role)})
 <form method="post" action="/console/logout"><button type="submit" aria-label="Sign out">Sign out</button></form></div></header>
 <div id="flash" role="status" aria-live="polite"></div>
 <section id="timeline" aria-labelledby="h-timeline" class="card"><h2 id="h-timeline">Task timeline</h2>
@@ -261,7 +261,7 @@ export function renderPage(inner: string, who: Principal, region: string): strin
 
 export function renderLogin(region: string, error?: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Sign in · pipeline console</title><link rel="stylesheet" href="/console/app.css"></head>
-<body><main class="login"><h1>Pipeline console <span class="muted">${esc(region)}</span></h1>
+<body><main class="login"><h1>Pipeline console <span class="muted">region ${esc(region)}</span></h1>
 ${error ? `<p class="fail" role="alert">${esc(error)}</p>` : ""}
 <form method="post" action="/console/login"><label for="token">Operator token</label><input id="token" name="token" type="password" autocomplete="current-password" required><button type="submit">Sign in</button></form>
 <p class="muted">A console token (CONSOLE_TOKENS, roles viewer and operator), not a client API key. <code>npm run dev</code> prints one.</p></main></body></html>`;
