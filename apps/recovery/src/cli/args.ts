@@ -99,6 +99,25 @@ export const Command = z.discriminatedUnion("command", [
     .strict(),
   z
     .object({
+      command: z.literal("tasks"),
+      args: z.tuple([]),
+      // Checked by the explorer's own schema (explorer/task-query.ts), which names the option at fault.
+      state: z.string().optional(),
+      client: z.string().optional(),
+      type: z.string().optional(),
+      priority: z.string().optional(),
+      region: z.string().optional(),
+      "solver-version": z.string().optional(),
+      since: z.string().optional(),
+      until: z.string().optional(),
+      search: z.string().optional(),
+      limit: z.string().optional(),
+      after: z.string().optional(),
+      json: Flag,
+    })
+    .strict(),
+  z
+    .object({
       command: z.literal("drill"),
       args: z.tuple([z.enum(SCENARIOS, { error: `drill takes one of: ${SCENARIOS.join(", ")}` })], {
         error: `drill takes one of: ${SCENARIOS.join(", ")}`,
@@ -149,6 +168,10 @@ export const USAGE = `usage: bun run recovery <command> [options]
   rotate-key --to <name> [--wait MS] [--by WHO] [--reason WHY]
                                           switch every solver to another key of their key file; waits until all applied it
   audit [--limit N] [--json]              who changed what (config, keys, drills), newest first
+  tasks [--state S] [--client C] [--type T] [--priority P] [--region R] [--solver-version V] [--since T] [--until T]
+        [--search TEXT] [--limit N] [--after NEXT] [--json]
+                                          tasks newest first (the console's task explorer); T: ISO time or 15m/2h/7d back;
+                                          TEXT: a task id, idempotency key, sitekey or the start of a pageurl
   drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--yes] [--json]
                                           run a fault under steady load; measure RPO and RTO (scenarios: ${SCENARIOS.join(", ")});
                                           queue-loss and db-loss destroy live state: refused without --yes
@@ -171,6 +194,16 @@ const VALUE_FLAGS = [
   "baseline",
   "timeout",
   "hours",
+  "state",
+  "client",
+  "type",
+  "priority",
+  "region",
+  "solver-version",
+  "since",
+  "until",
+  "search",
+  "after",
 ];
 
 /** Splits argv into command, positionals and flags (`--a`, `--a value`, `--a=value`). */

@@ -14,6 +14,7 @@ import { retentionCommand } from "./retention.ts";
 import { rotateKeyCommand } from "./rotate-key.ts";
 import { snapshotCommand } from "./snapshot.ts";
 import { snapshotsCommand } from "./snapshots.ts";
+import { tasksCommand } from "./tasks.ts";
 import { verifyCommand } from "./verify.ts";
 import { workersCommand } from "./workers.ts";
 
@@ -39,6 +40,7 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   config: configCommand,
   "rotate-key": rotateKeyCommand,
   audit: auditCommand,
+  tasks: tasksCommand,
   drill: drillCommand,
 };
 

@@ -61,6 +61,15 @@ export const tasks = pgTable(
     index("tasks_unpurged_idx")
       .on(sql`coalesce(${t.completedAt}, ${t.updatedAt})`)
       .where(sql`state in ('completed','failed','cancelled') and (params <> '{}'::jsonb or callback_url is not null)`),
+    // The task explorer (apps/recovery/src/explorer): pages newest first by (created_at, id), by state,
+    // and a search by idempotency key, sitekey (equal) and pageurl (prefix, a text_pattern_ops range).
+    index("tasks_created_idx").on(t.createdAt, t.id),
+    index("tasks_state_created_idx").on(t.state, t.createdAt, t.id),
+    index("tasks_idempotency_key_idx").on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    index("tasks_sitekey_idx").on(sql`(${t.params}->>'sitekey')`).where(sql`(${t.params}->>'sitekey') is not null`),
+    index("tasks_pageurl_idx")
+      .on(sql`(${t.params}->>'pageurl') text_pattern_ops`)
+      .where(sql`(${t.params}->>'pageurl') is not null`),
   ],
 );
 

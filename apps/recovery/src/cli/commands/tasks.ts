@@ -1,0 +1,58 @@
+// `recovery tasks`: the console's task explorer on the command line (the same query module).
+import { openDatabase } from "@pipeline/shared/db";
+import { UsageError } from "../../context.ts";
+import { listTasks, parseTaskListQuery, type TaskListPage } from "../../explorer/task-query.ts";
+import type { CommandOf } from "../args.ts";
+import { type CliEnv, print } from "../env.ts";
+
+/** The CLI's option names for the query's fields, so an error names the option the operator typed. */
+const OPTION: Record<string, string> = { solverVersion: "solver-version", from: "since", to: "until" };
+
+/** A page as a table for people; `next` says how to go on. */
+export function renderTasks(page: TaskListPage): string {
+  if (page.rows.length === 0) return "no task matches";
+  const lines = page.rows.map((r) =>
+    [
+      r.createdAt.replace("T", " ").slice(0, 19),
+      r.id,
+      r.state.padEnd(9),
+      r.client.padEnd(12),
+      r.type.padEnd(12),
+      r.priority.padEnd(6),
+      r.region.padEnd(6),
+      (r.solverVersion ?? "-").padEnd(8),
+      r.pageurl ?? r.sitekey ?? (r.idempotencyKey ? `key ${r.idempotencyKey}` : "-"),
+    ].join("  "),
+  );
+  return [...lines, page.next ? `more: --after ${page.next}` : `${page.rows.length} shown, no more`].join("\n");
+}
+
+export async function tasksCommand(cmd: CommandOf<"tasks">, { config }: CliEnv): Promise<number> {
+  const parsed = parseTaskListQuery({
+    state: cmd.state,
+    client: cmd.client,
+    type: cmd.type,
+    priority: cmd.priority,
+    region: cmd.region,
+    solverVersion: cmd["solver-version"],
+    from: cmd.since,
+    to: cmd.until,
+    search: cmd.search,
+    limit: cmd.limit,
+    after: cmd.after,
+  });
+  if (!parsed.ok) {
+    let msg = parsed.error;
+    for (const [field, option] of Object.entries(OPTION)) msg = msg.replaceAll(`${field}:`, `${option}:`);
+    throw new UsageError(`--${msg.replaceAll("; ", "\n--")}`);
+  }
+  if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for tasks");
+  const database = openDatabase(config.DATABASE_URL, { max: 1, appName: "recovery-tasks" });
+  try {
+    const page = await listTasks(database.sql, parsed.query);
+    print(cmd.json, page, renderTasks(page));
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

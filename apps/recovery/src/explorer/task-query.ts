@@ -1,0 +1,221 @@
+// The task explorer's one query, shared by the console (GET /console/api/tasks) and the CLI
+// (`recovery tasks`): filters, a search, and keyset pagination on (created_at, id), newest first.
+// Never OFFSET, never EVENTS: each page is one indexed read of `tasks` (migration 0013_task_explorer
+// adds the indexes), the solver version an `exists` on the ledger's primary key (the tasks table
+// does not record which version solved a task; the ledger does, per charged task).
+import { Priority, TaskType, VisibleState } from "@pipeline/shared/schemas";
+import type postgres from "postgres";
+import { z } from "zod";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const DURATION = /^(\d{1,6})([smhd])$/;
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** A time bound: an ISO date or date-time, or a duration back from now (`15m`, `2h`, `7d`). */
+const TimeBound = z
+  .string()
+  .trim()
+  .refine((s) => DURATION.test(s) || !Number.isNaN(Date.parse(s)), {
+    message: "an ISO date-time (2026-12-06T10:00:00Z) or a duration back from now (15m, 2h, 7d)",
+  });
+
+/** Where the previous page stopped: `<created_at in epoch microseconds>_<task id>` (the `next` of a page). */
+const Cursor = z
+  .string()
+  .regex(
+    /^\d{1,17}_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+    "the `next` value of the previous page",
+  );
+
+const Name = z
+  .string()
+  .trim()
+  .min(1)
+  .max(128)
+  .regex(/^[\x21-\x7e]+$/, "printable characters without spaces");
+
+export const MAX_PAGE = 200;
+
+/** The explorer's filters as they arrive (a URL's query or the CLI's options); unknown fields refused. */
+export const TaskListQuery = z
+  .object({
+    state: VisibleState.optional(),
+    /** The client: the task's owner. */
+    client: Name.optional(),
+    type: TaskType.optional(),
+    priority: Priority.optional(),
+    region: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9_-]{0,31}$/, "a region name")
+      .optional(),
+    /** Tasks charged by this solver version (ledger.solver_version). */
+    solverVersion: Name.optional(),
+    /** created_at at or after. */
+    from: TimeBound.optional(),
+    /** created_at before. */
+    to: TimeBound.optional(),
+    /** A task id, an idempotency key, a sitekey, or the start of a pageurl (with or without its scheme). */
+    search: z.string().trim().min(1).max(2048).optional(),
+    limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(50),
+    after: Cursor.optional(),
+  })
+  .strict();
+export type TaskListQuery = z.infer<typeof TaskListQuery>;
+
+/** Parses a query; the error names each field at fault (`limit: Too big: expected number to be <=200`). */
+export function parseTaskListQuery(
+  input: Record<string, unknown>,
+): { ok: true; query: TaskListQuery } | { ok: false; error: string; fields: string[] } {
+  // An empty form field means "any".
+  const cleaned = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== "" && v !== undefined));
+  const r = TaskListQuery.safeParse(cleaned);
+  if (r.success) return { ok: true, query: r.data };
+  const fields: string[] = [];
+  const error = r.error.issues
+    .map((i) => {
+      if (i.code === "unrecognized_keys") {
+        fields.push(...i.keys);
+        return `unknown field ${i.keys.join(", ")}`;
+      }
+      const f = i.path.join(".") || "query";
+      fields.push(f);
+      return `${f}: ${i.message}`;
+    })
+    .join("; ");
+  return { ok: false, error, fields: [...new Set(fields)] };
+}
+
+/** A bound as a Date: a duration is counted back from `now`. */
+export function resolveBound(s: string, now: number): Date {
+  const m = DURATION.exec(s);
+  return m ? new Date(now - Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS]) : new Date(s);
+}
+
+export interface TaskListRow {
+  id: string;
+  client: string;
+  type: string;
+  priority: string;
+  region: string;
+  state: string;
+  createdAt: string;
+  completedAt: string | null;
+  attempts: number;
+  errorCode: string | null;
+  idempotencyKey: string | null;
+  /** Null once retention erased the task's params (TASK_RETENTION_DAYS after it finished). */
+  pageurl: string | null;
+  sitekey: string | null;
+  /** The version of the solver that charged it (the ledger's newest charge), null when never charged. */
+  solverVersion: string | null;
+}
+
+export interface TaskListPage {
+  rows: TaskListRow[];
+  /** Pass as `after` for the next (older) page; null on the last page. */
+  next: string | null;
+}
+
+/** The smallest string above every string that starts with `p` (for a prefix range on a text_pattern_ops index). */
+function prefixEnd(p: string): string {
+  const last = p.codePointAt(p.length - 1)!;
+  const head = p.slice(0, p.length - String.fromCodePoint(last).length);
+  return head + String.fromCodePoint(last + 1);
+}
+
+/**
+ * The search as one OR of indexed lookups: an id (primary key), an idempotency key, a sitekey
+ * (equal), a pageurl that starts with the text (with `https://` and `http://` in front when it
+ * has no scheme). Each branch is a range of its own index (a BitmapOr), never a scan.
+ */
+function searchCondition(sql: postgres.Sql, s: string): postgres.PendingQuery<postgres.Row[]> {
+  const url = (p: string) => sql`(t.params->>'pageurl' ~>=~ ${p} and t.params->>'pageurl' ~<~ ${prefixEnd(p)})`;
+  const byUrl = /^https?:\/\//i.test(s) ? url(s) : sql`${url(`https://${s}`)} or ${url(`http://${s}`)}`;
+  const byId = UUID.test(s) ? sql`t.id = ${s.toLowerCase()} or ` : sql``;
+  return sql`(${byId}t.idempotency_key = ${s} or t.params->>'sitekey' = ${s} or ${byUrl})`;
+}
+
+/** The WHERE conditions of a query (each one names an indexed column or an `exists` on the ledger's key). */
+function conditions(sql: postgres.Sql, q: TaskListQuery, now: number): postgres.PendingQuery<postgres.Row[]>[] {
+  const c: postgres.PendingQuery<postgres.Row[]>[] = [];
+  if (q.state) c.push(sql`t.state = ${q.state}`);
+  if (q.client) c.push(sql`t.owner = ${q.client}`);
+  if (q.type) c.push(sql`t.type = ${q.type}`);
+  if (q.priority) c.push(sql`t.priority = ${q.priority}`);
+  if (q.region) c.push(sql`t.region = ${q.region}`);
+  if (q.solverVersion)
+    c.push(
+      sql`exists (select 1 from ledger l where l.task_id = t.id and l.kind = 'charge' and l.solver_version = ${q.solverVersion})`,
+    );
+  if (q.from) c.push(sql`t.created_at >= ${resolveBound(q.from, now)}`);
+  if (q.to) c.push(sql`t.created_at < ${resolveBound(q.to, now)}`);
+  if (q.search) c.push(searchCondition(sql, q.search));
+  if (q.after) {
+    const cut = q.after.indexOf("_");
+    const micros = q.after.slice(0, cut);
+    // Microseconds as an integer, never through a double: the cursor lands exactly on the row it names.
+    c.push(
+      sql`(t.created_at, t.id) < (timestamptz 'epoch' + ${micros}::bigint * interval '1 microsecond', ${q.after.slice(cut + 1).toLowerCase()}::uuid)`,
+    );
+  }
+  return c;
+}
+
+interface Raw {
+  id: string;
+  owner: string;
+  type: string;
+  priority: string;
+  region: string;
+  state: string;
+  created_at: Date;
+  created_us: string;
+  completed_at: Date | null;
+  attempts: number;
+  error_code: string | null;
+  idempotency_key: string | null;
+  pageurl: string | null;
+  sitekey: string | null;
+  solver_version: string | null;
+}
+
+/**
+ * One page of tasks, newest first (created_at, then id), that match every filter of `q`; `next`
+ * continues after its last row. A page reads at most `limit + 1` rows of an index range.
+ */
+export async function listTasks(sql: postgres.Sql, q: TaskListQuery, now = Date.now()): Promise<TaskListPage> {
+  const conds = conditions(sql, q, now);
+  const where = conds.length ? conds.reduce((a, b) => sql`${a} and ${b}`) : sql`true`;
+  const raw = await sql<Raw[]>`
+    select t.id, t.owner, t.type, t.priority, t.region, t.state, t.created_at,
+           (extract(epoch from t.created_at) * 1000000)::bigint::text as created_us,
+           t.completed_at, t.attempts, t.error_code, t.idempotency_key,
+           t.params->>'pageurl' as pageurl, t.params->>'sitekey' as sitekey,
+           (select l.solver_version from ledger l where l.task_id = t.id and l.kind = 'charge'
+             order by l.created_at desc limit 1) as solver_version
+    from tasks t
+    where ${where}
+    order by t.created_at desc, t.id desc
+    limit ${q.limit + 1}`;
+  const page = raw.slice(0, q.limit);
+  const last = page.at(-1);
+  return {
+    rows: page.map((r) => ({
+      id: r.id,
+      client: r.owner,
+      type: r.type,
+      priority: r.priority,
+      region: r.region,
+      state: r.state,
+      createdAt: new Date(r.created_at).toISOString(),
+      completedAt: r.completed_at ? new Date(r.completed_at).toISOString() : null,
+      attempts: r.attempts,
+      errorCode: r.error_code,
+      idempotencyKey: r.idempotency_key,
+      pageurl: r.pageurl,
+      sitekey: r.sitekey,
+      solverVersion: r.solver_version,
+    })),
+    next: raw.length > q.limit && last ? `${last.created_us}_${last.id}` : null,
+  };
+}
