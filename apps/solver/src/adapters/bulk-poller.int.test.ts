@@ -121,6 +121,9 @@ test("reading prices: a bulk-polled answer carries the price the provider stated
   emu.resetStats();
   const replies = await Promise.all(ids.map((id) => poller.poll(id, KEY, "recaptcha_v2")));
   for (const r of replies)
-    expect(r).toMatchObject({ kind: "ok", extra: { price: (alone as { extra: { price: unknown } }).extra.price } });
+    expect(r).toMatchObject({
+      kind: "ok",
+      extra: { price: (alone as unknown as { extra: { price: unknown } }).extra.price },
+    });
   expect(emu.stats().resCalls).toBe(1);
 });
