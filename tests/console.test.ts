@@ -218,6 +218,11 @@ test("the figures on the page equal the API's, and the page updates by itself", 
   // Rollouts: the region's shard assignment (rollout_<region>), all 16 shards with the one version.
   expect(Number(await figure(page, "rollout.v1.shards"))).toBe(16);
   expect(await figure(page, "rollout.v1.percent")).toBe("100%");
+  // No rollout was ever started (no rollout_control stream): the panel says so, it is no error.
+  expect(await page.locator("#h-rollouts").locator("..").textContent()).toContain("no rollout has run");
+  expect(await page.content()).not.toContain("unreadable");
+  // The region is named "console": the heading labels it, never "Pipeline console console".
+  expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Pipeline console region console");
   // One more task while the page stays open: it shows up without a reload.
   await solved(1, "live");
   await eventually(async () => Number(await figure(page, "tasks.total.completed")) === ids.length + 1, 15_000, 200);
@@ -280,6 +285,80 @@ test("a dead-lettered task is redriven with a click, confirmed and audited, and 
     headers: { authorization: `Bearer ${OPERATOR}`, "x-console-action": "redrive" },
   });
   expect(again.status).toBe(409);
+  await ctx.close();
+}, 90_000);
+
+test("the task explorer filters, searches, pages and opens a row's timeline; a bad query names its field", async () => {
+  const ids = await solved(4, "explorer");
+  // 60 more rows of one client, so that a filter spans two pages of 50.
+  await s.db.sql`
+    insert into tasks (id, owner, request_hash, region, type, priority, params, state, version, created_at, updated_at, completed_at)
+    select gen_random_uuid(), 'explorer-client', 'h', ${region}, 'geetest', 'low', '{}'::jsonb, 'cancelled', 1,
+           now() - i * interval '1 second', now(), now()
+    from generate_series(1, 60) as i`;
+  const { ctx, page } = await signIn(VIEWER);
+  const find = async () => {
+    await page.getByRole("button", { name: "Find tasks" }).click();
+    await page.locator("#explorer-rows").waitFor();
+  };
+  /** The task ids of the rows shown, in order. */
+  const rowIds = async () => {
+    const trs = page.locator("#explorer-rows tbody tr[data-row]");
+    const out: string[] = [];
+    for (let i = 0; i < (await trs.count()); i++) out.push((await trs.nth(i).getAttribute("data-row"))!);
+    return out;
+  };
+  const column = (name: string) => page.locator(`#explorer-rows td[data-col="${name}"]`).allTextContents();
+  // Filter: completed turnstile tasks, as many as the table holds.
+  await page.getByLabel("State", { exact: true }).selectOption("completed");
+  await page.getByLabel("Type", { exact: true }).selectOption("turnstile");
+  await find();
+  const [n] = await s.db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from tasks where state = 'completed' and type = 'turnstile'`;
+  expect((await column("type")).length).toBe(n!.n);
+  expect(new Set(await column("type"))).toEqual(new Set(["turnstile"]));
+  expect(new Set(await column("state"))).toEqual(new Set(["completed"]));
+  // Search: the start of a pageurl, without its scheme, finds exactly the four tasks sent to it.
+  await page.getByRole("button", { name: "Clear" }).click();
+  await page.getByLabel("Search", { exact: true }).fill("example.com/explorer/");
+  await find();
+  const shown = await rowIds();
+  expect(shown.sort()).toEqual([...ids].sort());
+  await shot(page, "explorer-1280x800");
+  // A row opens its timeline.
+  await page.getByRole("link", { name: `Timeline of task ${ids[0]}` }).click();
+  await page.locator('[data-figure="timeline.state"]').waitFor();
+  expect(await figure(page, "timeline.id")).toBe(ids[0]!);
+  expect(await figure(page, "timeline.state")).toBe("completed");
+  // Pages: a client's 60 rows in two pages of 50 and 10, each row once, as the JSON API gives them.
+  await page.getByRole("button", { name: "Clear" }).click();
+  await page.getByLabel("Client", { exact: true }).fill("explorer-client");
+  await find();
+  const first = await rowIds();
+  expect(first.length).toBe(50);
+  const auth = { headers: { authorization: `Bearer ${VIEWER}` } };
+  const json = (await (await fetch(`${base}/console/api/tasks?client=explorer-client`, auth)).json()) as {
+    rows: Array<{ id: string }>;
+    next: string;
+  };
+  expect(json.rows.map((r) => r.id)).toEqual(first);
+  await page.getByRole("button", { name: "Older" }).click();
+  await eventually(async () => (await figure(page, "explorer.page")) === "2", 10_000, 100);
+  const second = await rowIds();
+  expect(second.length).toBe(10);
+  expect(new Set([...first, ...second]).size).toBe(60);
+  expect(await page.locator("#explorer-out").textContent()).toContain("no more");
+  // A bad query: a 400 naming the field, on the JSON API and on the page's form.
+  const bad = await fetch(`${base}/console/api/tasks?limit=0&state=done`, auth);
+  expect(bad.status).toBe(400);
+  expect(((await bad.json()) as { fields: string[] }).fields.sort()).toEqual(["limit", "state"]);
+  expect((await fetch(`${base}/console/api/tasks`)).status).toBe(401);
+  await page.getByLabel("Client", { exact: true }).fill("a client with spaces");
+  await find().catch(() => {});
+  await page.locator('[data-figure="explorer.error"]').waitFor();
+  expect(await figure(page, "explorer.error")).toContain("client");
+  expect(await page.getByLabel("Client", { exact: true }).getAttribute("aria-invalid")).toBe("true");
   await ctx.close();
 }, 90_000);
 

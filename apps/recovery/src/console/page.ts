@@ -246,7 +246,8 @@ ${table(`events of the task (EVENTS_${k.region.toUpperCase()})${t.truncated ? ",
 ${audit.length ? table("audit entries naming the task", ["at (UTC)", "who", "action", "detail"], audit, "") : ""}`;
 }
 
-export function renderPage(inner: string, who: Principal, region: string): string {
+/** The page: header, the timeline, `explorer` (the task explorer's section), and the live panels. */
+export function renderPage(inner: string, who: Principal, region: string, explorer = ""): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Pipeline console · region ${esc(region)}</title><link rel="stylesheet" href="/console/app.css"><script src="/console/app.js" defer></script></head>
 <body><header><h1>Pipeline console <span class="muted">region ${esc(region)}</span></h1><div class="who">signed in as <strong data-figure="who">${esc(who.name)}</strong> (${esc(who.role)})
 <form method="post" action="/console/logout"><button type="submit" aria-label="Sign out">Sign out</button></form></div></header>
@@ -254,6 +255,7 @@ export function renderPage(inner: string, who: Principal, region: string): strin
 <section id="timeline" aria-labelledby="h-timeline" class="card"><h2 id="h-timeline">Task timeline</h2>
 <form id="timeline-form"><label for="task-id">Task id</label> <input id="task-id" name="id" inputmode="text" autocomplete="off" spellcheck="false" placeholder="00000000-0000-0000-0000-000000000000" pattern="[0-9a-fA-F-]{36}" required> <button type="submit">Show timeline</button> <button type="button" id="timeline-close" aria-label="Close the timeline">Close</button></form>
 <div id="timeline-out"></div></section>
+${explorer}
 <main id="live" aria-label="live figures, refreshed every 2 seconds">${inner}</main>
 <footer><label><input type="checkbox" id="autorefresh" checked> refresh every 2 s</label> <span id="refresh-state" class="muted"></span></footer>
 </body></html>`;

@@ -18,8 +18,10 @@ import { type Assessment, assess } from "../assess/assess.ts";
 import { probeRegions, type RegionsProbe, regionChecks } from "../assess/regions.ts";
 import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
+import { listTasks, parseTaskListQuery } from "../explorer/task-query.ts";
 import { redactUrl } from "../redact-url.ts";
 import { type ConsoleState, collectState, taskTimeline } from "./data.ts";
+import { EXPLORER_CSS, EXPLORER_JS, renderExplorer, renderExplorerError, renderExplorerRows } from "./explorer.ts";
 import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
 import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 import { redriveTask } from "./redrive.ts";
@@ -176,8 +178,10 @@ function throttled(c: Context<Env>, d: ConsoleDeps, wait: number, html: boolean)
 /** The public routes: assets, sign-in (throttled per address), sign-out (the session is revoked). */
 function signIn(app: Hono<Env>, d: ConsoleDeps): void {
   const { config, log, tokens, session, throttle, timelines } = d;
-  app.get("/console/app.css", (c) => c.body(CSS, 200, { "content-type": "text/css; charset=utf-8" }));
-  app.get("/console/app.js", (c) => c.body(JS, 200, { "content-type": "text/javascript; charset=utf-8" }));
+  app.get("/console/app.css", (c) => c.body(CSS + EXPLORER_CSS, 200, { "content-type": "text/css; charset=utf-8" }));
+  app.get("/console/app.js", (c) =>
+    c.body(JS + EXPLORER_JS, 200, { "content-type": "text/javascript; charset=utf-8" }),
+  );
   app.get("/console/login", (c) => c.html(renderLogin(config.REGION)));
   app.post("/console/login", async (c) => {
     // A throttled address's token is not even checked: no oracle while it waits.
@@ -237,8 +241,9 @@ function gate(app: Hono<Env>, d: ConsoleDeps): void {
 
 /** The page, its live part, the state as JSON, and a task's timeline (JSON and HTML). */
 function pages(app: Hono<Env>, { config, state, timelines }: ConsoleDeps): void {
+  const explorer = renderExplorer({ regions: config.regions, retentionDays: config.TASK_RETENTION_DAYS });
   app.get("/console", async (c) =>
-    c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION)),
+    c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION, explorer)),
   );
   app.get("/console/", (c) => c.redirect("/console", 301));
   app.get("/console/live", async (c) => c.html(renderLive(await state(), c.get("who"))));
@@ -254,6 +259,25 @@ function pages(app: Hono<Env>, { config, state, timelines }: ConsoleDeps): void 
     if (!UUID.test(id)) return c.html(`<p class="fail">not a task id</p>`, 400);
     const t = await timelines.read(c.get("who").sid, id);
     return c.html(renderTimeline(t, id), t ? 200 : 404);
+  });
+}
+
+/**
+ * The task explorer (viewer role and up): one page of tasks as JSON (`/console/api/tasks`) or as rows
+ * for the page (`/console/tasks`); a refused query is a 400 naming its fields.
+ */
+function explorerRoutes(app: Hono<Env>, { ctx }: ConsoleDeps): void {
+  app.get("/console/api/tasks", async (c) => {
+    const q = parseTaskListQuery(c.req.query());
+    if (!q.ok) return c.json({ error: q.error, fields: q.fields }, 400);
+    return c.json(await listTasks(ctx.database.sql, q.query));
+  });
+  app.get("/console/tasks", async (c) => {
+    const { page, ...input } = c.req.query();
+    const q = parseTaskListQuery(input);
+    if (!q.ok) return c.html(renderExplorerError(q.error, q.fields), 400);
+    const n = Math.max(1, Math.min(100_000, Number.parseInt(page ?? "1", 10) || 1));
+    return c.html(renderExplorerRows(await listTasks(ctx.database.sql, q.query), n));
   });
 }
 
@@ -293,6 +317,7 @@ function consoleApp(d: ConsoleDeps): Hono<Env> {
   signIn(app, d);
   gate(app, d);
   pages(app, d);
+  explorerRoutes(app, d);
   redrive(app, d);
   app.onError((err, c) => {
     d.log.error({ err: err.message, path: c.req.path }, "console: request failed");

@@ -148,7 +148,17 @@ test("`recovery tasks` pages with the same rules: --json pages chain through --a
   const page = JSON.parse(first.out) as { rows: Array<{ id: string; state: string; client: string }>; next: string };
   expect(page.rows.length).toBe(5);
   expect(page.rows.every((r) => r.state === "failed" && r.client === "client-36")).toBe(true);
-  const second = await cli("--state", "failed", "--client", "client-36", "--limit", "5", "--after", page.next, "--json");
+  const second = await cli(
+    "--state",
+    "failed",
+    "--client",
+    "client-36",
+    "--limit",
+    "5",
+    "--after",
+    page.next,
+    "--json",
+  );
   const ids = (JSON.parse(second.out) as typeof page).rows.map((r) => r.id);
   expect(ids.filter((id) => page.rows.some((r) => r.id === id))).toEqual([]);
   const text = await cli("--search", "idem-400");
