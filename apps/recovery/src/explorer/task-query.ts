@@ -1,7 +1,7 @@
 // The task explorer's one query, shared by the console (GET /console/api/tasks) and the CLI
 // (`recovery tasks`): filters, a search, and keyset pagination on (created_at, id), newest first.
 // Never OFFSET, never EVENTS: each page is one indexed read of `tasks` (migration 0013_task_explorer
-// adds the indexes), the solver version an `exists` on the ledger's primary key (the tasks table
+// adds the indexes), the solver version a semi-join on the ledger (by version, or by its primary key) (the tasks table
 // does not record which version solved a task; the ledger does, per charged task).
 import { Priority, TaskType, VisibleState } from "@pipeline/shared/schemas";
 import type postgres from "postgres";
@@ -124,18 +124,23 @@ function prefixEnd(p: string): string {
 }
 
 /**
- * The search as one OR of indexed lookups: an id (primary key), an idempotency key, a sitekey
- * (equal), a pageurl that starts with the text (with `https://` and `http://` in front when it
- * has no scheme). Each branch is a range of its own index (a BitmapOr), never a scan.
+ * The search as indexed lookups, one per branch: an id (primary key), an idempotency key, a
+ * sitekey (equal), a pageurl that starts with the text (with `https://` and `http://` in front when
+ * it has no scheme). listTasks runs each branch as its own select (a UNION), so each one reads
+ * its own index range; an OR of them would let the planner walk created_at and filter instead.
  */
-function searchCondition(sql: postgres.Sql, s: string): postgres.PendingQuery<postgres.Row[]> {
-  const url = (p: string) => sql`(t.params->>'pageurl' ~>=~ ${p} and t.params->>'pageurl' ~<~ ${prefixEnd(p)})`;
-  const byUrl = /^https?:\/\//i.test(s) ? url(s) : sql`${url(`https://${s}`)} or ${url(`http://${s}`)}`;
-  const byId = UUID.test(s) ? sql`t.id = ${s.toLowerCase()} or ` : sql``;
-  return sql`(${byId}t.idempotency_key = ${s} or t.params->>'sitekey' = ${s} or ${byUrl})`;
+function searchBranches(sql: postgres.Sql, s: string): postgres.PendingQuery<postgres.Row[]>[] {
+  const url = (p: string) => sql`t.params->>'pageurl' ~>=~ ${p} and t.params->>'pageurl' ~<~ ${prefixEnd(p)}`;
+  const urls = /^https?:\/\//i.test(s) ? [url(s)] : [url(`https://${s}`), url(`http://${s}`)];
+  return [
+    ...(UUID.test(s) ? [sql`t.id = ${s.toLowerCase()}`] : []),
+    sql`t.idempotency_key = ${s}`,
+    sql`t.params->>'sitekey' = ${s}`,
+    ...urls,
+  ];
 }
 
-/** The WHERE conditions of a query (each one names an indexed column or an `exists` on the ledger's key). */
+/** The WHERE conditions of a query but its search (each one names an indexed column, or the ledger's version index). */
 function conditions(sql: postgres.Sql, q: TaskListQuery, now: number): postgres.PendingQuery<postgres.Row[]>[] {
   const c: postgres.PendingQuery<postgres.Row[]>[] = [];
   if (q.state) c.push(sql`t.state = ${q.state}`);
@@ -145,11 +150,11 @@ function conditions(sql: postgres.Sql, q: TaskListQuery, now: number): postgres.
   if (q.region) c.push(sql`t.region = ${q.region}`);
   if (q.solverVersion)
     c.push(
-      sql`exists (select 1 from ledger l where l.task_id = t.id and l.kind = 'charge' and l.solver_version = ${q.solverVersion})`,
+      // An IN, not an EXISTS per row: the planner may start from the ledger's version index when the version is rare.
+      sql`t.id in (select l.task_id from ledger l where l.solver_version = ${q.solverVersion} and l.kind = 'charge')`,
     );
   if (q.from) c.push(sql`t.created_at >= ${resolveBound(q.from, now)}`);
   if (q.to) c.push(sql`t.created_at < ${resolveBound(q.to, now)}`);
-  if (q.search) c.push(searchCondition(sql, q.search));
   if (q.after) {
     const cut = q.after.indexOf("_");
     const micros = q.after.slice(0, cut);
@@ -184,19 +189,26 @@ interface Raw {
  * continues after its last row. A page reads at most `limit + 1` rows of an index range.
  */
 export async function listTasks(sql: postgres.Sql, q: TaskListQuery, now = Date.now()): Promise<TaskListPage> {
+  const and = (xs: postgres.PendingQuery<postgres.Row[]>[]) =>
+    xs.length ? xs.reduce((a, b) => sql`${a} and ${b}`) : sql`true`;
   const conds = conditions(sql, q, now);
-  const where = conds.length ? conds.reduce((a, b) => sql`${a} and ${b}`) : sql`true`;
+  const limit = q.limit + 1;
+  // With a search: the page's keys from the union of the branches (each an index range), then its rows.
+  const keys = q.search
+    ? searchBranches(sql, q.search)
+        .map((b) => sql`select t.id, t.created_at from tasks t where ${and([...conds, b])}`)
+        .reduce((a, b) => sql`${a} union ${b}`)
+    : sql`select t.id, t.created_at from tasks t where ${and(conds)}`;
   const raw = await sql<Raw[]>`
+    with page as (${keys} order by created_at desc, id desc limit ${limit})
     select t.id, t.owner, t.type, t.priority, t.region, t.state, t.created_at,
            (extract(epoch from t.created_at) * 1000000)::bigint::text as created_us,
            t.completed_at, t.attempts, t.error_code, t.idempotency_key,
            t.params->>'pageurl' as pageurl, t.params->>'sitekey' as sitekey,
            (select l.solver_version from ledger l where l.task_id = t.id and l.kind = 'charge'
              order by l.created_at desc limit 1) as solver_version
-    from tasks t
-    where ${where}
-    order by t.created_at desc, t.id desc
-    limit ${q.limit + 1}`;
+    from page p join tasks t on t.id = p.id
+    order by t.created_at desc, t.id desc`;
   const page = raw.slice(0, q.limit);
   const last = page.at(-1);
   return {

@@ -31,6 +31,8 @@ export const ledger = pgTable(
     primaryKey({ columns: [t.taskId, t.kind, t.providerTaskId] }),
     index("ledger_owner_created_idx").on(t.owner, t.createdAt),
     index("ledger_created_idx").on(t.createdAt),
+    // The task explorer's solver-version filter: a rare version's tasks are found from here, not by walking tasks.
+    index("ledger_solver_version_idx").on(t.solverVersion, t.taskId),
   ],
 );
 export type LedgerRow = typeof ledger.$inferSelect;

@@ -1,0 +1,1 @@
+CREATE INDEX "ledger_solver_version_idx" ON "ledger" USING btree ("solver_version","task_id");
