@@ -26,6 +26,69 @@ function scansOf(plan: string): string {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+/** The typical queries: each filter, a deep page, the kinds of search, and the worst case found. */
+function casesOf(midCursor: string, failedId: string): Array<[string, Record<string, unknown>]> {
+  return [
+    ["first page, no filter", {}],
+    ["a page half-way down (keyset)", { after: midCursor }],
+    ["state failed (7%)", { state: "failed" }],
+    ["state cancelled (2%)", { state: "cancelled" }],
+    ["client (2%)", { client: "client-7" }],
+    ["type geetest (20%)", { type: "geetest" }],
+    ["priority high, region hel1", { priority: "high", region: "hel1" }],
+    ["solver version v2 (ledger, 42%)", { solverVersion: "v2" }],
+    ["solver version v3 (ledger, 0.1%)", { solverVersion: "v3" }],
+    ["solver version that charged nothing", { solverVersion: "v9" }],
+    ["last 2 hours", { from: "2h" }],
+    ["a 1-hour window 5 days back", { from: "121h", to: "120h" }],
+    ["state, client and type", { state: "completed", client: "client-3", type: "turnstile" }],
+    ["client and state, none match (worst case)", { client: "client-7", state: "failed" }],
+    ["search: task id", { search: failedId }],
+    ["search: idempotency key", { search: "idem-400000" }],
+    ["search: sitekey (0.1%)", { search: "sk-42" }],
+    ["search: host of a pageurl (0.2%)", { search: "site7.example.com" }],
+    ["search: full pageurl", { search: "https://site11.example.com/p/500011" }],
+    ["search: nothing matches", { search: "nothing.example.org" }],
+  ];
+}
+
+interface Result {
+  query: string;
+  rows: number;
+  medianMs: number;
+  maxMs: number;
+  scans: string;
+}
+
+/** Each case: one warm-up, RUNS timed runs on `sql`, then one run on `explain` whose plan (auto_explain) lands in `plans`. */
+async function timeCases(
+  sql: postgres.Sql,
+  explain: postgres.Sql,
+  plans: string[],
+  cases: Array<[string, Record<string, unknown>]>,
+): Promise<Result[]> {
+  const results: Result[] = [];
+  for (const [name, input] of cases) {
+    const parsed = parseTaskListQuery(input);
+    if (!parsed.ok) throw new Error(`${name}: ${parsed.error}`);
+    const q = parsed.query;
+    await listTasks(sql, q, NOW);
+    const times: number[] = [];
+    let rows = 0;
+    for (let i = 0; i < RUNS; i++) {
+      const t0 = performance.now();
+      rows = (await listTasks(sql, q, NOW)).rows.length;
+      times.push(performance.now() - t0);
+    }
+    plans.length = 0;
+    await listTasks(explain, q, NOW);
+    const scans = scansOf(plans.join("\n"));
+    results.push({ query: name, rows, medianMs: median(times), maxMs: Math.max(...times), scans });
+    console.error(`[explorer] ${name}: ${median(times).toFixed(1)} ms`);
+  }
+  return results;
+}
+
 async function main() {
   const tdb = await createTestDatabase("explorer_bench");
   const sql = postgres(tdb.url, { max: 1, onnotice: () => {} });
@@ -52,47 +115,8 @@ async function main() {
     await explain`set auto_explain.log_analyze = on`;
     await explain`set auto_explain.log_nested_statements = on`;
     await explain`set client_min_messages = log`;
-    const cases: Array<[string, Record<string, unknown>]> = [
-      ["first page, no filter", {}],
-      ["a page half-way down (keyset)", { after: mid!.next }],
-      ["state failed (7%)", { state: "failed" }],
-      ["state cancelled (2%)", { state: "cancelled" }],
-      ["client (2%)", { client: "client-7" }],
-      ["type geetest (20%)", { type: "geetest" }],
-      ["priority high, region hel1", { priority: "high", region: "hel1" }],
-      ["solver version v2 (ledger, 42%)", { solverVersion: "v2" }],
-      ["solver version v3 (ledger, 0.1%)", { solverVersion: "v3" }],
-      ["solver version that charged nothing", { solverVersion: "v9" }],
-      ["last 2 hours", { from: "2h" }],
-      ["a 1-hour window 5 days back", { from: "121h", to: "120h" }],
-      ["state, client and type", { state: "completed", client: "client-3", type: "turnstile" }],
-      ["client and state, none match (worst case)", { client: "client-7", state: "failed" }],
-      ["search: task id", { search: one!.id }],
-      ["search: idempotency key", { search: "idem-400000" }],
-      ["search: sitekey (0.1%)", { search: "sk-42" }],
-      ["search: host of a pageurl (0.2%)", { search: "site7.example.com" }],
-      ["search: full pageurl", { search: "https://site11.example.com/p/500011" }],
-      ["search: nothing matches", { search: "nothing.example.org" }],
-    ];
-    const results: Array<{ query: string; rows: number; medianMs: number; maxMs: number; scans: string }> = [];
-    for (const [name, input] of cases) {
-      const parsed = parseTaskListQuery(input);
-      if (!parsed.ok) throw new Error(`${name}: ${parsed.error}`);
-      const q = parsed.query;
-      await listTasks(sql, q, NOW);
-      const times: number[] = [];
-      let rows = 0;
-      for (let i = 0; i < RUNS; i++) {
-        const t0 = performance.now();
-        rows = (await listTasks(sql, q, NOW)).rows.length;
-        times.push(performance.now() - t0);
-      }
-      plans.length = 0;
-      await listTasks(explain, q, NOW);
-      const scans = scansOf(plans.join("\n"));
-      results.push({ query: name, rows, medianMs: median(times), maxMs: Math.max(...times), scans });
-      console.error(`[explorer] ${name}: ${median(times).toFixed(1)} ms`);
-    }
+    const cases = casesOf(mid!.next, one!.id);
+    const results = await timeCases(sql, explain, plans, cases);
     const table = [
       `tasks: ${ROWS.toLocaleString("en")} rows (table ${sizes!.table}, indexes ${sizes!.indexes}); a page of 50; median of ${RUNS} warm runs`,
       "",
