@@ -1,7 +1,7 @@
 // The console's task explorer: the filter form (in the page, outside the refreshed panels), one page of
 // rows as an HTML fragment (GET /console/tasks, the same query as GET /console/api/tasks), and its
 // script. A row's task id opens the timeline the page already has (a.tasklink).
-import { Priority, TaskType, VisibleState } from "@pipeline/shared/schemas";
+import { Priority, TaskState, TaskType } from "@pipeline/shared/schemas";
 import type { TaskListPage } from "../explorer/task-query.ts";
 import { esc } from "./charts.ts";
 
@@ -26,7 +26,7 @@ export function renderExplorer(o: ExplorerOptions): string {
   return `<section id="explorer" aria-labelledby="h-explorer" class="card"><h2 id="h-explorer">Task explorer</h2>
 <form id="explorer-form">
 ${field("x-search", "Search", input("x-search", "search", ` type="search" placeholder="task id, idempotency key, sitekey or pageurl start" class="xsearch"`))}
-${field("x-state", "State", `<select id="x-state" name="state">${options(VisibleState.options)}</select>`)}
+${field("x-state", "State", `<select id="x-state" name="state">${options(TaskState.options)}</select>`)}
 ${field("x-client", "Client", input("x-client", "client", ` placeholder="owner"`))}
 ${field("x-type", "Type", `<select id="x-type" name="type">${options(TaskType.options)}</select>`)}
 ${field("x-priority", "Priority", `<select id="x-priority" name="priority">${options(Priority.options)}</select>`)}

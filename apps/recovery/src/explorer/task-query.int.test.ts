@@ -168,3 +168,8 @@ test("`recovery tasks` pages with the same rules: --json pages chain through --a
   expect(bad.code).toBe(2);
   expect(bad.err + bad.out).toContain("--since:");
 });
+
+test("a search ending in the highest character is answered, not a crash", async () => {
+  const page = await listTasks(sql, query({ search: "site7.example.com/\u{10FFFF}" }), NOW);
+  expect(page.rows).toEqual([]);
+});

@@ -3,7 +3,7 @@
 // Never OFFSET, never EVENTS: each page is one indexed read of `tasks` (migration 0013_task_explorer
 // adds the indexes), the solver version a semi-join on the ledger (by version, or by its primary key) (the tasks table
 // does not record which version solved a task; the ledger does, per charged task).
-import { Priority, TaskType, VisibleState } from "@pipeline/shared/schemas";
+import { Priority, TaskState, TaskType } from "@pipeline/shared/schemas";
 import type postgres from "postgres";
 import { z } from "zod";
 
@@ -39,7 +39,8 @@ export const MAX_PAGE = 200;
 /** The explorer's filters as they arrive (a URL's query or the CLI's options); unknown fields refused. */
 export const TaskListQuery = z
   .object({
-    state: VisibleState.optional(),
+    /** The row's state (a client's `expired` is a `completed` row whose token is past its expiry). */
+    state: TaskState.optional(),
     /** The client: the task's owner. */
     client: Name.optional(),
     type: TaskType.optional(),
@@ -119,6 +120,8 @@ export interface TaskListPage {
 /** The smallest string above every string that starts with `p` (for a prefix range on a text_pattern_ops index). */
 function prefixEnd(p: string): string {
   const last = p.codePointAt(p.length - 1)!;
+  // Nothing sorts above U+10FFFF: the range then ends at that character repeated (no crash on odd input).
+  if (last >= 0x10ffff) return `${p}\u{10FFFF}`;
   const head = p.slice(0, p.length - String.fromCodePoint(last).length);
   return head + String.fromCodePoint(last + 1);
 }
