@@ -105,8 +105,9 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log })
     : undefined;
   if (!callbacks) log.warn("WEBHOOK_SECRET unset: task callbacks are not sent");
-  const reports = startReports({ config, database, provider: p.provider, keyRing, metrics: p.metrics, log });
-  const balances = startBalances({ config, database, provider: p.provider, keyRing, log });
+  const { accounts } = p;
+  const reports = startReports({ config, database, provider: p.provider, keyRing, accounts, metrics: p.metrics, log });
+  const balances = startBalances({ config, database, provider: p.provider, keyRing, accounts, log });
   ready = true;
   const metricsUrl = `http://${config.METRICS_HOST}:${metricsServer.port}/metrics`;
   logStarted(log, config, workerId, metricsUrl);
@@ -181,7 +182,21 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     : undefined;
   const memory = memoryGovernorOf(config);
   addGauges(metrics, { config, keyRing, worker, memory, slots, dispatcher, deliveries, consumers, jsm });
-  const built = { nc, jsm, js, database, checkpoints, slots, keyRing, liveConfig, tally, fence, worker, provider };
+  const built = {
+    nc,
+    jsm,
+    js,
+    database,
+    checkpoints,
+    slots,
+    keyRing,
+    liveConfig,
+    tally,
+    fence,
+    worker,
+    provider,
+    accounts,
+  };
   return { ...built, deliveries, dispatcher, memory, metrics };
 }
 

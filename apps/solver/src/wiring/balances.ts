@@ -6,7 +6,7 @@ import type { ProviderClient } from "../adapters/provider.ts";
 import { startBalanceSampler } from "../balance/sampler.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
-import { accountsOf } from "./accounts.ts";
+import type { Accounts } from "./accounts.ts";
 
 /**
  * Starts sampling every account's balance (BALANCE_POLL_MS; 0: off) and hands the region's newest
@@ -18,6 +18,7 @@ export function startBalances(d: {
   database: Database;
   provider: ProviderClient;
   keyRing: KeyRing;
+  accounts: Accounts;
   log: Logger;
 }) {
   const store = createBalanceStore(d.database.sql);
@@ -26,7 +27,7 @@ export function startBalances(d: {
     provider: d.provider,
     keys: d.keyRing,
     providerHost: new URL(d.config.PROVIDER_URL).host,
-    hostOfRef: accountsOf(d.config).hostOfRef,
+    hostOfRef: d.accounts.hostOfRef,
     region: d.config.REGION,
     everyMs: d.config.BALANCE_POLL_MS,
     log: d.log,

@@ -7,7 +7,7 @@ import { createReportQueue } from "../adapters/reports.ts";
 import type { SolverConfig } from "../config.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { startReportSender } from "../reports/sender.ts";
-import { accountsOf } from "./accounts.ts";
+import type { Accounts } from "./accounts.ts";
 import { ledgerContextOf } from "./worker.ts";
 
 /** Starts forwarding the clients' reports with the key in use; each recorded one counted for the acceptance rates. */
@@ -16,6 +16,7 @@ export function startReports(d: {
   database: Database;
   provider: ProviderClient;
   keyRing: KeyRing;
+  accounts: Accounts;
   metrics: SolverMetrics;
   log: Logger;
 }) {
@@ -24,7 +25,7 @@ export function startReports(d: {
     queue: createReportQueue(d.database.db),
     provider: d.provider,
     keys: d.keyRing,
-    ledger: ledgerContextOf(config, accountsOf(config)),
+    ledger: ledgerContextOf(config, d.accounts),
     log: d.log,
     onRecorded: (r, l) =>
       d.metrics.reportRecorded({

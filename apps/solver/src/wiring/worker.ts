@@ -3,9 +3,8 @@ import type { Consumer } from "@nats-io/jetstream";
 import type { Database } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
 import type { NatsConnection } from "@pipeline/shared/nats";
-import { LIST_PRICE_MICROS, MICROS_PER_DOLLAR } from "@pipeline/shared/provider";
 import type { Fence } from "@pipeline/shared/regions";
-import type { Priority, TaskType } from "@pipeline/shared/schemas";
+import type { Priority } from "@pipeline/shared/schemas";
 import { createBulkPoller } from "../adapters/bulk-poller.ts";
 import type { SolverMetrics } from "../adapters/metrics.ts";
 import type { createEventSink } from "../adapters/nats.ts";
@@ -36,7 +35,7 @@ export function createSolverWorker(d: {
   timing: TimingReader;
   metrics: SolverMetrics;
   onConsumerMissing: (lane: Priority, what: string) => void;
-  accounts?: Accounts;
+  accounts: Accounts;
   log: Logger;
 }) {
   const { config } = d;
@@ -69,16 +68,14 @@ export function createSolverWorker(d: {
   });
 }
 
-/** What the solver's charges share: the provider's host, the region, the version, the estimates. */
-export function ledgerContextOf(config: SolverConfig, accounts?: Accounts): LedgerContext {
-  const estimates = { ...LIST_PRICE_MICROS };
-  for (const [type, dollars] of Object.entries(config.PROVIDER_PRICES ?? {}))
-    estimates[type as TaskType] = Math.round(dollars * MICROS_PER_DOLLAR);
+/** What the solver's charges share: each account's host and estimates (accounts.ts), the region, the version. */
+export function ledgerContextOf(config: SolverConfig, accounts: Accounts): LedgerContext {
   return {
     providerHost: new URL(config.PROVIDER_URL).host,
     region: config.REGION,
     solverVersion: config.SOLVER_VERSION,
-    estimates,
-    ...(accounts?.extras.length ? { hostOfRef: accounts.hostOfRef, estimatesOfRef: accounts.pricesOfRef } : {}),
+    estimates: accounts.terms("default").priceMicros,
+    hostOfRef: accounts.hostOfRef,
+    estimatesOfRef: accounts.pricesOfRef,
   };
 }
