@@ -10,6 +10,7 @@ import {
   regionsOf,
 } from "@pipeline/shared/config";
 import { bodiesMaxAgeFor } from "@pipeline/shared/nats";
+import { notifyEnv } from "@pipeline/shared/notify";
 import { z } from "zod";
 
 /** The repository's `.data/` when run from a clone; the state directory of the unit when compiled (infra/deploy). */
@@ -95,6 +96,13 @@ export const RecoveryEnv = z
     RECONCILE_TOLERANCE_MICROS: envInt(10_000, 0, 1_000_000_000),
     /** The service reconciles the last RECONCILE_HOURS this often (daily); 0 turns it off. */
     RECONCILE_INTERVAL_MS: envInt(24 * 3600_000, 0, 7 * 24 * 3600_000),
+    /** The operators' webhook and the console's address its messages link to (docs/notifications.md). */
+    ...notifyEnv,
+    /** A provider account whose breaker every live solver reports open this long is a breaker storm. */
+    NOTIFY_BREAKER_STORM_MS: envInt(60_000, 1000, 3600_000),
+    /** This many new dead letters within NOTIFY_DLQ_WINDOW_MS send a message. */
+    NOTIFY_DLQ_GROWTH: envInt(50, 1, 1_000_000),
+    NOTIFY_DLQ_WINDOW_MS: envInt(600_000, 10_000, 24 * 3600_000),
     RECONCILE_HOURS: envInt(24, 1, 24 * 90),
     /** Retention job of the service (issue 16.3, docs/security.md); 0 turns it off. */
     RETENTION_INTERVAL_MS: envInt(3600_000, 0, 7 * 24 * 3600_000),
@@ -140,6 +148,8 @@ export const RecoveryEnv = z
     /** Failed token sign-ins (form or Bearer) from one address within CONSOLE_SIGNIN_WINDOW_MS before it gets 429. */
     CONSOLE_SIGNIN_MAX_FAILURES: envInt(10, 1, 10_000),
     CONSOLE_SIGNIN_WINDOW_MS: envInt(300_000, 1000, 24 * 3600_000),
+    /** The most tasks one bulk redrive or cancel acts on (console and CLI; the oldest matching first). */
+    CONSOLE_BULK_MAX: envInt(1000, 1, 100_000),
     /** A redriven task's fresh deadline (the gateway's TASK_DEADLINE_MS). */
     TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
   })

@@ -16,8 +16,10 @@ import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.
 import { readAccountFigures } from "./money/figures.ts";
 import { forecastBalance } from "./money/forecast.ts";
 import { runReconcile } from "./money/run-reconcile.ts";
+import { leaseNotification } from "./notify/messages.ts";
+import { openNotifier, startNotifyWatches } from "./notify/notifications.ts";
 import { adoptRegion } from "./regions/adopt.ts";
-import { type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
+import { type LeaseEvent, type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
 import { createPlanKeeper } from "./regions/plan-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
 import { retentionPolicy } from "./retention/policy.ts";
@@ -74,6 +76,7 @@ function startKeeperAtWitness(
   replicaSql: postgres.Sql,
   log: Logger,
   stopping: () => boolean,
+  onEvent?: (e: LeaseEvent) => void,
 ) {
   let keeper: LeaseKeeper | undefined;
   let witnessNc: NatsConnection | undefined;
@@ -118,6 +121,7 @@ function startKeeperAtWitness(
       renewMs: config.LEASE_RENEW_MS,
       log,
       uncertainMs: config.ADOPT_UNCERTAIN_MS,
+      ...(onEvent ? { onEvent } : {}),
       plan: {
         keeper: createPlanKeeper({
           sql: replicaSql,
@@ -369,11 +373,23 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", () => sweepStale(config, ctx, log));
   const replication = await startReplication(config, ctx, log);
   const { remotes, replicaSql } = replication;
+  // NOTIFY_WEBHOOK_URL: fences, takeovers, breaker storms and DLQ growth reach the operators' channel.
+  const notifier = await openNotifier(config, ctx, log);
+  if (notifier) startNotifyWatches(config, ctx, notifier, timed.every);
   // The region lease (several regions only): renewed at the witness, taken over from a silent region.
   let stopping = false;
   const keeper =
     remotes.length && config.WITNESS_URL
-      ? startKeeperAtWitness(config, ctx, remotes, replicaSql!, log, () => stopping)
+      ? startKeeperAtWitness(
+          config,
+          ctx,
+          remotes,
+          replicaSql!,
+          log,
+          () => stopping,
+          // The keeper tells a return to service only after a fence (the first renewal at start is not news).
+          (e) => notifier?.post(leaseNotification(e)),
+        )
       : undefined;
   const metrics = await openMetrics(config, ctx, sizeEvents, remotes);
   timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));

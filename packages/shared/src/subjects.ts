@@ -34,6 +34,8 @@ export const buckets = {
   leases: () => "leases",
   /** The region's shard assignment (which solver version pulls which shard: @pipeline/shared/shards). */
   rollout: (region: string) => `rollout_${assertRegion(region).replace(/-/g, "_")}`,
+  /** Notifications already sent (one key per event: @pipeline/shared/notify). */
+  notify: (region: string) => `notify_${assertRegion(region).replace(/-/g, "_")}`,
 };
 
 /** Stable shard of a task id: the first 4 bytes of its sha256 (big-endian), modulo the shard count. Never changes (the rollout's shard owners; subjects.test.ts). */

@@ -39,7 +39,15 @@ export interface KeeperDeps {
   /** Monotonic clock for "still for how long" (default performance.now), wall clock for validUntil. */
   monotonic?: () => number;
   wall?: () => number;
+  /** Told when this region is fenced (its last lease view lapsed) or serves again, and of each takeover it made. */
+  onEvent?: (e: LeaseEvent) => void;
 }
+
+/** What the keeper tells the service (notifications, incidents). */
+export type LeaseEvent =
+  | { kind: "fenced"; region: string; epoch: number; at: number }
+  | { kind: "unfenced"; region: string; epoch: number; at: number; fencedForMs: number }
+  | { kind: "takeover"; region: string; remote: string; epoch: number; at: number; stillForMs: number };
 
 export interface LeaseKeeper {
   /** The keeper's latest view of every lease it watches (for assess and the console). */
@@ -57,6 +65,29 @@ interface Keeper {
   mono: () => number;
   wall: () => number;
   seen: Record<string, Observed | undefined>;
+  /** Until when the region's solvers were last told they may submit (0: never), and since when they may not. */
+  heldUntil: number;
+  fencedAt?: number | undefined;
+}
+
+/**
+ * After each round: the region is fenced once the last validUntil it published has passed without
+ * a renewal (a lease taken over, or a witness out of reach), and serves again at its next renewal.
+ */
+function fenceWatch(k: Keeper, until: number): void {
+  const epoch = k.seen[k.d.region]?.lease?.epoch ?? 0;
+  const now = k.wall();
+  if (until > 0) {
+    if (k.fencedAt !== undefined)
+      k.d.onEvent?.({ kind: "unfenced", region: k.d.region, epoch, at: now, fencedForMs: now - k.fencedAt });
+    k.heldUntil = until;
+    k.fencedAt = undefined;
+    return;
+  }
+  if (k.heldUntil > 0 && now >= k.heldUntil && k.fencedAt === undefined) {
+    k.fencedAt = now;
+    k.d.onEvent?.({ kind: "fenced", region: k.d.region, epoch, at: now });
+  }
 }
 
 const parseJson = (e: KvEntry): unknown => {
@@ -155,25 +186,41 @@ async function watchRemotes(k: Keeper): Promise<void> {
         { remote, epoch: other.epoch, stillForMs: Math.round(k.mono() - o!.changedAt) },
         "region silent past its lease: taken over; adopting its unfinished tasks",
       );
+      d.onEvent?.({
+        kind: "takeover",
+        region: d.region,
+        remote,
+        epoch: other.epoch,
+        at: k.wall(),
+        stillForMs: Math.round(k.mono() - o!.changedAt),
+      });
       await adoptIfOwed(k, remote, await observe(k, remote));
     } else await adoptIfOwed(k, remote, o);
   }
 }
 
 export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
-  const k: Keeper = { d, mono: d.monotonic ?? (() => performance.now()), wall: d.wall ?? Date.now, seen: {} };
+  const k: Keeper = {
+    d,
+    mono: d.monotonic ?? (() => performance.now()),
+    wall: d.wall ?? Date.now,
+    seen: {},
+    heldUntil: 0,
+  };
   let lastError: string | undefined;
 
   const tick = async () => {
     const startedAt = k.wall();
     try {
       const until = await renewOwn(k, startedAt);
+      fenceWatch(k, until);
       await watchRemotes(k);
       await planRound(k, until);
       if (lastError) d.log.info({ region: d.region }, "witness reachable again");
       lastError = undefined;
     } catch (err) {
       const msg = (err as Error).message;
+      fenceWatch(k, 0);
       // Unreachable witness: no renewal, so the solvers' view lapses at its validUntil by itself.
       if (msg !== lastError)
         d.log.error(
