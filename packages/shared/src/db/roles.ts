@@ -48,6 +48,7 @@ export const SCHEMA_TABLES = [
   "ledger",
   "task_reports",
   "provider_balances",
+  "incidents",
 ] as const;
 
 /**
