@@ -18,6 +18,7 @@ import { createRolloutMetrics } from "./adapters/metrics.ts";
 import { openRegionLink, type RegionLink } from "./adapters/regions.ts";
 import { createRolloutStore, openControlBucket, type RolloutStore } from "./adapters/store.ts";
 import { type Controller, createController } from "./controller.ts";
+import type { Notice } from "./domain/notice.ts";
 import { type Rollout, withLog } from "./domain/plan.ts";
 
 const REGIONS = ["ra", "rb"];
@@ -330,4 +331,154 @@ describe("a rollout across two regions", () => {
     expect((await cli("frobnicate")).code).toBe(2);
     expect((await store.read())!.revision).toBe(before);
   }, 30_000);
+});
+
+describe("pause steps, inconclusive steps and the notify hook", () => {
+  const told: Notice[] = [];
+  let notifying: Controller;
+  const feed =
+    (tasksEach: number) =>
+    async (r: Rollout): Promise<void> => {
+      await beat("ra", "ra-s", "v2", 100 + (Math.floor(Date.now() / 100) % 1000));
+      await beat("ra", "ra-k", "v3", 100 + (Math.floor(Date.now() / 100) % 1000));
+      if (r.applied && tasksEach) {
+        await tasks("ra", "v3", tasksEach, { state: "completed" });
+        await tasks("ra", "v2", tasksEach, { state: "completed" });
+      }
+    };
+  const tickUntilWith = async (done: (r: Rollout) => boolean, f: (r: Rollout) => Promise<void>) => {
+    for (let i = 0; i < 40; i++) {
+      const r = await record();
+      if (done(r)) return r;
+      await f(r);
+      await notifying.tick();
+      await Bun.sleep(150);
+    }
+    throw new Error(`not reached: ${JSON.stringify((await record()).log.at(-1))} / ${notifying.status().note}`);
+  };
+
+  beforeAll(async () => {
+    // The earlier tests' solvers stop cleanly (a delete, not a lost process).
+    for (const r of REGIONS) for await (const k of await workers[r]!.keys()) await workers[r]!.delete(k);
+    notifying = createController({
+      store,
+      regions: links,
+      home: links.get("ra")!,
+      ackWaitMs: 30_000,
+      now: Date.now,
+      log,
+      notify: (x) => told.push(x),
+    });
+  });
+
+  test("a pause step holds the share until promote; promote goes on to the next step; each event told once", async () => {
+    await feed(0)(await record());
+    const s = await cli(
+      "start",
+      "v3",
+      "--steps",
+      "50,pause,100",
+      "--regions",
+      "ra",
+      "--bake",
+      "1s",
+      "--gate",
+      "minTasks=5",
+    );
+    expect(s.out).toContain("steps 50/pause/100%");
+    const waiting = await tickUntilWith((x) => x.state === "paused", feed(3));
+    expect(waiting).toMatchObject({
+      awaiting: "promotion",
+      step: 1,
+      applied: true,
+      reason: "waiting for promotion after 50% in ra",
+    });
+    // Well past its bake and its deadline (10 min by default, not reached here), it only waits.
+    for (let i = 0; i < 5; i++) {
+      await feed(3)(await record());
+      await notifying.tick();
+    }
+    expect(await record()).toMatchObject({ state: "paused", awaiting: "promotion" });
+    expect(await share("ra")).toEqual({ v3: 8, v2: 8 });
+    expect((await cli("status")).out).toContain("paused at 50% in ra (pause step: promote goes on)");
+    expect((await cli("resume")).out).toContain("refused: it waits at a pause step");
+    expect(told.map((x) => x.kind)).toEqual(["awaiting_promotion"]);
+    expect(told[0]!.key).toBe(`rollout:${waiting.id}:awaiting_promotion:ra.1.${waiting.stepStartedAt}`);
+    // A service started afresh does not tell it again (the key is in the record).
+    const again: Notice[] = [];
+    await createController({
+      store,
+      regions: links,
+      home: links.get("ra")!,
+      ackWaitMs: 30_000,
+      now: Date.now,
+      log,
+      notify: (x) => again.push(x),
+    }).tick();
+    expect(again).toEqual([]);
+
+    expect((await cli("promote")).code).toBe(0);
+    const done = await tickUntilWith((x) => x.state === "promoted" && x.applied, feed(3));
+    expect(await share("ra")).toEqual({ v3: 16 });
+    expect(done.log.map((e) => e.action)).toEqual([
+      "start",
+      "applied",
+      "await",
+      "promote",
+      "applied",
+      "done",
+      "applied",
+    ]);
+    await notifying.tick();
+    await notifying.tick();
+    expect(told.map((x) => x.kind)).toEqual(["awaiting_promotion", "promoted"]);
+    const audit = await db.sql<{ action: string }[]>`select action from audit_log order by id desc limit 8`;
+    expect(audit.map((a) => a.action)).toContain("rollout.await");
+    expect(audit.map((a) => a.action)).toContain("rollout.promote");
+  }, 60_000);
+
+  test("too little traffic by the deadline pauses (inconclusive) instead of rolling back; told once", async () => {
+    told.length = 0;
+    const s = await cli(
+      "start",
+      "v2",
+      "--steps",
+      "100",
+      "--regions",
+      "ra",
+      "--bake",
+      "1s",
+      "--deadline",
+      "2s",
+      "--gate",
+      "minTasks=50",
+    );
+    expect(s.code).toBe(0);
+    const held = await tickUntilWith(
+      (x) => x.state === "paused",
+      async (r) => {
+        await beat("ra", "ra-s", "v3", 100 + (Math.floor(Date.now() / 100) % 1000));
+        await beat("ra", "ra-k", "v2", 100 + (Math.floor(Date.now() / 100) % 1000));
+        if (r.applied) await tasks("ra", "v2", 1, { state: "completed" });
+      },
+    );
+    expect(held.awaiting).toBe("decision");
+    expect(held.reason).toMatch(/^inconclusive: too little traffic \(\d+ tasks, need 50\) in ra at 100%$/);
+    expect(held.log.at(-1)).toMatchObject({ action: "inconclusive", region: "ra" });
+    expect(held.log.at(-1)!.figures).toMatchObject({ canary: { tasks: expect.any(Number) } });
+    expect(await share("ra")).toEqual({ v2: 16 });
+    for (let i = 0; i < 3; i++) await notifying.tick();
+    expect(await record()).toMatchObject({ state: "paused" });
+    expect(told.map((x) => `${x.kind} ${x.title}`)).toEqual([
+      `inconclusive Rollout ${held.id} (v2 replacing v3) paused: inconclusive in ra at 100%`,
+    ]);
+    expect(told[0]!.text).toContain("last gate: canary");
+    // Abort: the shards go back to the stable version, and that is told once too.
+    expect((await cli("abort")).code).toBe(0);
+    await notifying.tick();
+    await notifying.tick();
+    await notifying.tick();
+    expect(await share("ra")).toEqual({ v3: 16 });
+    expect(told.map((x) => x.kind)).toEqual(["inconclusive", "aborted"]);
+  }, 60_000);
 });

@@ -4,10 +4,12 @@
 // (compare-and-set, with its figures in the record's log), then apply it. Operators' commands are
 // writes to the same record (cli/commands/); the next tick carries them out.
 import type { Logger } from "@pipeline/shared/log";
+import { NOTIFIED_KEEP } from "@pipeline/shared/rollout";
 import { audit, type RegionLink } from "./adapters/regions.ts";
 import { shiftTo } from "./adapters/shift.ts";
 import type { RolloutStore, Stored } from "./adapters/store.ts";
 import { ProcessWindow, type TaskFigures, taskFigures } from "./domain/figures.ts";
+import { type Notice, noticeOf } from "./domain/notice.ts";
 import { moveFor, placement } from "./domain/placement.ts";
 import {
   type Action,
@@ -15,6 +17,7 @@ import {
   desiredPercent,
   type GateVerdict,
   gateVerdict,
+  percentAt,
   type Rollout,
   type VersionFigures,
   withLog,
@@ -30,6 +33,12 @@ export interface ControllerDeps {
   log: Logger;
   /** Told of every verdict (metrics). */
   onVerdict?: (region: string, verdict: GateVerdict) => void;
+  /**
+   * Told once when the record enters a state a person should hear of (rolled back, waiting for
+   * promotion, inconclusive, promoted, aborted); `key` is unique per event. Its key is kept in the
+   * record (`notified`), so a restarted service does not tell it again.
+   */
+  notify?: (n: Notice) => void;
 }
 
 export interface GateReading {
@@ -161,7 +170,7 @@ async function measure(d: ControllerDeps, r: Rollout, procs: ProcessWindow): Pro
 /** What the status says of a decision: the step and why it waits, or what was decided. */
 function decisionNote(r: Rollout, gate: GateReading, action: Action): string {
   return action.kind === "wait"
-    ? `step ${r.plan.steps[r.step]}% in ${gate.region}: ${gate.verdict.pass === true ? "baking" : action.why}`
+    ? `step ${percentAt(r.plan.steps, r.step)}% in ${gate.region}: ${gate.verdict.pass === true ? "baking" : action.why}`
     : action.kind;
 }
 
@@ -175,11 +184,11 @@ async function storeDecision(
   action: Exclude<Action, { kind: "wait" }>,
   gate: GateReading,
 ): Promise<Stored | undefined> {
-  const why = action.kind === "rollback" ? action.next.reason! : gate.verdict.why;
+  const why = action.kind === "shift" || action.kind === "done" ? gate.verdict.why : action.next.reason!;
   const entry = {
     action: action.kind,
     region: action.kind === "done" ? undefined : action.region,
-    percent: action.kind === "shift" ? action.percent : undefined,
+    percent: action.kind === "shift" || action.kind === "await" ? action.percent : undefined,
     why,
     figures: { canary: gate.canary, stable: gate.stable },
   };
@@ -200,8 +209,35 @@ async function storeDecision(
   return { record: next, revision: rev };
 }
 
+/**
+ * Hands the notification `cur`'s state calls for to `d.notify` once: not when its key is in the
+ * record's `notified` list or was handed on by this process; the key is then written into the
+ * record (compare-and-set; a lost race is retried on the next tick, the in-process set keeps it
+ * from being told twice). A record written before `notified` existed that has ended is adopted
+ * silently (its end was before this hook). The record as stored now.
+ */
+async function announce(d: ControllerDeps, told: Set<string>, cur: Stored): Promise<Stored> {
+  const n = d.notify && noticeOf(cur.record);
+  const r = cur.record;
+  if (!n || r.notified?.includes(n.key)) return cur;
+  const adopt =
+    r.notified === undefined && (r.state === "promoted" || r.state === "rolledBack" || r.state === "aborted");
+  if (!adopt && !told.has(n.key)) {
+    told.add(n.key);
+    try {
+      d.notify!(n);
+    } catch (err) {
+      d.log.warn({ id: r.id, kind: n.kind, err: (err as Error).message }, "rollout notification failed");
+    }
+  }
+  const next = { ...r, notified: [...(r.notified ?? []), n.key].slice(-NOTIFIED_KEEP) };
+  const revision = await d.store.write(next, cur.revision);
+  return revision === undefined ? cur : { record: next, revision };
+}
+
 export function createController(d: ControllerDeps) {
   let window: StepWindow;
+  const told = new Set<string>();
   let status: RolloutStatus = { note: "starting", regions: {} };
 
   /** The process window of `r`'s current step (a new one when the step changed). */
@@ -260,7 +296,7 @@ export function createController(d: ControllerDeps) {
       status = { note: "no rollout", regions: await survey(d) };
       return;
     }
-    const { record: r, revision } = cur;
+    const { record: r, revision } = await announce(d, told, cur);
     status = { ...status, record: r, revision };
     if (!r.applied) return apply(r, revision);
     if (r.state !== "running") {
@@ -272,8 +308,9 @@ export function createController(d: ControllerDeps) {
     const action: Action = decide(r, d.now(), gate.verdict);
     status = { ...status, gate, note: decisionNote(r, gate, action) };
     if (action.kind === "wait") return;
-    const stored = await storeDecision(d, cur, action, gate);
-    if (stored) await apply(stored.record, stored.revision);
+    const stored = await storeDecision(d, { record: r, revision }, action, gate);
+    // A pause (a pause step, an inconclusive step) moves nothing: the record stays applied.
+    if (stored && !stored.record.applied) await apply(stored.record, stored.revision);
   }
 
   return {

@@ -18,11 +18,13 @@ export const VERBS = [
 export type Verb = (typeof VERBS)[number];
 
 export const USAGE = `usage: npm run rollout -- <command> [--json]
-  start <version> [--steps 5,25,50,100] [--regions fsn1,hel1] [--stable v1] [--bake 60s] [--deadline 10m] [--gate minTasks=20,...]
+  start <version> [--steps 5,25,50,100 or 5,pause,25,50,100] [--regions fsn1,hel1] [--stable v1] [--bake 60s] [--deadline 10m]
+                             [--on-inconclusive pause|rollback] [--gate minTasks=20,...]
                              start a rollout (the rollout service carries it out)
   status                     the rollout, and per region which version pulls which shard and runs how many processes
-  pause | resume | promote | abort
-                             change the running rollout (promote: 100% in the current region; abort: every region back to stable)
+  pause | resume | promote [--full] | abort
+                             change the running rollout (promote: past a pause step to the next step, elsewhere
+                             or with --full 100% in the current region; abort: every region back to stable)
   history                    the rollout's decisions with the gate figures behind each
   serve                      run the rollout service (as apps/rollout/src/main.ts)
   shift <version> <N|P%>     by hand: give <version> N shards (or P%) of REGION, taken from the other versions

@@ -7,6 +7,7 @@ import {
   gateVerdict,
   LOG_KEEP,
   newRollout,
+  percentAt,
   Rollout,
   RolloutPlan,
   type VersionFigures,
@@ -201,5 +202,114 @@ test("the sites refusing more of the canary's answers than of the stable's fails
   expect(gateVerdict(figures({ extraPaid: 2, extraPaidMicros: 2900 }), figures(), t)).toMatchObject({
     pass: false,
     why: expect.stringContaining("extra paid submissions 2 ($0.00290)"),
+  });
+});
+
+describe("pause steps", () => {
+  const paused = RolloutPlan.parse({ ...plan, steps: [5, "pause", 25, 50, 100] });
+  const at5: Rollout = { ...start, plan: paused };
+  const waiting = (decide(at5, 10_000, pass) as { next: Rollout }).next;
+
+  test("a plan takes pause markers between percentages: not first, not last, not twice in a row", () => {
+    expect(RolloutPlan.safeParse({ ...plan, steps: [5, "pause", 25, "pause", 100] }).success).toBe(true);
+    const problem = (steps: unknown[]) => RolloutPlan.safeParse({ ...plan, steps }).error?.issues[0]?.message;
+    expect(problem(["pause", 5, 100])).toBe("a pause step comes after a percentage, not first");
+    expect(problem([5, 100, "pause"])).toBe("increasing percentages ending at 100");
+    expect(problem([5, "pause", "pause", 100])).toBe("two pause steps in a row");
+    expect(problem([50, "pause", 25, 100])).toBe("increasing percentages ending at 100");
+    expect(problem([5, "wait", 100])).toBeDefined();
+  });
+  test("a record with numeric steps and no onInconclusive (written before either existed) still parses", () => {
+    const { onInconclusive: _, ...old } = plan;
+    const r = Rollout.parse(JSON.parse(JSON.stringify({ ...start, plan: old })));
+    expect(r.plan.onInconclusive).toBe("pause");
+    expect(r.awaiting).toBeUndefined();
+  });
+  test("after the step before it passes, the rollout waits for a person at the same percentage", () => {
+    expect(decide(at5, 10_000, pass)).toMatchObject({
+      kind: "await",
+      region: "fsn1",
+      percent: 5,
+      next: {
+        state: "paused",
+        awaiting: "promotion",
+        step: 1,
+        applied: true,
+        stepStartedAt: 10_000,
+        reason: "waiting for promotion after 5% in fsn1",
+      },
+    });
+    expect([0, 1].map((i) => desiredPercent(waiting, i))).toEqual([5, 0]);
+    expect(percentAt(paused.steps, 1)).toBe(5);
+    expect(percentAt(paused.steps, 2)).toBe(25);
+  });
+  test("it never times out into a rollback, however long it waits", () =>
+    expect(decide(waiting, 10_000_000, { pass: "wait", why: "x", traffic: { tasks: 0, need: 20 } })).toMatchObject({
+      kind: "wait",
+    }));
+  test("promote goes on to the next step; promote --full to 100% in the region; resume and pause are refused", () => {
+    expect(command(waiting, "promote", 20_000, "ops")).toMatchObject({
+      next: {
+        state: "running",
+        step: 2,
+        stepStartedAt: 20_000,
+        applied: false,
+        reason: "promoted by ops past the pause after 5% in fsn1",
+      },
+    });
+    const next = (command(waiting, "promote", 20_000, "ops") as { next: Rollout }).next;
+    expect(next.awaiting).toBeUndefined();
+    expect(desiredPercent(next, 0)).toBe(25);
+    expect(command(waiting, "promote", 20_000, "ops", { full: true })).toMatchObject({
+      next: { state: "running", step: 4, reason: "promoted by ops" },
+    });
+    expect(command(waiting, "resume", 1, "ops")).toEqual({
+      refused: "it waits at a pause step: promote goes on to the next step, abort ends it",
+    });
+    expect(command(waiting, "pause", 1, "ops")).toEqual({ refused: "already paused (waiting for promotion)" });
+    expect(command(waiting, "abort", 1, "ops")).toMatchObject({ next: { state: "aborted" } });
+    expect((command(waiting, "abort", 1, "ops") as { next: Rollout }).next.awaiting).toBeUndefined();
+  });
+  test("promote where no pause step waits keeps its meaning: 100% in the current region", () =>
+    expect(command(at5, "promote", 5, "ops")).toMatchObject({ next: { step: 4, reason: "promoted by ops" } }));
+  test("each region has its pause: the next region starts at its first step", () => {
+    const last = { ...at5, step: 4 };
+    expect(decide(last, 20_000, pass)).toMatchObject({ kind: "shift", region: "hel1", percent: 5 });
+    expect(decide({ ...at5, region: 1 }, 10_000, pass)).toMatchObject({ kind: "await", region: "hel1" });
+  });
+  test("the start entry names the pause", () =>
+    expect(newRollout(paused, new Date(0), "ops").log[0]!.why).toContain("steps 5/pause/25/50/100%"));
+});
+
+describe("inconclusive at the deadline", () => {
+  const low = gateVerdict(figures({ tasks: 3 }), figures(), t);
+  test("too little traffic pauses for a person's decision (the default), saying how little", () => {
+    expect(low).toMatchObject({ pass: "wait", traffic: { tasks: 3, need: 20 } });
+    expect(decide(start, 61_000, low)).toMatchObject({
+      kind: "inconclusive",
+      region: "fsn1",
+      percent: 5,
+      next: {
+        state: "paused",
+        awaiting: "decision",
+        applied: true,
+        reason: "inconclusive: too little traffic (3 tasks, need 20) in fsn1 at 5%",
+      },
+    });
+  });
+  test("before the deadline it waits", () => expect(decide(start, 59_000, low)).toMatchObject({ kind: "wait" }));
+  test("onInconclusive rollback rolls back as before", () =>
+    expect(decide({ ...start, plan: { ...plan, onInconclusive: "rollback" } }, 61_000, low)).toMatchObject({
+      kind: "rollback",
+      next: { reason: "no passing gate in fsn1 at 5% within 60000 ms" },
+    }));
+  test("a failing gate still rolls back, whatever onInconclusive says", () =>
+    expect(decide(start, 61_000, { pass: false, why: "p95" })).toMatchObject({ kind: "rollback" }));
+  test("resume judges the step again with a new deadline; promote keeps its meaning", () => {
+    const held = (decide(start, 61_000, low) as { next: Rollout }).next;
+    expect(command(held, "resume", 70_000, "ops")).toMatchObject({ next: { state: "running", stepStartedAt: 70_000 } });
+    expect((command(held, "resume", 70_000, "ops") as { next: Rollout }).next.awaiting).toBeUndefined();
+    expect(command(held, "promote", 70_000, "ops")).toMatchObject({ next: { state: "running", step: 3 } });
+    expect(decide(held, 10_000_000, low)).toMatchObject({ kind: "wait" });
   });
 });

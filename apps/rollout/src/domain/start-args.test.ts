@@ -58,3 +58,16 @@ test("bad input names the option or field", () => {
   expect(() => planOf(parseStartArgs(["v1"]), where)).toThrow("already the stable version");
   expect(parseDuration("1.5s")).toBe(1500);
 });
+
+test("pause steps and --on-inconclusive", () => {
+  const p = planOf(parseStartArgs(["v2", "--steps", "5,pause,25%,50,100", "--on-inconclusive", "rollback"]), where);
+  expect(p.steps).toEqual([5, "pause", 25, 50, 100]);
+  expect(p.onInconclusive).toBe("rollback");
+  expect(planOf(parseStartArgs(["v2"]), where).onInconclusive).toBe("pause");
+  expect(() => planOf(parseStartArgs(["v2", "--steps", "pause,50,100"]), where)).toThrow(
+    "a pause step comes after a percentage, not first",
+  );
+  expect(() => planOf(parseStartArgs(["v2", "--steps", "50,100,pause"]), where)).toThrow("ending at 100");
+  expect(() => parseStartArgs(["v2", "--steps", "5,hold,100"])).toThrow("start: --steps");
+  expect(() => parseStartArgs(["v2", "--on-inconclusive", "wait"])).toThrow("start: --on-inconclusive");
+});

@@ -1,11 +1,12 @@
 // `rollout start <version> [--steps 5,25,50,100] [--regions fsn1,hel1] [--stable v1] [--bake 60s]
-// [--deadline 10m] [--gate minTasks=20,maxP95Ratio=1.5]`: parsed into a plan, or an error that
-// names the option at fault (start-args.test.ts).
+// [--deadline 10m] [--on-inconclusive pause|rollback] [--gate minTasks=20,maxP95Ratio=1.5]`: parsed
+// into a plan, or an error that names the option at fault (start-args.test.ts). A step of `--steps`
+// is a percentage or `pause` (`5,pause,25,50,100`: wait for a person's promote after 5 %).
 import { describeIssues } from "@pipeline/shared/schemas";
 import { z } from "zod";
-import { RolloutPlan } from "./plan.ts";
+import { PAUSE, RolloutPlan, type Step } from "./plan.ts";
 
-export const DEFAULT_STEPS = [5, 25, 50, 100];
+export const DEFAULT_STEPS: Step[] = [5, 25, 50, 100];
 
 /** `250ms`, `30s`, `10m`, `1h` or a number of milliseconds. */
 export function parseDuration(s: string): number {
@@ -19,13 +20,18 @@ export interface StartArgs {
   version: string;
   stable?: string | undefined;
   regions?: string[] | undefined;
-  steps: number[];
+  steps: Step[];
   bakeMs?: number | undefined;
+  onInconclusive?: "pause" | "rollback" | undefined;
   progressDeadlineMs?: number | undefined;
   gate: Record<string, number>;
 }
 
-const OPTIONS = ["--steps", "--regions", "--stable", "--bake", "--deadline", "--gate"] as const;
+const OPTIONS = ["--steps", "--regions", "--stable", "--bake", "--deadline", "--on-inconclusive", "--gate"] as const;
+
+/** One step of `--steps`: `pause`, or a percentage (`25` or `25%`). */
+const stepOf = (x: string): Step =>
+  x.trim() === PAUSE ? PAUSE : z.coerce.number().int().min(1).max(100).parse(x.trim().replace(/%$/, ""));
 
 export function parseStartArgs(args: string[]): StartArgs {
   const [version, ...rest] = args;
@@ -46,11 +52,7 @@ export function parseStartArgs(args: string[]): StartArgs {
       throw new Error(`start: ${name}: ${(err as Error).message}`);
     }
   };
-  const steps = opts["--steps"]
-    ? field("--steps", () =>
-        opts["--steps"]!.split(",").map((x) => z.coerce.number().int().min(1).max(100).parse(x.replace(/%$/, ""))),
-      )
-    : DEFAULT_STEPS;
+  const steps = opts["--steps"] ? field("--steps", () => opts["--steps"]!.split(",").map(stepOf)) : DEFAULT_STEPS;
   const gate: Record<string, number> = {};
   if (opts["--gate"])
     for (const kv of opts["--gate"].split(",")) {
@@ -69,6 +71,9 @@ export function parseStartArgs(args: string[]): StartArgs {
     steps,
     bakeMs: opts["--bake"] ? field("--bake", () => parseDuration(opts["--bake"]!)) : undefined,
     progressDeadlineMs: opts["--deadline"] ? field("--deadline", () => parseDuration(opts["--deadline"]!)) : undefined,
+    onInconclusive: opts["--on-inconclusive"]
+      ? field("--on-inconclusive", () => z.enum(["pause", "rollback"]).parse(opts["--on-inconclusive"]))
+      : undefined,
     gate,
   };
 }
@@ -82,6 +87,7 @@ export function planOf(a: StartArgs, o: { stable: string; regions: string[] }): 
     steps: a.steps,
     ...(a.bakeMs !== undefined ? { bakeMs: a.bakeMs } : {}),
     ...(a.progressDeadlineMs !== undefined ? { progressDeadlineMs: a.progressDeadlineMs } : {}),
+    ...(a.onInconclusive !== undefined ? { onInconclusive: a.onInconclusive } : {}),
     gate: a.gate,
   });
   if (!r.success) throw new Error(`start: ${describeIssues(r.error, "(plan)")}`);

@@ -2,13 +2,13 @@
 // how many processes (a region out of reach is shown as such).
 import { shareOf } from "@pipeline/shared/shards";
 import type { RegionLink } from "../../adapters/regions.ts";
-import type { Rollout } from "../../domain/plan.ts";
+import { percentAt, type Rollout } from "../../domain/plan.ts";
 import { describeAssignment } from "../../domain/shares.ts";
 import { type CliContext, show } from "../context.ts";
 
 function describeRollout(r: Rollout): string[] {
   const lines = [
-    `rollout ${r.id}: ${r.plan.version} replacing ${r.plan.stable}, ${r.state}${r.state === "running" || r.state === "paused" ? ` at ${r.plan.steps[r.step]}% in ${r.plan.regions[r.region]}` : ""}${r.applied ? "" : " (not applied yet)"}${r.reason ? ` (${r.reason})` : ""}`,
+    `rollout ${r.id}: ${r.plan.version} replacing ${r.plan.stable}, ${r.state}${r.state === "running" || r.state === "paused" ? ` at ${percentAt(r.plan.steps, r.step)}% in ${r.plan.regions[r.region]}${r.awaiting === "promotion" ? " (pause step: promote goes on)" : ""}` : ""}${r.applied ? "" : " (not applied yet)"}${r.reason ? ` (${r.reason})` : ""}`,
   ];
   const last = r.log.at(-1);
   if (last) lines.push(`  last: ${last.at} ${last.action}: ${last.why}`);

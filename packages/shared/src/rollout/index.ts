@@ -1,0 +1,26 @@
+// The rollout record and the operators' commands on it, pure (record.ts); the KV store and the one
+// write path of a command are in ./store.ts (`@pipeline/shared/rollout/store`).
+export {
+  Awaiting,
+  COMMANDS,
+  type CommandVerb,
+  command,
+  desiredPercent,
+  ENDED,
+  GateThresholds,
+  isEnded,
+  isPauseStep,
+  LOG_KEEP,
+  LogEntry,
+  NOTIFIED_KEEP,
+  newRollout,
+  PAUSE,
+  percentAt,
+  Rollout,
+  RolloutPlan,
+  RolloutState,
+  Step,
+  stepsProblem,
+  stepsText,
+  withLog,
+} from "./record.ts";
