@@ -16,6 +16,17 @@ import { assessRegionAsync, type NetnsTwoRegions, startTwoRegionsNetns } from ".
 const CUT_MS = Number(process.env.PARTITION_MS ?? 15_000);
 const RATE = Number(process.env.DRILL_RATE ?? 10);
 let two: NetnsTwoRegions;
+// The operators' webhook (NOTIFY_WEBHOOK_URL of both regions' recovery services): what each posted.
+const hooks: { from: string; key: string; kind: string; severity: string; text: string }[] = [];
+const hookServer = Bun.serve({
+  hostname: "0.0.0.0",
+  port: 0,
+  async fetch(req) {
+    const b = (await req.json()) as { text: string; pipeline: { key: string; kind: string; severity: string } };
+    hooks.push({ from: new URL(req.url).pathname.split("/").at(-1)!, ...b.pipeline, text: b.text });
+    return new Response("ok");
+  },
+});
 
 beforeAll(async () => {
   // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
@@ -27,9 +38,13 @@ beforeAll(async () => {
     leaseMarginMs: 1000,
     leaseRenewMs: 300,
     adoptUncertainMs: CUT_MS + 5000,
+    notifyWebhookPort: hookServer.port,
   });
 }, 60_000);
-afterAll(() => two?.stop());
+afterAll(async () => {
+  hookServer.stop(true);
+  await two?.stop();
+});
 
 test(
   `region-partition: fsn1 cut off ${CUT_MS / 1000} s under ${RATE} tasks/s per region; hel1 adopts, nothing lost, nothing paid twice`,
@@ -147,6 +162,16 @@ test(
         expect(stats.duplicateFingerprints).toBe(0);
         expect(servedAfterCutS).toBeLessThan(10);
         expect(rto).toBeLessThan(60);
+        // The operators heard of it once each: hel1's takeover, fsn1's fence, fsn1 serving again.
+        const told = (from: string, kind: string, key: RegExp) =>
+          hooks.filter((h) => h.from === from && h.kind === kind && key.test(h.key));
+        await eventually(async () => told("fsn1", "fenced", /^unfence:fsn1:/).length > 0, 10_000, 200);
+        console.log(`drill region-partition notifications: ${hooks.map((h) => `${h.from} ${h.key}`).join(", ")}`);
+        expect(told("hel1", "failover", /^failover:fsn1:\d+$/)).toHaveLength(1);
+        expect(told("hel1", "failover", /^failover:fsn1:/)[0]!.text).toContain("taken over by hel1");
+        expect(told("fsn1", "fenced", /^fence:fsn1:\d+$/)).toHaveLength(1);
+        expect(told("fsn1", "fenced", /^unfence:fsn1:/)).toHaveLength(1);
+        expect(new Set(hooks.map((h) => h.key)).size).toBe(hooks.length);
       },
     ),
   300_000,

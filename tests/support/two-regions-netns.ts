@@ -73,6 +73,11 @@ export interface NetnsTwoRegionOptions extends TwoRegionOptions {
    * Default 1: one witness server in its own namespace.
    */
   witnessNodes?: 1 | 3;
+  /**
+   * A port of this process (listening on 0.0.0.0) taking the operators' webhook: each region's
+   * recovery service gets NOTIFY_WEBHOOK_URL `http://<its host access address>:<port>/hook/<region>`.
+   */
+  notifyWebhookPort?: number;
 }
 
 export interface NetnsRegion extends Region {
@@ -340,7 +345,13 @@ function spawnRegionApps(c: NetnsContext, rp: Site, wiring: RegionWiring): Proc[
       rp.ns,
       `recovery-${rp.name}`,
       "apps/recovery/src/main.ts",
-      { ...recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }), ...o.recoveryEnv },
+      {
+        ...recoveryEnv(wiring, { dataDir: tmp(`regions-${rp.name}-`), lease }),
+        ...(o.notifyWebhookPort
+          ? { NOTIFY_WEBHOOK_URL: `http://${rp.hostAccessIp}:${o.notifyWebhookPort}/hook/${rp.name}` }
+          : {}),
+        ...o.recoveryEnv,
+      },
       logDir,
     ),
   ];
