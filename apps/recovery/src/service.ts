@@ -11,6 +11,7 @@ import { probeRegions } from "./assess/regions.ts";
 import type { RecoveryConfig } from "./config.ts";
 import { startConsole } from "./console/server.ts";
 import { openContext, type RecoveryContext } from "./context.ts";
+import { adoptAndRecord, INCIDENT_TICK_MS, incidentJob } from "./incidents/job.ts";
 import { regionGauges } from "./metrics/region-gauges.ts";
 import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
 import { readAccountFigures } from "./money/figures.ts";
@@ -18,7 +19,6 @@ import { forecastBalance } from "./money/forecast.ts";
 import { runReconcile } from "./money/run-reconcile.ts";
 import { leaseNotification } from "./notify/messages.ts";
 import { openNotifier, startNotifyWatches } from "./notify/notifications.ts";
-import { adoptRegion } from "./regions/adopt.ts";
 import { type LeaseEvent, type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
 import { createPlanKeeper } from "./regions/plan-keeper.ts";
 import { startReplicator } from "./regions/replicator.ts";
@@ -132,13 +132,8 @@ function startKeeperAtWitness(
         }),
         releaseMs: config.PLAN_RELEASE_MS,
       },
-      adopt: (remote, epoch, phase) =>
-        adoptRegion(
-          { sql: replicaSql, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS },
-          remote,
-          epoch,
-          phase,
-        ),
+      // adoptRegion, each phase also recording the failover incident (incidents/job.ts).
+      adopt: adoptAndRecord(config, ctx, replicaSql, log),
     });
   })().catch((err: Error) => log.error({ err: err.message }, "lease keeper did not start"));
   return {
@@ -395,6 +390,8 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   timed.every(config.SNAPSHOT_INTERVAL_MS, "snapshot", () => snapshotAndCopy(config, ctx, metrics, log));
   timed.every(config.RETENTION_INTERVAL_MS, "retention", () => retainOnce(config, ctx, metrics, log));
   timed.every(config.RECONCILE_INTERVAL_MS, "reconcile", () => reconcileOnce(config, ctx, metrics, log));
+  // Incidents: rollbacks, failovers, breaker storms seen in their sources, recorded once each (docs/incidents.md).
+  timed.every(INCIDENT_TICK_MS, "incidents", await incidentJob(config, ctx, log));
   const metricsServer = serveMetrics(config, metrics, log);
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { progressBar } from "@pipeline/shared/progress";
 import { FINAL_STATUSES } from "@pipeline/shared/schemas";
 import { recordAudit } from "../fleet/audit.ts";
+import { recordDrill } from "../incidents/record.ts";
 import { type DrillMoney, drillMoney, moneyLine } from "../money/drill-money.ts";
 import { DrillError, type FaultDeps, faultFor } from "./faults/index.ts";
 import { type DrillLoad, startDrillLoad, type Tracked } from "./load.ts";
@@ -53,6 +54,8 @@ export interface DrillReport {
   passed: boolean;
   /** What the drill's tasks cost (the ledger), and the extra beyond one charge per task. */
   money?: DrillMoney;
+  /** The incident the drill recorded (`recovery incident <id> --markdown`). */
+  incidentId?: number;
 }
 
 /** The baseline: `ms` of load, with a progress bar on a terminal (quiet when piped). */
@@ -217,6 +220,14 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
       ...(money ? { extraMicros: money.extraMicros, totalMicros: money.totalMicros } : {}),
     },
   }).catch(() => {});
+  // The drill as an incident, with what it measured (docs/incidents.md).
+  const incident = await recordDrill(o.ctx.database.sql, {
+    ...report,
+    region: o.ctx.region,
+    acknowledged: figures.acknowledged,
+    ...(money ? { money } : {}),
+  }).catch((err: Error) => o.ctx.log.warn({ err: err.message }, "drill incident not recorded"));
+  if (incident) report.incidentId = incident.incident.id;
   return report;
 }
 
@@ -233,6 +244,7 @@ export function renderDrillReport(r: DrillReport): string {
       : []),
     `  RTO ${sec(r.rtoMs)} (target ${sec(r.rtoTargetMs)}): completions back at >= 50% of the normal ${r.baselinePerSec}/s`,
     ...(r.money ? [`  ${moneyLine(r.money)}`] : []),
+    ...(r.incidentId ? [`  incident ${r.incidentId}: bun run recovery incident ${r.incidentId} --markdown`] : []),
     `  remedy applied after ${sec(r.remedyMs)}; every task acknowledged before the fault done after ${sec(r.catchUpMs)} (target ${sec(r.catchUpTargetMs)})`,
     "  steps:",
     ...r.steps.map((s) => `    ${(s.atMs / 1000).toFixed(1).padStart(6)} s  ${s.what}`),

@@ -8,12 +8,12 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { openRegionBucket, openWorkersBucket } from "@pipeline/shared/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { provisionRegion } from "@pipeline/shared/provision";
 import { eventSubject } from "@pipeline/shared/subjects";
-import postgres from "postgres";
 import { createDetector, type DetectorDeps } from "./detector.ts";
 import { incidentByKey, listIncidents } from "./store.ts";
 
@@ -22,7 +22,8 @@ const log = createLogger("incidents-test", { level: "silent" });
 let nats: TestNats;
 let nc: NatsConnection;
 let db: TestDatabase;
-let sql: postgres.Sql;
+let database: Database;
+let sql: Database["sql"];
 let control: KV;
 let regionKv: KV;
 let workersKv: KV;
@@ -35,11 +36,13 @@ beforeAll(async () => {
   regionKv = await openRegionBucket(nc, region);
   workersKv = await openWorkersBucket(nc, region);
   db = await createTestDatabase("incidents");
-  sql = postgres(db.url, { max: 2, onnotice: () => {} });
+  // The service's own pool (drizzle-tuned: timestamps come back as Postgres' text).
+  database = openDatabase(db.url, { max: 2 });
+  sql = database.sql;
 }, 60_000);
 
 afterAll(async () => {
-  await sql?.end({ timeout: 5 });
+  await database?.close();
   await db?.drop();
   await nc?.close();
   await nats?.dispose();

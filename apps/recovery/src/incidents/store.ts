@@ -18,10 +18,10 @@ interface Row {
   kind: string;
   region: string;
   summary: string;
-  started_at: Date;
-  detected_at: Date | null;
-  recovered_at: Date | null;
-  ended_at: Date | null;
+  started_at: Date | string;
+  detected_at: Date | string | null;
+  recovered_at: Date | string | null;
+  ended_at: Date | string | null;
   tasks_affected: number | null;
   rpo: number | null;
   rto_ms: string | number | null;
@@ -29,16 +29,26 @@ interface Row {
   extra_micros: string | number | null;
   detail: Record<string, unknown>;
   timeline: TimelineEntry[];
-  opened_at: Date;
-  updated_at: Date;
+  opened_at: Date | string;
+  updated_at: Date | string;
 }
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
+/**
+ * A timestamptz as ISO text: a Date from a plain postgres.js client, or Postgres' own text
+ * (`2026-12-06 10:00:00.123+00`) from the drizzle-tuned pool, which leaves timestamps unparsed.
+ */
+function iso(d: Date | string | null): string | null {
+  if (d === null) return null;
+  if (d instanceof Date) return d.toISOString();
+  const t = d.replace(" ", "T").replace(/([+-]\d\d)$/, "$1:00");
+  return new Date(t).toISOString();
+}
+const isoOf = (d: Date | string) => iso(d)!;
 const n = (v: string | number | null) => (v === null ? null : Number(v));
 
 function toIncident(r: Row): Incident {
   const times = {
-    startedAt: r.started_at.toISOString(),
+    startedAt: isoOf(r.started_at),
     detectedAt: iso(r.detected_at),
     recoveredAt: iso(r.recovered_at),
     endedAt: iso(r.ended_at),
@@ -59,8 +69,8 @@ function toIncident(r: Row): Incident {
     extraMicros: n(r.extra_micros),
     detail: r.detail ?? {},
     timeline: r.timeline ?? [],
-    openedAt: r.opened_at.toISOString(),
-    updatedAt: r.updated_at.toISOString(),
+    openedAt: isoOf(r.opened_at),
+    updatedAt: isoOf(r.updated_at),
   };
 }
 
@@ -92,8 +102,8 @@ export async function recordIncident(sql: postgres.Sql, o: Observation): Promise
         rto_ms = ${fig(f.rtoMs, before!.rto_ms)},
         extra_paid = ${fig(f.extraPaid, before!.extra_paid)},
         extra_micros = ${fig(f.extraMicros, before!.extra_micros)},
-        detail = detail || ${tx.json((o.detail ?? {}) as postgres.JSONValue)},
-        timeline = ${tx.json(timeline as unknown as postgres.JSONValue)},
+        detail = detail || ${JSON.stringify(o.detail ?? {})}::jsonb,
+        timeline = ${JSON.stringify(timeline)}::jsonb,
         updated_at = now()
       where key = ${o.key} returning *`;
     return {
