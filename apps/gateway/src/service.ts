@@ -145,6 +145,11 @@ function serveGateway(
     port: config.GATEWAY_PORT,
     fetch: withAbsoluteUrl(createApp(parts).fetch),
     idleTimeout: Math.min(255, config.MAX_WAIT_SECONDS + 10),
+    // Lingering close: a body over MAX_BODY_BYTES is answered 413 at once, and the rest of it is
+    // read and dropped as it arrives (not buffered) so a client that writes its whole body before
+    // reading gets the 413, not a broken pipe (app.int.test.ts). Up to this bound; a longer body's
+    // connection is cut (docs/security.md, "Request limits").
+    maxRequestBodySize: LINGER_MAX_BYTES,
   });
   // /metrics is not on the clients' listener (issue 14.7): its own, loopback by default, or none.
   const metricsServer =
@@ -164,6 +169,9 @@ function serveGateway(
 }
 
 /** How client ids are derived (issue 14.8); never the keys nor the pepper. */
+/** The most of an oversized body the gateway reads and drops before it cuts the connection. */
+export const LINGER_MAX_BYTES = 128 * 1024 * 1024;
+
 export function logClientIds(config: GatewayConfig, log: Logger): void {
   // Dev stacks and tests (API_KEYS_ALLOW_SHORT) run unpeppered on purpose.
   if (!config.API_KEY_PEPPER && !config.API_KEYS_ALLOW_SHORT)

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connect } from "node:net";
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { freePort } from "@pipeline/devstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
@@ -1053,6 +1054,49 @@ describe("another client's key, and request limits (issue 14, untested until now
       } as RequestInit);
       expect(res.status).toBe(413);
       expect(((await res.json()) as { errors: Array<{ field: string }> }).errors[0]!.field).toBe("(body)");
+      expect(await counts()).toEqual(before);
+    });
+
+    /**
+     * A client as Python's urllib (and many HTTP libraries) is: it writes the request line, the
+     * headers and the whole body, and only then reads. What it reads back (or how it failed).
+     */
+    async function writeAllThenRead(head: string, body: Uint8Array): Promise<string> {
+      const url = new URL(base);
+      const sock = connect({ host: url.hostname, port: Number(url.port) });
+      sock.pause();
+      const failed = new Promise<string>((resolve) => sock.once("error", (e) => resolve(`error: ${e.message}`)));
+      await new Promise<void>((resolve) => sock.once("connect", () => resolve()));
+      const wrote = new Promise<string>((resolve) => {
+        sock.write(head);
+        sock.write(body, (err) => resolve(err ? `error: ${err.message}` : "written"));
+      });
+      const w = await Promise.race([wrote, failed, Bun.sleep(15_000).then(() => "write timed out")]);
+      if (w !== "written") {
+        sock.destroy();
+        return w;
+      }
+      const chunks: Buffer[] = [];
+      sock.on("data", (d: Buffer) => chunks.push(d));
+      sock.resume();
+      const end = new Promise<string>((resolve) => sock.once("end", () => resolve("end")));
+      await Promise.race([end, failed, Bun.sleep(5000)]);
+      sock.destroy();
+      return Buffer.concat(chunks).toString("latin1") || "nothing read";
+    }
+
+    test("a client that writes its whole oversized body before reading gets the 413, not a broken pipe (lingering close)", async () => {
+      const before = await counts();
+      const body = new Uint8Array(3 * 1024 * 1024).fill(65);
+      const head = `POST /v1/tasks HTTP/1.1\r\nhost: ${new URL(base).host}\r\nauthorization: Bearer client-a-key\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+      const got = await writeAllThenRead(head, body);
+      expect(got).toStartWith("HTTP/1.1 413");
+      expect(got).toContain('"field":"(body)"');
+      // Chunked, without a length: the same.
+      const chunked = `POST /v1/tasks HTTP/1.1\r\nhost: ${new URL(base).host}\r\nauthorization: Bearer client-a-key\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`;
+      const part = `${(256 * 1024).toString(16)}\r\n${"A".repeat(256 * 1024)}\r\n`;
+      const chunkedBody = new TextEncoder().encode(`${part.repeat(12)}0\r\n\r\n`);
+      expect(await writeAllThenRead(chunked, chunkedBody)).toStartWith("HTTP/1.1 413");
       expect(await counts()).toEqual(before);
     });
 

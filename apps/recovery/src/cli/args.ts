@@ -136,6 +136,24 @@ export const Command = z.discriminatedUnion("command", [
       const refused = unconfirmedDrill(c.args[0], c.yes);
       if (refused) ctx.addIssue({ code: "custom", path: ["yes"], message: refused });
     }),
+  z
+    .object({
+      command: z.literal("incidents"),
+      args: z.tuple([]),
+      limit: z.coerce.number().int().min(1).max(1000).optional(),
+      json: Flag,
+    })
+    .strict(),
+  z
+    .object({
+      command: z.literal("incident"),
+      args: z.tuple([z.string().regex(/^[1-9][0-9]{0,14}$/, "an incident id (a positive integer)")], {
+        error: "incident takes one incident id (a positive integer)",
+      }),
+      markdown: Flag,
+      json: Flag,
+    })
+    .strict(),
   z.object({ command: z.literal("help"), args: z.array(z.string()) }).strict(),
 ]);
 export type Command = z.infer<typeof Command>;
@@ -172,6 +190,8 @@ export const USAGE = `usage: bun run recovery <command> [options]
         [--search TEXT] [--limit N] [--after NEXT] [--json]
                                           tasks newest first (the console's task explorer); T: ISO time or 15m/2h/7d back;
                                           TEXT: a task id, idempotency key, sitekey or the start of a pageurl
+  incidents [--limit N] [--json]          failovers, rollbacks, restores, breaker storms, drills: newest first, open or closed, MTTR
+  incident <id> [--markdown] [--json]     one incident's figures and timeline; --markdown: a post-mortem skeleton to fill in
   drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--yes] [--json]
                                           run a fault under steady load; measure RPO and RTO (scenarios: ${SCENARIOS.join(", ")});
                                           queue-loss and db-loss destroy live state: refused without --yes

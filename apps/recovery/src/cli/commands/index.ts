@@ -5,6 +5,7 @@ import { assessCommand } from "./assess.ts";
 import { auditCommand } from "./audit.ts";
 import { configCommand } from "./config.ts";
 import { drillCommand } from "./drill.ts";
+import { incidentCommand, incidentsCommand } from "./incidents.ts";
 import { migrateCommand } from "./migrate.ts";
 import { rebuildQueueCommand } from "./rebuild-queue.ts";
 import { reconcileCommand } from "./reconcile.ts";
@@ -42,6 +43,8 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   audit: auditCommand,
   tasks: tasksCommand,
   drill: drillCommand,
+  incidents: incidentsCommand,
+  incident: incidentCommand,
 };
 
 /** Runs the handler of `cmd.command`. */
