@@ -1,5 +1,6 @@
 import { type Db, groupCommit, isConnectionError, type TaskRow, tasks } from "@pipeline/shared/db";
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { cancelTaskRow } from "@pipeline/shared/tasks";
+import { and, eq, sql } from "drizzle-orm";
 
 /** What a submission writes: a fresh `queued` row. */
 export interface QueuedRow {
@@ -76,20 +77,9 @@ export function createTaskStore(db: Db): TaskStore {
       // DELETE on tasks, and the function deletes only a queued row nothing has touched.
       await db.$client`select public.delete_unpublished_task(${id}::uuid)`;
     },
-    async cancel(id, owner) {
-      const out = await db
-        .update(tasks)
-        .set({
-          state: "cancelled",
-          version: sql`${tasks.version} + 1`,
-          leaseOwner: null,
-          leaseUntil: null,
-          completedAt: sql`now()`,
-          updatedAt: sql`now()`,
-        })
-        .where(and(eq(tasks.id, id), eq(tasks.owner, owner), inArray(tasks.state, ["queued", "retrying", "solving"])))
-        .returning();
-      return out[0];
+    cancel(id, owner) {
+      // The guarded UPDATE the recovery console's bulk cancel shares (@pipeline/shared/tasks).
+      return cancelTaskRow(db, id, owner);
     },
     async redrive(id, owner, deadlineMs) {
       const out = await db

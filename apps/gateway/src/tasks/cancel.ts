@@ -1,4 +1,5 @@
 import type { TaskRow } from "@pipeline/shared/db";
+import { cancelledEvent } from "@pipeline/shared/tasks";
 import type { GatewayDeps } from "../deps.ts";
 
 /** Why a cancel changed nothing; `state` is the task's state now. */
@@ -30,16 +31,8 @@ export async function cancelTask(deps: CancelDeps, clientId: string, row: TaskRo
     throw new CancelError("already_final", current.state);
   }
   await deps.queue
-    // data.callback: a task with a callback URL has its final event on the hook subject (the notifier's).
-    .publishEvent({
-      taskId: row.id,
-      kind: "cancelled",
-      state: "cancelled",
-      version: cancelled.version,
-      region: deps.config.REGION,
-      at: new Date().toISOString(),
-      data: { callback: Boolean(cancelled.callbackUrl) },
-    })
+    // The shared event (@pipeline/shared/tasks): data.callback puts it on the hook subject for a task with a callback URL.
+    .publishEvent(cancelledEvent(cancelled, deps.config.REGION))
     .catch((err) => deps.log.warn({ taskId: row.id, err: (err as Error).message }, "cancelled event not published"));
   return cancelled;
 }

@@ -18,6 +18,8 @@ export interface ExplorerOptions {
   regions: string[];
   /** TASK_RETENTION_DAYS: params (pageurl, sitekey) of finished tasks are erased after it. */
   retentionDays: number;
+  /** The bulk actions' buttons (operators only; console/bulk-page.ts). */
+  bulk?: string;
 }
 
 /** The explorer's section: filters, search, and an empty result area the script fills. */
@@ -37,6 +39,7 @@ ${field("x-to", "Created before", `<input id="x-to" name="to" type="datetime-loc
 <div class="xf xbuttons"><button type="submit">Find tasks</button> <button type="reset" id="explorer-reset">Clear</button></div>
 </form>
 <p class="muted hint">Newest first, ${50} a page. A pageurl is matched from its start (<code>site.example.com/login</code> or a full URL), a sitekey, idempotency key or task id exactly. Retention erases the pageurl and sitekey of tasks finished over ${esc(o.retentionDays)} days ago (TASK_RETENTION_DAYS): find those by id or idempotency key. The solver version is the one that charged the task (the ledger).</p>
+${o.bulk ?? ""}
 <div id="explorer-out" aria-live="polite"></div></section>`;
 }
 

@@ -15,7 +15,15 @@ import { recordAudit } from "../fleet/audit.ts";
 
 export type RedriveResult =
   | { ok: true; id: string; redrives: number; deadlineAt: string | null }
-  | { ok: false; status: 404 | 409 | 503; reason: string };
+  | { ok: false; status: 404 | 409 | 503; code: RedriveRefusal; reason: string };
+
+/** Why a redrive changed nothing (the bulk redrive groups its refusals by it). */
+export type RedriveRefusal = "not_found" | "purged" | "other_region" | "not_failed" | "queue_unavailable";
+
+/** `audit: false`: the caller audits (a bulk redrive records one row for the whole operation). */
+export interface RedriveOptions {
+  audit?: boolean;
+}
 
 export interface RedriveDeps {
   sql: postgres.Sql;
@@ -26,24 +34,40 @@ export interface RedriveDeps {
   publishDeadlineMs: number;
 }
 
-export async function redriveTask(d: RedriveDeps, id: string, actor: string): Promise<RedriveResult> {
+type Refused = Extract<RedriveResult, { ok: false }>;
+
+/** The task's state, or why it cannot be redriven from here (gone, params erased, another region). */
+async function precheck(d: RedriveDeps, id: string): Promise<{ state: string } | Refused> {
   const [cur] = await d.sql<
     { state: string; region: string; purged: boolean }[]
   >`select state, region, params = '{}'::jsonb as purged from tasks where id = ${id}`;
-  if (!cur) return { ok: false, status: 404, reason: "no such task" };
+  if (!cur) return { ok: false, status: 404, code: "not_found", reason: "no such task" };
   // Retention erased its params (TASK_RETENTION_DAYS, docs/security.md): there is nothing left to solve.
   if (cur.purged)
     return {
       ok: false,
       status: 409,
+      code: "purged",
       reason: "the task's params were erased by retention (TASK_RETENTION_DAYS); the client must submit it again",
     };
   if (cur.region !== d.region)
     return {
       ok: false,
       status: 409,
+      code: "other_region",
       reason: `the task lives in region ${cur.region}; redrive it from that region's console`,
     };
+  return { state: cur.state };
+}
+
+export async function redriveTask(
+  d: RedriveDeps,
+  id: string,
+  actor: string,
+  opts: RedriveOptions = {},
+): Promise<RedriveResult> {
+  const cur = await precheck(d, id);
+  if ("ok" in cur) return cur;
   // The shared core (@pipeline/shared/tasks): requeue, publish under a new message id, undo on failure, event.
   const r = await redriveFailedTask(
     {
@@ -89,13 +113,21 @@ export async function redriveTask(d: RedriveDeps, id: string, actor: string): Pr
     return {
       ok: false,
       status: 409,
+      code: "not_failed",
       reason: `the task is ${cur.state}; only failed (dead-lettered) tasks can be redriven`,
     };
-  if (!r.ok) return { ok: false, status: 503, reason: "the queue did not take the task; it stays failed, try again" };
-  await recordAudit(d.db, {
-    actor,
-    action: "task.redrive",
-    detail: { taskId: id, redrives: r.row.redrives, via: "console" },
-  });
+  if (!r.ok)
+    return {
+      ok: false,
+      status: 503,
+      code: "queue_unavailable",
+      reason: "the queue did not take the task; it stays failed, try again",
+    };
+  if (opts.audit !== false)
+    await recordAudit(d.db, {
+      actor,
+      action: "task.redrive",
+      detail: { taskId: id, redrives: r.row.redrives, via: "console" },
+    });
   return { ok: true, id, redrives: r.row.redrives, deadlineAt: r.deadlineAt };
 }

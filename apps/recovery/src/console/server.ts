@@ -20,6 +20,8 @@ import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
 import { listTasks, parseTaskListQuery } from "../explorer/task-query.ts";
 import { redactUrl } from "../redact-url.ts";
+import { bulkRoutes } from "./bulk.ts";
+import { BULK_CSS, BULK_JS, renderBulk } from "./bulk-page.ts";
 import { type ConsoleState, collectState, taskTimeline } from "./data.ts";
 import { EXPLORER_CSS, EXPLORER_JS, renderExplorer, renderExplorerError, renderExplorerRows } from "./explorer.ts";
 import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
@@ -178,9 +180,11 @@ function throttled(c: Context<Env>, d: ConsoleDeps, wait: number, html: boolean)
 /** The public routes: assets, sign-in (throttled per address), sign-out (the session is revoked). */
 function signIn(app: Hono<Env>, d: ConsoleDeps): void {
   const { config, log, tokens, session, throttle, timelines } = d;
-  app.get("/console/app.css", (c) => c.body(CSS + EXPLORER_CSS, 200, { "content-type": "text/css; charset=utf-8" }));
+  app.get("/console/app.css", (c) =>
+    c.body(CSS + EXPLORER_CSS + BULK_CSS, 200, { "content-type": "text/css; charset=utf-8" }),
+  );
   app.get("/console/app.js", (c) =>
-    c.body(JS + EXPLORER_JS, 200, { "content-type": "text/javascript; charset=utf-8" }),
+    c.body(JS + EXPLORER_JS + BULK_JS, 200, { "content-type": "text/javascript; charset=utf-8" }),
   );
   app.get("/console/login", (c) => c.html(renderLogin(config.REGION)));
   app.post("/console/login", async (c) => {
@@ -242,9 +246,18 @@ function gate(app: Hono<Env>, d: ConsoleDeps): void {
 /** The page, its live part, the state as JSON, and a task's timeline (JSON and HTML). */
 function pages(app: Hono<Env>, { config, state, timelines }: ConsoleDeps): void {
   const explorer = renderExplorer({ regions: config.regions, retentionDays: config.TASK_RETENTION_DAYS });
-  app.get("/console", async (c) =>
-    c.html(renderPage(renderLive(await state(), c.get("who")), c.get("who"), config.REGION, explorer)),
-  );
+  // An operator's explorer also has the bulk actions (console/bulk-page.ts).
+  const explorerOp = renderExplorer({
+    regions: config.regions,
+    retentionDays: config.TASK_RETENTION_DAYS,
+    bulk: renderBulk(config.CONSOLE_BULK_MAX),
+  });
+  app.get("/console", async (c) => {
+    const who = c.get("who");
+    return c.html(
+      renderPage(renderLive(await state(), who), who, config.REGION, who.role === "operator" ? explorerOp : explorer),
+    );
+  });
   app.get("/console/", (c) => c.redirect("/console", 301));
   app.get("/console/live", async (c) => c.html(renderLive(await state(), c.get("who"))));
   app.get("/console/api/state", async (c) => c.json(await state()));
@@ -319,6 +332,7 @@ function consoleApp(d: ConsoleDeps): Hono<Env> {
   pages(app, d);
   explorerRoutes(app, d);
   redrive(app, d);
+  bulkRoutes(app, d);
   app.onError((err, c) => {
     d.log.error({ err: err.message, path: c.req.path }, "console: request failed");
     return c.json({ error: "internal error" }, 500);

@@ -188,20 +188,28 @@ interface Raw {
 }
 
 /**
- * One page of tasks, newest first (created_at, then id), that match every filter of `q`; `next`
- * continues after its last row. A page reads at most `limit + 1` rows of an index range.
+ * `select id, created_at` of every task that matches `q` (its filters, its search, its `after`; not
+ * its limit): a page's keys, and the set a bulk action (apps/recovery/src/bulk) counts and walks.
+ * With a search: the union of the branches (each an index range).
  */
-export async function listTasks(sql: postgres.Sql, q: TaskListQuery, now = Date.now()): Promise<TaskListPage> {
+export function matchingKeys(sql: postgres.Sql, q: TaskListQuery, now: number): postgres.PendingQuery<postgres.Row[]> {
   const and = (xs: postgres.PendingQuery<postgres.Row[]>[]) =>
     xs.length ? xs.reduce((a, b) => sql`${a} and ${b}`) : sql`true`;
   const conds = conditions(sql, q, now);
-  const limit = q.limit + 1;
-  // With a search: the page's keys from the union of the branches (each an index range), then its rows.
-  const keys = q.search
+  return q.search
     ? searchBranches(sql, q.search)
         .map((b) => sql`select t.id, t.created_at from tasks t where ${and([...conds, b])}`)
         .reduce((a, b) => sql`${a} union ${b}`)
     : sql`select t.id, t.created_at from tasks t where ${and(conds)}`;
+}
+
+/**
+ * One page of tasks, newest first (created_at, then id), that match every filter of `q`; `next`
+ * continues after its last row. A page reads at most `limit + 1` rows of an index range.
+ */
+export async function listTasks(sql: postgres.Sql, q: TaskListQuery, now = Date.now()): Promise<TaskListPage> {
+  const limit = q.limit + 1;
+  const keys = matchingKeys(sql, q, now);
   const raw = await sql<Raw[]>`
     with page as (${keys} order by created_at desc, id desc limit ${limit})
     select t.id, t.owner, t.type, t.priority, t.region, t.state, t.created_at,
