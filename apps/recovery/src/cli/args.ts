@@ -118,6 +118,20 @@ export const Command = z.discriminatedUnion("command", [
     .strict(),
   z
     .object({
+      command: z.literal("lanes"),
+      args: z.union(
+        [z.tuple([]), z.tuple([z.literal("pause"), z.string()]), z.tuple([z.literal("resume"), z.string()])],
+        { error: "lanes takes: (nothing) | pause <lane> | resume <lane>" },
+      ),
+      // Checked by the lanes module's own schema (lanes/model.ts), which names the option at fault.
+      reason: z.string().optional(),
+      for: z.string().optional(),
+      by: Actor.by,
+      json: Flag,
+    })
+    .strict(),
+  z
+    .object({
       command: z.literal("drill"),
       args: z.tuple([z.enum(SCENARIOS, { error: `drill takes one of: ${SCENARIOS.join(", ")}` })], {
         error: `drill takes one of: ${SCENARIOS.join(", ")}`,
@@ -190,6 +204,10 @@ export const USAGE = `usage: bun run recovery <command> [options]
         [--search TEXT] [--limit N] [--after NEXT] [--json]
                                           tasks newest first (the console's task explorer); T: ISO time or 15m/2h/7d back;
                                           TEXT: a task id, idempotency key, sitekey or the start of a pageurl
+  lanes [--json]                          the region's lanes (high, normal, low): paused or running, by whom, since when
+  lanes pause <lane> [--reason WHY] [--for 30m] [--by WHO]
+                                          pause a lane: no task of it starts until resumed (or --for passed); audited
+  lanes resume <lane> [--by WHO]          resume it: its queued tasks are delivered again; audited
   incidents [--limit N] [--json]          failovers, rollbacks, restores, breaker storms, drills: newest first, open or closed, MTTR
   incident <id> [--markdown] [--json]     one incident's figures and timeline; --markdown: a post-mortem skeleton to fill in
   drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--yes] [--json]
@@ -224,6 +242,7 @@ const VALUE_FLAGS = [
   "until",
   "search",
   "after",
+  "for",
 ];
 
 /** Splits argv into command, positionals and flags (`--a`, `--a value`, `--a=value`). */

@@ -11,6 +11,7 @@ import {
   type StreamInfo,
 } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
+import { lanePauses } from "../lanes/read.ts";
 import type { Priority } from "../schemas/task-types.ts";
 import {
   bodySubjects,
@@ -123,7 +124,10 @@ export async function ensureConsumer(
   if (!exists) await jsm.consumers.add(stream, cfg);
   else {
     const { durable_name: _d, filter_subject: _f, ...mutable } = cfg;
-    await jsm.consumers.update(stream, cfg.durable_name, mutable);
+    // nats.js merges an update into the config it has just read: a `pause_until` read before an
+    // operator's pause (or the 1970 of a resume) would be sent back and undo it. Not sent unless
+    // asked (undefined is dropped): the server keeps a consumer's pause through an update without it.
+    await jsm.consumers.update(stream, cfg.durable_name, { ...mutable, pause_until: cfg.pause_until } as never);
   }
   const back = await jsm.consumers.info(stream, cfg.durable_name);
   assertStuck("consumer", `${stream}/${cfg.durable_name}`, cfg, back.config as unknown as Record<string, unknown>);
@@ -185,6 +189,11 @@ export interface LaneConsumerOptions {
   ackWaitMs: number;
   maxDeliver?: number;
   maxAckPending?: number;
+  /**
+   * The lane's pause (`pause_until`, from its record: @pipeline/shared/lanes `lanePauses`): a
+   * consumer created while its lane is paused starts paused. Absent: the pause is not touched.
+   */
+  pauseUntil?: string;
 }
 
 export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConfig> & { durable_name: string } {
@@ -196,6 +205,7 @@ export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConf
     ack_wait: nanos(o.ackWaitMs),
     max_deliver: o.maxDeliver ?? -1,
     max_ack_pending: o.maxAckPending ?? 20_000,
+    ...(o.pauseUntil ? { pause_until: o.pauseUntil } : {}),
   };
 }
 
@@ -379,11 +389,25 @@ export async function ensureStreams(jsm: JetStreamManager, o: TopologyOptions): 
   await ensureStream(jsm, dlqStreamConfig(o));
 }
 
-/** The lane consumers of one version group. */
-export async function ensureLaneConsumers(jsm: JetStreamManager, o: Omit<LaneConsumerOptions, "lane">): Promise<void> {
+/**
+ * The lane consumers of one version group. `pauses`: each paused lane's `pause_until` (by default
+ * read from the lane records, @pipeline/shared/lanes `lanePauses`): carried into its consumer, so
+ * one created while its lane is paused starts paused; a lane without one keeps whatever pause its
+ * consumer has.
+ */
+export async function ensureLaneConsumers(
+  jsm: JetStreamManager,
+  o: Omit<LaneConsumerOptions, "lane" | "pauseUntil"> & { pauses?: Partial<Record<Priority, string>> },
+): Promise<void> {
+  const { pauses = await lanePauses(jsm, o.region), ...rest } = o;
   for (const lane of LANES) {
+    const pauseUntil = pauses?.[lane];
     try {
-      await ensureConsumer(jsm, streams.tasks(o.region), laneConsumerConfig({ ...o, lane }));
+      await ensureConsumer(
+        jsm,
+        streams.tasks(o.region),
+        laneConsumerConfig({ ...rest, lane, ...(pauseUntil ? { pauseUntil } : {}) }),
+      );
     } catch (err) {
       // TASKS is a work queue: two consumers may not filter the same subjects. Another solver
       // version's lane consumers hold them; say which, instead of the server's bare refusal.

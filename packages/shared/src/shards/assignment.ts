@@ -7,6 +7,7 @@ import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
+import { lanePauses } from "../lanes/read.ts";
 import { isNotFound, laneConsumerConfig } from "../nats/topology.ts";
 import type { Priority } from "../schemas/task-types.ts";
 import { buckets, DEFAULT_SHARDS, LANES, laneConsumer, streams, taskSubject } from "../subjects.ts";
@@ -139,15 +140,25 @@ async function setFilters(
   filters: string[],
   ackWaitMs: number,
   exists: boolean,
+  pauseUntil: string | undefined,
 ): Promise<void> {
-  const { filter_subject: _f, ...cfg } = laneConsumerConfig({ region, lane, version, ackWaitMs });
+  const { filter_subject: _f, ...cfg } = laneConsumerConfig({
+    region,
+    lane,
+    version,
+    ackWaitMs,
+    ...(pauseUntil ? { pauseUntil } : {}),
+  });
   const want = { ...cfg, filter_subjects: filters } as Partial<ConsumerConfig> & { durable_name: string };
+  // Created while its lane is paused (@pipeline/shared/lanes): created paused.
   if (!exists) await jsm.consumers.add(streams.tasks(region), want);
-  // nats.js merges an update into the current config: the single filter is cleared explicitly.
+  // nats.js merges an update into the current config: the single filter is cleared explicitly, and
+  // the pause it read is not sent back (it could undo a pause made since); the lane's, if any, is.
   else
     await jsm.consumers.update(streams.tasks(region), want.durable_name, {
       ...want,
       filter_subject: undefined,
+      pause_until: pauseUntil,
     } as never);
 }
 
@@ -193,13 +204,14 @@ export async function reconcileConsumers(
         have: await currentFilters(jsm, region, lane, version),
       });
   const changed: string[] = [];
+  const pauses = await lanePauses(jsm, region);
   const shrinks = plan.filter(
     (p) => p.have && !sameSet(p.want, p.have) && p.want.every((w) => p.have!.includes(w) || w.includes(".idle_")),
   );
   const rest = plan.filter((p) => !shrinks.includes(p) && (!p.have || !sameSet(p.want, p.have)));
   const rewound: string[] = [];
   for (const p of [...shrinks, ...rest]) {
-    await setFilters(jsm, region, p.lane, p.version, p.want, ackWaitMs, p.have !== undefined);
+    await setFilters(jsm, region, p.lane, p.version, p.want, ackWaitMs, p.have !== undefined, pauses[p.lane]);
     const name = laneConsumer(region, p.lane, p.version);
     changed.push(name);
     const gained = p.have !== undefined && p.want.some((w) => !w.includes(".idle_") && !p.have!.includes(w));

@@ -6,6 +6,7 @@ import { auditCommand } from "./audit.ts";
 import { configCommand } from "./config.ts";
 import { drillCommand } from "./drill.ts";
 import { incidentCommand, incidentsCommand } from "./incidents.ts";
+import { lanesCommand } from "./lanes.ts";
 import { migrateCommand } from "./migrate.ts";
 import { rebuildQueueCommand } from "./rebuild-queue.ts";
 import { reconcileCommand } from "./reconcile.ts";
@@ -42,6 +43,7 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   "rotate-key": rotateKeyCommand,
   audit: auditCommand,
   tasks: tasksCommand,
+  lanes: lanesCommand,
   drill: drillCommand,
   incidents: incidentsCommand,
   incident: incidentCommand,
