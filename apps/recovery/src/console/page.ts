@@ -6,6 +6,7 @@ import { formatMicros } from "@pipeline/shared/provider";
 import { FINAL_STATUSES, VisibleState } from "@pipeline/shared/schemas";
 import { esc, fmtMs, latencyChart, throughputChart } from "./charts.ts";
 import type { ConsoleState, Timeline } from "./data.ts";
+import { INCIDENTS_PANEL } from "./incidents-page.ts";
 import type { Principal } from "./tokens.ts";
 
 const fig = (name: string, value: unknown) => `<span data-figure="${esc(name)}">${esc(value)}</span>`;
@@ -256,6 +257,7 @@ export function renderPage(inner: string, who: Principal, region: string, explor
 <form id="timeline-form"><label for="task-id">Task id</label> <input id="task-id" name="id" inputmode="text" autocomplete="off" spellcheck="false" placeholder="00000000-0000-0000-0000-000000000000" pattern="[0-9a-fA-F-]{36}" required> <button type="submit">Show timeline</button> <button type="button" id="timeline-close" aria-label="Close the timeline">Close</button></form>
 <div id="timeline-out"></div></section>
 ${explorer}
+${INCIDENTS_PANEL}
 <main id="live" aria-label="live figures, refreshed every 2 seconds">${inner}</main>
 <footer><label><input type="checkbox" id="autorefresh" checked> refresh every 2 s</label> <span id="refresh-state" class="muted"></span></footer>
 </body></html>`;

@@ -25,6 +25,7 @@ import { BULK_CSS, BULK_JS, renderBulk } from "./bulk-page.ts";
 import { type ConsoleState, collectState, taskTimeline } from "./data.ts";
 import { EXPLORER_CSS, EXPLORER_JS, renderExplorer, renderExplorerError, renderExplorerRows } from "./explorer.ts";
 import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
+import { incidentRoutes } from "./incidents.ts";
 import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 import { redriveTask } from "./redrive.ts";
 import { type SignInThrottle, signInThrottle } from "./throttle.ts";
@@ -332,6 +333,7 @@ function consoleApp(d: ConsoleDeps): Hono<Env> {
   pages(app, d);
   explorerRoutes(app, d);
   redrive(app, d);
+  incidentRoutes(app, d);
   bulkRoutes(app, d);
   app.onError((err, c) => {
     d.log.error({ err: err.message, path: c.req.path }, "console: request failed");
