@@ -8,6 +8,7 @@ const projects = [
   "packages/devstack",
   "packages/emulator",
   "packages/nats-exporter",
+  "packages/client",
   "apps/gateway",
   "apps/solver",
   "apps/recovery",
