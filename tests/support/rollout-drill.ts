@@ -39,7 +39,9 @@ function spawnCanary(two: TwoRegions, r: Region, env: Record<string, string>): P
   );
 }
 
-export async function startRolloutStage(o: { canaryEnv?: Record<string, string> } = {}): Promise<RolloutStage> {
+export async function startRolloutStage(
+  o: { canaryEnv?: Record<string, string>; serviceEnv?: Record<string, string> } = {},
+): Promise<RolloutStage> {
   const two = await startTwoRegions({ emulator: { latencyMs: 300 }, solverEnv: { SOLVER_VERSION: "v1" } });
   const canaries = two.regions.map((r) => spawnCanary(two, r, o.canaryEnv ?? {}));
   const port = await freePort();
@@ -48,7 +50,7 @@ export async function startRolloutStage(o: { canaryEnv?: Record<string, string> 
     spawnApp(
       "rollout",
       "apps/rollout/src/main.ts",
-      { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port) },
+      { ...env, ROLLOUT_TICK_MS: "500", ROLLOUT_HTTP_PORT: String(port), ...o.serviceEnv },
       two.logDir,
     );
   let service = spawnService();

@@ -8,6 +8,7 @@ import {
   withCredentials,
 } from "@pipeline/shared/config";
 import { type NatsAuth, natsAuthFromEnv } from "@pipeline/shared/nats";
+import { notifyEnv } from "@pipeline/shared/notify";
 import { z } from "zod";
 
 export const RolloutEnv = z.object({
@@ -24,6 +25,8 @@ export const RolloutEnv = z.object({
   /** The status (GET /v1/rollout) and metrics (GET /metrics) listener; unset: none. Operator side, not public. */
   ROLLOUT_HTTP_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   ROLLOUT_HTTP_HOST: z.string().min(1).default("127.0.0.1"),
+  /** The operators' webhook (rollbacks, a rollout waiting for a person) and the console it links to (docs/notifications.md). */
+  ...notifyEnv,
 });
 export type RolloutConfig = z.infer<typeof RolloutEnv>;
 

@@ -4,6 +4,7 @@
 import type { Logger } from "@pipeline/shared/log";
 import { startStatusListener } from "./adapters/http.ts";
 import { createRolloutMetrics } from "./adapters/metrics.ts";
+import { rolloutNotifier } from "./adapters/notify.ts";
 import { openRegionLink, type RegionLink } from "./adapters/regions.ts";
 import { createRolloutStore, openControlBucket } from "./adapters/store.ts";
 import { type RolloutConfig, regionEndpoints } from "./config.ts";
@@ -17,7 +18,10 @@ export async function startRollout(config: RolloutConfig, env: Record<string, st
   const home = regions.get(config.REGION)!;
   const store = createRolloutStore(await openControlBucket(home.nc));
   let metrics: ReturnType<typeof createRolloutMetrics> | undefined;
+  // NOTIFY_WEBHOOK_URL: rollbacks and rollouts waiting for a person reach the operators' channel.
+  const notify = await rolloutNotifier(config, home.nc, log);
   const controller = createController({
+    ...(notify ? { notify } : {}),
     store,
     regions,
     home,
