@@ -12,11 +12,13 @@ export {
 } from "./signature.ts";
 export type { ClientStats } from "./stats.ts";
 export {
+  type CallbackBody,
   FINAL_STATUSES,
   type GeetestParams,
   type ImageParams,
   type Priority,
   type Problem,
+  parseCallbackBody,
   parseTaskView,
   type RecaptchaV2Params,
   type RecaptchaV3Params,

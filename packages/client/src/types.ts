@@ -218,3 +218,17 @@ export function parseProblem(raw: unknown): Problem | undefined {
       .map((e) => ({ field: String(e.field ?? ""), message: String(e.message ?? "") }));
   return p;
 }
+
+/** The JSON body of a task callback (verify its signature first: verifyCallback). */
+export interface CallbackBody {
+  deliveryId: string;
+  /** `task.completed`, `task.failed`, `task.cancelled`. */
+  event: string;
+  task: TaskView;
+}
+
+/** A callback's body, checked field by field (`task.status`…). */
+export function parseCallbackBody(raw: unknown): CallbackBody {
+  const o = object(raw, "(body)");
+  return { deliveryId: str(o, "deliveryId", ""), event: str(o, "event", ""), task: parseTaskView(o.task, "task.") };
+}
