@@ -11,6 +11,7 @@ export {
   verifyCallback,
 } from "./signature.ts";
 export type { ClientStats } from "./stats.ts";
+export { FAILOVER_SETTLE_MS } from "./transport.ts";
 export {
   type CallbackBody,
   FINAL_STATUSES,

@@ -3,6 +3,7 @@ import { afterAll, expect, test } from "bun:test";
 import { createServer } from "node:net";
 import { createClient } from "./client.ts";
 import { ApiError, NetworkError } from "./errors.ts";
+import { FAILOVER_SETTLE_MS } from "./transport.ts";
 
 type Handler = (req: Request) => Response | Promise<Response>;
 const servers: ReturnType<typeof Bun.serve>[] = [];
@@ -152,4 +153,28 @@ test("a change sent to a region that is not the task's home follows the 409 x-ho
   });
   expect((await c2.cancel(id)).status).toBe("cancelled");
   expect(c2.stats()).toMatchObject({ requests: 1, redirects: 0 });
+});
+
+test("a write fails over at once from a refused connection, but waits FAILOVER_SETTLE_MS after a reset one (it may have been stored)", async () => {
+  const b = serve(accepted);
+  const refused = createClient({ regions: [await deadUrl(), b.url], apiKey: "k" });
+  let t0 = Date.now();
+  await refused.submit(task);
+  expect(Date.now() - t0).toBeLessThan(FAILOVER_SETTLE_MS);
+  // A server that reads the request and closes the connection without a reply.
+  const reset = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data: (sock) => void sock.end(), open() {} } });
+  try {
+    const c = createClient({ regions: [`http://127.0.0.1:${reset.port}`, b.url], apiKey: "k" });
+    t0 = Date.now();
+    await c.submit(task);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(FAILOVER_SETTLE_MS);
+    expect(c.stats()).toMatchObject({ failovers: 1, errors: { connection: 1 } });
+    // Reads are not writes: no settling.
+    t0 = Date.now();
+    const r = createClient({ regions: [`http://127.0.0.1:${reset.port}`, b.url], apiKey: "k" });
+    await r.get(id).catch(() => {});
+    expect(Date.now() - t0).toBeLessThan(FAILOVER_SETTLE_MS);
+  } finally {
+    reset.stop(true);
+  }
 });

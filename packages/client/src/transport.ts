@@ -48,7 +48,15 @@ export interface Answer {
   region: number;
 }
 
-type Try = { answer: Answer } | { error: NetworkError };
+type Try = { answer: Answer } | { error: NetworkError; refused: boolean };
+
+/**
+ * How long a write waits before it goes to another region after a failure that may have taken
+ * effect (a reset or timed-out connection, a 502/504 from a proxy): the first region's accepted
+ * task replicates to the others within tens of milliseconds, and the other region then answers
+ * the same Idempotency-Key with the same task instead of a second one (docs/regions.md).
+ */
+export const FAILOVER_SETTLE_MS = 500;
 
 export interface Transport {
   call(spec: CallSpec): Promise<Answer>;
@@ -112,9 +120,11 @@ export function createTransport(o: TransportOptions): Transport {
     } catch (err) {
       if (spec.signal?.aborted) throw spec.signal.reason;
       const kind = ctl.signal.aborted ? "timeout" : "connection";
+      const code = (err as { code?: unknown }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
       countError(stats, kind);
       const what = kind === "timeout" ? "timed out" : `failed: ${(err as Error).message}`;
-      return { error: new NetworkError(`${spec.method} ${urls[region]}${spec.path} ${what}`, kind, { cause: err }) };
+      const error = new NetworkError(`${spec.method} ${urls[region]}${spec.path} ${what}`, kind, { cause: err });
+      return { error, refused: code === "ECONNREFUSED" };
     } finally {
       clearTimeout(timer);
     }
@@ -131,8 +141,15 @@ export function createTransport(o: TransportOptions): Transport {
   }
 
   /** Where the next try goes after this one failed, and how long to wait first. */
-  function next(region: number, t: Try, retriesSoFar: number, tried: Set<number>): { region: number; waitMs: number } {
+  function next(
+    region: number,
+    t: Try,
+    write: boolean,
+    retriesSoFar: number,
+    tried: Set<number>,
+  ): { region: number; waitMs: number } {
     const answer = "answer" in t ? t.answer : undefined;
+    const mayHaveTakenEffect = "answer" in t ? [502, 504].includes(t.answer.status) : !t.refused;
     const failover = !answer || FAILOVER_STATUSES.includes(answer.status);
     let to = region;
     if (failover && urls.length > 1) {
@@ -142,7 +159,9 @@ export function createTransport(o: TransportOptions): Transport {
       if (state.failedOver(region, to)) stats.failovers++;
     }
     // A region not tried yet in this call is tried at once; the same one again after a wait.
-    if (to !== region && !tried.has(to)) return { region: to, waitMs: 0 };
+    // (A write that may have taken effect first lets it replicate there.)
+    if (to !== region && !tried.has(to))
+      return { region: to, waitMs: write && mayHaveTakenEffect ? FAILOVER_SETTLE_MS : 0 };
     const after = parseRetryAfter(answer?.headers.get("retry-after"), now());
     return { region: to, waitMs: retryDelayMs(retriesSoFar, o.retry, after, o.random) };
   }
@@ -169,7 +188,7 @@ export function createTransport(o: TransportOptions): Transport {
         countError(stats, String(a.status));
         if (!RETRYABLE_STATUSES.includes(a.status) || attempt >= o.retry.attempts) throw refusal(a, attempt);
       } else if (attempt >= o.retry.attempts) throw t.error;
-      const step = next(region, t, backoffs, tried);
+      const step = next(region, t, spec.method !== "GET", backoffs, tried);
       if (step.waitMs > 0 || step.region === region) backoffs++;
       if (step.waitMs > 0) await sleep(step.waitMs, spec.signal);
       stats.retries++;
