@@ -12,6 +12,7 @@ import type { RecoveryConfig } from "./config.ts";
 import { startConsole } from "./console/server.ts";
 import { openContext, type RecoveryContext } from "./context.ts";
 import { adoptAndRecord, INCIDENT_TICK_MS, incidentJob } from "./incidents/job.ts";
+import { enforceLanes, lanesStatus } from "./lanes/control.ts";
 import { regionGauges } from "./metrics/region-gauges.ts";
 import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
 import { readAccountFigures } from "./money/figures.ts";
@@ -32,6 +33,9 @@ export interface RecoveryService {
   /** Waits for a sweep or snapshot in progress, then closes NATS and Postgres. */
   stop(): Promise<void>;
 }
+
+/** How often the lane consumers are checked against their lanes' pause records. */
+const LANE_ENFORCE_MS = 5000;
 
 /** Jobs on timers: a run never overlaps itself; a failed run is logged and the next one tried on schedule. */
 function jobs(log: Logger) {
@@ -339,6 +343,7 @@ async function openMetrics(
   return createRecoveryMetrics({
     events: sizeEvents,
     balances: async () => (await readAccountFigures(ctx.database.sql)).map(forecastBalance),
+    lanes: { region: config.REGION, read: () => lanesStatus({ jsm: ctx.jsm, region: config.REGION }) },
     ...(regionKv
       ? {
           regions: async () =>
@@ -366,6 +371,12 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   await warnOnEventsSizing(sizeEvents, log);
   const timed = jobs(log);
   timed.every(config.SWEEP_INTERVAL_MS, "stale sweep", () => sweepStale(config, ctx, log));
+  // Every lane consumer agrees with its lane's pause record (apps/recovery/src/lanes).
+  timed.every(LANE_ENFORCE_MS, "lane pauses", async () => {
+    const mended = await enforceLanes({ jsm: ctx.jsm, region: config.REGION });
+    if (mended.length)
+      log.warn({ consumers: mended }, "lane consumers disagreed with their lane's pause record: mended");
+  });
   const replication = await startReplication(config, ctx, log);
   const { remotes, replicaSql } = replication;
   // NOTIFY_WEBHOOK_URL: fences, takeovers, breaker storms and DLQ growth reach the operators' channel.

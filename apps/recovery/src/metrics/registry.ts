@@ -1,6 +1,8 @@
 import { Counter, createRegistry, Gauge, metricsResponse, type Registry } from "@pipeline/shared/metrics";
 import type { EventsSizing } from "../assess/events-sizing.ts";
+import type { LaneState } from "../lanes/model.ts";
 import type { Forecast } from "../money/forecast.ts";
+import { laneGauges } from "./lane-gauges.ts";
 import { balanceGauges, type ReconcileMetrics, reconcileGauges } from "./money-gauges.ts";
 import type { RegionGauge } from "./region-gauges.ts";
 
@@ -32,10 +34,13 @@ export function createRecoveryMetrics(
     regions?: () => Promise<RegionGauge[]>;
     events?: () => Promise<EventsSizing>;
     balances?: () => Promise<Forecast[]>;
+    /** The region's lanes, paused or running (lane-gauges.ts). */
+    lanes?: { region: string; read: () => Promise<LaneState[]> };
   } = {},
 ): RecoveryMetrics {
   const registry = createRegistry("recovery");
   if (o.events) eventsGauges(registry, o.events);
+  if (o.lanes) laneGauges(registry, o.lanes.region, o.lanes.read);
   if (o.balances) balanceGauges(registry, o.balances);
   const reconcile = reconcileGauges(registry);
   if (o.regions) {
