@@ -7,11 +7,11 @@ import { createHash } from "node:crypto";
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { type Heartbeat, liveWorkers } from "@pipeline/shared/kv";
+import { Rollout } from "@pipeline/shared/rollout";
 import { describeIssues, TERMINAL_STATES, taskEventOf } from "@pipeline/shared/schemas";
 import { readAssignment, shareOf } from "@pipeline/shared/shards";
 import { isFinalEventKind, streams } from "@pipeline/shared/subjects";
 import type postgres from "postgres";
-import { z } from "zod";
 import type { Assessment } from "../assess/assess.ts";
 import type { RegionsProbe } from "../assess/regions.ts";
 import { readAccountFigures, readSpend, type Spend } from "../money/figures.ts";
@@ -79,35 +79,11 @@ export interface MoneyView {
   level: "ok" | "warn" | "fail";
 }
 
-/** What the console shows of a rollout record (apps/rollout/src/domain/plan.ts), parsed for just that. */
-export const RolloutView = z
-  .object({
-    id: z.string(),
-    plan: z.object({
-      version: z.string(),
-      stable: z.string(),
-      regions: z.array(z.string()),
-      steps: z.array(z.number()),
-    }),
-    state: z.string(),
-    region: z.number().int(),
-    step: z.number().int(),
-    applied: z.boolean().optional(),
-    reason: z.string().optional(),
-    log: z.array(z.object({ at: z.string(), action: z.string(), why: z.string() }).passthrough()).optional(),
-  })
-  .transform((r) => ({
-    id: r.id,
-    version: r.plan.version,
-    stable: r.plan.stable,
-    state: r.state,
-    region: r.plan.regions[r.region] ?? "?",
-    percent: r.plan.steps[r.step] ?? 0,
-    applied: r.applied ?? true,
-    reason: r.reason,
-    last: r.log?.at(-1),
-  }));
-export type RolloutView = z.infer<typeof RolloutView>;
+/** The rollout service's record as stored (@pipeline/shared/rollout: the schema the service and its CLI use) and its KV revision. */
+export interface RolloutView {
+  record: Rollout;
+  revision: number;
+}
 
 export interface DataDeps {
   region: string;
@@ -189,8 +165,10 @@ async function readRollout(d: DataDeps): Promise<ConsoleState["rollout"]> {
   try {
     const e = await (await d.rolloutControlKv?.())?.get("current");
     if (e?.operation !== "PUT") return null;
-    const r = RolloutView.safeParse(e.json());
-    return r.success ? r.data : { error: `record does not parse: ${describeIssues(r.error)}` };
+    const r = Rollout.safeParse(e.json());
+    return r.success
+      ? { record: r.data, revision: e.revision }
+      : { error: `record does not parse: ${describeIssues(r.error)}` };
   } catch (err) {
     // No `rollout_control` stream: no rollout was ever started here; there is none to show, not an error.
     return /not found/i.test((err as Error).message) ? null : { error: (err as Error).message };

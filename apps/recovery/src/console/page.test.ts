@@ -1,6 +1,7 @@
 // The console's rendering without a server: what each role sees, escaping, labels, event data
 // filtering and the two-region view (the browser test covers the live page).
 import { expect, test } from "bun:test";
+import { newRollout, RolloutPlan, withLog } from "@pipeline/shared/rollout";
 import { fillBuckets } from "./charts.ts";
 import { type ConsoleState, regionsViewOf, safeEventData } from "./data.ts";
 import { renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
@@ -184,42 +185,29 @@ test("two regions: the lease holder and each mirror's lag; one region: none", ()
 });
 
 test("the rollout service's record: state, step and the last decision, escaped; none before the first rollout", () => {
+  const plan = RolloutPlan.parse({ version: "v2", stable: "v1", regions: ["fsn1", "hel1"], steps: [5, 100], gate: {} });
+  const base = newRollout(plan, new Date(now), "ops");
   const html = renderLive(
     state({
       rollout: {
-        id: "v2-1",
-        version: "v2",
-        stable: "v1",
-        state: "rolledBack",
-        region: "fsn1",
-        percent: 5,
-        applied: true,
-        reason: `gate failed in fsn1 at 5%: ${hostile}`,
-        last: { at: "2026-12-04T05:00:00.000Z", action: "rollback", why: "task failure rate 45.5% vs stable 0.0%" },
+        revision: 3,
+        record: withLog(
+          { ...base, state: "rolledBack", applied: true, reason: `gate failed in fsn1 at 5%: ${hostile}` },
+          { action: "rollback", why: "task failure rate 45.5% vs stable 0.0%" },
+          new Date(now),
+        ),
       },
     }),
     { name: "v", role: "viewer" },
   );
   expect(fig(html, "rollout.state")).toBe("rolledBack");
-  expect(html).toContain("rollback: task failure rate 45.5% vs stable 0.0%");
+  expect(html).toContain("task failure rate 45.5% vs stable 0.0%");
   expect(html).not.toContain("<script>alert(1)");
   const running = renderLive(
-    state({
-      rollout: {
-        id: "v2-2",
-        version: "v2",
-        stable: "v1",
-        state: "running",
-        region: "hel1",
-        percent: 25,
-        applied: false,
-        reason: undefined,
-        last: undefined,
-      },
-    }),
+    state({ rollout: { revision: 4, record: { ...base, region: 1, step: 1, applied: false } } }),
     { name: "v", role: "viewer" },
   );
-  expect(fig(running, "rollout.percent")).toBe("25%");
+  expect(fig(running, "rollout.percent")).toBe("100%");
   expect(running).toContain("(moving shards)");
   expect(renderLive(state(), { name: "v", role: "viewer" })).toContain("no rollout has run");
 });

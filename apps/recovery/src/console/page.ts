@@ -7,6 +7,7 @@ import { FINAL_STATUSES, VisibleState } from "@pipeline/shared/schemas";
 import { esc, fmtMs, latencyChart, throughputChart } from "./charts.ts";
 import type { ConsoleState, Timeline } from "./data.ts";
 import { INCIDENTS_PANEL } from "./incidents-page.ts";
+import { rolloutPanel } from "./rollout-panel.ts";
 import type { Principal } from "./tokens.ts";
 
 const fig = (name: string, value: unknown) => `<span data-figure="${esc(name)}">${esc(value)}</span>`;
@@ -162,42 +163,9 @@ function regionsPanel(s: ConsoleState): string {
   return `<section aria-labelledby="h-regions" class="card"><h2 id="h-regions">Regions</h2><p>${esc(s.regions.join(", "))}; this region ${esc(s.region)}; lease ${lease}</p>${table("mirrors of other regions' events", ["region", "replication lag (events)", "link last active"], rows, "no mirror")}</section>`;
 }
 
-/** The rollout service's record: what it does now and its last decision (pause/resume/abort: `npm run rollout --`). */
-function rolloutLine(s: ConsoleState): string {
-  const r = s.rollout;
-  if (!r) return `<p class="muted">no rollout has run (<code>npm run rollout -- start &lt;version&gt;</code>)</p>`;
-  if ("error" in r) return `<p class="fail">rollout record unreadable: ${esc(r.error)}</p>`;
-  const live = r.state === "running" || r.state === "paused";
-  const where = live
-    ? ` at ${fig("rollout.percent", `${r.percent}%`)} in ${esc(r.region)}${r.applied ? "" : " (moving shards)"}`
-    : "";
-  const cls = r.state === "rolledBack" || r.state === "aborted" ? "fail" : r.state === "promoted" ? "ok" : "";
-  const last = r.last
-    ? `<p>last: ${esc(r.last.at.replace("T", " ").slice(0, 19))} ${esc(r.last.action)}: ${esc(r.last.why)}</p>`
-    : "";
-  return `<p>rollout ${esc(r.id)}: ${esc(r.version)} replacing ${esc(r.stable)}, <span class="${cls}" data-figure="rollout.state">${esc(r.state)}</span>${where}${r.reason ? ` (${esc(r.reason)})` : ""}</p>${last}<p class="muted">pause, resume, promote, abort: <code>npm run rollout -- &lt;command&gt;</code> (apps/rollout/README.md)</p>`;
-}
-
-function rolloutsPanel(s: ConsoleState): string {
-  const r = s.rollouts;
-  const later = rolloutLine(s);
-  if (r === null)
-    return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p>no shard assignment yet (the first solver of the region writes it)</p>${later}</section>`;
-  if ("error" in r)
-    return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2><p class="fail">shard assignment unreadable: ${esc(r.error)}</p>${later}</section>`;
-  const rows = Object.entries(r.share)
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([v, n]) => [
-      esc(v),
-      fig(`rollout.${v}.shards`, n),
-      `<meter min="0" max="${r.shards}" value="${n}" aria-label="share of version ${esc(v)}">${n}/${r.shards}</meter> ${fig(`rollout.${v}.percent`, `${Math.round((n / r.shards) * 100)}%`)}`,
-    ]);
-  return `<section aria-labelledby="h-rollouts" class="card"><h2 id="h-rollouts">Rollouts</h2>${table(`shards of TASKS_${s.region.toUpperCase()} per solver version (rollout_${s.region}, revision ${r.revision}, ${r.updatedAt.replace("T", " ").slice(0, 19)} by ${r.by})`, ["version", "shards", "share"], rows, "no version")}${later}</section>`;
-}
-
 /** The panels refreshed every 2 s. */
 export function renderLive(s: ConsoleState, who: Principal): string {
-  return `<p class="stamp">as of ${fig("at", s.at.replace("T", " ").slice(0, 19))} UTC · region ${esc(s.region)}</p><div class="grid">${tasksPanel(s)}${windowPanel(s)}${fleetPanel(s)}${keysPanel(s)}${moneyPanel(s)}${regionsPanel(s)}${dlqPanel(s, who)}${recoveryPanel(s)}${rolloutsPanel(s)}</div>`;
+  return `<p class="stamp">as of ${fig("at", s.at.replace("T", " ").slice(0, 19))} UTC · region ${esc(s.region)}</p><div class="grid">${tasksPanel(s)}${windowPanel(s)}${fleetPanel(s)}${keysPanel(s)}${moneyPanel(s)}${regionsPanel(s)}${dlqPanel(s, who)}${recoveryPanel(s)}${rolloutPanel(s, who)}</div>`;
 }
 
 export function renderTimeline(t: Timeline | undefined, id: string): string {

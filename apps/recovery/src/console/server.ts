@@ -28,6 +28,8 @@ import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
 import { incidentRoutes } from "./incidents.ts";
 import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 import { redriveTask } from "./redrive.ts";
+import { rolloutRoutes } from "./rollout.ts";
+import { ROLLOUT_CSS, ROLLOUT_JS } from "./rollout-panel.ts";
 import { type SignInThrottle, signInThrottle } from "./throttle.ts";
 import { type TimelineCache, timelineCache } from "./timeline-cache.ts";
 import { parseTokens, type Session, sessions } from "./tokens.ts";
@@ -182,10 +184,10 @@ function throttled(c: Context<Env>, d: ConsoleDeps, wait: number, html: boolean)
 function signIn(app: Hono<Env>, d: ConsoleDeps): void {
   const { config, log, tokens, session, throttle, timelines } = d;
   app.get("/console/app.css", (c) =>
-    c.body(CSS + EXPLORER_CSS + BULK_CSS, 200, { "content-type": "text/css; charset=utf-8" }),
+    c.body(CSS + EXPLORER_CSS + BULK_CSS + ROLLOUT_CSS, 200, { "content-type": "text/css; charset=utf-8" }),
   );
   app.get("/console/app.js", (c) =>
-    c.body(JS + EXPLORER_JS + BULK_JS, 200, { "content-type": "text/javascript; charset=utf-8" }),
+    c.body(JS + EXPLORER_JS + BULK_JS + ROLLOUT_JS, 200, { "content-type": "text/javascript; charset=utf-8" }),
   );
   app.get("/console/login", (c) => c.html(renderLogin(config.REGION)));
   app.post("/console/login", async (c) => {
@@ -335,6 +337,7 @@ function consoleApp(d: ConsoleDeps): Hono<Env> {
   redrive(app, d);
   incidentRoutes(app, d);
   bulkRoutes(app, d);
+  rolloutRoutes(app, d);
   app.onError((err, c) => {
     d.log.error({ err: err.message, path: c.req.path }, "console: request failed");
     return c.json({ error: "internal error" }, 500);
