@@ -116,6 +116,7 @@ export function createClient(o: ClientOptions): Client {
     stats,
     maxWaitSec: o.maxWaitSec ?? 60,
     timeoutMs,
+    attempts: { ...DEFAULT_RETRY, ...o.retry }.attempts,
   });
 
   return {

@@ -178,3 +178,32 @@ test("a write fails over at once from a refused connection, but waits FAILOVER_S
     reset.stop(true);
   }
 });
+
+test("events: a stream that ends before the final state is reopened with Last-Event-ID; waitSSE returns the final view", async () => {
+  const v = (status: string) =>
+    JSON.stringify({
+      id,
+      type: "turnstile",
+      priority: "normal",
+      status,
+      attempts: 1,
+      createdAt: "2026-12-06T12:00:00Z",
+      updatedAt: "2026-12-06T12:00:00Z",
+      completedAt: null,
+    });
+  const lastIds: (string | null)[] = [];
+  const a = serve((req) => {
+    lastIds.push(req.headers.get("last-event-id"));
+    const text =
+      lastIds.length === 1
+        ? `event: state\nid: 1\ndata: ${v("queued")}\n\n: keep-alive\n\nevent: state\nid: 2\ndata: ${v("solving")}\n\n`
+        : `event: state\nid: 3\ndata: ${v("cancelled")}\n\n`;
+    return new Response(text, { headers: { "content-type": "text/event-stream" } });
+  });
+  const c = createClient({ regions: [a.url], apiKey: "k" });
+  const seen: string[] = [];
+  for await (const view of c.events(id)) seen.push(view.status);
+  expect(seen).toEqual(["queued", "solving", "cancelled"]);
+  expect(lastIds).toEqual([null, "2"]);
+  expect((await c.waitSSE(id, { timeoutMs: 5000 })).status).toBe("cancelled");
+});

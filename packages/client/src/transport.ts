@@ -73,6 +73,48 @@ const defaultSleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener("abort", () => (clearTimeout(t), reject(signal.reason)), { once: true });
   });
 
+/** One try at one region: its answer (body read unless streaming), or the network error, counted. */
+async function tryOnce(
+  o: Pick<TransportOptions, "fetch" | "timeoutMs" | "apiKey" | "stats">,
+  url: string,
+  region: number,
+  spec: CallSpec,
+): Promise<Try> {
+  const stats = o.stats;
+  stats.requests++;
+  const ctl = new AbortController();
+  const timer = setTimeout(
+    () => ctl.abort(new DOMException("timed out", "TimeoutError")),
+    spec.timeoutMs ?? o.timeoutMs,
+  );
+  const signal = spec.signal ? AbortSignal.any([ctl.signal, spec.signal]) : ctl.signal;
+  try {
+    const response = await o.fetch(`${url}${spec.path}`, {
+      method: spec.method,
+      headers: {
+        authorization: `Bearer ${o.apiKey}`,
+        accept: spec.stream ? "text/event-stream" : "application/json",
+        ...(spec.body !== undefined ? { "content-type": "application/json" } : {}),
+        ...spec.headers,
+      },
+      ...(spec.body !== undefined ? { body: spec.body } : {}),
+      signal,
+    });
+    const text = spec.stream && response.ok ? "" : await response.text();
+    return { answer: { status: response.status, headers: response.headers, text, response, region } };
+  } catch (err) {
+    if (spec.signal?.aborted) throw spec.signal.reason;
+    const kind = ctl.signal.aborted ? "timeout" : "connection";
+    const code = (err as { code?: unknown }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
+    countError(stats, kind);
+    const what = kind === "timeout" ? "timed out" : `failed: ${(err as Error).message}`;
+    const error = new NetworkError(`${spec.method} ${url}${spec.path} ${what}`, kind, { cause: err });
+    return { error, refused: code === "ECONNREFUSED" };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export function createTransport(o: TransportOptions): Transport {
   const urls = o.urls.map(normalizeBaseUrl);
   const names = Object.fromEntries(Object.entries(o.regionNames).map(([k, v]) => [k, normalizeBaseUrl(v)]));
@@ -93,41 +135,6 @@ export function createTransport(o: TransportOptions): Transport {
     } catch {}
     state.probed(ok);
     if (ok) stats.failbacks++;
-  }
-
-  async function tryOnce(region: number, spec: CallSpec): Promise<Try> {
-    stats.requests++;
-    const ctl = new AbortController();
-    const timer = setTimeout(
-      () => ctl.abort(new DOMException("timed out", "TimeoutError")),
-      spec.timeoutMs ?? o.timeoutMs,
-    );
-    const signal = spec.signal ? AbortSignal.any([ctl.signal, spec.signal]) : ctl.signal;
-    try {
-      const response = await o.fetch(`${urls[region]}${spec.path}`, {
-        method: spec.method,
-        headers: {
-          authorization: `Bearer ${o.apiKey}`,
-          accept: spec.stream ? "text/event-stream" : "application/json",
-          ...(spec.body !== undefined ? { "content-type": "application/json" } : {}),
-          ...spec.headers,
-        },
-        ...(spec.body !== undefined ? { body: spec.body } : {}),
-        signal,
-      });
-      const text = spec.stream && response.ok ? "" : await response.text();
-      return { answer: { status: response.status, headers: response.headers, text, response, region } };
-    } catch (err) {
-      if (spec.signal?.aborted) throw spec.signal.reason;
-      const kind = ctl.signal.aborted ? "timeout" : "connection";
-      const code = (err as { code?: unknown }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
-      countError(stats, kind);
-      const what = kind === "timeout" ? "timed out" : `failed: ${(err as Error).message}`;
-      const error = new NetworkError(`${spec.method} ${urls[region]}${spec.path} ${what}`, kind, { cause: err });
-      return { error, refused: code === "ECONNREFUSED" };
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   function refusal(a: Answer, tries: number): ApiError {
@@ -174,7 +181,7 @@ export function createTransport(o: TransportOptions): Transport {
     let backoffs = 0;
     for (let attempt = 1; ; attempt++) {
       tried.add(region);
-      const t = await tryOnce(region, spec);
+      const t = await tryOnce(o, urls[region]!, region, spec);
       if ("answer" in t) {
         const a = t.answer;
         if (a.status >= 200 && a.status < 300) return a;

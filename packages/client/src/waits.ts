@@ -1,5 +1,6 @@
 // Waiting for a task's final state: by long-poll (`?wait=N`) or by its event stream (SSE).
 
+import { NetworkError } from "./errors.ts";
 import { readSse } from "./sse.ts";
 import type { ClientStats } from "./stats.ts";
 import { countError } from "./stats.ts";
@@ -16,6 +17,8 @@ export interface WaitDeps {
   maxWaitSec: number;
   /** The client's per-try timeout. */
   timeoutMs: number;
+  /** The client's tries per call (consecutive silent event streams before giving up). */
+  attempts: number;
 }
 
 const isFinal = (v: TaskView) => FINAL_STATUSES.includes(v.status);
@@ -23,7 +26,6 @@ const taskPath = (id: string) => `/v1/tasks/${encodeURIComponent(id)}`;
 
 export function createWaits(d: WaitDeps) {
   const { view, stats, maxWaitSec, timeoutMs, homeOf } = d;
-  const t = { call: d.call };
   async function wait(id: string, w: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<TaskView> {
     const until = Date.now() + (w.timeoutMs ?? 120_000);
     for (;;) {
@@ -37,34 +39,51 @@ export function createWaits(d: WaitDeps) {
     }
   }
 
+  /** One stream's views; `dropped` when its connection broke before the stream ended. */
+  async function* stream(body: ReadableStream<Uint8Array>, seen: { lastId?: string; events: number }) {
+    try {
+      for await (const ev of readSse(body)) {
+        if (ev.event !== "state") continue;
+        seen.lastId = ev.id ?? seen.lastId;
+        seen.events++;
+        try {
+          yield parseTaskView(JSON.parse(ev.data), "data.");
+        } catch (err) {
+          if (!(err instanceof SyntaxError || err instanceof ReplyShapeError)) throw err;
+          countError(stats, "shape");
+          throw err instanceof ReplyShapeError ? err : new ReplyShapeError("data", "not JSON");
+        }
+      }
+    } catch (err) {
+      if (err instanceof ReplyShapeError) throw err;
+      countError(stats, "connection");
+    }
+  }
+
   async function* events(id: string, e: { signal?: AbortSignal } = {}): AsyncGenerator<TaskView> {
-    let lastId: string | undefined;
-    for (;;) {
-      const a = await t.call({
+    const seen: { lastId?: string; events: number } = { events: 0 };
+    for (let empty = 0; ; ) {
+      const a = await d.call({
         method: "GET",
         path: `${taskPath(id)}/events`,
         stream: true,
         prefer: homeOf(id),
-        ...(lastId ? { headers: { "last-event-id": lastId } } : {}),
+        ...(seen.lastId ? { headers: { "last-event-id": seen.lastId } } : {}),
         ...(e.signal ? { signal: e.signal } : {}),
       });
       if (!a.response.body) throw new ReplyShapeError("(body)", "the event stream has no body");
-      let final = false;
-      for await (const ev of readSse(a.response.body)) {
-        if (ev.event !== "state") continue;
-        lastId = ev.id ?? lastId;
-        let v: TaskView;
-        try {
-          v = parseTaskView(JSON.parse(ev.data), "data.");
-        } catch (err) {
-          countError(stats, "shape");
-          throw err instanceof ReplyShapeError ? err : new ReplyShapeError("data", "not JSON");
-        }
+      const before = seen.events;
+      for await (const v of stream(a.response.body, seen)) {
         yield v;
-        if (isFinal(v)) final = true;
+        if (isFinal(v)) return;
       }
-      // The stream ends at SSE_MAX_SECONDS (or the connection dropped): open a fresh one.
-      if (final) return;
+      if (e.signal?.aborted) throw e.signal.reason;
+      // The stream ended (SSE_MAX_SECONDS) or dropped: open a fresh one; after streams that said
+      // nothing, back off, and give up after as many as a call's tries.
+      empty = seen.events > before ? 0 : empty + 1;
+      if (empty >= d.attempts)
+        throw new NetworkError(`GET ${taskPath(id)}/events: ${empty} streams ended without an event`, "connection");
+      if (empty > 0) await new Promise((r) => setTimeout(r, Math.min(5000, 200 * 2 ** empty)));
       stats.retries++;
     }
   }
