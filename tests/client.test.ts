@@ -26,7 +26,9 @@ import { api, clientSecret, type Stack, startStack } from "./harness.ts";
 const _viewsAgree = (a: TaskView, b: SharedTaskViewType): [SharedTaskViewType, TaskView] => [a, b];
 // A request as the client types it is what the gateway's schema takes as input (priority defaults).
 const _requestsAgree = (a: TaskRequest): (typeof SharedTaskRequest)["_zod"]["input"] => a;
+const _requestsAgreeBack = (b: (typeof SharedTaskRequest)["_zod"]["input"]): TaskRequest => b;
 void _viewsAgree;
+void _requestsAgreeBack;
 void _requestsAgree;
 
 const QUOTA_KEY = "client-quota-key-0002";

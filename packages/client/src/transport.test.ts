@@ -207,3 +207,23 @@ test("events: a stream that ends before the final state is reopened with Last-Ev
   expect(lastIds).toEqual([null, "2"]);
   expect((await c.waitSSE(id, { timeoutMs: 5000 })).status).toBe("cancelled");
 });
+
+test("a read answered 503 with x-home-region (the home holds the result) goes to that home next", async () => {
+  const view = {
+    id,
+    type: "turnstile",
+    priority: "normal",
+    status: "completed",
+    attempts: 1,
+    createdAt: "2026-12-06T12:00:00Z",
+    updatedAt: "2026-12-06T12:00:00Z",
+    completedAt: "2026-12-06T12:00:01Z",
+    result: { token: "t", expiresAt: null },
+  };
+  const a = serve(() => problem(503, "Result Held By Home Region", { "retry-after": "1", "x-home-region": "ash1" }));
+  const b = serve(() => Response.json(view));
+  const ash = serve(() => Response.json(view));
+  const c = createClient({ regions: [a.url, b.url, ash.url], regionNames: { ash1: ash.url }, apiKey: "k" });
+  expect((await c.get(id)).result?.token).toBe("t");
+  expect([b.seen.length, ash.seen.length]).toEqual([0, 1]);
+});

@@ -160,7 +160,9 @@ export function createTransport(o: TransportOptions): Transport {
     const failover = !answer || FAILOVER_STATUSES.includes(answer.status);
     let to = region;
     if (failover && urls.length > 1) {
-      const hinted = hintedRegions(answer?.headers.get("x-try-regions"), names, urls);
+      // A fenced region names the others; a read of a task whose home holds its result names that home.
+      const named = answer?.headers.get("x-try-regions") ?? answer?.headers.get("x-home-region");
+      const hinted = hintedRegions(named, names, urls);
       const order = tryOrder(urls.length, region, hinted).slice(1);
       to = order.find((i) => !tried.has(i)) ?? order[0]!;
       if (state.failedOver(region, to)) stats.failovers++;
