@@ -8,6 +8,20 @@ const Flag = z.literal(true).optional();
 const Actor = { by: z.string().min(1).max(64).optional(), reason: z.string().min(1).max(200).optional() };
 const Ms = z.coerce.number().int().min(0).max(3_600_000).optional();
 const Domain = z.string().regex(/^[A-Za-z0-9_-]+$/, "a JetStream domain (a region name)");
+/** The explorer's filters as `tasks` takes them, less its page: checked by the bulk module (bulk/filter.ts), which names the option. */
+const ExplorerFilter = {
+  state: z.string().optional(),
+  client: z.string().optional(),
+  type: z.string().optional(),
+  priority: z.string().optional(),
+  region: z.string().optional(),
+  "solver-version": z.string().optional(),
+  since: z.string().optional(),
+  until: z.string().optional(),
+  search: z.string().optional(),
+};
+/** A bulk action (bulk/run.ts): the preview alone, or with --yes the run; audited as the console's. */
+const Bulk = { args: z.tuple([]), ...ExplorerFilter, yes: Flag, json: Flag, by: Actor.by };
 
 /** One variant per command; unknown flags are refused (strict). */
 export const Command = z.discriminatedUnion("command", [
@@ -130,6 +144,8 @@ export const Command = z.discriminatedUnion("command", [
       json: Flag,
     })
     .strict(),
+  z.object({ command: z.literal("redrive-all"), ...Bulk }).strict(),
+  z.object({ command: z.literal("cancel-all"), ...Bulk }).strict(),
   z
     .object({
       command: z.literal("drill"),
@@ -204,6 +220,11 @@ export const USAGE = `usage: bun run recovery <command> [options]
         [--search TEXT] [--limit N] [--after NEXT] [--json]
                                           tasks newest first (the console's task explorer); T: ISO time or 15m/2h/7d back;
                                           TEXT: a task id, idempotency key, sitekey or the start of a pageurl
+  redrive-all [tasks' filters but --limit/--after] [--yes] [--by WHO] [--json]
+                                          every failed task of this region the filter matches (at most CONSOLE_BULK_MAX, oldest
+                                          first): without --yes the count and the oldest ids; with --yes redrive them (audited)
+  cancel-all --client C [tasks' filters] [--yes] [--by WHO] [--json]
+                                          the same for a client's unfinished tasks (queued, retrying, solving): cancel them
   lanes [--json]                          the region's lanes (high, normal, low): paused or running, by whom, since when
   lanes pause <lane> [--reason WHY] [--for 30m] [--by WHO]
                                           pause a lane: no task of it starts until resumed (or --for passed); audited

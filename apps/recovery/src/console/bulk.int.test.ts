@@ -108,7 +108,7 @@ test("a bulk redrive of 200 dead letters redrives each once, audits once; a seco
 
   const rows = await ctx.database.sql<{ state: string; redrives: number; n: number }[]>`
     select state, redrives, count(*)::int as n from tasks where owner = 'acme' group by 1, 2 order by 1`;
-  expect(rows).toEqual([
+  expect([...rows]).toEqual([
     { state: "failed", redrives: 0, n: 3 },
     { state: "queued", redrives: 1, n: 200 },
   ]);
@@ -203,7 +203,7 @@ test("a bulk cancel takes one client's unfinished tasks and leaves the others; e
   expect(r.line).toBe("cancelled 35 of 35; 0 refused");
   const rows = await ctx.database.sql<{ owner: string; state: string; n: number }[]>`
     select owner, state, count(*)::int as n from tasks where owner in ('alpha', 'beta') group by 1, 2 order by 1, 2`;
-  expect(rows).toEqual([
+  expect([...rows]).toEqual([
     { owner: "alpha", state: "cancelled", n: 35 },
     { owner: "alpha", state: "completed", n: 3 },
     { owner: "beta", state: "queued", n: 20 },
@@ -215,4 +215,40 @@ test("a bulk cancel takes one client's unfinished tasks and leaves the others; e
     select action, detail from audit_log where action = 'bulk.cancel'`;
   expect(audit).toHaveLength(1);
   expect(audit[0]!.detail).toMatchObject({ done: 35, filter: { client: "alpha", region } });
+}, 60_000);
+
+/** `bun run recovery <args>` against the test's NATS and Postgres. */
+async function cli(...args: string[]) {
+  const { CONSOLE_TOKENS: _, CONSOLE_PORT: __, ...e } = env();
+  const p = Bun.spawn([process.execPath, join(import.meta.dir, "..", "cli.ts"), ...args], {
+    env: { ...process.env, ...e },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  return { out, err, code };
+}
+
+test("the CLI: redrive-all previews without --yes, runs with it (audited as bulk.redrive, via cli); cancel-all needs --client", async () => {
+  await seed(12, "clix", "failed");
+  const dry = await cli("redrive-all", "--client", "clix", "--since", "1d");
+  expect(dry.err).toBe("");
+  expect(dry.code).toBe(0);
+  expect(dry.out).toContain("12 tasks match; redrive them?");
+  expect(dry.out).toContain("nothing changed: run again with --yes");
+  expect((await ctx.database.sql`select 1 from tasks where owner = 'clix' and state = 'failed'`).length).toBe(12);
+  const run = await cli("redrive-all", "--client", "clix", "--yes");
+  expect(run.code).toBe(0);
+  expect(run.out).toContain("redriven 12 of 12; 0 refused");
+  const [a] = await ctx.database.sql<{ actor: string; detail: Record<string, unknown> }[]>`
+    select actor, detail from audit_log where action = 'bulk.redrive' and detail->'filter'->>'client' = 'clix'`;
+  expect(a!.detail).toMatchObject({ via: "cli", done: 12 });
+  expect(a!.actor).not.toContain("console:");
+  expect((await cli("redrive-all", "--client", "clix", "--yes")).out).toContain("redriven 0 of 0; 0 refused");
+  const bad = await cli("cancel-all", "--state", "queued");
+  expect(bad.code).toBe(2);
+  expect(bad.err).toContain("--client: a bulk cancel needs a client");
+  const badSince = await cli("redrive-all", "--since", "soon");
+  expect(badSince.code).toBe(2);
+  expect(badSince.err).toContain("--since:");
 }, 60_000);

@@ -156,8 +156,9 @@ function conditions(sql: postgres.Sql, q: TaskListQuery, now: number): postgres.
       // An IN, not an EXISTS per row: the planner may start from the ledger's version index when the version is rare.
       sql`t.id in (select l.task_id from ledger l where l.solver_version = ${q.solverVersion} and l.kind = 'charge')`,
     );
-  if (q.from) c.push(sql`t.created_at >= ${resolveBound(q.from, now)}`);
-  if (q.to) c.push(sql`t.created_at < ${resolveBound(q.to, now)}`);
+  // As text: drizzle, sharing the pool (openDatabase), turns postgres.js's Date serializer off.
+  if (q.from) c.push(sql`t.created_at >= ${resolveBound(q.from, now).toISOString()}::timestamptz`);
+  if (q.to) c.push(sql`t.created_at < ${resolveBound(q.to, now).toISOString()}::timestamptz`);
   if (q.after) {
     const cut = q.after.indexOf("_");
     const micros = q.after.slice(0, cut);

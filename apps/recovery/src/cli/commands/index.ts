@@ -3,6 +3,7 @@ import { type Command, type CommandOf, USAGE } from "../args.ts";
 import type { CliEnv } from "../env.ts";
 import { assessCommand } from "./assess.ts";
 import { auditCommand } from "./audit.ts";
+import { cancelAllCommand, redriveAllCommand } from "./bulk.ts";
 import { configCommand } from "./config.ts";
 import { drillCommand } from "./drill.ts";
 import { incidentCommand, incidentsCommand } from "./incidents.ts";
@@ -43,6 +44,8 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   "rotate-key": rotateKeyCommand,
   audit: auditCommand,
   tasks: tasksCommand,
+  "redrive-all": redriveAllCommand,
+  "cancel-all": cancelAllCommand,
   lanes: lanesCommand,
   drill: drillCommand,
   incidents: incidentsCommand,
