@@ -22,6 +22,8 @@ import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { RECOVERY_JS_API_TIMEOUT_MS, type RecoveryContext } from "../context.ts";
 import { recentAudit } from "../fleet/audit.ts";
 import { rollbackConfig, setConfig } from "../fleet/config-ops.ts";
+import { fmtDuration } from "../incidents/model.ts";
+import { incidentByKey } from "../incidents/store.ts";
 import { type DrillOptions, renderDrillReport, runDrill } from "./run-drill.ts";
 import type { Scenario } from "./scenarios.ts";
 
@@ -99,7 +101,41 @@ async function drill(scenario: Scenario, extra: Partial<DrillOptions> = {}) {
   expect(report.money!.tasks).toBe(report.figures.completed);
   expect(report.money!.totalMicros).toBeGreaterThan(0);
   expect(renderDrillReport(report)).toContain("money: $");
+  await expectIncident(report);
   return report;
+}
+
+/** The drill recorded its incident (docs/incidents.md): read back from Postgres, and through the CLI's post-mortem. */
+async function expectIncident(report: Awaited<ReturnType<typeof runDrill>>) {
+  const incident = await incidentByKey(s.db.sql, `drill:${report.runId}`);
+  expect(incident).toMatchObject({
+    id: report.incidentId,
+    kind: "drill",
+    region,
+    open: false,
+    rpo: report.rpo,
+    rtoMs: report.rtoMs,
+    tasksAffected: report.figures.acknowledged,
+    extraPaid: report.money!.extraCharges,
+    startedAt: new Date(report.faultAt).toISOString(),
+  });
+  const mttrMs = Math.max(report.rtoMs!, report.remedyMs, report.catchUpMs!);
+  expect(incident!.mttrMs).toBe(mttrMs);
+  const cli = Bun.spawnSync(
+    [process.execPath, "apps/recovery/src/cli.ts", "incident", String(incident!.id), "--markdown"],
+    {
+      cwd: `${import.meta.dir}/../../../..`,
+      env: { ...process.env, DATABASE_URL: s.tdb.url, NATS_URL: s.nats.url, REGION: region },
+    },
+  );
+  const md = cli.stdout.toString();
+  expect(cli.exitCode).toBe(0);
+  expect(md).toContain(`# Incident ${incident!.id}: drill in ${region}`);
+  expect(md).toContain(`| MTTR (start to end) | ${fmtDuration(mttrMs)} |`);
+  expect(md).toContain(`| RPO (acknowledged tasks lost or failed) | ${report.rpo} |`);
+  console.log(
+    `[drills] incident ${incident!.id}: MTTR ${fmtDuration(mttrMs)}, detection to recovery ${fmtDuration(incident!.detectToRecoverMs)}`,
+  );
 }
 
 test("an invalid config changes no solver; config rollback restores the previous revision", async () => {

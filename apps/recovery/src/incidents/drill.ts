@@ -1,7 +1,8 @@
 // Drills and restores as incidents (pure; sources.test.ts): both are recorded by what runs them,
 // opened and closed at once with what they measured. A drill: start = the fault, detection = the
-// fault (a drill knows its own fault), recovery = the remedy applied, end = completions back at the
-// normal rate (start + RTO; the remedy when the rate never came back); RPO, RTO, tasks (the drill's
+// fault (a drill knows its own fault), recovery = the remedy applied, end = the last of: completions
+// back at the normal rate (start + RTO), the remedy, every task acknowledged before the fault
+// finished (the catch-up); RPO, RTO, tasks (the drill's
 // acknowledged tasks) and extra paid submissions from its receipt. A restore: start to end of
 // `recovery restore` (restore and replay), tasks = the rows restored.
 import type { Observation } from "./model.ts";
@@ -14,6 +15,8 @@ export interface DrillReceipt {
   faultAt: number;
   remedyMs: number;
   rtoMs: number | null;
+  /** Fault -> every task acknowledged before it finished (null: some never did). */
+  catchUpMs: number | null;
   rpo: number;
   acknowledged: number;
   passed: boolean;
@@ -24,7 +27,8 @@ export interface DrillReceipt {
 const iso = (ms: number) => new Date(ms).toISOString();
 
 export function drillObservation(d: DrillReceipt): Observation {
-  const endMs = d.faultAt + (d.rtoMs ?? d.remedyMs);
+  // The end: the rate back, the remedy applied and every task acknowledged before the fault done.
+  const endMs = d.faultAt + Math.max(d.rtoMs ?? d.remedyMs, d.remedyMs, d.catchUpMs ?? 0);
   return {
     key: `drill:${d.runId}`,
     kind: "drill",
@@ -33,7 +37,7 @@ export function drillObservation(d: DrillReceipt): Observation {
     startedAt: iso(d.faultAt),
     detectedAt: iso(d.faultAt),
     recoveredAt: iso(d.faultAt + d.remedyMs),
-    endedAt: iso(Math.max(endMs, d.faultAt + d.remedyMs)),
+    endedAt: iso(endMs),
     figures: {
       tasksAffected: d.acknowledged,
       rpo: d.rpo,
@@ -46,6 +50,15 @@ export function drillObservation(d: DrillReceipt): Observation {
       ...d.steps.map((s) => ({ at: iso(d.faultAt + s.atMs), source: "drill", what: s.what })),
       ...(d.rtoMs !== null
         ? [{ at: iso(d.faultAt + d.rtoMs), source: "drill", what: "completions back at the normal rate" }]
+        : []),
+      ...(d.catchUpMs !== null
+        ? [
+            {
+              at: iso(d.faultAt + d.catchUpMs),
+              source: "drill",
+              what: "every task acknowledged before the fault finished",
+            },
+          ]
         : []),
     ],
   };

@@ -37,7 +37,7 @@ test("a failover starts TTL + margin before the takeover and ends when the resum
   expect(all.detail).toMatchObject({ adopted_all: 2 });
 });
 
-test("a drill's incident carries its receipt: RPO, RTO, tasks, extra paid; it ends when the rate is back", () => {
+test("a drill's incident carries its receipt: RPO, RTO, tasks, extra paid; it ends when the rate is back and the tasks of before the fault are done", () => {
   const o = drillObservation({
     scenario: "worker-crash",
     runId: "worker-crash-1a2b3c4d",
@@ -45,6 +45,7 @@ test("a drill's incident carries its receipt: RPO, RTO, tasks, extra paid; it en
     faultAt: T,
     remedyMs: 200,
     rtoMs: 6500,
+    catchUpMs: 9000,
     rpo: 0,
     acknowledged: 120,
     passed: true,
@@ -55,13 +56,14 @@ test("a drill's incident carries its receipt: RPO, RTO, tasks, extra paid; it en
     key: "drill:worker-crash-1a2b3c4d",
     startedAt: new Date(T).toISOString(),
     recoveredAt: new Date(T + 200).toISOString(),
-    endedAt: new Date(T + 6500).toISOString(),
+    endedAt: new Date(T + 9000).toISOString(),
     figures: { tasksAffected: 120, rpo: 0, rtoMs: 6500, extraPaid: 1, extraMicros: 1450 },
   });
   expect(o.timeline.map((e) => e.what)).toEqual([
     "fault injected: worker-crash",
     "remedy applied",
     "completions back at the normal rate",
+    "every task acknowledged before the fault finished",
   ]);
 });
 
