@@ -6,6 +6,7 @@ import type { Heartbeat } from "@pipeline/shared/kv";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import type postgres from "postgres";
 import type { RecoveryConfig } from "../config.ts";
+import { lanesStatus } from "../lanes/control.ts";
 import { readAccountFigures } from "../money/figures.ts";
 import { balanceCheck, type Forecast, forecastBalance } from "../money/forecast.ts";
 import { redactUrl } from "../redact-url.ts";
@@ -21,6 +22,7 @@ import {
   workersChecks,
 } from "./checks.ts";
 import { eventsCheck, probeEventsSizing } from "./events-sizing.ts";
+import { laneChecks } from "./lanes.ts";
 import type { Assessment, Check } from "./model.ts";
 import {
   openHandles,
@@ -81,6 +83,8 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
   const snapshots = probeSnapshots(d.snapshotDir, d.offHostDomain);
   const provider = await probeProvider(d.provider);
   const balances = d.sql instanceof Error ? undefined : await probeBalances(d.sql);
+  const lanes =
+    d.jsm instanceof Error ? undefined : await lanesStatus({ jsm: d.jsm, region: d.region }).catch((e: Error) => e);
   const sizing =
     d.jsm instanceof Error || d.snapshotIntervalMs === undefined
       ? undefined
@@ -94,6 +98,7 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
     ...natsChecks(nats, d.natsServer),
     ...(sizing ? [eventsCheck(sizing)] : []),
     ...(d.regionChecks ?? []),
+    ...(lanes ? laneChecks(lanes) : []),
     ...postgresChecks(pg, d.staleAfterMs),
     snapshotCheck(snapshots, d.snapshotMaxAgeMs),
     ...[offHostCheck(snapshots, d.snapshotMaxAgeMs, d.offHostDomain)].filter((c) => c !== undefined),

@@ -7,6 +7,7 @@ import { FINAL_STATUSES, VisibleState } from "@pipeline/shared/schemas";
 import { esc, fmtMs, latencyChart, throughputChart } from "./charts.ts";
 import type { ConsoleState, Timeline } from "./data.ts";
 import { INCIDENTS_PANEL } from "./incidents-page.ts";
+import { LANES_PANEL } from "./lanes-page.ts";
 import { rolloutPanel } from "./rollout-panel.ts";
 import type { Principal } from "./tokens.ts";
 
@@ -226,6 +227,7 @@ export function renderPage(inner: string, who: Principal, region: string, explor
 <div id="timeline-out"></div></section>
 ${explorer}
 ${INCIDENTS_PANEL}
+${LANES_PANEL}
 <main id="live" aria-label="live figures, refreshed every 2 seconds">${inner}</main>
 <footer><label><input type="checkbox" id="autorefresh" checked> refresh every 2 s</label> <span id="refresh-state" class="muted"></span></footer>
 </body></html>`;

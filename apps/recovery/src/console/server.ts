@@ -26,6 +26,7 @@ import { type ConsoleState, collectState, taskTimeline } from "./data.ts";
 import { EXPLORER_CSS, EXPLORER_JS, renderExplorer, renderExplorerError, renderExplorerRows } from "./explorer.ts";
 import { allowedHost, sameOrigin, secureCookie } from "./guard.ts";
 import { incidentRoutes } from "./incidents.ts";
+import { laneRoutes } from "./lanes.ts";
 import { CSS, JS, renderLive, renderLogin, renderPage, renderTimeline } from "./page.ts";
 import { redriveTask } from "./redrive.ts";
 import { rolloutRoutes } from "./rollout.ts";
@@ -338,6 +339,7 @@ function consoleApp(d: ConsoleDeps): Hono<Env> {
   incidentRoutes(app, d);
   bulkRoutes(app, d);
   rolloutRoutes(app, d);
+  laneRoutes(app, d);
   app.onError((err, c) => {
     d.log.error({ err: err.message, path: c.req.path }, "console: request failed");
     return c.json({ error: "internal error" }, 500);
