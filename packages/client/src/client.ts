@@ -1,6 +1,7 @@
 // The typed client of the pipeline's REST API (`/v1`): see README.md for what it retries and why.
 import { DEFAULT_RETRY, type RetryPolicy } from "./backoff.ts";
 import { ApiError } from "./errors.ts";
+import { checkOptions } from "./options.ts";
 import { homeRegionOfId } from "./regions.ts";
 import { type ClientStats, copyStats, countError, emptyStats } from "./stats.ts";
 import { type Answer, type CallSpec, createTransport } from "./transport.ts";
@@ -63,7 +64,7 @@ export interface Client {
 const HOMES_KEPT = 10_000;
 
 export function createClient(o: ClientOptions): Client {
-  if (o.regions.length === 0) throw new Error("createClient: regions must name at least one base URL");
+  checkOptions(o);
   const stats = emptyStats();
   const t = createTransport({
     urls: o.regions,

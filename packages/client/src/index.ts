@@ -2,6 +2,7 @@
 export { backoffMs, DEFAULT_RETRY, parseRetryAfter, type RetryPolicy, retryDelayMs } from "./backoff.ts";
 export { type Client, type ClientOptions, createClient } from "./client.ts";
 export { ApiError, FAILOVER_STATUSES, NetworkError, RETRYABLE_STATUSES } from "./errors.ts";
+export { ClientOptionError } from "./options.ts";
 export { homeRegionOfId } from "./regions.ts";
 export {
   CALLBACK_HEADERS,

@@ -1,6 +1,8 @@
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { createClient } from "./client.ts";
+import { ClientOptionError } from "./options.ts";
 import { parseAccepted, parseProblem, parseTaskView, ReplyShapeError } from "./types.ts";
 
 const view = {
@@ -63,4 +65,25 @@ test("the package stands alone: its code imports only itself and node: built-ins
   }
   const pkg = JSON.parse(readFileSync(join(dir, "..", "package.json"), "utf8"));
   expect(pkg.dependencies).toBeUndefined();
+});
+
+test("createClient names the option at fault", () => {
+  const fieldOfOptions = (o: object) => {
+    try {
+      createClient({ regions: ["http://a:1"], apiKey: "k", ...o });
+    } catch (err) {
+      if (err instanceof ClientOptionError) return err.field;
+      throw err;
+    }
+    return undefined;
+  };
+  expect(fieldOfOptions({})).toBeUndefined();
+  expect(fieldOfOptions({ regions: [] })).toBe("regions");
+  expect(fieldOfOptions({ regions: ["http://a:1", "a:2"] })).toBe("regions[1]");
+  expect(fieldOfOptions({ apiKey: "" })).toBe("apiKey");
+  expect(fieldOfOptions({ retry: { attempts: 0 } })).toBe("retry.attempts");
+  expect(fieldOfOptions({ retry: { attempts: 1.5 } })).toBe("retry.attempts");
+  expect(fieldOfOptions({ timeoutMs: Number.NaN })).toBe("timeoutMs");
+  expect(fieldOfOptions({ regionNames: { hel1: "http://b:2" } })).toBe("regionNames.hel1");
+  expect(fieldOfOptions({ regionNames: { fsn1: "http://a:1/" } })).toBeUndefined();
 });
