@@ -227,3 +227,33 @@ test("a read answered 503 with x-home-region (the home holds the result) goes to
   expect((await c.get(id)).result?.token).toBe("t");
   expect([b.seen.length, ash.seen.length]).toEqual([0, 1]);
 });
+
+test("a report retried after its reply was lost takes the 409 Already Reported as done", async () => {
+  let reports = 0;
+  const a = serve(() =>
+    reports++ === 0
+      ? Response.json({ id, accepted: false, status: "pending" }, { status: 202 })
+      : problem(409, "Already Reported"),
+  );
+  let first = true;
+  const lossy = Object.assign(
+    async (input: string | URL | Request, init?: RequestInit) => {
+      const res = await fetch(input, init);
+      if (first) {
+        first = false;
+        await res.text();
+        throw new TypeError("socket closed");
+      }
+      return res;
+    },
+    { preconnect: fetch.preconnect },
+  );
+  const c = createClient({ regions: [a.url], apiKey: "k", fetch: lossy, retry: { baseMs: 1 } });
+  expect(await c.report(id, "bad")).toEqual({ id, accepted: false, status: "pending" });
+  expect(a.seen.length).toBe(2);
+  // Without a lost reply, a second report is the caller's to see.
+  const err = await createClient({ regions: [a.url], apiKey: "k" })
+    .report(id, "bad")
+    .catch((e) => e);
+  expect([err.status, err.tries]).toEqual([409, 1]);
+});
