@@ -49,7 +49,12 @@ async function jsonBody(req: { text(): Promise<string> }): Promise<unknown> {
 export function rolloutRoutes(app: App, d: RolloutRouteDeps): void {
   // Opened, never created, here: the rollout service and its CLI create the bucket.
   let kv: KV | undefined;
-  const bucket = async () => (kv ??= await new Kvm(d.ctx.nc).open(CONTROL_BUCKET).catch(() => undefined));
+  // Kvm.open does not look for the stream; status() does (none yet: no rollout was ever started).
+  const bucket = async () =>
+    (kv ??= await new Kvm(d.ctx.nc)
+      .open(CONTROL_BUCKET)
+      .then(async (b) => (await b.status(), b))
+      .catch((err: Error) => (/not found/i.test(err.message) ? undefined : Promise.reject(err))));
   app.post("/console/api/rollout/:verb", async (c) => {
     const who = c.get("who");
     if (who.role !== "operator") return c.json({ reason: "the operator role is needed to change a rollout" }, 403);
