@@ -50,14 +50,17 @@ export const BULK_JS = `
     const json = await r.json().catch(() => ({ error: "HTTP " + r.status }));
     return r.ok ? json : { error: json.error || json.reason || "HTTP " + r.status };
   }
-  async function confirmRun(action, token, button) {
+  async function confirmRun(action, token, button, res) {
     button.disabled = true;
-    out.append(line("muted", "working…", "bulk.working"));
+    res.replaceChildren(line("muted", "working…", "bulk.working"));
     const r = await post("confirm", { action, token });
-    out.replaceChildren();
+    res.replaceChildren();
+    button.disabled = false;
     if (!r) return;
-    if (r.error) { out.append(line("fail", r.error, "bulk.error")); return; }
-    out.append(line("ok", r.line, "bulk.result"), line("muted", "audited as bulk." + r.action + " (entry " + r.auditId + ")", "bulk.audit"));
+    if (r.error) { res.append(line("fail", r.error, "bulk.error")); return; }
+    res.append(line("ok", r.line, "bulk.result"), line("muted", "audited as bulk." + r.action + " (entry " + r.auditId + ")", "bulk.audit"));
+    // Again is safe: only the tasks that still match are taken (a redriven task is no longer failed).
+    button.textContent = "Confirm again";
   }
   async function preview(action) {
     out.replaceChildren(line("muted", "counting…", "bulk.working"));
@@ -76,10 +79,14 @@ export const BULK_JS = `
     no.type = "button";
     no.textContent = "Not now";
     no.addEventListener("click", () => out.replaceChildren());
-    yes.addEventListener("click", () => confirmRun(action, p.token, yes));
+    const res = document.createElement("div");
+    yes.addEventListener("click", () => confirmRun(action, p.token, yes, res));
     const row = document.createElement("p");
-    row.append(yes, " ", no, line("muted", " the token expires at " + p.expiresAt.slice(11, 19) + " UTC"));
-    out.append(row);
+    const until = document.createElement("span");
+    until.className = "muted";
+    until.textContent = " the preview holds until " + p.expiresAt.slice(11, 19) + " UTC";
+    row.append(yes, " ", no, until);
+    out.append(row, res);
   }
   form.addEventListener("input", sync);
   form.addEventListener("change", sync);
