@@ -86,7 +86,7 @@ test("an operator pauses the normal lane from the page, sees who paused it, a no
     void d.accept();
   });
   await eventually(async () => (await figure(page, "lane.normal.state")) === "running", 15_000);
-  await page.getByLabel("reason").nth(1).fill("provider incident");
+  await page.getByLabel("Reason for pausing lane normal").fill("provider incident");
   await page.getByRole("button", { name: "Pause lane normal" }).click();
   await eventually(async () => (await figure(page, "lane.normal.state")) === "paused", 10_000);
   expect(dialogs[0]).toMatch(/^Pause lane normal until resumed\?/);

@@ -7,7 +7,10 @@ import { esc } from "./charts.ts";
 
 export const LANES_PANEL = `<section id="lanes" aria-labelledby="h-lanes" class="card"><h2 id="h-lanes">Lanes</h2>
 <div id="lanes-out" aria-live="polite"><p class="muted">loading…</p></div><p class="muted">A paused lane starts no task: its tasks wait queued (not lost, not failed) until it is resumed; tasks already started finish. CLI: <code>bun run recovery lanes</code></p></section>
-<script src="/console/lanes.js" defer></script>`;
+<link rel="stylesheet" href="/console/lanes.css"><script src="/console/lanes.js" defer></script>`;
+
+/** The panel sits outside the live part: the same margins as its neighbours; the "who" column may wrap. */
+export const LANES_CSS = `#lanes{margin:12px 16px}#lanes td[data-figure]{white-space:normal;min-width:16em}`;
 
 const utc = (iso: string) => `${iso.replace("T", " ").slice(0, 19)} UTC`;
 const FOR = [
@@ -21,7 +24,7 @@ const FOR = [
 function controls(l: LaneState): string {
   if (l.state === "paused")
     return `<button type="button" data-lane-action="resume" data-lane="${l.lane}" aria-label="Resume lane ${l.lane}">Resume</button>`;
-  return `<label class="muted" for="lane-reason-${l.lane}">reason</label> <input id="lane-reason-${l.lane}" maxlength="200" size="14" autocomplete="off"> <label class="muted" for="lane-for-${l.lane}">for</label> <select id="lane-for-${l.lane}">${FOR.map(([v, t]) => `<option value="${v}">${t}</option>`).join("")}</select> <button type="button" data-lane-action="pause" data-lane="${l.lane}" aria-label="Pause lane ${l.lane}">Pause</button>`;
+  return `<input id="lane-reason-${l.lane}" maxlength="200" size="12" autocomplete="off" placeholder="reason" aria-label="Reason for pausing lane ${l.lane}"> <select id="lane-for-${l.lane}" aria-label="How long to pause lane ${l.lane}">${FOR.map(([v, t]) => `<option value="${v}">${t}</option>`).join("")}</select> <button type="button" data-lane-action="pause" data-lane="${l.lane}" aria-label="Pause lane ${l.lane}">Pause</button>`;
 }
 
 function who(l: LaneState): string {
@@ -70,7 +73,7 @@ export const LANES_JS = `(() => {
     b.disabled = true;
     const r = await fetch("/console/api/lanes/" + encodeURIComponent(lane) + "/" + act, { method: "POST", headers: { "x-console-action": "lane", "content-type": "application/json" }, body: JSON.stringify(body) });
     const res = await r.json().catch(() => ({}));
-    say(r.ok ? "Lane " + lane + (act === "pause" ? " paused" : " resumed") + " (" + (res.applied || []).length + " consumers)" + ((res.failed || []).length ? "; not yet on " + res.failed.map((f) => f.name).join(", ") : "") : "Refused: " + (res.reason || r.status), !r.ok);
+    say(r.ok ? "Lane " + lane + (act === "pause" ? " paused" : " resumed") + " (" + (res.applied || []).length + " consumer" + ((res.applied || []).length === 1 ? "" : "s") + ")" + ((res.failed || []).length ? "; not yet on " + res.failed.map((f) => f.name).join(", ") : "") : "Refused: " + (res.reason || r.status), !r.ok);
     await load();
   });
   load();

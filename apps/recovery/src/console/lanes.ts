@@ -12,7 +12,7 @@ import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
 import { lanesStatus, pauseLane, resumeLane } from "../lanes/control.ts";
 import { parseLaneAction } from "../lanes/model.ts";
-import { LANES_JS, renderLaneRows } from "./lanes-page.ts";
+import { LANES_CSS, LANES_JS, renderLaneRows } from "./lanes-page.ts";
 import type { Session } from "./tokens.ts";
 
 type App = Hono<{ Bindings: { ip: string }; Variables: { who: Session } }>;
@@ -29,6 +29,7 @@ export function laneRoutes(app: App, { config, ctx, log, invalidate }: LaneRoute
   const region = config.REGION;
   let kv: KV | undefined;
   const read = () => lanesStatus({ jsm: ctx.jsm, region });
+  app.get("/console/lanes.css", (c) => c.body(LANES_CSS, 200, { "content-type": "text/css; charset=utf-8" }));
   app.get("/console/lanes.js", (c) => c.body(LANES_JS, 200, { "content-type": "text/javascript; charset=utf-8" }));
   app.get("/console/lanes", async (c) => c.html(renderLaneRows(await read(), c.get("who").role === "operator")));
   app.get("/console/api/lanes", async (c) => c.json({ region, lanes: await read() }));
