@@ -1,5 +1,6 @@
-// The rollout record, pure (record.test.ts): what the rollout service (apps/rollout) keeps in the
-// `rollout_control` KV bucket of its home region, key `current`, and the operators' commands on it.
+// The rollout record, pure (tested in apps/rollout/src/domain/plan.test.ts): what the rollout
+// service (apps/rollout) keeps in the `rollout_control` KV bucket of its home region, key
+// `current`, and the operators' commands on it.
 // The rollout service, its CLI and the operator console all read and change it through this module
 // (the write path is ./store.ts), so a command means the same wherever it is given.
 //
