@@ -15,6 +15,7 @@ import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { provisionRegion } from "@pipeline/shared/provision";
 import { eventSubject } from "@pipeline/shared/subjects";
 import { createDetector, type DetectorDeps } from "./detector.ts";
+import { recordRestoreInto } from "./record.ts";
 import { incidentByKey, listIncidents } from "./store.ts";
 
 const region = "incfsn1";
@@ -174,4 +175,35 @@ test("a breaker open for more than a minute on EVENTS is a storm; short ones are
     mttrMs: 95_000,
     detail: { keyRef: "key_storm", workers: 2 },
   });
+});
+
+test("a restore records its audit row and one closed incident in the restored database", async () => {
+  const sighting = {
+    region,
+    snapshot: "snap-20261206-100000",
+    into: "postgres://127.0.0.1/restored",
+    startedAt: Date.parse(at(0)),
+    restoreMs: 900,
+    totalMs: 1600,
+    replayedEvents: 42,
+    tasks: { completed: 40, queued: 2 },
+    actor: "cli:alice@host",
+  };
+  expect(await recordRestoreInto(db.url, sighting)).toBeUndefined();
+  expect(await recordRestoreInto(db.url, sighting)).toBeUndefined();
+  const rows = (await listIncidents(sql)).filter((i) => i.kind === "restore");
+  expect(rows).toHaveLength(1);
+  expect(rows[0]).toMatchObject({ open: false, tasksAffected: 42, rtoMs: 1600, mttrMs: 1600 });
+  const audit = await sql<{ actor: string }[]>`select actor from audit_log where action = 'restore'`;
+  expect(audit.map((a) => a.actor)).toEqual(["cli:alice@host", "cli:alice@host"]);
+  // A database without the incidents table (a snapshot from before migration 0015): the error is returned.
+  const bare = await createTestDatabase("incidents_bare");
+  try {
+    const b = openDatabase(bare.url, { max: 1 });
+    await b.sql`drop table incidents`;
+    await b.close();
+    expect(await recordRestoreInto(bare.url, sighting)).toContain("incidents");
+  } finally {
+    await bare.drop();
+  }
 });

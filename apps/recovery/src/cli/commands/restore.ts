@@ -3,11 +3,12 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import { RECOVERY_JS_API_TIMEOUT_MS } from "../../context.ts";
+import { recordRestoreInto } from "../../incidents/record.ts";
 import { resolveSnapshot } from "../../snapshot/manifest.ts";
 import { fetchOffHost, offHostBucket } from "../../snapshot/offhost.ts";
 import { restoreSnapshot } from "../../snapshot/restore.ts";
 import type { CommandOf } from "../args.ts";
-import { type CliEnv, natsWithin, print } from "../env.ts";
+import { actorOf, type CliEnv, natsWithin, print } from "../env.ts";
 import { restoreTarget } from "../restore-target.ts";
 
 type Restore = CommandOf<"restore">;
@@ -44,12 +45,26 @@ export async function restoreCommand(cmd: Restore, env: CliEnv): Promise<number>
           config.SNAPSHOT_DIR,
         )
       : resolveSnapshot(config.SNAPSHOT_DIR, cmd.args[0]);
+    const startedAt = Date.now();
     const r = await restoreSnapshot({
       snapshot,
       intoUrl,
       ...(await replaySource(cmd, nc)),
       ...(cmd["allow-gap"] ? { allowGap: true } : {}),
     });
+    // The restore as an incident, with its audit row, in the restored database (docs/incidents.md).
+    const notRecorded = await recordRestoreInto(intoUrl, {
+      region: config.REGION,
+      snapshot: r.snapshot,
+      into: r.into,
+      startedAt,
+      restoreMs: r.restoreMs,
+      totalMs: r.totalMs,
+      replayedEvents: r.replay?.events ?? null,
+      tasks: r.tasks,
+      actor: `cli:${actorOf(undefined)}`,
+    });
+    if (notRecorded) console.error(`recovery restore: restored, but its incident was not recorded: ${notRecorded}`);
     const replay = r.replay
       ? `replayed ${r.replay.events} events (seq ${r.replay.fromSeq}..${r.replay.toSeq}): ${Object.entries(
           r.replay.counts,
