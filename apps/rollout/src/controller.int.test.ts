@@ -402,6 +402,7 @@ describe("pause steps, inconclusive steps and the notify hook", () => {
     expect(await share("ra")).toEqual({ v3: 8, v2: 8 });
     expect((await cli("status")).out).toContain("paused at 50% in ra (pause step: promote goes on)");
     expect((await cli("resume")).out).toContain("refused: it waits at a pause step");
+    expect((await cli("promote", "--fast")).code).toBe(2);
     expect(told.map((x) => x.kind)).toEqual(["awaiting_promotion"]);
     expect(told[0]!.key).toBe(`rollout:${waiting.id}:awaiting_promotion:ra.1.${waiting.stepStartedAt}`);
     // A service started afresh does not tell it again (the key is in the record).

@@ -45,7 +45,10 @@ type Figures = {
   providerErrors?: number;
 };
 
-/** The newest log entry with gate figures: canary against stable, and the verdict's why. */
+/**
+ * The newest log entry with gate figures: canary against stable over the window that led to that
+ * decision, and the verdict's why (the live reading between decisions is the service's own status).
+ */
 function gateOf(r: Rollout): string {
   const e = [...r.log].reverse().find((x) => x.figures?.canary && x.figures?.stable);
   if (!e) return `<p class="muted" data-figure="rollout.gate">no gate reading yet</p>`;
@@ -60,8 +63,8 @@ function gateOf(r: Rollout): string {
     ),
     esc(`${f.providerErrors ?? 0} / ${f.providerCalls ?? 0}`),
   ];
-  const where = `${e.region ? ` in ${e.region}` : ""}${e.percent ? ` at ${e.percent}%` : ""}`;
-  return `<h3>Last gate reading <span class="muted">${when(e.at)} UTC, ${esc(e.action)}${esc(where)}</span></h3>
+  const what = `${e.action}${e.region ? ` ${e.region}` : ""}${e.percent ? ` ${e.percent}%` : ""}`;
+  return `<h3>Last gate reading <span class="muted">behind the decision “${esc(what)}”, ${when(e.at)} UTC</span></h3>
 <p>verdict: <span data-figure="rollout.gate.verdict">${esc(e.why)}</span></p>
 ${table("the gate's figures over the step's window (same traffic, cut by shard)", ["version", "tasks", "failed", "p95", "extra paid", "provider errors / calls"], [row("canary", e.figures!.canary as Figures), row("stable", e.figures!.stable as Figures)], "")}`;
 }
