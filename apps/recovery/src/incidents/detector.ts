@@ -186,7 +186,7 @@ export function createDetector(d: DetectorDeps): Detector {
             if (r.closed) report.closed.push(o.key);
             if (r.opened || r.closed)
               d.log.warn(
-                { incident: r.incident.id, key: o.key, kind: o.kind, region: o.region, open: r.incident.open },
+                { incident: r.incident.id, ref: o.key, kind: o.kind, region: o.region, open: r.incident.open },
                 r.opened ? `incident opened: ${o.summary}` : `incident closed: ${o.summary}`,
               );
           }
