@@ -215,6 +215,12 @@ test("a bulk cancel takes one client's unfinished tasks and leaves the others; e
     select action, detail from audit_log where action = 'bulk.cancel'`;
   expect(audit).toHaveLength(1);
   expect(audit[0]!.detail).toMatchObject({ done: 35, filter: { client: "alpha", region } });
+  // A search (a union of index lookups) over every unfinished state (a union of states) counts each task once.
+  const searched = (await (
+    await post(base, "preview", { action: "cancel", filter: { client: "beta", search: "a.example/", from: "1d" } })
+  ).json()) as { count: number; filter: Record<string, string> };
+  expect(searched.count).toBe(20);
+  expect(searched.filter.from).toMatch(/^\d{4}-\d\d-\d\dT/);
 }, 60_000);
 
 /** `bun run recovery <args>` against the test's NATS and Postgres. */
@@ -251,4 +257,32 @@ test("the CLI: redrive-all previews without --yes, runs with it (audited as bulk
   const badSince = await cli("redrive-all", "--since", "soon");
   expect(badSince.code).toBe(2);
   expect(badSince.err).toContain("--since:");
+}, 60_000);
+
+test("a bulk redrive racing single redrives of the same tasks: each task is redriven and published once", async () => {
+  const base = await open();
+  await seed(50, "race", "failed");
+  const ids = (await ctx.database.sql<{ id: string }[]>`select id from tasks where owner = 'race'`).map((r) => r.id);
+  const before = (await messages(streams.tasks(region))).length;
+  const { token } = (await (await post(base, "preview", { action: "redrive", filter: { client: "race" } })).json()) as {
+    token: string;
+  };
+  const single = (id: string) =>
+    fetch(`${base}/console/api/tasks/${id}/redrive`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPERATOR}`, "x-console-action": "redrive" },
+    }).then((r) => r.status);
+  const [bulk, ...singles] = await Promise.all([
+    post(base, "confirm", { action: "redrive", token }).then((r) => r.json() as Promise<{ done: number }>),
+    ...ids.map(single),
+  ]);
+  const singleDone = singles.filter((st) => st === 202).length;
+  expect(singles.every((st) => st === 202 || st === 409)).toBe(true);
+  expect(bulk.done + singleDone).toBe(50);
+  const published = (await messages(streams.tasks(region))).slice(before);
+  expect(published).toHaveLength(50);
+  expect(new Set(published.map((m) => m.body.id))).toEqual(new Set(ids));
+  const [row] = await ctx.database.sql<{ n: number; max: number }[]>`
+    select count(*)::int as n, max(redrives)::int as max from tasks where owner = 'race' and state = 'queued'`;
+  expect(row).toEqual({ n: 50, max: 1 });
 }, 60_000);
