@@ -15,6 +15,7 @@ import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { provisionRegion } from "@pipeline/shared/provision";
 import { eventSubject } from "@pipeline/shared/subjects";
 import { createDetector, type DetectorDeps } from "./detector.ts";
+import { adoptAndRecord } from "./job.ts";
 import { recordRestoreInto } from "./record.ts";
 import { incidentByKey, listIncidents } from "./store.ts";
 
@@ -206,4 +207,36 @@ test("a restore records its audit row and one closed incident in the restored da
   } finally {
     await bare.drop();
   }
+});
+
+test("the keeper's adoption records its failover: opened and closed at the resumable phase, the later phase's tasks added", async () => {
+  const remote = "incrmt";
+  const task = (providerId: string | null) => sql`
+    insert into tasks (id, owner, request_hash, region, type, priority, params, state, version, provider_id, created_at, updated_at)
+    values (${crypto.randomUUID()}, 'owner-adopt', 'hash', ${remote}, 'turnstile', 'normal',
+            ${JSON.stringify({ sitekey: "0x4AAAAAAA", pageurl: "https://example.com/a" })}::text::jsonb, 'solving', 1, ${providerId},
+            now() - interval '1 minute', now() - interval '1 minute')`;
+  await task("prov-1");
+  await task("prov-2");
+  await task(null);
+  const adopt = adoptAndRecord(
+    { REGION: region, PUBLISH_DEADLINE_MS: 5000, LEASE_TTL_MS: 4000, LEASE_MARGIN_MS: 1000 },
+    { js: jetstream(nc), database },
+    sql,
+    log,
+  );
+  const before = Date.now();
+  expect((await adopt(remote, 7, "resumable")).adopted).toBe(2);
+  const first = (await incidentByKey(sql, `failover:${remote}:7`))!;
+  expect(first).toMatchObject({ kind: "failover", region: remote, open: false, tasksAffected: 2 });
+  expect(Date.parse(first.startedAt)).toBeGreaterThanOrEqual(before - 5000);
+  expect(first.mttrMs!).toBeGreaterThanOrEqual(5000);
+  expect((await adopt(remote, 7, "all")).adopted).toBe(1);
+  const after = (await incidentByKey(sql, `failover:${remote}:7`))!;
+  expect(after).toMatchObject({ tasksAffected: 3, endedAt: first.endedAt, startedAt: first.startedAt });
+  expect(after.timeline.map((e) => e.what).filter((w) => w.includes("adopted"))).toHaveLength(2);
+  // The detector reading the keeper's record of the same takeover adds no second row.
+  await regionKv.put(`adopted.${remote}`, JSON.stringify({ epoch: 7, phase: "all", at: Date.now() }));
+  await createDetector(await deps()).tick();
+  expect((await listIncidents(sql)).filter((i) => i.key === `failover:${remote}:7`)).toHaveLength(1);
 });

@@ -37,7 +37,12 @@ export async function incidentJob(
  * The lease keeper's `adopt`: adoptRegion (regions/adopt.ts), then the failover incident of that
  * phase recorded (best effort: an incident not written is logged, the adoption's result stands).
  */
-export function adoptAndRecord(config: RecoveryConfig, ctx: RecoveryContext, replicaSql: postgres.Sql, log: Logger) {
+export function adoptAndRecord(
+  config: Pick<RecoveryConfig, "REGION" | "PUBLISH_DEADLINE_MS" | "LEASE_TTL_MS" | "LEASE_MARGIN_MS">,
+  ctx: Pick<RecoveryContext, "js" | "database">,
+  replicaSql: postgres.Sql,
+  log: Logger,
+) {
   return async (remote: string, epoch: number, phase: "resumable" | "all"): Promise<AdoptReport> => {
     const takenOverAt = Date.now();
     const r = await adoptRegion(
