@@ -19,7 +19,7 @@ test("assess: a paused lane is a warning naming who and since when; a running la
     ["lane", "fail"],
   ]);
   expect(checks[0]!.summary).toContain(
-    "normal PAUSED by ops (console) since 2026-12-06 14:00:00 UTC, until resumed: incident",
+    "normal PAUSED by ops via console since 2026-12-06 14:00:00 UTC, until resumed: incident",
   );
   expect(checks[0]!.hint).toContain("lanes resume normal");
   expect(laneChecks([running])).toEqual([]);

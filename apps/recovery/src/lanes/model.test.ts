@@ -63,15 +63,15 @@ test("a lane's state and its line: paused by whom since when; consumers that dis
   expect(s.state).toBe("paused");
   expect(s.disagree).toEqual(["solver_r_normal_v2"]);
   expect(describeLane(s)).toBe(
-    "normal PAUSED by ops (console) since 2026-12-06 14:00:00 UTC, until resumed: provider incident (2 consumers; not yet enforced on solver_r_normal_v2)",
+    "normal PAUSED by ops via console since 2026-12-06 14:00:00 UTC, until resumed: provider incident (2 consumers; not yet enforced on solver_r_normal_v2)",
   );
   const ended = recordOf({ lane: "normal", for: "1m" }, true, "cli:alice@h", now);
   const later = laneState("normal", { record: ended }, [c("v1", false)], now.getTime() + 120_000);
   expect(later.state).toBe("running");
   expect(describeLane(later)).toMatch(
-    /^normal running \(a pause by alice@h \(cli\) ended at 2026-12-06 14:01:00 UTC\)/,
+    /^normal running \(a pause by alice@h via cli ended at 2026-12-06 14:01:00 UTC\)/,
   );
   expect(laneState("low", { record: null }, [c("v1", true)], now.getTime()).disagree).toEqual([]);
   expect(laneState("low", { error: "lane.low: not JSON" }, [], now.getTime()).error).toBe("lane.low: not JSON");
-  expect(whoOf("console:ops")).toBe("ops (console)");
+  expect(whoOf("console:ops")).toBe("ops via console");
 });

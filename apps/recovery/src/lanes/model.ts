@@ -97,15 +97,15 @@ export function laneState(
   return { lane, state: paused ? "paused" : "running", record: read.record, consumers, disagree };
 }
 
-/** `console:ops` as `ops (console)`; a CLI actor as it is. */
+/** `console:ops` as `ops via console`, `cli:alice@host` as `alice@host via cli`. */
 export function whoOf(by: string): string {
   const m = /^(console|cli):(.+)$/.exec(by);
-  return m ? `${m[2]} (${m[1]})` : by;
+  return m ? `${m[2]} via ${m[1]}` : by;
 }
 
 const hhmm = (iso: string) => iso.replace("T", " ").slice(0, 19);
 
-/** One line for people: `normal  PAUSED by ops (console) since 2026-12-06 14:00:00 UTC until ...: reason`. */
+/** One line for people: `normal  PAUSED by ops via console since 2026-12-06 14:00:00 UTC until ...: reason`. */
 export function describeLane(s: LaneState): string {
   const r = s.record;
   if (s.error) return `${s.lane.padEnd(7)}unknown: the lane record is unreadable (${s.error})`;
