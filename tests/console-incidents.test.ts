@@ -1,6 +1,5 @@
 // Incidents on the console, in a real browser (Debian's chromium driven by playwright-core, set up
-// as tests/console.test.ts does): the recovery service (its own process code, in this test's
-// process) against real NATS and Postgres; a rollout record reaching rolledBack in `rollout_control`
+// as tests/console.test.ts does): the recovery service as a process against real NATS and Postgres; a rollout record reaching rolledBack in `rollout_control`
 // is picked up by the service's detector, shown open in the Incidents panel of a viewer's page, then
 // closed with its MTTR once the record says the shards are back; its page shows the timeline. No
 // console script is refused by the page's CSP.
@@ -11,11 +10,9 @@ import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
 import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
-import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { type Browser, chromium } from "playwright-core";
-import { loadConfig } from "../apps/recovery/src/config.ts";
-import { type RecoveryService, startRecovery } from "../apps/recovery/src/service.ts";
+import { type Proc, spawnApp } from "./harness.ts";
 
 const region = "incwatch";
 const VIEWER = `view-${crypto.randomUUID()}`;
@@ -31,7 +28,7 @@ const FLAGS = [
 let nats: TestNats;
 let tdb: TestDatabase;
 let admin: NatsConnection;
-let service: RecoveryService;
+let recovery: Proc;
 let browser: Browser;
 let base: string;
 
@@ -42,18 +39,21 @@ beforeAll(async () => {
   // The rollout service's bucket (its own region's); the recovery service only opens it.
   await new Kvm(admin).create("rollout_control", { history: 64 });
   const port = await freePort();
-  const config = loadConfig({
+  const dir = mkdtempSync(join(tmpdir(), "console-incidents-"));
+  const env = {
     NATS_URL: nats.url,
     ...natsEnv(nats, "recovery"),
     DATABASE_URL: tdb.url,
     REGION: region,
-    SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "console-incidents-")),
+    SNAPSHOT_DIR: join(dir, "snapshots"),
     SNAPSHOT_INTERVAL_MS: "0",
     PROVIDER_URL: "http://127.0.0.1:9",
     CONSOLE_PORT: String(port),
     CONSOLE_TOKENS: `watcher:viewer:${VIEWER}`,
-  });
-  service = await startRecovery(config, createLogger("recovery", { level: "warn" }));
+    LOG_LEVEL: "info",
+  };
+  recovery = spawnApp("recovery", "apps/recovery/src/main.ts", env, dir);
+  console.error(`[console-incidents] recovery log in ${dir}/recovery.log`);
   await waitForPort(port, 30_000);
   base = `http://127.0.0.1:${port}`;
   browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
@@ -61,7 +61,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await service?.stop();
+  await recovery?.kill("SIGTERM");
   await admin?.close();
   await nats?.dispose();
   await tdb?.drop();
