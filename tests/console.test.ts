@@ -4,7 +4,7 @@
 // left open updates by itself; a dead-lettered task is redriven with a click (confirmed, audited)
 // and completes; a client API key and a viewer cannot do what an operator does; no token, key or
 // password reaches a page; every control has a label; it reads at 1280x800 and on a phone.
-// Screenshots go to the test's output folder (printed) and docs/console.png.
+// Screenshots go to the test's output folder (printed), docs/console.png and docs/console-phone.png.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -414,6 +414,8 @@ test("no token, key or password in any page; every control labelled; reads at 12
     expect(overflow).toBeLessThanOrEqual(0);
     expect(await page.getByRole("heading", { name: "Tasks by state and type" }).isVisible()).toBe(true);
     await shot(page, `console-${viewport.width}x${viewport.height}`);
+    // The phone's first screen, as a person holding it sees it (docs/console-phone.png).
+    if (viewport.width < 600) await page.screenshot({ path: join(ROOT, "docs", "console-phone.png") });
     await ctx.close();
   }
   // Neither the console's tokens nor the provider key were logged.

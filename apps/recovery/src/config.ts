@@ -98,8 +98,8 @@ export const RecoveryEnv = z
     RECONCILE_INTERVAL_MS: envInt(24 * 3600_000, 0, 7 * 24 * 3600_000),
     /** The operators' webhook and the console's address its messages link to (docs/notifications.md). */
     ...notifyEnv,
-    /** A provider account whose breaker every live solver reports open this long is a breaker storm. */
-    NOTIFY_BREAKER_STORM_MS: envInt(60_000, 1000, 3600_000),
+    /** A provider account's breaker open this long is a breaker storm: an incident, and a notification. */
+    BREAKER_STORM_MS: envInt(60_000, 1000, 3600_000),
     /** This many new dead letters within NOTIFY_DLQ_WINDOW_MS send a message. */
     NOTIFY_DLQ_GROWTH: envInt(50, 1, 1_000_000),
     NOTIFY_DLQ_WINDOW_MS: envInt(600_000, 10_000, 24 * 3600_000),

@@ -12,13 +12,14 @@ import type { RecoveryConfig } from "./config.ts";
 import { startConsole } from "./console/server.ts";
 import { openContext, type RecoveryContext } from "./context.ts";
 import { adoptAndRecord, INCIDENT_TICK_MS, incidentJob } from "./incidents/job.ts";
+import type { Observation } from "./incidents/model.ts";
 import { enforceLanes, lanesStatus } from "./lanes/control.ts";
 import { regionGauges } from "./metrics/region-gauges.ts";
 import { createRecoveryMetrics, type RecoveryMetrics } from "./metrics/registry.ts";
 import { readAccountFigures } from "./money/figures.ts";
 import { forecastBalance } from "./money/forecast.ts";
 import { runReconcile } from "./money/run-reconcile.ts";
-import { leaseNotification } from "./notify/messages.ts";
+import { breakerStormNotification, leaseNotification } from "./notify/messages.ts";
 import { openNotifier, startNotifyWatches } from "./notify/notifications.ts";
 import { type LeaseEvent, type LeaseKeeper, startLeaseKeeper } from "./regions/lease-keeper.ts";
 import { createPlanKeeper } from "./regions/plan-keeper.ts";
@@ -402,7 +403,11 @@ export async function startRecovery(config: RecoveryConfig, log: Logger): Promis
   timed.every(config.RETENTION_INTERVAL_MS, "retention", () => retainOnce(config, ctx, metrics, log));
   timed.every(config.RECONCILE_INTERVAL_MS, "reconcile", () => reconcileOnce(config, ctx, metrics, log));
   // Incidents: rollbacks, failovers, breaker storms seen in their sources, recorded once each (docs/incidents.md).
-  timed.every(INCIDENT_TICK_MS, "incidents", await incidentJob(config, ctx, log));
+  // A breaker storm's incident is also told to the operators' webhook (docs/notifications.md).
+  const onOpened = (o: Observation, id: number) => {
+    if (o.kind === "breaker") notifier?.post(breakerStormNotification(o, id));
+  };
+  timed.every(INCIDENT_TICK_MS, "incidents", await incidentJob(config, ctx, log, onOpened));
   const metricsServer = serveMetrics(config, metrics, log);
   // The operator console (CONSOLE_PORT), when CONSOLE_TOKENS names someone.
   const operatorConsole = await startConsole(config, ctx, log);

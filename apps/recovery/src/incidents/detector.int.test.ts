@@ -162,11 +162,15 @@ test("a breaker open for more than a minute on EVENTS is a storm; short ones are
   await publish(40, "w1", "closed", "key_short");
   await publish(50, "w1", "closed", "key_storm");
   await publish(95, "w2", "closed", "key_storm");
-  const first = await createDetector(await deps()).tick();
+  // Each opened incident is told once (the notifications' hook), a restarted detector tells none again.
+  const told: string[] = [];
+  const onOpened = (o: { key: string; kind: string }) => void told.push(`${o.kind} ${o.key}`);
+  const first = await createDetector({ ...(await deps()), onOpened }).tick();
   expect(first.errors).toEqual([]);
-  await createDetector(await deps()).tick();
+  await createDetector({ ...(await deps()), onOpened }).tick();
   const rows = (await listIncidents(sql)).filter((i) => i.kind === "breaker");
   expect(rows).toHaveLength(1);
+  expect(told.filter((t) => t.startsWith("breaker "))).toEqual([`breaker ${rows[0]!.key}`]);
   expect(rows[0]).toMatchObject({
     region,
     open: false,

@@ -31,6 +31,8 @@ export interface DetectorDeps {
   events?: { js: JetStreamClient; jsm: JetStreamManager; workersKv: KV };
   /** How long a breaker must stay open to be an incident (default 60 s). */
   breakerMinOpenMs?: number;
+  /** Told of each incident this detector opened (the notifications: docs/notifications.md). */
+  onOpened?: (o: Observation, id: number) => void;
   /** How far back the first tick reads breaker events (default 1 h). */
   lookbackMs?: number;
   now?: () => number;
@@ -182,7 +184,10 @@ export function createDetector(d: DetectorDeps): Detector {
             const r = await recordIncident(d.sql, o);
             written.set(o.key, sig);
             report.recorded++;
-            if (r.opened) report.opened.push(o.key);
+            if (r.opened) {
+              report.opened.push(o.key);
+              d.onOpened?.(o, r.incident.id);
+            }
             if (r.closed) report.closed.push(o.key);
             if (r.opened || r.closed)
               d.log.warn(

@@ -8,6 +8,7 @@ import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
 import { type AdoptReport, adoptRegion } from "../regions/adopt.ts";
 import { createDetector } from "./detector.ts";
+import type { Observation } from "./model.ts";
 import { recordAdoption } from "./record.ts";
 
 /** How often the detector reads its sources. */
@@ -18,6 +19,7 @@ export async function incidentJob(
   config: RecoveryConfig,
   ctx: RecoveryContext,
   log: Logger,
+  onOpened?: (o: Observation, id: number) => void,
 ): Promise<() => Promise<unknown>> {
   const remotes = config.regions.filter((r) => r !== config.REGION);
   let control: KV | undefined;
@@ -28,6 +30,8 @@ export async function incidentJob(
     rolloutControl: async () => (control ??= await new Kvm(ctx.nc).open("rollout_control").catch(() => undefined)),
     ...(remotes.length ? { regionKv: await openRegionBucket(ctx.nc, config.REGION) } : {}),
     leaseStillMs: config.LEASE_TTL_MS + config.LEASE_MARGIN_MS,
+    breakerMinOpenMs: config.BREAKER_STORM_MS,
+    ...(onOpened ? { onOpened } : {}),
     events: { js: ctx.js, jsm: ctx.jsm, workersKv: await openWorkersBucket(ctx.nc, config.REGION) },
   });
   return () => detector.tick();

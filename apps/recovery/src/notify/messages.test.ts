@@ -21,10 +21,18 @@ test("each event has its own key: a fence by its epoch, a failover by the remote
   expect(over.text).toContain("9.2 s");
   const back = leaseNotification({ kind: "unfenced", region: "fsn1", epoch: 6, at: 7, fencedForMs: 3500 });
   expect(back).toMatchObject({ severity: "info", title: "region fsn1 serves again" });
-  expect(breakerStormNotification("fsn1", "acct1", 1000, 62_000)).toMatchObject({
-    key: "breaker:fsn1:acct1:1000",
-    title: "breaker storm: provider account acct1 open for 61.0 s",
-  });
+  const storm = breakerStormNotification(
+    {
+      key: "breaker:acct1:17",
+      region: "fsn1",
+      summary: "provider account acct1: breaker open for more than 60 s",
+      startedAt: "2026-12-06T03:00:00.000Z",
+      detail: { keyRef: "acct1", workers: 2 },
+    },
+    9,
+  );
+  expect(storm).toMatchObject({ key: "storm:fsn1:breaker:acct1:17", path: "/console/incidents/9" });
+  expect(storm.text).toContain("since 2026-12-06T03:00:00.000Z (2 solver(s))");
   expect(dlqGrowthNotification("fsn1", { fromSeq: 101, grew: 50, windowMs: 600_000 })).toMatchObject({
     key: "dlq:fsn1:101",
     title: "dead letters growing: 50 new in 10 min",

@@ -2,6 +2,7 @@
 // Each message's key names its event once: a lease epoch, a storm's start, a growth's first
 // dead letter; the sender (@pipeline/shared/notify) drops a key it has sent before.
 import type { Notification } from "@pipeline/shared/notify";
+import type { Observation } from "../incidents/model.ts";
 import type { LeaseEvent } from "../regions/lease-keeper.ts";
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -42,16 +43,23 @@ export function leaseNotification(e: LeaseEvent): Notification {
   }
 }
 
-/** A provider account's breaker open for longer than a minute across the region's solvers. */
-export function breakerStormNotification(region: string, keyRef: string, since: number, now: number): Notification {
+/**
+ * A breaker storm, told when the incident detector opens its incident (apps/recovery/src/incidents,
+ * breaker.ts: an account's breaker left closed at a solver and stayed open BREAKER_STORM_MS).
+ */
+export function breakerStormNotification(
+  o: Pick<Observation, "key" | "region" | "summary" | "startedAt" | "detail">,
+  incidentId: number,
+): Notification {
+  const keyRef = String(o.detail?.keyRef ?? "?");
   return {
-    key: `breaker:${region}:${keyRef}:${since}`,
+    key: `storm:${o.region}:${o.key}`,
     kind: "breaker_storm",
     severity: "critical",
-    region,
-    title: `breaker storm: provider account ${keyRef} open for ${secs(now - since)}`,
-    text: `Every live solver reports the breaker of account ${keyRef} open or half-open since ${new Date(since).toISOString()}: the provider refuses or fails; its tasks wait for it (or go to another account when several are configured).`,
-    path: "/console",
+    region: o.region,
+    title: `breaker storm: ${o.summary}`,
+    text: `The breaker of provider account ${keyRef} has been open since ${o.startedAt} (${o.detail?.workers ?? "?"} solver(s)): the provider refuses or fails; its tasks wait for it, or go to another account when several are configured. Incident ${incidentId}.`,
+    path: `/console/incidents/${incidentId}`,
   };
 }
 

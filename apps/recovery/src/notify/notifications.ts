@@ -1,24 +1,18 @@
 // The recovery service's notifications (NOTIFY_WEBHOOK_URL): region fences, returns and takeovers
-// from the lease keeper, breaker storms from the solvers' heartbeats, DLQ growth from the
-// dead-letter stream. One sender per service, claims in the region's `notify_<region>` bucket, so
+// from the lease keeper, breaker storms from the incident detector (service.ts), DLQ growth from
+// the dead-letter stream. One sender per service, claims in the region's `notify_<region>` bucket, so
 // each event is sent at most once however many services see it or restart.
-import { liveWorkers, openWorkersBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { createNotifier, kvClaims, type Notifier, openNotifyBucket } from "@pipeline/shared/notify";
 import { streams } from "@pipeline/shared/subjects";
 import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
-import { breakerStormNotification, dlqGrowthNotification } from "./messages.ts";
-import { growthTracker, stormTracker } from "./watch.ts";
+import { dlqGrowthNotification } from "./messages.ts";
+import { growthTracker } from "./watch.ts";
 
 export type NotifySettings = Pick<
   RecoveryConfig,
-  | "REGION"
-  | "NOTIFY_WEBHOOK_URL"
-  | "NOTIFY_CONSOLE_URL"
-  | "NOTIFY_BREAKER_STORM_MS"
-  | "NOTIFY_DLQ_GROWTH"
-  | "NOTIFY_DLQ_WINDOW_MS"
+  "REGION" | "NOTIFY_WEBHOOK_URL" | "NOTIFY_CONSOLE_URL" | "NOTIFY_DLQ_GROWTH" | "NOTIFY_DLQ_WINDOW_MS"
 >;
 
 /** The service's notifier; undefined when NOTIFY_WEBHOOK_URL is not set. */
@@ -30,19 +24,6 @@ export async function openNotifier(
   if (!config.NOTIFY_WEBHOOK_URL) return undefined;
   const claims = kvClaims(await openNotifyBucket(ctx.nc, config.REGION));
   return createNotifier({ url: config.NOTIFY_WEBHOOK_URL, consoleUrl: config.NOTIFY_CONSOLE_URL, claims, log });
-}
-
-/** One round of the breaker-storm watch: the accounts every live solver reports open for too long. */
-export function breakerStormWatch(config: NotifySettings, ctx: Pick<RecoveryContext, "nc">, notifier: Notifier) {
-  const storms = stormTracker(config.NOTIFY_BREAKER_STORM_MS);
-  let kv: Awaited<ReturnType<typeof openWorkersBucket>> | undefined;
-  return async () => {
-    kv ??= await openWorkersBucket(ctx.nc, config.REGION);
-    const { workers } = await liveWorkers(kv);
-    const now = Date.now();
-    for (const s of storms.observe(workers, now))
-      notifier.post(breakerStormNotification(config.REGION, s.keyRef, s.since, now));
-  };
 }
 
 /** One round of the DLQ watch: the dead-letter stream's last sequence against the window's first. */
@@ -58,10 +39,9 @@ export function dlqGrowthWatch(config: NotifySettings, ctx: Pick<RecoveryContext
 /** The watches on the service's timers (`every` runs a job now and every `ms`). */
 export function startNotifyWatches(
   config: NotifySettings,
-  ctx: Pick<RecoveryContext, "nc" | "jsm">,
+  ctx: Pick<RecoveryContext, "jsm">,
   notifier: Notifier,
   every: (ms: number, name: string, job: () => Promise<unknown>) => void,
 ): void {
-  every(5000, "breaker storm watch", breakerStormWatch(config, ctx, notifier));
   every(15_000, "dead letter watch", dlqGrowthWatch(config, ctx, notifier));
 }

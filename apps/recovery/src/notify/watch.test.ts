@@ -1,46 +1,5 @@
 import { expect, test } from "bun:test";
-import { growthTracker, stormTracker } from "./watch.ts";
-
-test("a storm is an account every live solver reports not closed for the whole stormMs; told once", () => {
-  const t = stormTracker(60_000);
-  const both = (a: string, b: string) => [
-    { keyRef: "acct1", breaker: a },
-    { keyRef: "acct1", breaker: b },
-  ];
-  expect(t.observe(both("open", "closed"), 0)).toEqual([]);
-  // One solver's own trouble is not a storm, however long.
-  expect(t.observe(both("open", "closed"), 120_000)).toEqual([]);
-  expect(t.observe(both("open", "half_open"), 130_000)).toEqual([]);
-  expect(t.observe(both("half_open", "open"), 189_999)).toEqual([]);
-  expect(t.observe(both("open", "open"), 190_000)).toEqual([{ keyRef: "acct1", since: 130_000 }]);
-  expect(t.observe(both("open", "open"), 250_000)).toEqual([]);
-  // Closed, then open again: a new storm with its own start.
-  expect(t.observe(both("closed", "closed"), 260_000)).toEqual([]);
-  expect(t.observe(both("open", "open"), 270_000)).toEqual([]);
-  expect(t.observe(both("open", "open"), 330_000)).toEqual([{ keyRef: "acct1", since: 270_000 }]);
-});
-
-test("accounts are tracked apart; one no solver reports any more is forgotten", () => {
-  const t = stormTracker(1000);
-  t.observe(
-    [
-      { keyRef: "a", breaker: "open" },
-      { keyRef: "b", breaker: "open" },
-    ],
-    0,
-  );
-  expect(t.observe([{ keyRef: "a", breaker: "open" }], 500)).toEqual([]);
-  expect(
-    t.observe(
-      [
-        { keyRef: "a", breaker: "open" },
-        { keyRef: "b", breaker: "open" },
-      ],
-      1000,
-    ),
-  ).toEqual([{ keyRef: "a", since: 0 }]);
-  expect(t.observe([{ keyRef: "b", breaker: "open" }], 2000)).toEqual([{ keyRef: "b", since: 1000 }]);
-});
+import { growthTracker } from "./watch.ts";
 
 test("DLQ growth: the threshold within the window is told once, then counting starts over", () => {
   const g = growthTracker(50, 600_000);
