@@ -415,7 +415,10 @@ test("no token, key or password in any page; every control labelled; reads at 12
     expect(await page.getByRole("heading", { name: "Tasks by state and type" }).isVisible()).toBe(true);
     await shot(page, `console-${viewport.width}x${viewport.height}`);
     // The phone's first screen, as a person holding it sees it (docs/console-phone.png).
-    if (viewport.width < 600) await page.screenshot({ path: join(ROOT, "docs", "console-phone.png") });
+    if (viewport.width < 600) {
+      await page.evaluate("window.scrollTo(0, 0)");
+      await page.screenshot({ path: join(ROOT, "docs", "console-phone.png") });
+    }
     await ctx.close();
   }
   // Neither the console's tokens nor the provider key were logged.
