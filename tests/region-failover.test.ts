@@ -172,6 +172,18 @@ test(
         expect(told("fsn1", "fenced", /^fence:fsn1:\d+$/)).toHaveLength(1);
         expect(told("fsn1", "fenced", /^unfence:fsn1:/)).toHaveLength(1);
         expect(new Set(hooks.map((h) => h.key)).size).toBe(hooks.length);
+        // hel1 keeps an incident of the failover (docs/incidents.md): one row, closed, with its MTTR.
+        const incidents = await hel1.db.sql<
+          { key: string; ended_at: Date | null; mttr_ms: number | null; timeline: unknown[] }[]
+        >`select key, ended_at, (extract(epoch from ended_at - started_at) * 1000)::int as mttr_ms, timeline
+          from incidents where kind = 'failover' and key like 'failover:fsn1:%'`;
+        console.log(
+          `drill region-partition incident: ${incidents.map((i) => `${i.key} MTTR ${((i.mttr_ms ?? 0) / 1000).toFixed(1)} s`).join(", ")}`,
+        );
+        expect(incidents).toHaveLength(1);
+        expect(incidents[0]!.ended_at).not.toBeNull();
+        expect(incidents[0]!.mttr_ms!).toBeGreaterThan(0);
+        expect(incidents[0]!.mttr_ms!).toBeLessThan(60_000);
       },
     ),
   300_000,
