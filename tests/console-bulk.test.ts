@@ -7,11 +7,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { withHomeRegion } from "@pipeline/shared/regions";
-import { type Browser, chromium } from "playwright-core";
-import { PROVIDER_KEY, type Proc, type Stack, spawnApp, startStack } from "./harness.ts";
+import type { Browser } from "playwright-core";
+import { type Proc, type Stack, startStack } from "./harness.ts";
+import { launchChromium, signInAs, spawnConsole } from "./support/console-browser.ts";
 
 const region = "bulkui";
 const OPERATOR = `op-${crypto.randomUUID()}`;
@@ -21,41 +21,10 @@ let recovery: Proc;
 let base: string;
 let browser: Browser;
 
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
-
 beforeAll(async () => {
-  const executablePath = findChromium((m) => console.error(`[console-bulk] ${m}`));
-  expect(executablePath).toBe("/usr/bin/chromium");
   s = await startStack({ region, solvers: 1, emulator: { latencyMs: 50 } });
-  const port = await freePort();
-  recovery = spawnApp(
-    "recovery",
-    "apps/recovery/src/main.ts",
-    {
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      LOG_LEVEL: "info",
-      SNAPSHOT_DIR: join(out, "snapshots"),
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-      CONSOLE_PORT: String(port),
-      CONSOLE_TOKENS: `ops:operator:${OPERATOR}`,
-    },
-    s.logDir,
-  );
-  await waitForPort(port, 30_000);
-  base = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
+  ({ recovery, base } = await spawnConsole(s, { region, tokens: `ops:operator:${OPERATOR}`, out }));
+  browser = await launchChromium("console-bulk");
 }, 120_000);
 
 afterAll(async () => {
@@ -79,12 +48,7 @@ async function deadLetters(n: number, owner: string): Promise<string[]> {
 
 test("200 dead letters: Redrive all matching, the preview, confirm, redriven 200 of 200, audited once, solved; again: 0", async () => {
   await deadLetters(200, "bulk-client");
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await ctx.newPage();
-  await page.goto(`${base}/console/login`);
-  await page.getByLabel("Operator token").fill(OPERATOR);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL(`${base}/console`);
+  const { ctx, page } = await signInAs(browser, base, OPERATOR);
   const redrive = page.getByRole("button", { name: "Redrive all matching" });
   expect(await redrive.isVisible()).toBe(false);
   await page.getByLabel("State", { exact: true }).selectOption("failed");

@@ -8,23 +8,15 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
-import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
+import { freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { createTestDatabase, startTestNats, type TestDatabase, type TestNats } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { type Proc, spawnApp } from "./harness.ts";
+import { launchChromium } from "./support/console-browser.ts";
 
 const region = "incwatch";
 const VIEWER = `view-${crypto.randomUUID()}`;
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
 let nats: TestNats;
 let tdb: TestDatabase;
 let admin: NatsConnection;
@@ -33,7 +25,6 @@ let browser: Browser;
 let base: string;
 
 beforeAll(async () => {
-  const executablePath = findChromium((m) => console.error(`[console-incidents] ${m}`));
   [nats, tdb] = await Promise.all([startTestNats({ regions: [region] }), createTestDatabase("console_incidents_e2e")]);
   admin = await connectNats(nats.url, "console-incidents-admin", nats.auth("admin"));
   // The rollout service's bucket (its own region's); the recovery service only opens it.
@@ -56,7 +47,7 @@ beforeAll(async () => {
   console.error(`[console-incidents] recovery log in ${dir}/recovery.log`);
   await waitForPort(port, 30_000);
   base = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
+  browser = await launchChromium("console-incidents");
 }, 90_000);
 
 afterAll(async () => {

@@ -7,10 +7,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { api, PROVIDER_KEY, type Proc, type Stack, spawnApp, startStack } from "./harness.ts";
+import type { Browser, Page } from "playwright-core";
+import { api, type Proc, type Stack, startStack } from "./harness.ts";
+import { launchChromium, signInAs, spawnConsole } from "./support/console-browser.ts";
 
 const region = "conslanes";
 const OPERATOR = `op-${crypto.randomUUID()}`;
@@ -21,41 +21,14 @@ let recovery: Proc;
 let base: string;
 let browser: Browser;
 
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
-
 beforeAll(async () => {
-  const executablePath = findChromium((m) => console.error(`[console-lanes] ${m}`));
-  expect(executablePath).toBe("/usr/bin/chromium");
   s = await startStack({ region, solvers: 1, emulator: { latencyMs: 200 } });
-  const port = await freePort();
-  recovery = spawnApp(
-    "recovery",
-    "apps/recovery/src/main.ts",
-    {
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      LOG_LEVEL: "info",
-      SNAPSHOT_DIR: join(out, "snapshots"),
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-      CONSOLE_PORT: String(port),
-      CONSOLE_TOKENS: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
-    },
-    s.logDir,
-  );
-  await waitForPort(port, 30_000);
-  base = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
+  ({ recovery, base } = await spawnConsole(s, {
+    region,
+    tokens: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
+    out,
+  }));
+  browser = await launchChromium("console-lanes");
 }, 120_000);
 
 afterAll(async () => {
@@ -65,13 +38,7 @@ afterAll(async () => {
 });
 
 async function signIn(token: string): Promise<Page> {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await ctx.newPage();
-  await page.goto(`${base}/console`);
-  await page.getByLabel("Operator token").fill(token);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL(`${base}/console`);
-  return page;
+  return (await signInAs(browser, base, token)).page;
 }
 
 const figure = (page: Page, name: string) => page.locator(`[data-figure="${name}"]`).first().textContent();

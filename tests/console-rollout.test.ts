@@ -9,26 +9,18 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
+import { natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats } from "@pipeline/shared/nats";
 import { laneConsumer, streams } from "@pipeline/shared/subjects";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { api, PROVIDER_KEY, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
+import type { Browser, Page } from "playwright-core";
+import { api, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
+import { launchChromium, signInAs, spawnConsole } from "./support/console-browser.ts";
 
 const region = "crl";
 const OPERATOR = `op-${crypto.randomUUID()}`;
 const VIEWER = `view-${crypto.randomUUID()}`;
 const out = mkdtempSync(join(tmpdir(), "console-rollout-test-"));
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
 let s: Stack;
 let recovery: Proc;
 let service: Proc;
@@ -53,7 +45,6 @@ async function steady(): Promise<void> {
 }
 
 beforeAll(async () => {
-  const executablePath = findChromium((m) => console.error(`[console-rollout] ${m}`));
   s = await startStack({ region, solvers: 1, emulator: { latencyMs: 200 }, solverEnv: { SOLVER_VERSION: "v1" } });
   const nc = await connectNats(s.nats.url, "console-rollout-test", s.nats.auth("admin"));
   const jsm = await jetstreamManager(nc);
@@ -68,26 +59,12 @@ beforeAll(async () => {
   s.spawnSolver({ SOLVER_VERSION: "v2" });
   rolloutEnv = { NATS_URL: s.nats.url, ...natsEnv(s.nats, "rollout"), REGION: region, DATABASE_URL: s.tdb.url };
   service = spawnApp("rollout", "apps/rollout/src/main.ts", { ...rolloutEnv, ROLLOUT_TICK_MS: "500" }, s.logDir);
-  const port = await freePort();
-  recovery = spawnApp(
-    "recovery",
-    "apps/recovery/src/main.ts",
-    {
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      SNAPSHOT_DIR: join(out, "snapshots"),
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-      CONSOLE_PORT: String(port),
-      CONSOLE_TOKENS: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
-    },
-    s.logDir,
-  );
-  await waitForPort(port, 30_000);
-  base = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
+  ({ recovery, base } = await spawnConsole(s, {
+    region,
+    tokens: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
+    out,
+  }));
+  browser = await launchChromium("console-rollout");
   load = steady();
 }, 120_000);
 
@@ -111,12 +88,7 @@ async function rollout(...args: string[]): Promise<{ code: number; out: string }
 }
 
 async function signIn(token: string): Promise<Page> {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-  await page.goto(`${base}/console`);
-  await page.getByLabel("Operator token").fill(token);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL(`${base}/console`);
-  return page;
+  return (await signInAs(browser, base, token)).page;
 }
 
 const figure = (page: Page, name: string) =>

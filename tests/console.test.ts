@@ -9,12 +9,12 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findChromium, freePort, natsEnv, waitForPort } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { formatMicros } from "@pipeline/shared/provider";
 import { withHomeRegion } from "@pipeline/shared/regions";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { api, PROVIDER_KEY, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { api, PROVIDER_KEY, type Proc, ROOT, type Stack, startStack } from "./harness.ts";
+import { launchChromium, spawnConsole } from "./support/console-browser.ts";
 
 const region = "console";
 const OPERATOR = `op-${crypto.randomUUID()}`;
@@ -26,41 +26,14 @@ let base: string;
 let browser: Browser;
 const shots: string[] = [];
 
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
-
 beforeAll(async () => {
-  const executablePath = findChromium((m) => console.error(`[console] ${m}`));
-  expect(executablePath).toBe("/usr/bin/chromium");
   s = await startStack({ region, solvers: 1, emulator: { latencyMs: 300 } });
-  const port = await freePort();
-  recovery = spawnApp(
-    "recovery",
-    "apps/recovery/src/main.ts",
-    {
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      LOG_LEVEL: "info",
-      SNAPSHOT_DIR: join(out, "snapshots"),
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-      CONSOLE_PORT: String(port),
-      CONSOLE_TOKENS: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
-    },
-    s.logDir,
-  );
-  await waitForPort(port, 30_000);
-  base = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath, headless: true, args: FLAGS });
+  ({ recovery, base } = await spawnConsole(s, {
+    region,
+    tokens: `ops:operator:${OPERATOR},watcher:viewer:${VIEWER}`,
+    out,
+  }));
+  browser = await launchChromium("console");
   console.error(`[console] screenshots in ${out}`);
 }, 120_000);
 
