@@ -4,7 +4,7 @@
 // test harness and the bench before they spawn the apps). The apps verify and wait
 // (nats/topology.ts requireStreams, kv/buckets.ts bindBucket).
 import { jetstreamManager } from "@nats-io/jetstream";
-import { openConfigBucket, openRegionBucket } from "./kv/buckets.ts";
+import { openConfigBucket, openRegionBucket, raiseBucketReplicas } from "./kv/buckets.ts";
 import { openWorkersBucket } from "./kv/heartbeats.ts";
 import { connectNats, type NatsAuth, type NatsConnection } from "./nats/connection.ts";
 import {
@@ -15,6 +15,7 @@ import {
   ensureStreams,
   type TopologyOptions,
 } from "./nats/topology.ts";
+import { openNotifyBucket } from "./notify/claims.ts";
 import { openRolloutBucket } from "./shards/assignment.ts";
 import { buckets, streams } from "./subjects.ts";
 
@@ -34,9 +35,10 @@ export interface Provisioned {
 
 /**
  * Creates or verifies everything the apps of `o.region` use: TASKS, EVENTS, DLQ and BODIES, the
- * config, workers, region and rollout buckets, and the notifier's consumer on EVENTS.
- * Idempotent (a second run changes nothing); needs an administering user (recovery, rollout,
- * admin).
+ * config, workers, region, rollout (the shard assignment) and notify buckets, and the notifier's
+ * consumer on EVENTS. Streams and buckets get `o.replicas` copies; an existing one with fewer is
+ * raised, never lowered. Idempotent (a second run changes nothing); needs an administering user
+ * (recovery, rollout, admin).
  */
 export async function provisionRegion(nc: NatsConnection, o: ProvisionOptions): Promise<Provisioned> {
   const jsm = await jetstreamManager(nc);
@@ -48,18 +50,33 @@ export async function provisionRegion(nc: NatsConnection, o: ProvisionOptions): 
   });
   if (o.bodiesMaxAgeMs) await ensureStream(jsm, bodies);
   else await ensureStreamPresent(jsm, bodies);
-  await Promise.all([
-    openConfigBucket(nc, o.region),
-    openWorkersBucket(nc, o.region),
-    openRegionBucket(nc, o.region),
-    openRolloutBucket(nc, o.region),
-  ]);
+  const names = await provisionBuckets(nc, o.region, o.replicas);
   const consumers = [await ensureNotifierConsumer(jsm, o.region)];
   return {
     streams: [streams.tasks(o.region), streams.events(o.region), streams.dlq(o.region), streams.bodies(o.region)],
-    buckets: [buckets.config(o.region), buckets.workers(o.region), buckets.region(o.region), buckets.rollout(o.region)],
+    buckets: names,
     consumers,
   };
+}
+
+/** The region's buckets, created with `replicas` copies when missing, raised to them when they have fewer. */
+async function provisionBuckets(nc: NatsConnection, region: string, replicas?: number): Promise<string[]> {
+  await Promise.all([
+    openConfigBucket(nc, region, replicas),
+    openWorkersBucket(nc, region, replicas),
+    openRegionBucket(nc, region, replicas),
+    openRolloutBucket(nc, region, replicas),
+    openNotifyBucket(nc, region, undefined, replicas),
+  ]);
+  const names = [
+    buckets.config(region),
+    buckets.workers(region),
+    buckets.region(region),
+    buckets.rollout(region),
+    buckets.notify(region),
+  ];
+  if (replicas && replicas > 1) for (const b of names) await raiseBucketReplicas(nc, b, replicas);
+  return names;
 }
 
 /** provisionRegion for each region, over a connection of its own as `auth` (an administering user), closed after. */

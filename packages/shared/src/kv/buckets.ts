@@ -1,5 +1,7 @@
 // Opening a region's KV buckets: bound when they exist (the apps), created when missing (the
-// administering roles). The names come from @pipeline/shared/subjects (`buckets`).
+// administering roles), with `replicas` copies in the region's cluster (STREAM_REPLICAS); an
+// existing one with fewer is raised by provision.ts. The names come from @pipeline/shared/subjects
+// (`buckets`).
 import { jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -23,12 +25,28 @@ export async function bindBucket(nc: NatsConnection, bucket: string, o: RequireO
   return new Kvm(nc).open(bucket, { allow_direct: info!.config.allow_direct === true });
 }
 
+/**
+ * Raises the copies of an existing bucket (its stream `KV_<bucket>`) to `replicas`; never lowers
+ * them (an app configured for fewer must not scale a production R3 bucket down to R1, as
+ * topology.ts ensureStream for streams). True when it changed the bucket.
+ */
+export async function raiseBucketReplicas(nc: NatsConnection, bucket: string, replicas: number): Promise<boolean> {
+  const jsm = await jetstreamManager(nc);
+  const { config } = await jsm.streams.info(`KV_${bucket}`);
+  if (config.num_replicas >= replicas) return false;
+  await jsm.streams.update(config.name, { ...config, num_replicas: replicas });
+  const back = await jsm.streams.info(config.name);
+  if (back.config.num_replicas !== replicas)
+    throw new Error(`KV bucket ${bucket}: asked for ${replicas} replicas, the server kept ${back.config.num_replicas}`);
+  return true;
+}
+
 /** The region's own bucket: `lease` (LeaseView) and `adopted.<remote>` (the epoch adopted); created when missing (administering roles). */
-export async function openRegionBucket(nc: NatsConnection, region: string): Promise<KV> {
-  return new Kvm(nc).create(buckets.region(region), { history: 1 });
+export async function openRegionBucket(nc: NatsConnection, region: string, replicas?: number): Promise<KV> {
+  return new Kvm(nc).create(buckets.region(region), { history: 1, ...(replicas ? { replicas } : {}) });
 }
 
 /** The region's config bucket (created on first use, with history: administering roles). */
-export async function openConfigBucket(nc: NatsConnection, region: string): Promise<KV> {
-  return new Kvm(nc).create(buckets.config(region), { history: CONFIG_HISTORY });
+export async function openConfigBucket(nc: NatsConnection, region: string, replicas?: number): Promise<KV> {
+  return new Kvm(nc).create(buckets.config(region), { history: CONFIG_HISTORY, ...(replicas ? { replicas } : {}) });
 }

@@ -28,8 +28,12 @@ export const HEARTBEAT_EVERY_MS = 2000;
 export const HEARTBEAT_TTL_MS = 10_000;
 
 /** The region's heartbeat bucket, created when missing (administering roles; a solver binds it: bindBucket). */
-export async function openWorkersBucket(nc: NatsConnection, region: string): Promise<KV> {
-  return new Kvm(nc).create(buckets.workers(region), { history: 1, ttl: HEARTBEAT_TTL_MS });
+export async function openWorkersBucket(nc: NatsConnection, region: string, replicas?: number): Promise<KV> {
+  return new Kvm(nc).create(buckets.workers(region), {
+    history: 1,
+    ttl: HEARTBEAT_TTL_MS,
+    ...(replicas ? { replicas } : {}),
+  });
 }
 
 /** The workers whose last heartbeat is fresh (entries that do not parse are reported apart). */

@@ -33,7 +33,15 @@ export function kvClaims(kv: KV): NotifyClaims {
   };
 }
 
-/** The region's claims bucket, created when missing (the recovery and rollout services administer KV). */
-export async function openNotifyBucket(nc: NatsConnection, region: string, maxAgeMs = NOTIFY_KEEP_MS): Promise<KV> {
-  return new Kvm(nc).create(buckets.notify(region), { history: 1, ttl: maxAgeMs });
+/**
+ * The region's claims bucket, created when missing (the recovery and rollout services administer
+ * KV; provision.ts creates it with the region's `replicas`).
+ */
+export async function openNotifyBucket(
+  nc: NatsConnection,
+  region: string,
+  maxAgeMs = NOTIFY_KEEP_MS,
+  replicas?: number,
+): Promise<KV> {
+  return new Kvm(nc).create(buckets.notify(region), { history: 1, ttl: maxAgeMs, ...(replicas ? { replicas } : {}) });
 }

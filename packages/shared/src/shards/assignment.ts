@@ -80,8 +80,8 @@ export function laneFilters(region: string, lane: Priority, version: string, own
   return owned.length ? owned.map((s) => taskSubject(region, lane, s)) : [idleSubject(region, lane, version)];
 }
 
-export async function openRolloutBucket(nc: NatsConnection, region: string): Promise<KV> {
-  return new Kvm(nc).create(buckets.rollout(region), { history: 16 });
+export async function openRolloutBucket(nc: NatsConnection, region: string, replicas?: number): Promise<KV> {
+  return new Kvm(nc).create(buckets.rollout(region), { history: 16, ...(replicas ? { replicas } : {}) });
 }
 
 /** The region's assignment and its KV revision, or undefined before the first solver wrote it. */

@@ -1,0 +1,102 @@
+// A region's KV buckets on a 3-node NATS cluster: provisionRegion with replicas 3 gives the config,
+// workers, region, rollout (the shard assignment) and notify buckets three copies as it does the
+// streams, raises buckets an earlier one-replica provisioning made (keeping their entries), changes
+// nothing on a second run, and an administering side configured for fewer never scales them down.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
+import { openConfigBucket } from "./kv/buckets.ts";
+import { connectNats, type NatsConnection } from "./nats/connection.ts";
+import { provisionRegion } from "./provision.ts";
+
+const REGION = "kr";
+const nodes: NatsServerHandle[] = [];
+const dirs: string[] = [];
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  const ports = await Promise.all([0, 1, 2].map(async () => ({ client: await freePort(), route: await freePort() })));
+  for (const [i, p] of ports.entries()) {
+    const dir = mkdtempSync(join(tmpdir(), `nats-kr${i}-`));
+    dirs.push(dir);
+    nodes.push(
+      await startNatsServer({
+        port: p.client,
+        storeDir: dir,
+        name: `kr-${i}`,
+        regions: [REGION],
+        ...(nodes[0] ? { credentialsFrom: nodes[0].credentialsFile } : {}),
+        cluster: {
+          name: "kr",
+          port: p.route,
+          routes: ports.filter((_, j) => j !== i).map((o) => ({ host: "127.0.0.1", port: o.route })),
+        },
+      }),
+    );
+  }
+  nc = await connectNats(nodes.map((n) => n.url).join(","), "kv-replicas-test", nodes[0]!.auth("admin"));
+  await eventually(
+    async () => (await (await jetstreamManager(nc)).getAccountInfo().catch(() => undefined)) !== undefined,
+    30_000,
+    250,
+  );
+}, 60_000);
+afterAll(async () => {
+  await nc?.close().catch(() => {});
+  for (const n of nodes) await n.stop().catch(() => {});
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** Each bucket's stream config, by bucket name. */
+async function bucketConfigs(names: string[]): Promise<Record<string, { replicas: number; config: string }>> {
+  const jsm = await jetstreamManager(nc);
+  const out: Record<string, { replicas: number; config: string }> = {};
+  for (const b of names) {
+    const info = await jsm.streams.info(`KV_${b}`);
+    out[b] = { replicas: info.config.num_replicas, config: JSON.stringify(info.config) };
+  }
+  return out;
+}
+
+test("provisioning with replicas 3 raises one-replica buckets to 3, keeps their entries, and a second run changes nothing", async () => {
+  // What a region provisioned before this change has: every bucket with one copy.
+  const first = await eventually(() => provisionRegion(nc, { region: REGION }).catch(() => undefined), 30_000, 500);
+  expect(first.buckets).toHaveLength(5);
+  expect(Object.values(await bucketConfigs(first.buckets)).map((b) => b.replicas)).toEqual([1, 1, 1, 1, 1]);
+  const config = await openConfigBucket(nc, REGION);
+  const rev = await config.put("solver", JSON.stringify({ revision: "before" }));
+
+  const second = await provisionRegion(nc, { region: REGION, replicas: 3 });
+  expect(second.buckets).toEqual(first.buckets);
+  const raised = await bucketConfigs(second.buckets);
+  expect(Object.values(raised).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3]);
+  const jsm = await jetstreamManager(nc);
+  for (const b of second.buckets)
+    await eventually(
+      async () => ((await jsm.streams.info(`KV_${b}`)).cluster?.replicas?.length ?? 0) === 2,
+      20_000,
+      250,
+    );
+  const entry = await config.get("solver");
+  expect(entry?.revision).toBe(rev);
+  expect(entry?.string()).toBe(JSON.stringify({ revision: "before" }));
+
+  // Idempotent: the same configs after a second run; an administering side with the default (1) lowers nothing.
+  await provisionRegion(nc, { region: REGION, replicas: 3 });
+  expect(await bucketConfigs(second.buckets)).toEqual(raised);
+  await provisionRegion(nc, { region: REGION });
+  expect(await bucketConfigs(second.buckets)).toEqual(raised);
+}, 120_000);
+
+test("a region provisioned with replicas 3 from scratch gets three-copy buckets", async () => {
+  const p = await eventually(
+    () => provisionRegion(nc, { region: `${REGION}2`, replicas: 3 }).catch(() => undefined),
+    30_000,
+    500,
+  );
+  expect(Object.values(await bucketConfigs(p.buckets)).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3]);
+}, 60_000);
