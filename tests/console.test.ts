@@ -171,8 +171,11 @@ test("the figures on the page equal the API's, and the page updates by itself", 
   expect(Number(await figure(page, "provider.extraPaid"))).toBe(s.emu.stats().submissions - ids.length);
   expect(Number(await figure(page, "provider.extraPaid"))).toBe(state.provider.extraPaid);
   expect(Number(await figure(page, "fleet.count"))).toBe(1);
-  expect(await figure(page, "worker.solver-1.id")).toBe("solver-1");
-  expect(Number(await figure(page, "worker.solver-1.inFlight"))).toBe(state.fleet.workers[0]!.inFlight);
+  // Held under `<WORKER_ID>.<incarnation>`.
+  const worker = state.fleet.workers[0]!.workerId;
+  expect(worker).toMatch(/^solver-1\.i[0-9a-z]+$/);
+  expect(await figure(page, `worker.${worker}.id`)).toBe(worker);
+  expect(Number(await figure(page, `worker.${worker}.inFlight`))).toBe(state.fleet.workers[0]!.inFlight);
   const key = state.keys[0]!;
   expect(Number(await figure(page, `key.${key.keyRef}.inUse`))).toBe(key.inUse);
   expect(await figure(page, `key.${key.keyRef}.name`)).toBe("default");

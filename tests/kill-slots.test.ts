@@ -5,6 +5,7 @@
 // sessions can explain a quick takeover.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventually } from "@pipeline/devstack/testing";
+import { workerNameOf } from "@pipeline/shared/kv";
 import { api, PROVIDER_KEY, type Proc, type Stack, startStack } from "./harness.ts";
 
 const THREADS = 10;
@@ -56,7 +57,8 @@ test("a solver killed -9 holding provider slots: its tasks are taken over and it
   );
   const [busiest] = await s.db.sql<{ owner: string; n: number }[]>`
     select lease_owner as owner, count(*)::int as n from tasks where id = any(${first}::uuid[]) group by lease_owner order by count(*) desc limit 1`;
-  const victim = s.solvers.find((p) => p.name === busiest!.owner && p.exitCode() === undefined) as Proc;
+  // A holder is `<WORKER_ID>.<incarnation>`; the harness names a solver's process by its WORKER_ID.
+  const victim = s.solvers.find((p) => p.name === workerNameOf(busiest!.owner) && p.exitCode() === undefined) as Proc;
   expect(busiest!.n).toBeGreaterThan(0);
   const killedAt = Date.now();
   await victim.kill("SIGKILL");
@@ -67,7 +69,7 @@ test("a solver killed -9 holding provider slots: its tasks are taken over and it
     async () => {
       const [c] = await s.db.sql<
         { n: number }[]
-      >`select count(*)::int as n from tasks where state = 'solving' and lease_owner = ${victim.name}`;
+      >`select count(*)::int as n from tasks where state = 'solving' and lease_owner = ${busiest!.owner}`;
       return c!.n === 0 ? Date.now() : undefined;
     },
     60_000,

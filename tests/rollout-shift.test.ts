@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
+import { workerNameOf } from "@pipeline/shared/kv";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
 import { eventSubject, laneConsumer, streams } from "@pipeline/shared/subjects";
@@ -95,7 +96,7 @@ test("v2 starts idle; shifts to 25%, 50%, 100% and back to v1 under load lose no
     const m = await events.next({ expires: 1000 });
     if (!m) break;
     const e = m.json() as { taskId: string; data: { worker: string } };
-    if (ids.has(e.taskId)) byVersion[e.data.worker === "solver-3" || e.data.worker === "solver-4" ? "v2" : "v1"]++;
+    if (ids.has(e.taskId)) byVersion[["solver-3", "solver-4"].includes(workerNameOf(e.data.worker)) ? "v2" : "v1"]++;
   }
   const [slow] = await s.db.sql<
     { p50: number; max: number }[]

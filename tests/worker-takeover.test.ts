@@ -1,9 +1,12 @@
 // Dead solvers found by their silence, with the default settings (30 s leases and AckWait): a
 // solver killed -9 has its tasks resumed by a peer (provider ids polled, never submitted again)
-// and its provider slots freed within 10 s; a solver that is only paused (SIGSTOP) long enough
-// to be declared dead, then resumed, causes no second submission.
+// and its provider slots freed within 10 s, also when it is started again at once under its own
+// WORKER_ID (a new incarnation: its predecessor's claims are not its own, and are taken over); a
+// solver that is only paused (SIGSTOP) long enough to be declared dead, then resumed, causes no
+// second submission.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eventually } from "@pipeline/devstack/testing";
+import { workerNameOf } from "@pipeline/shared/kv";
 import { api, type Proc, type Stack, startStack } from "./harness.ts";
 
 let s: Stack;
@@ -23,6 +26,9 @@ const turnstile = (i: string) => ({
   type: "turnstile",
   params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/takeover/${i}` },
 });
+
+/** Solvers started again under another process's WORKER_ID, by that id. */
+const restartedAs = new Map<string, Proc>();
 
 /** Submits n tasks and waits until each has its provider id checkpointed; the busiest solver and its tasks. */
 async function inFlightAtProvider(prefix: string, n: number) {
@@ -44,35 +50,39 @@ async function inFlightAtProvider(prefix: string, n: number) {
   const owners = await s.db.sql<{ owner: string; ids: string[] }[]>`
     select lease_owner as owner, array_agg(id::text) as ids from tasks where id = any(${ids}::uuid[]) group by lease_owner order by count(*) desc`;
   const busiest = owners[0]!;
-  const proc = s.solvers.find((p) => p.name === busiest.owner && p.exitCode() === undefined) as Proc;
-  return { ids, victim: proc, victimTasks: busiest.ids };
+  // A holder is `<WORKER_ID>.<incarnation>`; the harness names a solver's process by its WORKER_ID.
+  const name = workerNameOf(busiest.owner);
+  const proc = (restartedAs.get(name) ?? s.solvers.find((p) => p.name === name && p.exitCode() === undefined)) as Proc;
+  return { ids, victim: proc, victimTasks: busiest.ids, holder: busiest.owner };
 }
 
-test("a solver killed -9 with default settings: its tasks resumed by a peer and its slots freed within 10 s, nothing submitted twice", async () => {
+/** Kills the busiest solver -9 (then `afterKill`); seconds until its tasks and its slots are held by no one of it. */
+async function killAndMeasure(prefix: string, afterKill: (victim: Proc) => void) {
   const before = s.emu.stats().submissions;
-  const { ids, victim, victimTasks } = await inFlightAtProvider("kill", 30);
+  const { ids, victim, victimTasks, holder } = await inFlightAtProvider(prefix, 30);
   expect(victimTasks.length).toBeGreaterThan(0);
   const killedAt = Date.now();
   await victim.kill("SIGKILL");
+  afterKill(victim);
   // Resumed: every task of the victim is held by a live solver again (or already done).
   const resumedAt = await eventually(
     async () => {
       const [c] = await s.db.sql<
         { n: number }[]
-      >`select count(*)::int as n from tasks where id = any(${victimTasks}::uuid[]) and state = 'solving' and lease_owner = ${victim.name}`;
+      >`select count(*)::int as n from tasks where id = any(${victimTasks}::uuid[]) and state = 'solving' and lease_owner = ${holder}`;
       return c!.n === 0 ? Date.now() : undefined;
     },
-    30_000,
+    45_000,
     100,
   );
   const slotsFreedAt = await eventually(
     async () => {
       const [c] = await s.db.sql<
         { n: number }[]
-      >`select count(*)::int as n from provider_slot_blocks where owner = ${victim.name} and lease_until > now()`;
+      >`select count(*)::int as n from provider_slot_blocks where owner = ${holder} and lease_until > now()`;
       return c!.n === 0 ? Date.now() : undefined;
     },
-    30_000,
+    45_000,
     100,
   );
   const views = await Promise.all(ids.map((id) => api<{ status: string }>(s, `/v1/tasks/${id}?wait=60`)));
@@ -81,29 +91,53 @@ test("a solver killed -9 with default settings: its tasks resumed by a peer and 
     {},
   );
   expect(states).toEqual({ "200:completed": ids.length });
-  const takeoverS = (resumedAt - killedAt) / 1000;
-  const slotsS = (slotsFreedAt - killedAt) / 1000;
+  return {
+    victim,
+    held: victimTasks.length,
+    takeoverS: (resumedAt - killedAt) / 1000,
+    slotsS: (slotsFreedAt - killedAt) / 1000,
+    submissions: s.emu.stats().submissions - before,
+    tasks: ids.length,
+  };
+}
+
+test("a solver killed -9 with default settings: its tasks resumed by a peer and its slots freed within 10 s, nothing submitted twice", async () => {
+  const r = await killAndMeasure("kill", () => {});
   console.log(
-    `[takeover] kill -9 of ${victim.name} holding ${victimTasks.length} tasks at the provider: resumed by a peer after ${takeoverS.toFixed(1)} s, slots freed after ${slotsS.toFixed(1)} s (LEASE_MS and ACK_WAIT_MS 30 s); provider submissions ${s.emu.stats().submissions - before} for ${ids.length} tasks`,
+    `[takeover] kill -9 of ${r.victim.name} holding ${r.held} tasks at the provider: resumed by a peer after ${r.takeoverS.toFixed(1)} s, slots freed after ${r.slotsS.toFixed(1)} s (LEASE_MS and ACK_WAIT_MS 30 s); provider submissions ${r.submissions} for ${r.tasks} tasks`,
   );
-  expect(takeoverS).toBeLessThanOrEqual(10);
-  expect(slotsS).toBeLessThanOrEqual(10);
-  expect(s.emu.stats().submissions - before).toBe(ids.length);
+  expect(r.takeoverS).toBeLessThanOrEqual(10);
+  expect(r.slotsS).toBeLessThanOrEqual(10);
+  expect(r.submissions).toBe(r.tasks);
   s.spawnSolver();
+}, 120_000);
+
+test("a solver killed -9 and started again at once under its own WORKER_ID: its predecessor's tasks taken over within 10 s, nothing submitted twice", async () => {
+  await eventually(async () => s.solvers.filter((p) => p.exitCode() === undefined).length >= 2, 10_000, 100);
+  await Bun.sleep(3000); // the solver started above holds its share of the next tasks
+  const r = await killAndMeasure("restart", (victim) =>
+    restartedAs.set(victim.name, s.spawnSolver({ WORKER_ID: victim.name })),
+  );
+  console.log(
+    `[takeover] kill -9 of ${r.victim.name} holding ${r.held} tasks at the provider, started again at once with WORKER_ID=${r.victim.name}: its predecessor's tasks taken over after ${r.takeoverS.toFixed(1)} s, slots freed after ${r.slotsS.toFixed(1)} s; provider submissions ${r.submissions} for ${r.tasks} tasks`,
+  );
+  expect(r.takeoverS).toBeLessThanOrEqual(10);
+  expect(r.slotsS).toBeLessThanOrEqual(10);
+  expect(r.submissions).toBe(r.tasks);
 }, 120_000);
 
 test("a solver paused (SIGSTOP) past DEAD_AFTER_MS, then resumed (SIGCONT): declared dead, its tasks finished by a peer, no second submission", async () => {
   await eventually(async () => s.solvers.filter((p) => p.exitCode() === undefined).length >= 2, 10_000, 100);
   const before = s.emu.stats().submissions;
   const dupBefore = s.emu.stats().duplicateFingerprints;
-  const { ids, victim, victimTasks } = await inFlightAtProvider("pause", 30);
+  const { ids, victim, victimTasks, holder } = await inFlightAtProvider("pause", 30);
   process.kill(victim.pid, "SIGSTOP");
   try {
     await eventually(
       async () => {
         const [c] = await s.db.sql<
           { n: number }[]
-        >`select count(*)::int as n from tasks where id = any(${victimTasks}::uuid[]) and state = 'solving' and lease_owner = ${victim.name}`;
+        >`select count(*)::int as n from tasks where id = any(${victimTasks}::uuid[]) and state = 'solving' and lease_owner = ${holder}`;
         return c!.n === 0;
       },
       30_000,

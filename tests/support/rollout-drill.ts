@@ -8,6 +8,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { freePort } from "@pipeline/devstack";
 import { rolloutEnv, solverEnv } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
+import { workerNameOf } from "@pipeline/shared/kv";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { type Proc, ROOT, spawnApp } from "../harness.ts";
@@ -219,7 +220,7 @@ export async function runRolloutDrill(
           const e = m.json() as { taskId: string; data: { worker: string } };
           if (!idSet.has(e.taskId)) continue;
           solvedBy[e.data.worker] = (solvedBy[e.data.worker] ?? 0) + 1;
-          if (e.data.worker.endsWith("-v2")) touched.add(e.taskId);
+          if (workerNameOf(e.data.worker).endsWith("-v2")) touched.add(e.taskId);
         }
       } finally {
         await rc.close();

@@ -77,3 +77,9 @@ test("PROVIDERS: further accounts with their key read from the variable each nam
     expect((err as Error).message).not.toContain("secret-b");
   }
 });
+
+test("WORKER_ID: a name that fits a KV key and, with its incarnation, a Postgres application_name", () => {
+  expect(loadConfig({ ...ok, WORKER_ID: "app-1.fsn1_v2" }).WORKER_ID).toBe("app-1.fsn1_v2");
+  expect(() => loadConfig({ ...ok, WORKER_ID: "solver 1" })).toThrow(/WORKER_ID/);
+  expect(() => loadConfig({ ...ok, WORKER_ID: "s".repeat(41) })).toThrow(/WORKER_ID/);
+});

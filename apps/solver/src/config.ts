@@ -51,7 +51,16 @@ export const SolverEnv = z
       .string()
       .regex(/^[a-z0-9_]+$/, "lower-case letters, digits and '_'")
       .default("v1"),
-    WORKER_ID: z.string().min(1).max(64).optional(),
+    /**
+     * The solver's stable name; each process start adds an incarnation (`<name>.<incarnation>`).
+     * At most 40 characters, so the id with its incarnation fits a Postgres application_name.
+     */
+    WORKER_ID: z
+      .string()
+      .min(1)
+      .max(40)
+      .regex(/^[A-Za-z0-9_.-]+$/, "letters, digits, '_', '.' and '-'")
+      .optional(),
     PROVIDER_URL: z.url().default("http://127.0.0.1:18090"),
     /** The provider key when there is one; its name (for the config bucket) is PROVIDER_KEY_NAME. */
     PROVIDER_KEY: z.string().min(1).optional(),

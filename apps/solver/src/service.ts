@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { type Database, openDatabase } from "@pipeline/shared/db";
-import { bindBucket } from "@pipeline/shared/kv";
+import { bindBucket, incarnationId, newIncarnation } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import {
   connectNats,
@@ -81,7 +81,10 @@ function openPools(config: SolverConfig, workerId: string) {
  * timing in use before the live config that applies revisions to it and the worker that reads it.
  */
 export async function startSolver(config: SolverConfig, log: Logger): Promise<SolverService> {
-  const workerId = config.WORKER_ID ?? `${hostname()}-${process.pid}`;
+  // An incarnation per process start: a process started again under the same WORKER_ID holds its
+  // claims under a new id, so its predecessor's are taken over at once (adapters/reaper.ts).
+  const name = config.WORKER_ID ?? `${hostname().slice(0, 32)}-${process.pid}`;
+  const workerId = incarnationId(name, newIncarnation());
   const p = await buildSolver(config, workerId, log);
   const { nc, js, jsm, database, slots, worker, keyRing, liveConfig, dispatcher, deliveries } = p;
   let ready = false;

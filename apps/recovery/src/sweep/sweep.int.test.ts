@@ -131,7 +131,10 @@ test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot 
 
   // The fleet commands: heartbeats, config in KV, rotation refused by a solver that lacks the key.
   const { writeFileSync } = await import("node:fs");
-  expect((a as unknown as { workers: { workerId: string }[] }).workers.map((w) => w.workerId)).toEqual(["solver-1"]);
+  // Held under `<WORKER_ID>.<incarnation>`, named by its WORKER_ID.
+  const seen = (a as unknown as { workers: { workerId: string; name?: string }[] }).workers;
+  expect(seen.map((w) => w.name)).toEqual(["solver-1"]);
+  expect(seen[0]!.workerId).toMatch(/^solver-1\.i[0-9a-z]+$/);
   const workers = await cli("workers");
   expect(workers.out).toContain("solver-1");
   expect(workers.out).toContain("config rev env");

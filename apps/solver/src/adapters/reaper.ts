@@ -14,12 +14,17 @@
 // heartbeat must be late too, so a live solver whose connections were only cut (a Postgres
 // restart) and that still beats is never declared dead this way.
 //
+// Started again under the same name (WORKER_ID): each process start is an incarnation of its own
+// (`<name>.<incarnation>`, @pipeline/shared/kv incarnation.ts), so its predecessor is another
+// holder; one whose sessions are gone and whose name has an incarnation started after its last
+// heartbeat is dead at once (superseded), and its heartbeat entry is removed.
+//
 // A worker that was only paused (SIGSTOP, a long GC, a stalled VM) and comes back finds its
 // leases gone: its writes are guarded by lease owner, so it submits and completes nothing more
 // of those tasks; an in.php call it had started is waited for by the taker-over (submit marker).
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { liveWorkers } from "@pipeline/shared/kv";
+import { type Heartbeat, liveWorkers, workerNameOf } from "@pipeline/shared/kv";
 import { publishTaskMessage } from "@pipeline/shared/nats";
 import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import type postgres from "postgres";
@@ -52,30 +57,19 @@ export interface Reaped {
 export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<Reaped> {
   const { workers } = await liveWorkers(d.workers, now, d.deadAfterMs);
   const alive = new Set(workers.map((w) => w.workerId));
-  /** Dead by their closed sessions: their tasks are reaped without the quiet period below. */
-  const gone = new Set<string>();
-  if (d.sessionName && d.sessionsGoneAfterMs !== undefined) {
-    const late = workers.filter((w) => now - Date.parse(w.at) > d.sessionsGoneAfterMs! && w.workerId !== d.self);
-    if (late.length) {
-      const rows = await d.sql<
-        { name: string | null }[]
-      >`select distinct application_name as name from pg_stat_activity where datname = current_database()`;
-      const names = rows.map((r) => r.name ?? "");
-      for (const w of late) {
-        // Postgres keeps the first 63 bytes of an application_name.
-        const name = d.sessionName(w.workerId);
-        const exact = name.slice(0, 63);
-        const prefix = `${name}-`.slice(0, 63);
-        if (!names.some((x) => x === exact || x.startsWith(prefix))) gone.add(w.workerId);
-      }
-    }
-    for (const w of gone) alive.delete(w);
-  }
-  if (d.self) alive.add(d.self);
   const holders = await d.sql<{ owner: string }[]>`
     select distinct lease_owner as owner from tasks where state = 'solving' and region = ${d.region} and lease_until > now() and lease_owner is not null
     union
     select distinct owner from provider_slot_blocks where lease_until > now()`;
+  /** Dead by their closed sessions: their tasks are reaped without the quiet period below. */
+  const gone = await goneWorkers(
+    d,
+    workers,
+    holders.map((h) => h.owner),
+    now,
+  );
+  for (const w of gone) alive.delete(w);
+  if (d.self) alive.add(d.self);
   // Silent for deadAfterMs, and holding what it took at least that long ago (a solver that has
   // just started writes its first heartbeat right after it starts pulling).
   const dead = holders.map((h) => h.owner).filter((o) => !alive.has(o));
@@ -97,9 +91,49 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
   const slots = await d.sql`
     delete from provider_slot_blocks
     where owner = any(${dead}::text[]) and (updated_at < now() - ${quiet}::interval or owner = any(${goneNow}::text[]))`;
+  // A superseded incarnation's heartbeat entry goes with it: the fleet shows the process running.
+  for (const w of gone) if (workers.some((x) => x.workerId === w)) await d.workers.delete(w).catch(() => {});
   for (const t of tasks) {
     const msg = { id: t.id, type: t.type as TaskType, priority: t.priority as Priority };
     await publishTaskMessage(d.js, d.region, msg, `${t.id}:reap:${t.version}`, d.publishDeadlineMs ?? 5000);
   }
   return { dead, tasks: tasks.length, slots: slots.count };
+}
+
+/**
+ * Holders whose Postgres sessions are gone (none left under their application_name) and that are
+ * either late (heartbeat older than `sessionsGoneAfterMs`) or superseded: a later incarnation of
+ * the same name (WORKER_ID) started after their last heartbeat, so the process was started again
+ * (a kill -9 and a restart). Both are dead at once; a process whose connections were only cut
+ * keeps beating and is neither.
+ */
+async function goneWorkers(d: ReaperDeps, workers: Heartbeat[], holders: string[], now: number): Promise<Set<string>> {
+  const gone = new Set<string>();
+  if (!d.sessionName || d.sessionsGoneAfterMs === undefined) return gone;
+  const beatOf = new Map(workers.map((w) => [w.workerId, Date.parse(w.at)]));
+  const late = workers.filter((w) => now - Date.parse(w.at) > d.sessionsGoneAfterMs! && w.workerId !== d.self);
+  const superseded = holders.filter(
+    (h) =>
+      h !== d.self &&
+      workers.some(
+        (s) =>
+          s.workerId !== h &&
+          (s.name ?? workerNameOf(s.workerId)) === workerNameOf(h) &&
+          Date.parse(s.startedAt) > (beatOf.get(h) ?? 0),
+      ),
+  );
+  const candidates = [...new Set([...late.map((w) => w.workerId), ...superseded])];
+  if (candidates.length === 0) return gone;
+  const rows = await d.sql<
+    { name: string | null }[]
+  >`select distinct application_name as name from pg_stat_activity where datname = current_database()`;
+  const names = rows.map((r) => r.name ?? "");
+  for (const id of candidates) {
+    // Postgres keeps the first 63 bytes of an application_name.
+    const name = d.sessionName(id);
+    const exact = name.slice(0, 63);
+    const prefix = `${name}-`.slice(0, 63);
+    if (!names.some((x) => x === exact || x.startsWith(prefix))) gone.add(id);
+  }
+  return gone;
 }

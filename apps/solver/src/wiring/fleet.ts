@@ -7,7 +7,7 @@ import { hostname } from "node:os";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Database } from "@pipeline/shared/db";
-import { HEARTBEAT_EVERY_MS, type Heartbeat } from "@pipeline/shared/kv";
+import { HEARTBEAT_EVERY_MS, type Heartbeat, workerNameOf } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { startHeartbeat } from "../adapters/heartbeat.ts";
 import type { LiveConfig } from "../adapters/live-config.ts";
@@ -32,6 +32,7 @@ export function startSolverHeartbeat(d: {
     const st = d.liveConfig.status();
     return {
       workerId: d.workerId,
+      name: workerNameOf(d.workerId),
       pid: process.pid,
       host: hostname(),
       version: d.config.SOLVER_VERSION,

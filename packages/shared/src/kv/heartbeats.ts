@@ -6,7 +6,10 @@ import { buckets } from "../subjects.ts";
 
 /** What each solver says about itself every few seconds (bucket entries expire, so the dead vanish). */
 export const Heartbeat = z.object({
+  /** What it holds its claims under: `<name>.<incarnation>` (kv/incarnation.ts). */
   workerId: z.string(),
+  /** Its stable name (WORKER_ID, or host-pid); absent from solvers before incarnations. */
+  name: z.string().optional(),
   pid: z.number().int(),
   host: z.string(),
   version: z.string(),

@@ -8,6 +8,7 @@ export {
   SOLVER_CONFIG_KEY,
 } from "./config-history.ts";
 export { HEARTBEAT_EVERY_MS, HEARTBEAT_TTL_MS, Heartbeat, liveWorkers, openWorkersBucket } from "./heartbeats.ts";
+export { incarnationId, newIncarnation, workerNameOf } from "./incarnation.ts";
 export {
   describeIssues,
   KEY_NAME,
