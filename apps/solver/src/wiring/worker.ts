@@ -1,6 +1,7 @@
 // The worker from the solver's parts: what it pulls, where it writes, whom it calls, its limits.
 import type { Consumer } from "@nats-io/jetstream";
 import type { Database } from "@pipeline/shared/db";
+import { HEARTBEAT_EVERY_MS } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import type { NatsConnection } from "@pipeline/shared/nats";
 import type { Fence } from "@pipeline/shared/regions";
@@ -15,6 +16,7 @@ import type { SolverConfig } from "../config.ts";
 import type { LedgerContext } from "../domain/charge.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { createPermits } from "../domain/permits.ts";
+import { pullExpiresMs } from "../domain/pull-expiry.ts";
 import type { TimingReader } from "../domain/timing.ts";
 import { createSleeper } from "../worker/sleeps.ts";
 import { createWorker } from "../worker/worker.ts";
@@ -62,6 +64,7 @@ export function createSolverWorker(d: {
     concurrency: config.SOLVER_CONCURRENCY,
     fetchBatch: config.SOLVER_FETCH_BATCH,
     ackWaitMs: config.ACK_WAIT_MS,
+    pullExpiresMs: pullExpiresMs(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS),
     drainTimeoutMs: config.DRAIN_TIMEOUT_MS,
     timing: d.timing,
     ledger: ledgerContextOf(config, d.accounts),

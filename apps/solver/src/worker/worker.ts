@@ -16,6 +16,8 @@ export interface WorkerDeps extends HandlerDeps {
   concurrency: number;
   fetchBatch: number;
   ackWaitMs: number;
+  /** How long a pull request lives at the server (domain/pull-expiry.ts); default 5 s. */
+  pullExpiresMs?: number;
   drainTimeoutMs: number;
   /** Share of the concurrency only the high lane may use. */
   highReserved: number;
@@ -232,9 +234,10 @@ async function laneLoop(w: WorkerState, lane: Priority): Promise<void> {
   while (w.running) {
     let messages: ConsumerMessages | undefined;
     try {
-      // A 5 s pull (heartbeat 2.5 s): after a nats-server restart the lost pull is noticed in
-      // seconds, not after the 30 s default.
-      messages = await consumer.consume({ max_messages: buffer, expires: 5000 });
+      // A pull of at most 5 s (heartbeat half that): after a nats-server restart the lost pull is
+      // noticed in seconds, not after the 30 s default; shorter than DEAD_AFTER_MS less a beat, so
+      // that a pull left behind by this solver cut off expires before its tasks are queued again.
+      messages = await consumer.consume({ max_messages: buffer, expires: deps.pullExpiresMs ?? 5000 });
       w.streams.add(messages);
       watchConsumer(messages, (what) => deps.onConsumerMissing?.(lane, what));
       for await (const msg of messages) {
