@@ -1,10 +1,18 @@
 // `npm run rehearse -- drills [name...]`: faults on the fleet's real hosts while tasks flow through
 // the load balancer, one at a time. Each prints the project's drill line (drill-line.ts) from what
 // the clients saw and the provider was paid for, and `alert <name> after S s` from the alert
-// receiver. The bar: nothing lost, failed, paid twice or answered twice, RTO <= 60 s, the alert
-// within 2 minutes.
+// receiver. The bar: nothing lost, failed, paid twice (but for what a killed solver had paid and
+// not checkpointed, drill-line.ts) or answered twice, RTO <= 60 s, the alert within 2 minutes.
 import type { LbClient } from "./client.ts";
-import { type DrillFigures, drillFigures, drillLine, drillPassed, failureCauses } from "./drill-line.ts";
+import {
+  type DrillFigures,
+  drillFigures,
+  drillLine,
+  drillPassed,
+  failureCauses,
+  type PaidSnapshots,
+  paidInFlightBound,
+} from "./drill-line.ts";
 import { type Log, sleep, waitFor } from "./exec.ts";
 import { allGatewaysUp } from "./gapless.ts";
 import { inMachineAsync, powerOff, powerOnAgain } from "./machine.ts";
@@ -30,6 +38,12 @@ export interface FleetDrill {
    * A region cut says when it healed: the RTO then counts what the survivor finished before it.
    */
   undo(h: HostState, ctx: DrillContext): Promise<void | { healedAt: number }>;
+  /**
+   * The fault kills solver processes: a submission it lands on between in.php's `OK|<id>` and the
+   * checkpoint is paid again by the peer that takes the task over (paidInFlightBound of the load
+   * may be; none where this is unset).
+   */
+  killsSolvers?: boolean;
   /** Needs two regions (the fleet of `up --regions fsn1,hel1`). */
   twoRegions?: boolean;
   /**
@@ -78,6 +92,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
     role: "app",
     index: 0,
     what: "kill -9 of solver@v1's main process; systemd restarts it",
+    killsSolvers: true,
     inject: async (h) => void (await sh(h, "systemctl kill --signal=SIGKILL --kill-whom=main solver@v1.service")),
     undo: async (h) => {
       await waitFor(`${h.name}: solver@v1 active again`, 60_000, async () =>
@@ -93,6 +108,7 @@ export const FLEET_DRILLS: FleetDrill[] = [
     role: "app",
     index: 1,
     what: "the app host's power pulled (every process killed at once), on again after the page",
+    killsSolvers: true,
     inject: async (h) => powerOff(h, h.nspawnPid),
     undo: async (h, ctx) => {
       await powerOnAgain(h, ctx.state, ctx.log);
@@ -123,13 +139,18 @@ export interface FleetDrillResult {
   line: string;
   alertLine: string;
   figures: DrillFigures;
+  /** The most extra payments in flight at the fault the drill allows (paidInFlightBound of its load; 0 unless it kills solvers). */
+  maxInFlightAtFault: number;
   alertAfterS?: number;
   passed: boolean;
 }
 
-async function paidByFingerprint(state: State): Promise<Record<string, number>> {
+/** What the provider was paid so far, per fingerprint: how often and (an emulator of this repo) when. */
+async function paidByFingerprint(
+  state: State,
+): Promise<{ byFingerprint: Record<string, number>; paidAtByFingerprint?: Record<string, number[]> }> {
   const r = await fetch(`${state.services.emulatorUrl}/emulator/stats`, { signal: AbortSignal.timeout(5000) });
-  return ((await r.json()) as { byFingerprint: Record<string, number> }).byFingerprint;
+  return (await r.json()) as { byFingerprint: Record<string, number>; paidAtByFingerprint?: Record<string, number[]> };
 }
 
 /** The alert line: the awaited alert's delay, or (none expected) that nothing fired. */
@@ -161,7 +182,7 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
   const h = ctx.state.hosts.filter((x) => x.role === d.role)[d.index];
   if (!h) throw new Error(`${d.name}: no ${d.role} host ${d.index + 1} in the fleet`);
   await d.prepare?.(h, ctx);
-  const before = await paidByFingerprint(ctx.state);
+  const before = (await paidByFingerprint(ctx.state)).byFingerprint;
   const load = startTrackedLoad(clientsOf(d, ctx), perSecond, `drill-${d.name}-${Date.now()}`);
   await sleep(10_000);
   const from = await markAlerts();
@@ -169,8 +190,10 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
   ctx.log(`${d.name}: ${h.name}: ${d.what}`);
   let error = "";
   let waited: Promise<number | undefined> = Promise.resolve(undefined);
+  let injectedAt = faultAt;
   try {
     await d.inject(h, ctx);
+    injectedAt = Date.now();
     if (d.alert)
       waited = waitForAlert(d.alert, from, 120_000).then(
         (a) => a.afterMs / 1000,
@@ -189,7 +212,9 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
   ctx.log(`${d.name}: undone ${((Date.now() - faultAt) / 1000).toFixed(1)} s after the fault`);
   await sleep(10_000);
   const records = await load.stop();
-  const figures = drillFigures(records, faultAt, { before, after: await paidByFingerprint(ctx.state) }, { healedAt });
+  const after = await paidByFingerprint(ctx.state);
+  const paid: PaidSnapshots = { before, after: after.byFingerprint, paidAtAfter: after.paidAtByFingerprint };
+  const figures = drillFigures(records, faultAt, paid, { healedAt, injectedAt });
   if (healedAt !== undefined)
     ctx.log(
       `${d.name}: healed ${((healedAt - faultAt) / 1000).toFixed(1)} s after the cut; ${figures.afterHeal} tasks acknowledged before it ended at home after the heal (no provider id had reached the survivor)`,
@@ -201,8 +226,17 @@ export async function runFleetDrill(d: FleetDrill, ctx: DrillContext, perSecond 
   if (error) ctx.log(`${d.name}: ${error}`);
   const causes = failureCauses(records);
   if (causes.length) ctx.log(`${d.name}: failed tasks: ${causes.join("; ")}`);
-  const passed = drillPassed(figures) && a.ok && !error;
-  return { name: d.name, line: drillLine(d.name, figures), alertLine, figures, alertAfterS: a.afterS, passed };
+  const maxInFlightAtFault = d.killsSolvers ? paidInFlightBound(perSecond) : 0;
+  const passed = drillPassed(figures, { maxInFlightAtFault }) && a.ok && !error;
+  return {
+    name: d.name,
+    line: drillLine(d.name, figures),
+    alertLine,
+    figures,
+    maxInFlightAtFault,
+    alertAfterS: a.afterS,
+    passed,
+  };
 }
 
 /** The drills named (all when none), one after another; each one's lines as it ends. */

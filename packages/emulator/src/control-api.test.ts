@@ -137,6 +137,30 @@ describe("stats", () => {
     expect(s.duplicateFingerprints).toBe(1);
   });
 
+  test("paidAtByFingerprint: when each accepted submission of a task was made (epoch ms), over GET /emulator/stats; reset forgets them", async () => {
+    let clock = 1_700_000_000_000;
+    const h = await emu({ now: () => clock });
+    const other = { ...RECAPTCHA, pageurl: "https://example.test/other" };
+    await h.submit(RECAPTCHA);
+    clock += 1500;
+    await h.submit(other);
+    clock += 250;
+    await h.submit(RECAPTCHA);
+    await h.get("/in.php", { ...RECAPTCHA, googlekey: "" }); // rejected: not paid, no time
+    const s = (await (await fetch(`${h.url}/emulator/stats`)).json()) as Record<string, unknown>;
+    expect(s.paidAtByFingerprint).toEqual({
+      [fingerprintOf("userrecaptcha", TASK)]: [1_700_000_000_000, 1_700_000_001_750],
+      [fingerprintOf("userrecaptcha", { ...TASK, pageurl: "https://example.test/other" })]: [1_700_000_001_500],
+    });
+    // As many times as byFingerprint counts, and the snapshot is a copy.
+    const snap = h.emulator.stats();
+    for (const [f, n] of Object.entries(snap.byFingerprint)) expect(snap.paidAtByFingerprint[f]).toHaveLength(n);
+    snap.paidAtByFingerprint[fingerprintOf("userrecaptcha", TASK)]!.push(0);
+    expect(h.emulator.stats().paidAtByFingerprint[fingerprintOf("userrecaptcha", TASK)]).toHaveLength(2);
+    await fetch(`${h.url}/emulator/reset`, { method: "POST" });
+    expect(h.emulator.stats().paidAtByFingerprint).toEqual({});
+  });
+
   test("an image fingerprint is over its base64 text (for method=post: under `file`)", async () => {
     const h = await emu();
     const body = Buffer.from("some image bytes").toString("base64");

@@ -76,6 +76,6 @@ export async function handleInPhp(state: EmulatorState, call: ProtocolParams): P
     unsolvable: rolls(faults.unsolvableRate, state.random),
     ...issueAnswer(sub, id, params),
   });
-  state.stats.accepted(fingerprint, key, state.tasks.inFlight(key));
+  state.stats.accepted(fingerprint, key, state.tasks.inFlight(key), now);
   return okReply(style, id);
 }

@@ -10,6 +10,11 @@ export interface EmulatorStats {
   resCalls: number;
   /** Accepted submissions per task fingerprint (see fingerprintOf). */
   byFingerprint: Record<string, number>;
+  /**
+   * When each of those submissions was accepted (epoch ms, oldest first; as many as byFingerprint
+   * counts): a drill tells a payment made just before a fault from one made long before it.
+   */
+  paidAtByFingerprint: Record<string, number[]>;
   /** get/get2 calls per provider id (each id of a bulk get counts once). */
   pollsByProviderId: Record<string, number>;
   /** Tasks holding a thread slot right now, per API key. */
@@ -31,6 +36,7 @@ export class StatsRecorder {
   private polls = 0;
   private resCalls = 0;
   private byFingerprint: Record<string, number> = {};
+  private paidAtByFingerprint: Record<string, number[]> = {};
   private pollsByProviderId: Record<string, number> = {};
   private maxInFlightByKey: Record<string, number> = {};
   private duplicateFingerprints = 0;
@@ -42,11 +48,12 @@ export class StatsRecorder {
     if (key) this.lastCallAtByKey[key] = at;
   }
 
-  /** Counts an accepted submission and the key's in-flight count after it. */
-  accepted(fingerprint: string, key: string, inFlightNow: number): void {
+  /** Counts an accepted submission (made at `at`, epoch ms) and the key's in-flight count after it. */
+  accepted(fingerprint: string, key: string, inFlightNow: number, at: number): void {
     this.submissions += 1;
     const n = (this.byFingerprint[fingerprint] ?? 0) + 1;
     this.byFingerprint[fingerprint] = n;
+    (this.paidAtByFingerprint[fingerprint] ??= []).push(at);
     if (n === 2) this.duplicateFingerprints += 1;
     this.maxInFlightByKey[key] = Math.max(this.maxInFlightByKey[key] ?? 0, inFlightNow);
   }
@@ -79,6 +86,7 @@ export class StatsRecorder {
     this.polls = 0;
     this.resCalls = 0;
     this.byFingerprint = {};
+    this.paidAtByFingerprint = {};
     this.pollsByProviderId = {};
     this.maxInFlightByKey = Object.fromEntries(Object.entries(inFlightNow).filter(([, n]) => n > 0));
     this.duplicateFingerprints = 0;
@@ -94,6 +102,7 @@ export class StatsRecorder {
       polls: this.polls,
       resCalls: this.resCalls,
       byFingerprint: { ...this.byFingerprint },
+      paidAtByFingerprint: Object.fromEntries(Object.entries(this.paidAtByFingerprint).map(([f, t]) => [f, [...t]])),
       pollsByProviderId: { ...this.pollsByProviderId },
       inFlightByKey: { ...inFlightByKey },
       maxInFlightByKey: { ...this.maxInFlightByKey },
