@@ -1,11 +1,13 @@
 // Chaos on a 3-node NATS cluster: the witness as production runs it, one node per location (in
 // fsn1's and hel1's network namespaces and in nbg1's), routes over the inter-region links (30 ms
-// relays), the leases bucket with 3 replicas, the production lease timing (TTL 10 s, margin 3 s).
-// Under load through both regions:
-// 1. a node that only follows the leases stream is killed -9: the other two keep the quorum, no
-//    region is fenced for 2 × (TTL - margin), no lease moves; the node comes back and catches up.
+// relays), the leases bucket with 3 replicas, the recovery service's default lease timing
+// (DEFAULT_LEASE_TIMING: TTL 20 s, margin 3 s, renewed every 1 s). Under load through both regions,
+// with each region's lease view (what its solvers and gateway obey) watched as it changes:
+// 1. a node that only follows the leases stream is killed -9: the other two keep the quorum, the
+//    renewals go on (no gap of half TTL − margin), no region refuses a task, no lease moves.
 // 2. the node leading the leases stream is killed -9: renewals stop until the other two elect a
-//    leader (measured); no lease moves, and both regions accept tasks again once one is elected.
+//    leader (measured, printed in the `[witness]` line); the longest renewal gap stays below
+//    TTL − margin, so no region refuses a single task, and no lease moves.
 // 3. fsn1 is cut off (its inter-region link down). Its keeper still reaches the witness node in its
 //    own location, which alone has no quorum: fsn1 fences itself and hel1 takes fsn1's lease over
 //    through the two other nodes. After the heal fsn1 reclaims it; every task completes, paid once.
@@ -15,7 +17,7 @@ import { Kvm } from "@nats-io/kv";
 import type { NatsServerHandle } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { Lease } from "@pipeline/shared/regions";
+import { DEFAULT_LEASE_RENEW_MS, DEFAULT_LEASE_TIMING, Lease, LeaseView } from "@pipeline/shared/regions";
 import { buckets } from "@pipeline/shared/subjects";
 import { withDiagnosis } from "./support/stack-diagnosis.ts";
 import { call, type Region, steadyLoad, turnstile } from "./support/two-regions.ts";
@@ -25,14 +27,17 @@ const SITES = ["nbg1", "fsn1", "hel1"] as const;
 let two: NetnsTwoRegions;
 let nc: NatsConnection;
 let jsm: JetStreamManager;
+/** When a silent region's solvers stop: the longest renewal gap a region survives. */
+const TTL_MINUS_MARGIN = DEFAULT_LEASE_TIMING.ttlMs - DEFAULT_LEASE_TIMING.marginMs;
 
 beforeAll(async () => {
   two = await startTwoRegionsNetns({
     witnessNodes: 3,
     emulator: { latencyMs: 500 },
-    leaseTtlMs: 10_000,
-    leaseMarginMs: 3000,
-    leaseRenewMs: 1000,
+    // The recovery service's own defaults (apps/recovery/src/config.ts), not a test's timing.
+    leaseTtlMs: DEFAULT_LEASE_TIMING.ttlMs,
+    leaseMarginMs: DEFAULT_LEASE_TIMING.marginMs,
+    leaseRenewMs: DEFAULT_LEASE_RENEW_MS,
     adoptUncertainMs: 60_000,
   });
   // The test reads the witness through nbg1's and hel1's nodes (on the majority side of the cut below).
@@ -81,13 +86,13 @@ async function probe(r: Region, key: string): Promise<number> {
   return res.status;
 }
 
-/** Probes both regions every 250 ms for `ms`: when each was turned away. */
-async function probeFor(ms: number, tag: string) {
+/** Probes both regions every 250 ms for `ms`, or until `done()` once `ms` has passed: when each was turned away. */
+async function probeFor(ms: number, tag: string, done: () => boolean = () => true, maxMs = ms) {
   const [fsn1, hel1] = two.regions;
   const t0 = Date.now();
   const refused: Record<string, number[]> = { fsn1: [], hel1: [] };
   const other: number[] = [];
-  for (let i = 0; Date.now() - t0 < ms; i++) {
+  for (let i = 0; Date.now() - t0 < ms || (!done() && Date.now() - t0 < maxMs); i++) {
     for (const r of [fsn1, hel1]) {
       const s = await probe(r, `${tag}-${r.name}-${i}`);
       if (s === 503) refused[r.name]!.push(Date.now() - t0);
@@ -96,6 +101,52 @@ async function probeFor(ms: number, tag: string) {
     await Bun.sleep(250);
   }
   return { refused, other };
+}
+
+type Renewal = { renewedAt: number; seenAt: number };
+/**
+ * Each region's lease view as its solvers and gateway read it (KV `region_<r>`, key `lease`),
+ * watched through the region's own NATS: each renewal (its validUntil − (TTL − margin)) and when
+ * it arrived (a stalled test process only makes that later: the gaps err long).
+ */
+async function watchViews() {
+  const seen: Record<string, Renewal[]> = { fsn1: [], hel1: [] };
+  const conns: NatsConnection[] = [];
+  const watches: { stop(): void }[] = [];
+  for (const r of two.regions) {
+    const c = await connectNats(r.nats.url, `witness-chaos-view-${r.name}`, r.nats.auth("recovery"));
+    conns.push(c);
+    const w = await (await new Kvm(jetstream(c)).open(buckets.region(r.name))).watch({ key: "lease" });
+    watches.push(w);
+    void (async () => {
+      for await (const e of w) {
+        const v = e.operation === "PUT" ? LeaseView.safeParse(e.json()) : undefined;
+        const renewedAt = v?.success && v.data.holder === r.name ? v.data.validUntil - TTL_MINUS_MARGIN : 0;
+        if (renewedAt > (seen[r.name]!.at(-1)?.renewedAt ?? 0)) seen[r.name]!.push({ renewedAt, seenAt: Date.now() });
+      }
+    })();
+  }
+  return {
+    seen,
+    /** The first renewal made after `t`. */
+    after: (r: string, t: number) => seen[r]!.find((x) => x.renewedAt > t),
+    /**
+     * The longest a region's view went without a renewal within [from, to]: from one renewal to
+     * the arrival of the next (the last one: to `to`). The region is fenced when it reaches TTL − margin.
+     */
+    longestGap(r: string, from: number, to: number): number {
+      const list = seen[r]!.filter((x) => x.seenAt <= to);
+      const start = list.findLastIndex((x) => x.renewedAt <= from);
+      if (start < 0) return Number.POSITIVE_INFINITY;
+      let gap = 0;
+      for (let i = start; i < list.length; i++) gap = Math.max(gap, (list[i + 1]?.seenAt ?? to) - list[i]!.renewedAt);
+      return gap;
+    },
+    async stop() {
+      for (const w of watches) w.stop();
+      for (const c of conns) await c.close();
+    },
+  };
 }
 
 test(
@@ -112,39 +163,68 @@ test(
         const load = steadyLoad([fsn1, hel1], 10, "witness-chaos");
         await Bun.sleep(3000);
 
-        // 1. A follower killed -9: nothing changes for 2 × (TTL - margin).
+        const renewals = await watchViews();
+        await eventually(async () => renewals.seen.fsn1!.length > 1 && renewals.seen.hel1!.length > 1, 10_000, 100);
+
+        // 1. A follower killed -9: the leader keeps its quorum, the renewals go on, nothing changes.
         const lead = await leader();
         const followerSite = SITES.find((s) => s !== lead.site)!;
         const follower = two.witnessNodes[SITES.indexOf(followerSite)]!;
+        const followerKilledAt = Date.now();
         await follower.kill();
-        const p1 = await probeFor(14_000, "follower-down");
+        const p1 = await probeFor(8000, "follower-down");
+        const gaps1 = { fsn1: 0, hel1: 0 };
+        for (const r of ["fsn1", "hel1"] as const) gaps1[r] = renewals.longestGap(r, followerKilledAt, Date.now());
         expect(p1).toEqual({ refused: { fsn1: [], hel1: [] }, other: [] });
+        // Renewals go on (a keeper whose own node died reconnects to nbg1's within seconds): none
+        // waits anywhere near TTL − margin.
+        expect(Math.max(gaps1.fsn1, gaps1.hel1)).toBeLessThan(TTL_MINUS_MARGIN / 2);
         expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
         expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
         await follower.start();
         await allCurrent();
 
-        // 2. The leader killed -9: renewals wait for an election; no lease moves (a takeover needs
-        // TTL + margin of silence), and both regions take tasks again once a leader is elected.
+        // 2. The leader killed -9: renewals wait for an election, and with the default timing the
+        // longest gap stays below TTL − margin: no region is fenced, not for one probe. No lease
+        // moves (a takeover needs TTL + margin of silence).
         const lead2 = await leader();
         const killedAt = Date.now();
         await lead2.node.kill();
-        const probing = probeFor(20_000, "leader-down");
-        const elected = await eventually(
+        let elected: number | undefined;
+        const resumed = () =>
+          elected !== undefined && ["fsn1", "hel1"].every((r) => renewals.after(r, killedAt) !== undefined);
+        // Probed until both regions renewed again and 2 s more (at most TTL − margin + 3 s: a gap that
+        // long would have fenced them).
+        const probing = probeFor(2000, "leader-down", resumed, TTL_MINUS_MARGIN + 3000);
+        elected = await eventually(
           async () => {
             const c = await leasesStream().catch(() => undefined);
             return c?.leader && c.leader !== `witness-${lead2.site}` ? Date.now() : undefined;
           },
-          20_000,
+          TTL_MINUS_MARGIN + 3000,
           100,
         );
+        await eventually(async () => resumed(), TTL_MINUS_MARGIN + 3000, 100).catch(() => undefined);
+        const probedUntil = Date.now() + 2000;
         const p2 = await probing;
         const electionS = (elected - killedAt) / 1000;
-        expect(p2.other).toEqual([]);
-        for (const r of ["fsn1", "hel1"]) {
-          // Any refusal (a region whose view lapsed before the election ended) ends with the election.
-          for (const at of p2.refused[r]!) expect(at).toBeLessThan(elected - killedAt + 3000);
-        }
+        const resumedS = (r: string) => {
+          const x = renewals.after(r, killedAt);
+          return x ? ((x.seenAt - killedAt) / 1000).toFixed(1) : "never";
+        };
+        const gaps2 = { fsn1: 0, hel1: 0 };
+        for (const r of ["fsn1", "hel1"] as const) gaps2[r] = renewals.longestGap(r, killedAt, probedUntil);
+        const worstGap = Math.max(gaps2.fsn1, gaps2.hel1);
+        console.log(
+          `[witness] leader ${lead2.site} killed -9: new leader after ${electionS.toFixed(1)} s (polled); renewals again after ` +
+            `fsn1 ${resumedS("fsn1")} s, hel1 ${resumedS("hel1")} s; longest renewal gap fsn1 ${(gaps2.fsn1 / 1000).toFixed(1)} s, ` +
+            `hel1 ${(gaps2.hel1 / 1000).toFixed(1)} s, TTL − margin ${TTL_MINUS_MARGIN / 1000} s (${(TTL_MINUS_MARGIN / worstGap).toFixed(1)} × the gap); ` +
+            `refused probes fsn1 ${p2.refused.fsn1!.length}, hel1 ${p2.refused.hel1!.length}`,
+        );
+        await renewals.stop();
+        expect(worstGap).toBeLessThan(TTL_MINUS_MARGIN);
+        // Zero fence: not one task turned away by either region while the witness elected a leader.
+        expect(p2).toEqual({ refused: { fsn1: [], hel1: [] }, other: [] });
         expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
         expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
         await lead2.node.start();
@@ -153,14 +233,14 @@ test(
         // 3. fsn1 cut off: its own location's node is reachable to it but has no quorum.
         const cutAt = Date.now();
         await two.isolate("fsn1");
-        await eventually(async () => (await probe(fsn1, `cut-${Date.now()}`)) === 503, 20_000, 250);
+        await eventually(async () => (await probe(fsn1, `cut-${Date.now()}`)) === 503, TTL_MINUS_MARGIN + 10_000, 250);
         const fencedAfterS = (Date.now() - cutAt) / 1000;
         const taken = await eventually(
           async () => {
             const l = await leaseOf("fsn1").catch(() => undefined);
             return l?.holder === "hel1" ? l : undefined;
           },
-          45_000,
+          60_000,
           250,
         );
         const takenAfterS = (Date.now() - cutAt) / 1000;
@@ -173,7 +253,7 @@ test(
             const l = await leaseOf("fsn1").catch(() => undefined);
             return l?.holder === "fsn1" ? l : undefined;
           },
-          60_000,
+          75_000,
           250,
         );
         expect(back.epoch).toBe(taken.epoch + 1);
@@ -193,13 +273,10 @@ test(
           500,
         );
         const stats = two.emu.stats();
-        const fenced = (r: string) =>
-          p2.refused[r]!.length
-            ? `${r} refused ${p2.refused[r]!.length} probes (${(p2.refused[r]![0]! / 1000).toFixed(1)}-${(p2.refused[r]!.at(-1)! / 1000).toFixed(1)} s)`
-            : `${r} never refused`;
         console.log(
-          `witness chaos (3 nodes, TTL 10 s, margin 3 s, ${two.latencyMs} ms relays): acknowledged ${ids.length} (${probed.length} probes); follower ${followerSite} down 14 s: no refusal, no lease moved; ` +
-            `leader ${lead2.site} down: new leader after ${electionS.toFixed(1)} s, ${fenced("fsn1")}, ${fenced("hel1")}, no lease moved; ` +
+          `[witness] chaos (3 nodes, TTL ${DEFAULT_LEASE_TIMING.ttlMs / 1000} s, margin ${DEFAULT_LEASE_TIMING.marginMs / 1000} s, ${two.latencyMs} ms relays): acknowledged ${ids.length} (${probed.length} probes); ` +
+            `follower ${followerSite} down 8 s: no refusal, longest renewal gap ${(Math.max(gaps1.fsn1, gaps1.hel1) / 1000).toFixed(1)} s, no lease moved; ` +
+            `leader ${lead2.site} down: new leader after ${electionS.toFixed(1)} s, longest renewal gap ${(worstGap / 1000).toFixed(1)} s, no refusal, no lease moved; ` +
             `fsn1 cut off: fenced after ${fencedAfterS.toFixed(1)} s, its lease taken by hel1 (epoch ${taken.epoch}) after ${takenAfterS.toFixed(1)} s, reclaimed (epoch ${back.epoch}) after the heal; ` +
             `provider submissions ${stats.submissions}, duplicate fingerprints ${stats.duplicateFingerprints}; ${two.eventLoop()}`,
         );

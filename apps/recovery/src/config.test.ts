@@ -66,3 +66,8 @@ test("console settings: host names default to the loopback names and CONSOLE_HOS
   expect(() => loadConfig({ ...base, CONSOLE_COOKIE_SECURE: "never" })).toThrow("CONSOLE_COOKIE_SECURE");
   expect(() => loadConfig({ ...base, CONSOLE_SIGNIN_MAX_FAILURES: "0" })).toThrow("CONSOLE_SIGNIN_MAX_FAILURES");
 });
+
+test('lease timing: defaults TTL 20 s, margin 3 s, renewed every 1 s (docs/regions.md, "The witness\'s timings"); a margin of half the TTL or more is refused', () => {
+  expect(loadConfig(base)).toMatchObject({ LEASE_TTL_MS: 20_000, LEASE_MARGIN_MS: 3000, LEASE_RENEW_MS: 1000 });
+  expect(() => loadConfig({ ...base, LEASE_TTL_MS: "6000", LEASE_MARGIN_MS: "3000" })).toThrow("LEASE_MARGIN_MS");
+});

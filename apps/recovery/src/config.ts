@@ -11,6 +11,7 @@ import {
 } from "@pipeline/shared/config";
 import { bodiesMaxAgeFor } from "@pipeline/shared/nats";
 import { notifyEnv } from "@pipeline/shared/notify";
+import { DEFAULT_LEASE_RENEW_MS, DEFAULT_LEASE_TIMING } from "@pipeline/shared/regions";
 import { z } from "zod";
 
 /** The repository's `.data/` when run from a clone; the state directory of the unit when compiled (infra/deploy). */
@@ -76,11 +77,19 @@ export const RecoveryEnv = z
     WITNESS_CREDS: z.string().min(1).optional(),
     /** Replicas of the witness's `leases` bucket: 3 on a 3-node witness (infra/deploy), so losing one node fences no region. */
     WITNESS_REPLICAS: envInt(1, 1, 5),
-    /** A region that has not renewed its lease for this long may be taken over (plus the margin). */
-    LEASE_TTL_MS: envInt(10_000, 1000, 600_000),
+    /**
+     * A region that has not renewed its lease for this long may be taken over (plus the margin).
+     * Default 20 s: TTL − margin (17 s, when a silent region's solvers stop) is 1.6 × the longest a
+     * keeper can go without renewing while the 3-node witness elects a new leader (10.25 s: a
+     * renew interval, nats-server's 9 s maximum election timeout, a 250 ms retry; at most 7.8 s
+     * measured), so losing the witness's leading node fences no region. A lost region is taken
+     * over TTL + margin (23 s) after its last renewal. docs/regions.md, "The witness's timings".
+     */
+    LEASE_TTL_MS: envInt(DEFAULT_LEASE_TIMING.ttlMs, 1000, 600_000),
     /** Solvers stop submitting this long before the TTL; a takeover waits this long after it. */
-    LEASE_MARGIN_MS: envInt(3000, 100, 60_000),
-    LEASE_RENEW_MS: envInt(1000, 100, 60_000),
+    LEASE_MARGIN_MS: envInt(DEFAULT_LEASE_TIMING.marginMs, 100, 60_000),
+    /** How often the keeper renews (a failed round is retried after 250 ms); part of the bound above. */
+    LEASE_RENEW_MS: envInt(DEFAULT_LEASE_RENEW_MS, 100, 60_000),
     /** After a takeover, tasks whose provider id never reached this region are adopted this much later. */
     ADOPT_UNCERTAIN_MS: envInt(30_000, 0, 3600_000),
     /**

@@ -6,6 +6,7 @@
 import type { KV, KvEntry } from "@nats-io/kv";
 import type { Logger } from "@pipeline/shared/log";
 import {
+  LEASE_RETRY_MS,
   Lease,
   type LeaseTiming,
   type LeaseView,
@@ -26,6 +27,12 @@ export interface KeeperDeps {
   remotes: string[];
   timing: LeaseTiming;
   renewMs: number;
+  /**
+   * After a failed round the next one starts this soon (default LEASE_RETRY_MS, at most renewMs).
+   * While the witness elects a new leader for the leases stream every write fails at once ("no
+   * responders"): a short retry renews within this much of the election, not up to renewMs later.
+   */
+  retryMs?: number;
   log: Logger;
   /** Runs after a takeover (and again at start if one was not finished): adopts the remote's tasks. */
   adopt(remote: string, epoch: number, phase: "resumable" | "all"): Promise<unknown>;
@@ -208,8 +215,10 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
     heldUntil: 0,
   };
   let lastError: string | undefined;
+  const retryMs = Math.min(d.retryMs ?? LEASE_RETRY_MS, d.renewMs);
 
-  const tick = async () => {
+  /** One round; true when it completed (false: the witness failed it, retried after retryMs). */
+  const tick = async (): Promise<boolean> => {
     const startedAt = k.wall();
     try {
       const until = await renewOwn(k, startedAt);
@@ -218,6 +227,7 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
       await planRound(k, until);
       if (lastError) d.log.info({ region: d.region }, "witness reachable again");
       lastError = undefined;
+      return true;
     } catch (err) {
       const msg = (err as Error).message;
       fenceWatch(k, 0);
@@ -228,6 +238,7 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
           "lease round failed (witness unreachable or a concurrent change); solvers stop submitting when the lease view lapses",
         );
       lastError = msg;
+      return false;
     }
   };
 
@@ -235,13 +246,15 @@ export function startLeaseKeeper(d: KeeperDeps): LeaseKeeper {
   const loop = (async () => {
     while (running) {
       const t0 = k.mono();
-      await tick();
-      await Bun.sleep(Math.max(50, d.renewMs - (k.mono() - t0)));
+      const ok = await tick();
+      await Bun.sleep(Math.max(50, (ok ? d.renewMs : retryMs) - (k.mono() - t0)));
     }
   })();
   return {
     observed: () => ({ ...k.seen }),
-    tick,
+    tick: async () => {
+      await tick();
+    },
     async stop() {
       running = false;
       await loop;

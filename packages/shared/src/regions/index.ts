@@ -1,10 +1,13 @@
 export { type Fence, watchFence } from "./fence.ts";
 export { homeRegionOf, homeRegionVariants, parseRegions, withHomeRegion } from "./home.ts";
 export {
+  DEFAULT_LEASE_RENEW_MS,
   DEFAULT_LEASE_TIMING,
+  LEASE_RETRY_MS,
   Lease,
   type LeaseTiming,
   LeaseView,
+  leaderLossGapMs,
   maySubmit,
   type Observed,
   type OtherAction,
@@ -12,6 +15,7 @@ export {
   otherLeaseAction,
   ownLeaseAction,
   validUntil,
+  WITNESS_ELECTION_MAX_MS,
 } from "./lease.ts";
 export {
   entryChanged,

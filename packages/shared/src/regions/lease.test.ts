@@ -1,5 +1,16 @@
 import { expect, test } from "bun:test";
-import { maySubmit, type Observed, otherLeaseAction, ownLeaseAction, validUntil } from "./lease.ts";
+import {
+  DEFAULT_LEASE_RENEW_MS,
+  DEFAULT_LEASE_TIMING,
+  LEASE_RETRY_MS,
+  leaderLossGapMs,
+  maySubmit,
+  type Observed,
+  otherLeaseAction,
+  ownLeaseAction,
+  validUntil,
+  WITNESS_ELECTION_MAX_MS,
+} from "./lease.ts";
 
 const t = { ttlMs: 10_000, marginMs: 3000 };
 const seen = (holder: string, epoch: number, changedAt: number): Observed => ({
@@ -34,4 +45,12 @@ test("a region whose lease another holds may not submit, and reclaims it once th
   expect(maySubmit(undefined, "a", 0)).toBe(false);
   expect(ownLeaseAction("a", seen("b", 4, 0), 5000, t)).toMatchObject({ kind: "wait" });
   expect(ownLeaseAction("a", seen("b", 4, 0), 13_000, t)).toEqual({ kind: "reclaim", epoch: 5 });
+});
+
+test("the default timing survives the witness's leader lost: TTL − margin is at least 1.5 × the longest renewal gap an election can cause", () => {
+  const gap = leaderLossGapMs(DEFAULT_LEASE_RENEW_MS);
+  expect(gap).toBe(DEFAULT_LEASE_RENEW_MS + WITNESS_ELECTION_MAX_MS + LEASE_RETRY_MS);
+  expect(DEFAULT_LEASE_TIMING.ttlMs - DEFAULT_LEASE_TIMING.marginMs).toBeGreaterThanOrEqual(1.5 * gap);
+  // A retry is never slower than a renewal.
+  expect(leaderLossGapMs(100)).toBe(100 + WITNESS_ELECTION_MAX_MS + 100);
 });

@@ -23,7 +23,28 @@ export interface LeaseTiming {
   marginMs: number;
 }
 
-export const DEFAULT_LEASE_TIMING: LeaseTiming = { ttlMs: 10_000, marginMs: 3000 };
+/**
+ * The defaults (docs/regions.md, "The witness's timings"). What they must survive: the witness
+ * node leading the leases stream lost. Until the other two elect a leader (nats-server's Raft
+ * election timeout, random in 4-9 s after the last word from the old leader) every renewal
+ * fails; the longest a region then goes without renewing is `leaderLossGapMs`: its last renewal
+ * up to a renew interval before the loss, the election, and the failed round's retry. TTL −
+ * margin (17 s) is 1.6 × that bound (10.25 s) and 2.2 × the worst gap measured (7.8 s in 15
+ * leader kills on 127.0.0.1; 7.5 s in the 3-node witness chaos test): losing the leading node
+ * fences no region. The price: a truly lost region is taken over TTL + margin (23 s) after its
+ * last renewal, instead of 13 s.
+ */
+export const DEFAULT_LEASE_TIMING: LeaseTiming = { ttlMs: 20_000, marginMs: 3000 };
+export const DEFAULT_LEASE_RENEW_MS = 1000;
+/** A keeper's round that failed (the witness unreachable, or electing a leader) is retried this soon. */
+export const LEASE_RETRY_MS = 250;
+/** The longest a witness leader election can take (nats-server's maximum Raft election timeout). */
+export const WITNESS_ELECTION_MAX_MS = 9000;
+
+/** The longest a keeper goes without renewing when the witness's leader is lost (see DEFAULT_LEASE_TIMING). */
+export function leaderLossGapMs(renewMs: number, retryMs = LEASE_RETRY_MS): number {
+  return renewMs + WITNESS_ELECTION_MAX_MS + Math.min(retryMs, renewMs);
+}
 
 /** The witness's entry for a region as a keeper saw it: the value, its revision, when it last changed (keeper's monotonic clock). */
 export interface Observed {
