@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Entry point of `npm run dev|test|bench|typecheck|drill`: needs only Node.js and npm. npm's one job is
+// Entry point of `npm run dev|test|bench|typecheck|drill|soak`: needs only Node.js and npm. npm's one job is
 // to bring Bun onto a machine that has none (into .data/tools); Bun's own package manager then
 // installs the workspaces from bun.lock (`bun install --frozen-lockfile`) whenever the lockfile
 // changed, and the Bun script takes over.
@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const scripts = { dev: "infra/dev.ts", test: "infra/test.ts", bench: "bench/run.ts", typecheck: "infra/typecheck.ts", drill: "infra/drill.ts", build: "infra/build.ts", deploy: "infra/deploy/deploy.ts", rehearse: "infra/rehearsal/rehearse.ts" };
+const scripts = { dev: "infra/dev.ts", test: "infra/test.ts", bench: "bench/run.ts", typecheck: "infra/typecheck.ts", drill: "infra/drill.ts", soak: "bench/soak/run.ts", build: "infra/build.ts", deploy: "infra/deploy/deploy.ts", rehearse: "infra/rehearsal/rehearse.ts" };
 const [cmd, ...args] = process.argv.slice(2);
 if (!scripts[cmd]) {
   console.error(`usage: node infra/bootstrap.mjs <${Object.keys(scripts).join("|")}> [args]`);

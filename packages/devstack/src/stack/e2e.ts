@@ -136,7 +136,10 @@ export function steadyLoad(s: E2eStack, prefix: string, n: number, clients: numb
  * plus every "provider submit unanswered" (a timed-out in.php may have created a task). Anything
  * above this is a submission the checkpoint should have prevented.
  */
-export function submitWindowsAtKill(s: E2eStack, killed: Proc[]): { inWindow: number; unanswered: number } {
+export function submitWindowsAtKill(
+  s: Pick<E2eStack, "solvers">,
+  killed: Proc[],
+): { inWindow: number; unanswered: number } {
   let inWindow = 0;
   let unanswered = 0;
   const lines = (p: Proc) =>

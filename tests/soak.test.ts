@@ -1,0 +1,81 @@
+// The soak's CI variant: the same runner as `npm run soak` (bench/soak/run.ts), shrunk to about two
+// minutes: 20 tasks/s, a solver kill -9 every 40 s (started again at once), the gateway restarted
+// at the middle, every process sampled every 15 s after a 30 s warm-up. Asserts the soak's goals
+// one by one from the runner's JSON result (bench/soak/growth.ts says what each one is).
+import { expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ROOT } from "./harness.ts";
+
+interface Result {
+  procs: Array<{
+    label: string;
+    judged: boolean;
+    ok: boolean;
+    rss?: { pct: number };
+    fds?: { delta: number; tolerance: number };
+    pg?: { delta: number; tolerance: number };
+  }>;
+  global?: { consumers: { delta: number }; pgOrphans: number };
+  outcome: {
+    accepted: number;
+    unaccepted: number;
+    lost: number;
+    tasks: number;
+    providerSubmissions: number;
+    explainedExtra: number;
+  };
+  events: Array<{ at: number; what: string }>;
+  failed: string[];
+}
+
+test("soak (2 minutes): no RSS, fd, consumer or connection growth; 0 lost, 0 extra paid", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "soak-test-"));
+  const json = join(dir, "result.json");
+  const t0 = Date.now();
+  const p = Bun.spawn([process.execPath, join(ROOT, "bench/soak/run.ts")], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SOAK_MINUTES: "2",
+      SOAK_KILL_EVERY_SEC: "40",
+      SOAK_SAMPLE_SEC: "15",
+      SOAK_WARMUP_SEC: "30",
+      SOAK_DRAIN_SEC: "20",
+      SOAK_JSON: json,
+    },
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const out = await new Response(p.stdout).text();
+  const code = await p.exited;
+  const line = out.split("\n").find((l) => l.startsWith("soak:"));
+  console.log(
+    out
+      .split("\n")
+      .filter((l) => !l.startsWith("soak:"))
+      .slice(-16)
+      .join("\n"),
+  );
+  console.log(`${line ?? "soak: no result line"} (${Math.round((Date.now() - t0) / 1000)} s in all)`);
+  const r = JSON.parse(readFileSync(json, "utf8")) as Result;
+  rmSync(dir, { recursive: true, force: true });
+  expect(r.events.filter((e) => e.what.startsWith("kill -9")).length).toBe(2);
+  expect(r.events.filter((e) => e.what.startsWith("gateway restarted")).length).toBe(1);
+  // Every solver that lived long enough, the recovery service and the restarted gateway are judged.
+  expect(r.procs.filter((q) => q.judged).length).toBeGreaterThanOrEqual(4);
+  for (const q of r.procs.filter((x) => x.judged)) {
+    expect({ label: q.label, rssPct: q.rss!.pct < 10 }).toEqual({ label: q.label, rssPct: true });
+    expect({ label: q.label, fdGrowth: q.fds!.delta <= q.fds!.tolerance }).toEqual({ label: q.label, fdGrowth: true });
+    expect({ label: q.label, pgGrowth: q.pg!.delta <= q.pg!.tolerance }).toEqual({ label: q.label, pgGrowth: true });
+  }
+  expect(r.global!.consumers.delta).toBeLessThanOrEqual(0);
+  expect(r.global!.pgOrphans).toBe(0);
+  expect(r.outcome.accepted).toBeGreaterThan(2000);
+  expect(r.outcome.unaccepted).toBe(0);
+  expect(r.outcome.lost).toBe(0);
+  expect(r.outcome.providerSubmissions - r.outcome.tasks).toBeLessThanOrEqual(r.outcome.explainedExtra);
+  expect(r.failed).toEqual([]);
+  expect(code).toBe(0);
+}, 180_000);
