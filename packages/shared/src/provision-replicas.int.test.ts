@@ -1,17 +1,20 @@
 // A region's KV buckets on a 3-node NATS cluster: provisionRegion with replicas 3 gives the config,
 // workers, region, rollout (the shard assignment) and notify buckets three copies as it does the
-// streams, raises buckets an earlier one-replica provisioning made (keeping their entries), changes
-// nothing on a second run, and an administering side configured for fewer never scales them down.
+// streams, raises buckets an earlier one-replica provisioning made (keeping their entries; the
+// rollout service's `rollout_control` too when the region has it), changes nothing on a second run,
+// and an administering side configured for fewer never scales them down.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { openConfigBucket } from "./kv/buckets.ts";
 import { connectNats, type NatsConnection } from "./nats/connection.ts";
 import { provisionRegion } from "./provision.ts";
+import { CONTROL_BUCKET } from "./rollout/store.ts";
 
 const REGION = "kr";
 const nodes: NatsServerHandle[] = [];
@@ -69,11 +72,13 @@ test("provisioning with replicas 3 raises one-replica buckets to 3, keeps their 
   expect(Object.values(await bucketConfigs(first.buckets)).map((b) => b.replicas)).toEqual([1, 1, 1, 1, 1]);
   const config = await openConfigBucket(nc, REGION);
   const rev = await config.put("solver", JSON.stringify({ revision: "before" }));
+  // The rollout service's record bucket (its home region), made by that service with one copy.
+  await new Kvm(nc).create(CONTROL_BUCKET, { history: 64 });
 
   const second = await provisionRegion(nc, { region: REGION, replicas: 3 });
-  expect(second.buckets).toEqual(first.buckets);
+  expect(second.buckets).toEqual([...first.buckets, CONTROL_BUCKET]);
   const raised = await bucketConfigs(second.buckets);
-  expect(Object.values(raised).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3]);
+  expect(Object.values(raised).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3, 3]);
   const jsm = await jetstreamManager(nc);
   for (const b of second.buckets)
     await eventually(
@@ -92,11 +97,11 @@ test("provisioning with replicas 3 raises one-replica buckets to 3, keeps their 
   expect(await bucketConfigs(second.buckets)).toEqual(raised);
 }, 120_000);
 
-test("a region provisioned with replicas 3 from scratch gets three-copy buckets", async () => {
+test("a region provisioned with replicas 3 from scratch gets three-copy buckets (rollout_control: the one already there)", async () => {
   const p = await eventually(
     () => provisionRegion(nc, { region: `${REGION}2`, replicas: 3 }).catch(() => undefined),
     30_000,
     500,
   );
-  expect(Object.values(await bucketConfigs(p.buckets)).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3]);
+  expect(Object.values(await bucketConfigs(p.buckets)).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3, 3]);
 }, 60_000);

@@ -13,9 +13,11 @@ import {
   ensureStream,
   ensureStreamPresent,
   ensureStreams,
+  isNotFound,
   type TopologyOptions,
 } from "./nats/topology.ts";
 import { openNotifyBucket } from "./notify/claims.ts";
+import { CONTROL_BUCKET } from "./rollout/store.ts";
 import { openRolloutBucket } from "./shards/assignment.ts";
 import { buckets, streams } from "./subjects.ts";
 
@@ -37,8 +39,8 @@ export interface Provisioned {
  * Creates or verifies everything the apps of `o.region` use: TASKS, EVENTS, DLQ and BODIES, the
  * config, workers, region, rollout (the shard assignment) and notify buckets, and the notifier's
  * consumer on EVENTS. Streams and buckets get `o.replicas` copies; an existing one with fewer is
- * raised, never lowered. Idempotent (a second run changes nothing); needs an administering user
- * (recovery, rollout, admin).
+ * raised, never lowered (so is the rollout service's `rollout_control` when the region has it).
+ * Idempotent (a second run changes nothing); needs an administering user (recovery, rollout, admin).
  */
 export async function provisionRegion(nc: NatsConnection, o: ProvisionOptions): Promise<Provisioned> {
   const jsm = await jetstreamManager(nc);
@@ -75,8 +77,18 @@ async function provisionBuckets(nc: NatsConnection, region: string, replicas?: n
     buckets.rollout(region),
     buckets.notify(region),
   ];
-  if (replicas && replicas > 1) for (const b of names) await raiseBucketReplicas(nc, b, replicas);
-  return names;
+  if (!replicas || replicas < 2) return names;
+  for (const b of names) await raiseBucketReplicas(nc, b, replicas);
+  // The rollout record's bucket belongs to the rollout service (its home region only, created at
+  // its first start): raised when it is here, never created.
+  const control = await raiseBucketReplicas(nc, CONTROL_BUCKET, replicas).then(
+    () => true,
+    (err) => {
+      if (isNotFound(err)) return false;
+      throw err;
+    },
+  );
+  return control ? [...names, CONTROL_BUCKET] : names;
 }
 
 /** provisionRegion for each region, over a connection of its own as `auth` (an administering user), closed after. */

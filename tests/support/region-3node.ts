@@ -1,0 +1,233 @@
+// One region as production runs it: a 3-node NATS cluster (the apps get all three URLs and
+// STREAM_REPLICAS=3), its Postgres database, the provider emulator, a gateway, two solvers and the
+// recovery service, started by @pipeline/devstack/stack's `startStack` with a server source whose
+// NATS "server" is the cluster. Plus what a drill on it needs: waiting until every stream and
+// bucket has its three copies current (after a node came back), and an open-loop load through the
+// gateway's REST API that counts the requests that did not get a 2xx.
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
+import { type RegionStack, recoveryEnv, type StackHandle, startStack, testServers } from "@pipeline/devstack/stack";
+import { eventually } from "@pipeline/devstack/testing";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
+
+export const API_KEY = "region-3node-client-key-0001";
+
+/** The cluster's nodes, and one handle over all of them (its `url` lists every node, as NATS_URL does in production). */
+export interface NatsCluster {
+  nodes: NatsServerHandle[];
+  handle: NatsServerHandle;
+}
+
+/** `n` nodes of one JetStream cluster on 127.0.0.1 (routes between all), sharing their users; resolves once it can make an R`n` stream. */
+export async function startNatsCluster(name: string, regions: string[], n = 3): Promise<NatsCluster> {
+  const root = mkdtempSync(join(tmpdir(), `nats-${name}-cluster-`));
+  const ports = [];
+  for (let i = 0; i < n; i++) ports.push({ client: await freePort(), route: await freePort() });
+  const nodes: NatsServerHandle[] = [];
+  for (const [i, p] of ports.entries()) {
+    const storeDir = join(root, `n${i}`);
+    mkdirSync(storeDir, { recursive: true });
+    nodes.push(
+      await startNatsServer({
+        port: p.client,
+        storeDir,
+        name: `${name}-${i + 1}`,
+        regions,
+        ...(nodes[0] ? { credentialsFrom: nodes[0].credentialsFile } : {}),
+        cluster: {
+          name,
+          port: p.route,
+          routes: ports.filter((_, j) => j !== i).map((o) => ({ host: "127.0.0.1", port: o.route })),
+        },
+      }),
+    );
+  }
+  const first = nodes[0]!;
+  const each = async (f: (h: NatsServerHandle) => Promise<void>) => {
+    for (const h of nodes) await f(h);
+  };
+  const handle: NatsServerHandle = {
+    ...first,
+    url: nodes.map((h) => h.url).join(","),
+    pid: () => undefined,
+    stop: async () => {
+      await each((h) => h.stop());
+      rmSync(root, { recursive: true, force: true });
+    },
+    kill: () => each((h) => h.kill()),
+    start: () => each((h) => h.start()),
+  };
+  const nc = await connectNats(handle.url, `${name}-ready`, first.auth("admin"));
+  try {
+    // Ready when a stream with a copy on each node can be made (a meta leader and every peer known).
+    await eventually(
+      async () => {
+        const jsm = await jetstreamManager(nc);
+        const probe = { name: "CLUSTER_READY", subjects: ["cluster-ready"], num_replicas: n };
+        await jsm.streams.add(probe);
+        return jsm.streams.delete(probe.name);
+      },
+      30_000,
+      250,
+    );
+  } finally {
+    await nc.close();
+  }
+  return { nodes, handle };
+}
+
+/**
+ * Every stream of the account (TASKS, EVENTS, DLQ, BODIES and the buckets' KV_ streams) with a
+ * leader and its `replicas - 1` followers current: what "the node came back and caught up" means.
+ * The streams not there yet, as text (empty when all are).
+ */
+export async function notCaughtUp(jsm: JetStreamManager, replicas: number): Promise<string[]> {
+  const behind: string[] = [];
+  for await (const si of jsm.streams.list()) {
+    const c = si.cluster;
+    const followers = c?.replicas ?? [];
+    if (si.config.num_replicas !== replicas || !c?.leader || followers.length !== replicas - 1)
+      behind.push(`${si.config.name}: R${si.config.num_replicas}, leader ${c?.leader ?? "none"}`);
+    else if (!followers.every((f) => f.current))
+      behind.push(`${si.config.name}: ${followers.filter((f) => !f.current).map((f) => `${f.name} behind`)}`);
+  }
+  return behind;
+}
+
+export interface Region3Node {
+  stack: StackHandle;
+  region: RegionStack;
+  cluster: NatsCluster;
+  /** The admin's connection to every node (the test's own reads and writes). */
+  admin: NatsConnection;
+  /** Starts the recovery service with STREAM_REPLICAS=3 (it provisions the region at start). */
+  startRecovery(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * The region with its gateway and two solvers running; the recovery service is started by the
+ * caller (`startRecovery`) once it has written what the region holds before (the stack itself
+ * provisions the region first with the default, one copy: a region made before its buckets were
+ * replicated).
+ */
+export async function startRegion3Node(o: { region: string; emulatorLatencyMs: number }): Promise<Region3Node> {
+  const base = testServers();
+  let cluster: NatsCluster | undefined;
+  const env = { STREAM_REPLICAS: "3" };
+  const stack = await startStack({
+    regions: [o.region],
+    servers: {
+      ...base,
+      async nats(site) {
+        cluster = await startNatsCluster(site.name, site.regions);
+        return cluster.handle;
+      },
+      async stop() {
+        await cluster?.handle.stop().catch(() => {});
+        await base.stop();
+      },
+    },
+    emulator: { latencyMs: o.emulatorLatencyMs },
+    apps: { solvers: 2, recovery: false },
+    apiKeys: API_KEY,
+    env: { gateway: env, solver: { ...env, PROVIDER_THREADS: "1000" }, recovery: env },
+  });
+  const region = stack.regions[0]!;
+  const admin = await connectNats(region.nats.url, "region-3node-drill", region.nats.auth("admin"));
+  return {
+    stack,
+    region,
+    cluster: cluster!,
+    admin,
+    startRecovery() {
+      const dataDir = mkdtempSync(join(tmpdir(), `stack-${o.region}-`));
+      const p = stack.launcher("recovery", "apps/recovery/src/main.ts", {
+        ...recoveryEnv(region.wiring, { dataDir }),
+        ...env,
+      });
+      region.procs.push(p);
+      region.recovery = p;
+    },
+    async stop() {
+      await admin.close().catch(() => {});
+      await stack.stop();
+    },
+  };
+}
+
+export interface OpenLoad {
+  /** Tasks the gateway accepted (a 2xx with an id), by id, when. */
+  accepted: Map<string, number>;
+  /** Requests that did not get a 2xx (a refusal or no answer), by status (0: no answer). */
+  errors: Map<number, number>;
+  /** Stops starting new tasks; resolves when every started one was accepted or gave up. */
+  stop(): Promise<void>;
+  /** Tasks given up on (no 2xx within `giveUpMs`). */
+  gaveUp(): number;
+  /** The longest a task waited for its 2xx, retries included (ms). */
+  slowestMs(): number;
+}
+
+/**
+ * An open-loop load: one new task every 1000/`perSecond` ms whatever the answers, each submitted
+ * with its own Idempotency-Key and retried every 200 ms until a 2xx (as a client would).
+ */
+export function openLoad(gatewayUrl: string, prefix: string, perSecond: number, giveUpMs = 60_000): OpenLoad {
+  const accepted = new Map<string, number>();
+  const errors = new Map<number, number>();
+  let gaveUp = 0;
+  let slowest = 0;
+  let stopped = false;
+  const started: Promise<void>[] = [];
+  const submit = async (i: number) => {
+    const from = Date.now();
+    const until = from + giveUpMs;
+    while (Date.now() < until) {
+      const res = await fetch(`${gatewayUrl}/v1/tasks`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${API_KEY}`,
+          "content-type": "application/json",
+          "idempotency-key": `${prefix}-${i}`,
+        },
+        body: JSON.stringify({
+          type: "turnstile",
+          params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${prefix}/${i}` },
+        }),
+        signal: AbortSignal.timeout(10_000),
+      }).catch(() => undefined);
+      const status = res?.status ?? 0;
+      const body = res ? ((await res.json().catch(() => ({}))) as { id?: string }) : {};
+      if (status >= 200 && status < 300 && body.id) {
+        if (!accepted.has(body.id)) accepted.set(body.id, Date.now());
+        slowest = Math.max(slowest, Date.now() - from);
+        return;
+      }
+      errors.set(status, (errors.get(status) ?? 0) + 1);
+      await Bun.sleep(200);
+    }
+    gaveUp++;
+  };
+  const t0 = Date.now();
+  const loop = (async () => {
+    for (let i = 0; !stopped; i++) {
+      started.push(submit(i));
+      await Bun.sleep(Math.max(0, t0 + ((i + 1) * 1000) / perSecond - Date.now()));
+    }
+  })();
+  return {
+    accepted,
+    errors,
+    gaveUp: () => gaveUp,
+    slowestMs: () => slowest,
+    async stop() {
+      stopped = true;
+      await loop;
+      await Promise.all(started);
+    },
+  };
+}
