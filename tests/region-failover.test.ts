@@ -153,7 +153,7 @@ test(
         const rto = (adoptedDone - cutAt) / 1000;
         console.log(
           `drill region-partition: acknowledged ${ids.length}, lost ${lost}, failed ${failed}, extra paid submissions ${extraPaid} ($${((extraPaid * 1450) / 1e6).toFixed(5)} at the list price), double results ${doubleResults}, RPO ${lost}, RTO ${rto.toFixed(1)} s` +
-            ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; refused submissions ${load.refused()}); ${two.eventLoop()}`,
+            ` (fsn1's inter-region link down ${CUT_MS / 1000} s, network namespaces, ${two.latencyMs} ms relays; hel1 served a new task ${servedAfterCutS.toFixed(1)} s after the cut; ${known.length} unfinished fsn1 tasks known to hel1 at the cut, the ${resumable.length} with a provider id completed by hel1 ${rto.toFixed(1)} s after it (first ${adoptedAt[0]?.toFixed(1) ?? "-"} s, median ${adoptedAt[Math.floor(adoptedAt.length / 2)]?.toFixed(1) ?? "-"} s, last ${adoptedAt.at(-1)?.toFixed(1) ?? "-"} s), the others at home after the heal; healed at +${((healedAt - cutAt) / 1000).toFixed(1)} s; ${load.describe()}); ${two.eventLoop()}`,
         );
         expect(lost).toBe(0);
         expect(failed).toBe(0);
@@ -162,6 +162,8 @@ test(
         expect(stats.duplicateFingerprints).toBe(0);
         expect(servedAfterCutS).toBeLessThan(10);
         expect(rto).toBeLessThan(60);
+        // A client of ours saw no error: fsn1's 503s (x-try-regions) sent it on to hel1.
+        expect(load.failures).toEqual([]);
         // The operators heard of it once each: hel1's takeover, fsn1's fence, fsn1 serving again.
         const told = (from: string, kind: string, key: RegExp) =>
           hooks.filter((h) => h.from === from && h.kind === kind && key.test(h.key));

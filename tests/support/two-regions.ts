@@ -6,6 +6,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createClient, homeRegionOfId } from "@pipeline/client";
 import { type NatsServerHandle, natsEnv } from "@pipeline/devstack";
 import { type RegionWiring, type Relay, type StackDatabase, startStack, testServers } from "@pipeline/devstack/stack";
 import type { Emulator, EmulatorOptions } from "@pipeline/emulator";
@@ -114,56 +115,97 @@ export async function call<T>(
 }
 
 export const turnstile = (i: number | string) => ({
-  type: "turnstile",
+  type: "turnstile" as const,
   params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/r/${i}` },
 });
 
 export interface Acked {
   id: string;
-  /** The region whose gateway answered 202. */
+  /** The region whose gateway answered 202 (the task id's home region). */
   region: string;
   at: number;
 }
 
 /**
- * Submits `perSecond` tasks a second through each region's gateway, each with its own
- * Idempotency-Key; a client whose gateway does not answer retries on the other region with the
- * same key (what a client of a lost region does). Collects every 202.
+ * Submits `perSecond` tasks a second through each region, each through @pipeline/client (what a
+ * client of ours sees): one client per region with that region first and the other after it, an
+ * Idempotency-Key per task reused on every retry and region, failover on 503/connection errors
+ * (x-try-regions) and fail-back after a probe. Collects every 202; `errors()` counts the
+ * client-observed errors: submits the client gave up on after its own retries and failover.
  */
 export function steadyLoad(regions: Region[], perSecond: number, prefix = "load") {
   const acked: Acked[] = [];
-  let refused = 0;
+  const failures: string[] = [];
   let n = 0;
   let running = true;
+  const order = REGIONS as readonly string[];
+  const clients = new Map(
+    regions.map((r) => {
+      const urls = [r, ...regions.filter((x) => x !== r)].map((x) => x.gatewayUrl);
+      const names = Object.fromEntries(regions.map((x) => [x.name, x.gatewayUrl]));
+      const c = createClient({
+        regions: urls,
+        apiKey: API_KEY,
+        regionNames: names,
+        regionOrder: [...order],
+        failBackMs: 5000,
+        // A write that timed out may have been applied; sent to the other region while the two are
+        // cut apart, it would be a second task (the key has not replicated): patience first.
+        timeoutMs: 20_000,
+      });
+      return [r, c] as const;
+    }),
+  );
+  const inFlight = new Set<Promise<void>>();
   const submit = async (r: Region, i: number) => {
     const key = `${prefix}-${r.name}-${i}`;
-    const body = turnstile(key);
-    for (const target of [r, ...regions.filter((x) => x !== r)]) {
-      const res = await call<{ id: string }>(target, "/v1/tasks", {
-        method: "POST",
-        body,
-        headers: { "idempotency-key": key },
-      }).catch(() => undefined);
-      if (res?.status === 202) {
-        acked.push({ id: res.body.id, region: target.name, at: Date.now() });
-        return;
-      }
+    try {
+      const a = await clients.get(r)!.submit(turnstile(key), { idempotencyKey: key });
+      acked.push({ id: a.id, region: homeRegionOfId(a.id, order) ?? r.name, at: Date.now() });
+    } catch (err) {
+      failures.push(`${key}: ${(err as Error).message}`);
     }
-    refused++;
   };
   const loops = regions.map(async (r) => {
     while (running) {
       const t0 = Date.now();
-      void submit(r, n++);
+      const p = submit(r, n++);
+      inFlight.add(p);
+      void p.finally(() => inFlight.delete(p));
       await Bun.sleep(Math.max(0, 1000 / perSecond - (Date.now() - t0)));
     }
   });
+  /** The clients' own counts, summed: retries, failovers, fail-backs and failed tries by kind. */
+  const clientStats = () => {
+    const sum = { requests: 0, retries: 0, failovers: 0, failbacks: 0, errors: {} as Record<string, number> };
+    for (const c of clients.values()) {
+      const st = c.stats();
+      sum.requests += st.requests;
+      sum.retries += st.retries;
+      sum.failovers += st.failovers;
+      sum.failbacks += st.failbacks;
+      for (const [k, v] of Object.entries(st.errors)) sum.errors[k] = (sum.errors[k] ?? 0) + v;
+    }
+    return sum;
+  };
   return {
     acked,
-    refused: () => refused,
+    /** Client-observed errors: submits that failed after the client's retries and failover. */
+    errors: () => failures.length,
+    failures,
+    clientStats,
+    /** One phrase for a drill line: `client-observed errors 0 (12 retries, 2 failovers, failed tries: 503 x10, connection x2)`. */
+    describe: () => {
+      const st = clientStats();
+      const tries = Object.entries(st.errors)
+        .map(([k, v]) => `${k} x${v}`)
+        .join(", ");
+      return `client-observed errors ${failures.length} (${st.retries} retries, ${st.failovers} failovers, ${st.failbacks} fail-backs${tries ? `; failed tries: ${tries}` : ""})`;
+    },
     async stop() {
       running = false;
       await Promise.all(loops);
+      await Promise.all([...inFlight]);
       await Bun.sleep(1000);
     },
   };
