@@ -187,6 +187,14 @@ test(
         // 2. The leader killed -9: renewals wait for an election, and with the default timing the
         // longest gap stays below TTL − margin: no region is fenced, not for one probe. No lease
         // moves (a takeover needs TTL + margin of silence).
+        // From steady renewals (three in a row since the follower came back), so that the gap measured is the election's.
+        const steadyFrom = Date.now();
+        await eventually(
+          async () =>
+            ["fsn1", "hel1"].every((r) => renewals.seen[r]!.filter((x) => x.renewedAt > steadyFrom).length >= 3),
+          30_000,
+          100,
+        );
         const lead2 = await leader();
         const killedAt = Date.now();
         await lead2.node.kill();
