@@ -1,7 +1,10 @@
 // The soak's CI variant: the same runner as `npm run soak` (bench/soak/run.ts), shrunk to about two
 // minutes: 20 tasks/s, a solver kill -9 every 40 s (started again at once), the gateway restarted
-// at the middle, every process sampled every 15 s after a 30 s warm-up. Asserts the soak's goals
-// one by one from the runner's JSON result (bench/soak/growth.ts says what each one is).
+// at the middle, every process sampled every 10 s, judged after a 60 s warm-up (a younger process's
+// RSS still climbs). Asserts the soak's goals one by one from the runner's JSON result
+// (bench/soak/growth.ts says what each one is). Two minutes leave one quiet stretch after the
+// last kill: the solver started at the first kill and the recovery service are judged there; the
+// full length (`npm run soak`) judges every process over many.
 import { expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -40,8 +43,8 @@ test("soak (2 minutes): no RSS, fd, consumer or connection growth; 0 lost, 0 ext
       ...process.env,
       SOAK_MINUTES: "2",
       SOAK_KILL_EVERY_SEC: "40",
-      SOAK_SAMPLE_SEC: "15",
-      SOAK_WARMUP_SEC: "30",
+      SOAK_SAMPLE_SEC: "10",
+      SOAK_WARMUP_SEC: "60",
       SOAK_DRAIN_SEC: "20",
       SOAK_JSON: json,
     },
@@ -63,8 +66,7 @@ test("soak (2 minutes): no RSS, fd, consumer or connection growth; 0 lost, 0 ext
   rmSync(dir, { recursive: true, force: true });
   expect(r.events.filter((e) => e.what.startsWith("kill -9")).length).toBe(2);
   expect(r.events.filter((e) => e.what.startsWith("gateway restarted")).length).toBe(1);
-  // Every solver that lived long enough, the recovery service and the restarted gateway are judged.
-  expect(r.procs.filter((q) => q.judged).length).toBeGreaterThanOrEqual(4);
+  expect(r.procs.filter((q) => q.judged).map((q) => q.label)).toEqual(expect.arrayContaining(["recovery", "solver-3"]));
   for (const q of r.procs.filter((x) => x.judged)) {
     expect({ label: q.label, rssPct: q.rss!.pct < 10 }).toEqual({ label: q.label, rssPct: true });
     expect({ label: q.label, fdGrowth: q.fds!.delta <= q.fds!.tolerance }).toEqual({ label: q.label, fdGrowth: true });

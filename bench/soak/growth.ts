@@ -1,14 +1,17 @@
-// Growth from warm-up to the end, and the soak's goals. Each process is compared over its own
-// judged window (a killed solver: up to its last sample before the kill; a restarted gateway: its
-// second incarnation on its own). The window starts at its first sample at least `warmupMs` after
-// it started and at least `SETTLE_MS` after the first disturbance it lived through (a sibling
-// solver killed: its tasks taken over, its pools grown to the size they keep; growth up to a
-// pool's bound is no leak), and ends at its last sample. Each end is the median of up to three
-// samples (a garbage collector's sawtooth is not growth). One with fewer than two samples in its
-// window is listed as too short to judge. Judged per process: RSS, fds, its Postgres connections;
-// globally: the NATS consumers that stay until deleted (same window from the soak's start) and
-// connections left behind by a process that is gone.
-import type { ProcessFigures, Sample, Watched } from "./sample.ts";
+// Growth from warm-up to the end, and the soak's goals. Each process is judged over its own
+// samples from its warm-up on (`warmupMs` after it started) to its last one (a killed solver: its
+// last before the kill; a restarted gateway: its second incarnation on its own). A disturbance
+// (a solver killed, the gateway restarted) makes the survivors take a step: the killed solver's
+// tasks are taken over, the clients' retries arrive at once, and pools (Postgres connections,
+// keep-alive connections to the provider) grow to a size they keep, up to their bound: no leak.
+// So the samples are cut into quiet stretches (each starting `SETTLE_MS` after a disturbance and
+// ending at the next), and growth is the sum of what each stretch grew, its two ends each the
+// median of up to three samples (a garbage collector's sawtooth is not growth). A leak grows in
+// the quiet too and adds up over the stretches; a step at a disturbance does not count. A process
+// with no stretch of two samples is listed as too short to judge. Judged per process: RSS, fds,
+// its Postgres connections; globally: the NATS consumers that stay until deleted (the same way)
+// and connections left behind by processes that are gone.
+import type { Sample, Watched } from "./sample.ts";
 
 /** RSS may grow less than this, in percent. */
 export const RSS_GROWTH_MAX_PCT = 10;
@@ -22,10 +25,26 @@ export const RESTARTED_FD_TOLERANCE = 2;
 /** How long after a disturbance the survivors' pools have grown to what they keep. */
 export const SETTLE_MS = 15_000;
 
-/** When a process started at `startedAt` is warm: past its warm-up and settled after the first disturbance it saw. */
-export function warmAt(startedAt: number, warmupMs: number, disturbances: number[]): number {
-  const first = disturbances.filter((t) => t > startedAt).sort((a, b) => a - b)[0];
-  return Math.max(startedAt + warmupMs, first === undefined ? 0 : first + SETTLE_MS);
+/** A kill or restart: from when it began (`at`) to when it was done (`until`), ms since the soak began. */
+export interface Disturbance {
+  at: number;
+  until: number;
+}
+
+/** Samples cut into quiet stretches: a disturbance ends one; samples until SETTLE_MS after it was done belong to none. */
+export function quietStretches<T extends { at: number }>(xs: T[], disturbances: Disturbance[]): T[][] {
+  const out: T[][] = [];
+  let cur: T[] = [];
+  for (const x of xs) {
+    const prev = cur.length ? cur[cur.length - 1]!.at : Number.NEGATIVE_INFINITY;
+    if (cur.length && disturbances.some((d) => d.at > prev && d.at <= x.at)) {
+      out.push(cur);
+      cur = [];
+    }
+    if (!disturbances.some((d) => x.at >= d.at && x.at < d.until + SETTLE_MS)) cur.push(x);
+  }
+  if (cur.length) out.push(cur);
+  return out.filter((s) => s.length >= 2);
 }
 
 const median = (xs: number[]) => {
@@ -54,6 +73,8 @@ export interface ProcessGrowth {
   from?: number;
   to?: number;
   samples?: number;
+  /** Quiet stretches it was judged over. */
+  stretches?: number;
   rss?: { from: number; to: number; pct: number };
   fds?: Change & { tolerance: number };
   pg?: Change & { tolerance: number };
@@ -72,41 +93,46 @@ export interface GlobalGrowth {
   pgOrphans: number;
 }
 
-/** The change of one figure between the medians of a window's two ends. */
-function change(a: ProcessFigures[], b: ProcessFigures[], f: (x: ProcessFigures) => number): Change {
-  const from = median(a.map(f));
-  const to = median(b.map(f));
-  return { from, to, delta: to - from };
+/** One figure's growth summed over the stretches; `from` is its value at the first stretch's start. */
+export function stretchedChange<T>(stretches: T[][], f: (x: T) => number): Change {
+  let delta = 0;
+  for (const s of stretches) {
+    const [a, b] = ends(s);
+    delta += median(b.map(f)) - median(a.map(f));
+  }
+  const from = median(ends(stretches[0]!)[0].map(f));
+  return { from, to: from + delta, delta };
 }
 
 /** One process's growth over its judged window. */
 export function processGrowth(
   w: Watched & { judged: boolean; minWarmupMs?: number },
   samples: Sample[],
-  o: { warmupMs: number; soakStart: number; disturbances: number[] },
+  o: { warmupMs: number; soakStart: number; disturbances: Disturbance[] },
 ): ProcessGrowth {
-  const warm = warmAt(w.startedAt, Math.max(o.warmupMs, w.minWarmupMs ?? 0), o.disturbances);
+  const warm = w.startedAt + Math.max(o.warmupMs, w.minWarmupMs ?? 0);
   const own = samples.filter((s) => s.procs[w.label] && s.at >= warm);
   if (!w.judged) return { label: w.label, judged: false, note: "the soak's own process (client, emulator)", ok: true };
-  if (own.length < 2)
+  const stretches = quietStretches(own, o.disturbances).map((s) => s.map((x) => ({ at: x.at, ...x.procs[w.label]! })));
+  if (stretches.length === 0)
     return {
       label: w.label,
       judged: false,
-      note: `${own.length} sample(s) after its warm-up (${Math.round(warm / 1000)} s into the soak): too short-lived to judge`,
+      note: `${own.length} sample(s) after its warm-up (${Math.round(warm / 1000)} s into the soak), no quiet stretch of two: too short-lived to judge`,
       ok: true,
     };
-  const [first, last] = ends(own.map((s) => s.procs[w.label]!));
-  const rss = change(first, last, (x) => x.rssMb);
+  const rss = stretchedChange(stretches, (x) => x.rssMb);
   const pct = Math.round((rss.delta / rss.from) * 1000) / 10;
   const tolerance = w.startedAt > o.soakStart ? RESTARTED_FD_TOLERANCE : 0;
-  const fds = { ...change(first, last, (x) => x.fds), tolerance };
-  const pg = { ...change(first, last, (x) => x.pg), tolerance };
+  const fds = { ...stretchedChange(stretches, (x) => x.fds), tolerance };
+  const pg = { ...stretchedChange(stretches, (x) => x.pg), tolerance };
   return {
     label: w.label,
     judged: true,
-    from: own[0]!.at,
-    to: own[own.length - 1]!.at,
-    samples: own.length,
+    from: stretches[0]![0]!.at,
+    to: stretches[stretches.length - 1]!.at(-1)!.at,
+    samples: stretches.reduce((n, s) => n + s.length, 0),
+    stretches: stretches.length,
     rss: { from: rss.from, to: rss.to, pct },
     fds,
     pg,
@@ -115,17 +141,20 @@ export function processGrowth(
 }
 
 /** Consumers and connections over the window from the soak's warm-up (and settling) to the end. */
-export function globalGrowth(samples: Sample[], warmupMs: number, disturbances: number[]): GlobalGrowth | undefined {
-  const warm = warmAt(0, warmupMs, disturbances);
-  const after = samples.filter((s) => s.at >= warm);
-  if (after.length < 2) return undefined;
+export function globalGrowth(
+  samples: Sample[],
+  warmupMs: number,
+  disturbances: Disturbance[],
+): GlobalGrowth | undefined {
+  const after = samples.filter((s) => s.at >= warmupMs);
+  const stretches = quietStretches(after, disturbances);
+  if (stretches.length === 0) return undefined;
   const [first, last] = ends(after);
   const at = (xs: Sample[], f: (s: Sample) => number) => median(xs.map(f));
-  const consumers = { from: at(first, (s) => s.consumers), to: at(last, (s) => s.consumers) };
   return {
     from: after[0]!.at,
     to: after[after.length - 1]!.at,
-    consumers: { ...consumers, delta: consumers.to - consumers.from },
+    consumers: stretchedChange(stretches, (s) => s.consumers),
     expiringConsumers: { from: at(first, (s) => s.expiringConsumers), to: at(last, (s) => s.expiringConsumers) },
     pgConnections: { from: at(first, (s) => s.pgConnections), to: at(last, (s) => s.pgConnections) },
     pgOrphans: after[after.length - 1]!.pgOrphans,
@@ -156,7 +185,7 @@ export function failedGoals(procs: ProcessGrowth[], global: GlobalGrowth | undef
     if (p.fds && p.fds.delta > p.fds.tolerance) failed.push(`${p.label} fds +${p.fds.delta}`);
     if (p.pg && p.pg.delta > p.pg.tolerance) failed.push(`${p.label} Postgres connections +${p.pg.delta}`);
   }
-  if (!global) failed.push("fewer than two samples after the warm-up");
+  if (!global) failed.push("no quiet stretch of two samples after the warm-up");
   else {
     if (global.consumers.delta > 0) failed.push(`NATS consumers +${global.consumers.delta}`);
     if (global.pgOrphans > 0) failed.push(`${global.pgOrphans} Postgres connections of processes that are gone`);

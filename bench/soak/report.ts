@@ -29,7 +29,7 @@ export function printSample(s: Sample): void {
 
 export function printGrowth(r: SoakResult): void {
   const rows = [
-    `[soak] growth over each process's window: from its first sample after its warm-up (and ${SETTLE_MS / 1000} s after the first disturbance it lived through) to its last; each end the median of up to 3 samples:`,
+    `[soak] growth from each process's warm-up to its last sample, summed over the quiet stretches (a stretch starts ${SETTLE_MS / 1000} s after a kill or restart and ends at the next; each end the median of up to 3 samples):`,
   ];
   const signed = (n: number) => `${n >= 0 ? "+" : ""}${Math.round(n * 10) / 10}`;
   for (const p of r.procs) {
@@ -39,7 +39,7 @@ export function printGrowth(r: SoakResult): void {
     }
     const tol = p.fds.tolerance ? ` (tolerance ${p.fds.tolerance})` : "";
     rows.push(
-      `         ${p.label.padEnd(26)} ${clockOf(p.from!)}-${clockOf(p.to!)} (${p.samples} samples)  RSS ${p.rss.from.toFixed(1)} -> ${p.rss.to.toFixed(1)} MB (${signed(p.rss.pct)}%)  fds ${p.fds.from} -> ${p.fds.to} (${signed(p.fds.delta)}${tol})  Postgres ${p.pg.from} -> ${p.pg.to} (${signed(p.pg.delta)})  ${p.ok ? "ok" : "FAIL"}`,
+      `         ${p.label.padEnd(26)} ${clockOf(p.from!)}-${clockOf(p.to!)} (${p.samples} samples, ${p.stretches} stretches)  RSS ${p.rss.from.toFixed(1)} -> ${p.rss.to.toFixed(1)} MB (${signed(p.rss.pct)}%)  fds ${p.fds.from} -> ${p.fds.to} (${signed(p.fds.delta)}${tol})  Postgres ${p.pg.from} -> ${p.pg.to} (${signed(p.pg.delta)})  ${p.ok ? "ok" : "FAIL"}`,
     );
   }
   if (r.global) {
@@ -48,7 +48,7 @@ export function printGrowth(r: SoakResult): void {
       `         globals ${clockOf(g.from)}-${clockOf(g.to)}: NATS consumers ${g.consumers.from} -> ${g.consumers.to} (and expiring on their own ${g.expiringConsumers.from} -> ${g.expiringConsumers.to}), Postgres connections in all ${g.pgConnections.from} -> ${g.pgConnections.to}, of processes gone at the end ${g.pgOrphans}`,
     );
   }
-  for (const e of r.events) rows.push(`         ${clockOf(e.at)} ${e.what}`);
+  for (const e of r.events) rows.push(`         ${clockOf(e.at)}-${clockOf(e.until)} ${e.what}`);
   console.log(rows.join("\n"));
 }
 

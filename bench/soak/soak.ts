@@ -3,7 +3,14 @@
 // process sampled every `sampleEveryMs`; then the offering stops, the open tasks finish, and the
 // result is every process's growth, the globals' growth, the tasks lost and the extra paid.
 import { submitWindowsAtKill } from "@pipeline/devstack/stack";
-import { type GlobalGrowth, globalGrowth, type Outcome, type ProcessGrowth, processGrowth } from "./growth.ts";
+import {
+  type Disturbance,
+  type GlobalGrowth,
+  globalGrowth,
+  type Outcome,
+  type ProcessGrowth,
+  processGrowth,
+} from "./growth.ts";
 import { type Load, startLoad } from "./load.ts";
 import { clockOf as clock, printSample } from "./report.ts";
 import { type Sample, takeSample } from "./sample.ts";
@@ -17,7 +24,7 @@ export interface SoakResult {
   global: GlobalGrowth | undefined;
   outcome: Outcome;
   /** What was done to the stack, when (ms since the soak began). */
-  events: Array<{ at: number; what: string }>;
+  events: Array<Disturbance & { what: string }>;
 }
 
 const FINAL = ["completed", "failed", "cancelled"];
@@ -38,9 +45,9 @@ export async function runSoak(s: SoakSettings, log: (m: string) => void): Promis
     });
     const events: SoakResult["events"] = [];
     const samples: Sample[] = [];
-    const chaos = disturb(stack, s, now, (what) => {
-      events.push({ at: now(), what });
-      log(`${clock(now())} ${what}`);
+    const chaos = disturb(stack, s, now, (at, what) => {
+      events.push({ at, until: now(), what });
+      log(`${clock(at)} ${what} (done at ${clock(now())})`);
     });
     await sampleUntilEnd(stack, s, now, load, samples);
     await chaos;
@@ -48,7 +55,7 @@ export async function runSoak(s: SoakSettings, log: (m: string) => void): Promis
     log(`${clock(now())} offering stopped: ${load.offered()} offered, ${load.accepted().length} accepted; draining`);
     const outcome = await finish(stack, load, s.drainMs, log);
     log(`${clock(now())} drained; stopping the stack`);
-    const disturbances = events.map((e) => e.at);
+    const disturbances = events.map((e) => ({ at: e.at, until: e.until }));
     return {
       settings: s,
       samples,
@@ -80,7 +87,7 @@ async function sampleUntilEnd(stack: SoakStack, s: SoakSettings, now: () => numb
 }
 
 /** The kills every `killEveryMs` and the gateway restart at the middle, in time order. */
-async function disturb(stack: SoakStack, s: SoakSettings, now: () => number, note: (what: string) => void) {
+async function disturb(stack: SoakStack, s: SoakSettings, now: () => number, note: (at: number, what: string) => void) {
   const plan: Array<{ at: number; run: () => Promise<string> }> = [];
   for (let at = s.killEveryMs; at < s.durationMs; at += s.killEveryMs)
     plan.push({ at, run: async () => `kill -9 ${await stack.killSolver()}; a new solver started` });
@@ -91,7 +98,8 @@ async function disturb(stack: SoakStack, s: SoakSettings, now: () => number, not
   plan.sort((a, b) => a.at - b.at);
   for (const step of plan) {
     await Bun.sleep(Math.max(0, step.at - now()));
-    note(await step.run());
+    const at = now();
+    note(at, await step.run());
   }
 }
 
