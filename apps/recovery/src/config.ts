@@ -81,7 +81,7 @@ export const RecoveryEnv = z
      * A region that has not renewed its lease for this long may be taken over (plus the margin).
      * Default 20 s: TTL − margin (17 s, when a silent region's solvers stop) is 1.6 × the longest a
      * keeper can go without renewing while the 3-node witness elects a new leader (10.25 s: a
-     * renew interval, nats-server's 9 s maximum election timeout, a 250 ms retry; at most 7.8 s
+     * renew interval, nats-server's 9 s maximum election timeout, a 250 ms retry; at most 9.2 s
      * measured), so losing the witness's leading node fences no region. A lost region is taken
      * over TTL + margin (23 s) after its last renewal. docs/regions.md, "The witness's timings".
      */

@@ -29,10 +29,10 @@ export interface LeaseTiming {
  * election timeout, random in 4-9 s after the last word from the old leader) every renewal
  * fails; the longest a region then goes without renewing is `leaderLossGapMs`: its last renewal
  * up to a renew interval before the loss, the election, and the failed round's retry. TTL −
- * margin (17 s) is 1.6 × that bound (10.25 s) and 2.2 × the worst gap measured (7.8 s in 15
- * leader kills on 127.0.0.1; 7.5 s in the 3-node witness chaos test): losing the leading node
- * fences no region. The price: a truly lost region is taken over TTL + margin (23 s) after its
- * last renewal, instead of 13 s.
+ * margin (17 s) is 1.6 × that bound (10.25 s) and 1.8 × the longest gap measured after a leader
+ * loss (9.2 s, tests/region-witness-cluster.test.ts; 7.8 s in 15 kills on 127.0.0.1): losing the
+ * leading node fences no region. The price: a truly lost region is taken over TTL + margin (23 s)
+ * after its last renewal, instead of 13 s.
  */
 export const DEFAULT_LEASE_TIMING: LeaseTiming = { ttlMs: 20_000, marginMs: 3000 };
 export const DEFAULT_LEASE_RENEW_MS = 1000;
