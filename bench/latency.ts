@@ -1,32 +1,37 @@
-// 4. Latency overhead: what a client waits from POST /v1/tasks to seeing `completed` through
-// GET /v1/tasks/:id?wait=30, minus the provider's own latency, at half the end-to-end maximum
+// 4. Latency overhead: what a client of ours (@pipeline/client: submit, then long-poll) waits from
+// POST /v1/tasks to seeing `completed` through GET /v1/tasks/:id?wait=N, minus the provider's own latency, at half the end-to-end maximum
 // rate. Baseline: a client calling the provider (the same emulator) directly at the same rate.
 
+import { type Client, createClient, type TaskRequest } from "@pipeline/client";
 import { PROVIDER_KEY } from "@pipeline/devstack/testing";
 import type postgres from "postgres";
 import { clients, concurrency, e2eTasks, pipelineThroughput } from "./end-to-end.ts";
 import { waitForCompleted } from "./support/completion.ts";
 import { type BenchContext, type Benchmark, envCount } from "./support/context.ts";
 import { closedLoop, openLoop, quantile } from "./support/load.ts";
-import { API_KEY, type Pipeline, startPipeline, submitTask } from "./support/pipeline.ts";
+import { API_KEY, type Pipeline, startPipeline, submitTask, taskBody } from "./support/pipeline.ts";
 import type { Figure } from "./support/report.ts";
 
 const PROVIDER_LATENCY_MS = 200;
 const POLL_INTERVAL_MS = 10;
 
-/** Submit, then long-poll until the task is final; ms from the submit to the answer that shows it completed. */
+const clientsByUrl = new Map<string, Client>();
+/** Our REST client (@pipeline/client), one per gateway: what a client of ours waits. */
+const clientOf = (gatewayUrl: string) => {
+  let c = clientsByUrl.get(gatewayUrl);
+  if (!c) clientsByUrl.set(gatewayUrl, (c = createClient({ regions: [gatewayUrl], apiKey: API_KEY })));
+  return c;
+};
+
+/** Submit, then long-poll until the task is final, through @pipeline/client; ms from the submit to the answer that shows it completed. */
 async function throughGateway(gatewayUrl: string, i: number, run: string): Promise<{ id: string; ms: number }> {
+  const client = clientOf(gatewayUrl);
   const t0 = performance.now();
-  const id = await submitTask(gatewayUrl, i, run);
-  for (;;) {
-    const res = await fetch(`${gatewayUrl}/v1/tasks/${id}?wait=30`, {
-      headers: { authorization: `Bearer ${API_KEY}` },
-    });
-    const view = (await res.json()) as { status?: string };
-    if (view.status === "completed") return { id, ms: performance.now() - t0 };
-    if (view.status === "failed" || view.status === "cancelled" || res.status !== 200)
-      throw new Error(`task ${id}: ${res.status} ${JSON.stringify(view).slice(0, 200)}`);
-  }
+  const task = JSON.parse(taskBody(i, run)) as TaskRequest;
+  const { id } = await client.submit(task, { idempotencyKey: `${run}-${i}` });
+  const view = await client.wait(id, { timeoutMs: 120_000 });
+  if (view.status !== "completed") throw new Error(`task ${id}: ${view.status} ${JSON.stringify(view).slice(0, 200)}`);
+  return { id, ms: performance.now() - t0 };
 }
 
 /** The same task sent straight to the provider: in.php, first poll after its latency, then every POLL_INTERVAL_MS. */
@@ -145,7 +150,7 @@ function latencyFigures(r: LatencyRun): Figure[] {
     ratio: x.o / x.b,
     ...(k === 0
       ? {
-          note: `latency: ${r.count} tasks at ${r.rate.toFixed(0)}/s (open loop; half of ${r.maxRate.toFixed(0)}/s from ${r.source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}, SOLVER_CONCURRENCY=${r.solverConcurrency}. Overhead = (POST -> GET ?wait=30 shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
+          note: `latency: ${r.count} tasks at ${r.rate.toFixed(0)}/s (open loop; half of ${r.maxRate.toFixed(0)}/s from ${r.source}); provider latency ${PROVIDER_LATENCY_MS} ms, FIRST_POLL_MS=${PROVIDER_LATENCY_MS}, POLL_INTERVAL_MS=${POLL_INTERVAL_MS}, SOLVER_CONCURRENCY=${r.solverConcurrency}. Overhead = (POST -> the long-poll of @pipeline/client shows completed) - ${PROVIDER_LATENCY_MS} ms; direct = in.php, wait ${PROVIDER_LATENCY_MS} ms, res.php, minus ${PROVIDER_LATENCY_MS} ms. Totals p50/p99: ours ${quantile(ours, 0.5).toFixed(0)}/${quantile(ours, 0.99).toFixed(0)} ms, direct ${quantile(base, 0.5).toFixed(0)}/${quantile(base, 0.99).toFixed(0)} ms. Where ours goes (medians, from the rows' timestamps): accepted -> claimed ${parts.acceptedToClaimedMs!.toFixed(0)} ms, claimed -> completed ${parts.claimedToCompletedMs!.toFixed(0)} ms (${PROVIDER_LATENCY_MS} of them the provider's), client saw it ${parts.clientSawItAfterRowMs!.toFixed(0)} ms after the row's creation-to-completion span (POST before the INSERT + long-poll wake-up + GET).`,
         }
       : {}),
   }));
@@ -153,7 +158,7 @@ function latencyFigures(r: LatencyRun): Figure[] {
 
 export const latency: Benchmark = {
   name: "latency",
-  title: `submit -> completed (GET ?wait=30) minus a ${PROVIDER_LATENCY_MS} ms provider, at half the end-to-end maximum rate`,
+  title: `submit -> completed (@pipeline/client: submit, long-poll) minus a ${PROVIDER_LATENCY_MS} ms provider, at half the end-to-end maximum rate`,
   async run(ctx) {
     const { maxRate, source } = await maximumRate(ctx);
     const rate = maxRate / 2;
