@@ -17,7 +17,7 @@ import { newRollout, RolloutPlan } from "@pipeline/shared/rollout";
 import { createRolloutStore, openControlBucket } from "@pipeline/shared/rollout/store";
 import { openRolloutBucket, readAssignment } from "@pipeline/shared/shards";
 import { buckets } from "@pipeline/shared/subjects";
-import { notCaughtUp, openLoad, type Region3Node, startRegion3Node } from "./support/region-3node.ts";
+import { notCaughtUp, openLoad, type Region3Node, solverTally, startRegion3Node } from "./support/region-3node.ts";
 import { lastErrors, logsIn, withDiagnosis } from "./support/stack-diagnosis.ts";
 
 const REGION = "tri";
@@ -119,11 +119,13 @@ test("region-3node drill: each NATS node of a 3-node region killed -9 in turn un
       const stats = s.stack.emu!.stats();
       const errs = [...load.errors.entries()].sort((a, b) => b[1] - a[1]);
       const nErr = errs.reduce((m, [, c]) => m + c, 0);
+      const tally = solverTally(s.stack.logDir);
       const gaps = kills.map((k) => (longestGap(done, k.at - 1000, k.back + 1000) / 1000).toFixed(1));
       console.log(
         `drill region-3node: accepted ${ids.length}, completed ${n}, lost ${ids.length - n}, extra paid ${stats.submissions - tasks}, ` +
           `longest completion gap around each kill ${gaps.join("/")} s, client errors ${nErr}${errs.length ? ` (${errs.map(([st, c]) => `${st || "no answer"} x${c}`).join(", ")})` : ""}, ` +
-          `slowest accept ${(load.slowestMs() / 1000).toFixed(1)} s, gave up ${load.gaveUp()}, KV read back with a node down after ${kills.map((k) => (k.readMs / 1000).toFixed(1)).join("/")} s, run ${((Date.now() - t0) / 1000).toFixed(0)} s`,
+          `slowest accept ${(load.slowestMs() / 1000).toFixed(1)} s, gave up ${load.gaveUp()}, KV read back with a node down after ${kills.map((k) => (k.readMs / 1000).toFixed(1)).join("/")} s; ` +
+          `solvers: events not published ${tally.eventsLost}, heartbeats not written ${tally.heartbeatsMissed}, taken for dead ${tally.declaredDead} (tasks queued again ${tally.requeued}); run ${((Date.now() - t0) / 1000).toFixed(0)} s`,
       );
       expect(load.gaveUp()).toBe(0);
       expect(ids.length).toBeGreaterThan(RATE * 10);

@@ -2,9 +2,10 @@
 // STREAM_REPLICAS=3), its Postgres database, the provider emulator, a gateway, two solvers and the
 // recovery service, started by @pipeline/devstack/stack's `startStack` with a server source whose
 // NATS "server" is the cluster. Plus what a drill on it needs: waiting until every stream and
-// bucket has its three copies current (after a node came back), and an open-loop load through the
-// gateway's REST API that counts the requests that did not get a 2xx.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+// bucket has its three copies current (after a node came back), an open-loop load through the
+// gateway's REST API that counts the requests that did not get a 2xx, and what the solvers' logs
+// say the kills cost.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
@@ -230,4 +231,27 @@ export function openLoad(gatewayUrl: string, prefix: string, perSecond: number, 
       await Promise.all(started);
     },
   };
+}
+
+/** What the solvers' logs say the kills cost them: events not published, heartbeats not written, solvers taken for dead (and their tasks queued again). */
+export function solverTally(logDir: string): {
+  eventsLost: number;
+  heartbeatsMissed: number;
+  declaredDead: number;
+  requeued: number;
+} {
+  const t = { eventsLost: 0, heartbeatsMissed: 0, declaredDead: 0, requeued: 0 };
+  for (const f of readdirSync(logDir).filter((x) => /^solver.*\.log$/.test(x))) {
+    for (const raw of readFileSync(join(logDir, f), "utf8").split("\n")) {
+      if (!raw.startsWith("{")) continue;
+      const l = JSON.parse(raw) as { msg?: string; dead?: string[]; tasks?: number };
+      if (l.msg === "event not published") t.eventsLost++;
+      else if (l.msg === "heartbeat not written") t.heartbeatsMissed++;
+      else if (l.msg?.startsWith("dead solvers:")) {
+        t.declaredDead += l.dead?.length ?? 0;
+        t.requeued += l.tasks ?? 0;
+      }
+    }
+  }
+  return t;
 }
