@@ -172,12 +172,12 @@ test(
         const follower = two.witnessNodes[SITES.indexOf(followerSite)]!;
         const followerKilledAt = Date.now();
         await follower.kill();
-        const p1 = await probeFor(8000, "follower-down");
+        const p1 = await probeFor(10_000, "follower-down");
         const gaps1 = { fsn1: 0, hel1: 0 };
         for (const r of ["fsn1", "hel1"] as const) gaps1[r] = renewals.longestGap(r, followerKilledAt, Date.now());
         expect(p1).toEqual({ refused: { fsn1: [], hel1: [] }, other: [] });
-        // Renewals go on (a keeper whose own node died reconnects to nbg1's within seconds): none
-        // waits anywhere near TTL − margin.
+        // Renewals go on (a keeper whose own node died reconnects to nbg1's within seconds): no gap
+        // of half TTL − margin, which renewals stopped for the whole 10 s would exceed.
         expect(Math.max(gaps1.fsn1, gaps1.hel1)).toBeLessThan(TTL_MINUS_MARGIN / 2);
         expect(await leaseOf("fsn1")).toMatchObject({ holder: "fsn1", epoch: epochs.fsn1 });
         expect(await leaseOf("hel1")).toMatchObject({ holder: "hel1", epoch: epochs.hel1 });
@@ -201,9 +201,15 @@ test(
         let elected: number | undefined;
         const resumed = () =>
           elected !== undefined && ["fsn1", "hel1"].every((r) => renewals.after(r, killedAt) !== undefined);
-        // Probed until both regions renewed again and 2 s more (at most TTL − margin + 3 s: a gap that
-        // long would have fenced them).
-        const probing = probeFor(2000, "leader-down", resumed, TTL_MINUS_MARGIN + 3000);
+        // Probed until a leader was seen and both regions renewed again, and 1 s more (at most
+        // TTL − margin + 3 s: a gap that long would have fenced them).
+        let resumedAt: number | undefined;
+        const probing = probeFor(
+          2000,
+          "leader-down",
+          () => resumedAt !== undefined && Date.now() - resumedAt >= 1000,
+          TTL_MINUS_MARGIN + 3000,
+        );
         elected = await eventually(
           async () => {
             const c = await leasesStream().catch(() => undefined);
@@ -213,8 +219,9 @@ test(
           100,
         );
         await eventually(async () => resumed(), TTL_MINUS_MARGIN + 3000, 100).catch(() => undefined);
-        const probedUntil = Date.now() + 2000;
+        resumedAt = Date.now();
         const p2 = await probing;
+        const probedUntil = Date.now();
         const electionS = (elected - killedAt) / 1000;
         const resumedS = (r: string) => {
           const x = renewals.after(r, killedAt);
@@ -283,7 +290,7 @@ test(
         const stats = two.emu.stats();
         console.log(
           `[witness] chaos (3 nodes, TTL ${DEFAULT_LEASE_TIMING.ttlMs / 1000} s, margin ${DEFAULT_LEASE_TIMING.marginMs / 1000} s, ${two.latencyMs} ms relays): acknowledged ${ids.length} (${probed.length} probes); ` +
-            `follower ${followerSite} down 8 s: no refusal, longest renewal gap ${(Math.max(gaps1.fsn1, gaps1.hel1) / 1000).toFixed(1)} s, no lease moved; ` +
+            `follower ${followerSite} down 10 s: no refusal, longest renewal gap ${(Math.max(gaps1.fsn1, gaps1.hel1) / 1000).toFixed(1)} s, no lease moved; ` +
             `leader ${lead2.site} down: new leader after ${electionS.toFixed(1)} s, longest renewal gap ${(worstGap / 1000).toFixed(1)} s, no refusal, no lease moved; ` +
             `fsn1 cut off: fenced after ${fencedAfterS.toFixed(1)} s, its lease taken by hel1 (epoch ${taken.epoch}) after ${takenAfterS.toFixed(1)} s, reclaimed (epoch ${back.epoch}) after the heal; ` +
             `provider submissions ${stats.submissions}, duplicate fingerprints ${stats.duplicateFingerprints}; ${two.eventLoop()}`,
