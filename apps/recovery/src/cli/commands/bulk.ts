@@ -5,37 +5,17 @@
 import { type BulkAction, describeFilter, parseBulkFilter } from "../../bulk/filter.ts";
 import { previewBulk, runBulk } from "../../bulk/run.ts";
 import { bulkDeps } from "../../console/bulk.ts";
-import { openContext, UsageError } from "../../context.ts";
+import { openContext } from "../../context.ts";
 import type { CommandOf } from "../args.ts";
 import { actorOf, type CliEnv, print } from "../env.ts";
-
-/** The CLI's option names for the filter's fields, so an error names the option the operator typed. */
-const OPTION: Record<string, string> = { solverVersion: "solver-version", from: "since", to: "until" };
+import { filterInputOf, filterUsageError } from "./task-filter.ts";
 
 type BulkCommand = CommandOf<"redrive-all"> | CommandOf<"cancel-all">;
 
 async function bulkCommand(action: BulkAction, cmd: BulkCommand, env: CliEnv): Promise<number> {
   const { config, log } = env;
-  const parsed = parseBulkFilter(
-    action,
-    {
-      state: cmd.state,
-      client: cmd.client,
-      type: cmd.type,
-      priority: cmd.priority,
-      region: cmd.region,
-      solverVersion: cmd["solver-version"],
-      from: cmd.since,
-      to: cmd.until,
-      search: cmd.search,
-    },
-    config.REGION,
-  );
-  if (!parsed.ok) {
-    let msg = parsed.error;
-    for (const [field, option] of Object.entries(OPTION)) msg = msg.replaceAll(`${field}:`, `${option}:`);
-    throw new UsageError(`--${msg.replaceAll("; ", "\n--")}`);
-  }
+  const parsed = parseBulkFilter(action, filterInputOf(cmd), config.REGION);
+  if (!parsed.ok) throw filterUsageError(parsed.error);
   const ctx = await openContext(config, log, "recovery-bulk");
   try {
     const deps = bulkDeps({ config, ctx, log, invalidate: () => {} });

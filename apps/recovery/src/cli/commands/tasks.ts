@@ -4,9 +4,7 @@ import { UsageError } from "../../context.ts";
 import { listTasks, parseTaskListQuery, type TaskListPage } from "../../explorer/task-query.ts";
 import type { CommandOf } from "../args.ts";
 import { type CliEnv, print } from "../env.ts";
-
-/** The CLI's option names for the query's fields, so an error names the option the operator typed. */
-const OPTION: Record<string, string> = { solverVersion: "solver-version", from: "since", to: "until" };
+import { filterInputOf, filterUsageError } from "./task-filter.ts";
 
 /** A page as a table for people; `next` says how to go on. */
 export function renderTasks(page: TaskListPage): string {
@@ -28,24 +26,8 @@ export function renderTasks(page: TaskListPage): string {
 }
 
 export async function tasksCommand(cmd: CommandOf<"tasks">, { config }: CliEnv): Promise<number> {
-  const parsed = parseTaskListQuery({
-    state: cmd.state,
-    client: cmd.client,
-    type: cmd.type,
-    priority: cmd.priority,
-    region: cmd.region,
-    solverVersion: cmd["solver-version"],
-    from: cmd.since,
-    to: cmd.until,
-    search: cmd.search,
-    limit: cmd.limit,
-    after: cmd.after,
-  });
-  if (!parsed.ok) {
-    let msg = parsed.error;
-    for (const [field, option] of Object.entries(OPTION)) msg = msg.replaceAll(`${field}:`, `${option}:`);
-    throw new UsageError(`--${msg.replaceAll("; ", "\n--")}`);
-  }
+  const parsed = parseTaskListQuery({ ...filterInputOf(cmd), limit: cmd.limit, after: cmd.after });
+  if (!parsed.ok) throw filterUsageError(parsed.error);
   if (!config.DATABASE_URL) throw new UsageError("DATABASE_URL is required for tasks");
   const database = openDatabase(config.DATABASE_URL, { max: 1, appName: "recovery-tasks" });
   try {
