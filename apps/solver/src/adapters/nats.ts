@@ -12,10 +12,18 @@ export interface EventSink {
   deadLetter(taskId: string, type: string, data: Record<string, unknown>): Promise<void>;
 }
 
+/**
+ * How long an event's publish is retried. Longer than a stream's leader election on a 3-node
+ * region (a node killed: up to ~9 s of nats-server's election timeout, plus the client's
+ * reconnect), so a node lost does not lose events (tests/region-3node.test.ts counts them); the
+ * transition stands either way (Postgres is the truth).
+ */
+export const EVENT_PUBLISH_DEADLINE_MS = 15_000;
+
 export function createEventSink(js: Publisher, region: string, onError: (err: Error) => void): EventSink {
   const send = async (subject: string, body: unknown, msgID: string) => {
     try {
-      await publishWithRetry(js, subject, JSON.stringify(body), msgID, 5000);
+      await publishWithRetry(js, subject, JSON.stringify(body), msgID, EVENT_PUBLISH_DEADLINE_MS);
     } catch (err) {
       onError(err as Error);
     }
