@@ -51,10 +51,12 @@ export interface Answer {
 type Try = { answer: Answer } | { error: NetworkError; refused: boolean };
 
 /**
- * How long a write waits before it goes to another region after a failure that may have taken
- * effect (a reset or timed-out connection, a 502/504 from a proxy): the first region's accepted
- * task replicates to the others within tens of milliseconds, and the other region then answers
- * the same Idempotency-Key with the same task instead of a second one (docs/regions.md).
+ * How long a write waits before it is tried again after a failure that may have taken effect (a
+ * reset or timed-out connection, a 502/504 from a proxy). It is tried again at the same region
+ * first (its Idempotency-Key answers there for sure), then at another: the first region's
+ * accepted task replicates to the others within tens of milliseconds when they are connected, and
+ * the other region then answers the same key with the same task instead of a second one
+ * (docs/regions.md).
  */
 export const FAILOVER_SETTLE_MS = 500;
 
@@ -154,9 +156,17 @@ export function createTransport(o: TransportOptions): Transport {
     write: boolean,
     retriesSoFar: number,
     tried: Set<number>,
+    askedAgain: Set<number>,
   ): { region: number; waitMs: number } {
     const answer = "answer" in t ? t.answer : undefined;
     const mayHaveTakenEffect = "answer" in t ? [502, 504].includes(t.answer.status) : !t.refused;
+    // A write that may have been stored is asked again where it went, once, before another region:
+    // there its Idempotency-Key answers for sure (the task, or nothing stored), while a region cut
+    // off from it does not know the key yet and would make a second task, paid twice.
+    if (write && mayHaveTakenEffect && !askedAgain.has(region)) {
+      askedAgain.add(region);
+      return { region, waitMs: FAILOVER_SETTLE_MS };
+    }
     const failover = !answer || FAILOVER_STATUSES.includes(answer.status);
     let to = region;
     if (failover && urls.length > 1) {
@@ -179,6 +189,7 @@ export function createTransport(o: TransportOptions): Transport {
     if (state.probeDue()) await (probing ??= probeHome().finally(() => (probing = undefined)));
     let region = spec.prefer ?? state.active();
     const tried = new Set<number>();
+    const askedAgain = new Set<number>();
     let redirected = false;
     let backoffs = 0;
     for (let attempt = 1; ; attempt++) {
@@ -197,7 +208,7 @@ export function createTransport(o: TransportOptions): Transport {
         countError(stats, String(a.status));
         if (!RETRYABLE_STATUSES.includes(a.status) || attempt >= o.retry.attempts) throw refusal(a, attempt);
       } else if (attempt >= o.retry.attempts) throw t.error;
-      const step = next(region, t, spec.method !== "GET", backoffs, tried);
+      const step = next(region, t, spec.method !== "GET", backoffs, tried, askedAgain);
       if (step.waitMs > 0 || step.region === region) backoffs++;
       if (step.waitMs > 0) await sleep(step.waitMs, spec.signal);
       stats.retries++;
