@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { createClient, homeRegionOfId } from "@pipeline/client";
 import { type NatsServerHandle, natsEnv } from "@pipeline/devstack";
 import { type RegionWiring, type Relay, type StackDatabase, startStack, testServers } from "@pipeline/devstack/stack";
+import { eventually } from "@pipeline/devstack/testing";
 import type { Emulator, EmulatorOptions } from "@pipeline/emulator";
 import type { Database } from "@pipeline/shared/db";
 import type { Proc } from "../harness.ts";
@@ -167,6 +168,13 @@ export function steadyLoad(regions: Region[], perSecond: number, prefix = "load"
     }
   };
   const loops = regions.map(async (r) => {
+    // The load starts once the region accepts (holds its lease): a 503 before that would send its
+    // client to the other region until its fail-back probe, and the drill would measure less of it.
+    await eventually(
+      async () => (await fetch(`${r.gatewayUrl}/readyz/accepting`).catch(() => undefined))?.status === 200,
+      30_000,
+      100,
+    );
     while (running) {
       const t0 = Date.now();
       const p = submit(r, n++);
