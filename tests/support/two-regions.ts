@@ -6,7 +6,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createClient, homeRegionOfId } from "@pipeline/client";
+import { type Client, createClient, homeRegionOfId } from "@pipeline/client";
 import { type NatsServerHandle, natsEnv } from "@pipeline/devstack";
 import { type RegionWiring, type Relay, type StackDatabase, startStack, testServers } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
@@ -127,6 +127,41 @@ export interface Acked {
   at: number;
 }
 
+/** One @pipeline/client per region: that region first, the others after it. */
+function regionClients(regions: Region[]): Map<Region, Client> {
+  const names = Object.fromEntries(regions.map((x) => [x.name, x.gatewayUrl]));
+  return new Map(
+    regions.map((r) => {
+      const urls = [r, ...regions.filter((x) => x !== r)].map((x) => x.gatewayUrl);
+      const c = createClient({
+        regions: urls,
+        apiKey: API_KEY,
+        regionNames: names,
+        regionOrder: [...REGIONS],
+        failBackMs: 5000,
+        // A write that timed out may have been applied; sent to the other region while the two are
+        // cut apart, it would be a second task (the key has not replicated): patience first.
+        timeoutMs: 20_000,
+      });
+      return [r, c] as const;
+    }),
+  );
+}
+
+/** The clients' own counts, summed: retries, failovers, fail-backs and failed tries by kind. */
+function sumStats(clients: Client[]) {
+  const sum = { requests: 0, retries: 0, failovers: 0, failbacks: 0, errors: {} as Record<string, number> };
+  for (const c of clients) {
+    const st = c.stats();
+    sum.requests += st.requests;
+    sum.retries += st.retries;
+    sum.failovers += st.failovers;
+    sum.failbacks += st.failbacks;
+    for (const [k, v] of Object.entries(st.errors)) sum.errors[k] = (sum.errors[k] ?? 0) + v;
+  }
+  return sum;
+}
+
 /**
  * Submits `perSecond` tasks a second through each region, each through @pipeline/client (what a
  * client of ours sees): one client per region with that region first and the other after it, an
@@ -140,23 +175,7 @@ export function steadyLoad(regions: Region[], perSecond: number, prefix = "load"
   let n = 0;
   let running = true;
   const order = REGIONS as readonly string[];
-  const clients = new Map(
-    regions.map((r) => {
-      const urls = [r, ...regions.filter((x) => x !== r)].map((x) => x.gatewayUrl);
-      const names = Object.fromEntries(regions.map((x) => [x.name, x.gatewayUrl]));
-      const c = createClient({
-        regions: urls,
-        apiKey: API_KEY,
-        regionNames: names,
-        regionOrder: [...order],
-        failBackMs: 5000,
-        // A write that timed out may have been applied; sent to the other region while the two are
-        // cut apart, it would be a second task (the key has not replicated): patience first.
-        timeoutMs: 20_000,
-      });
-      return [r, c] as const;
-    }),
-  );
+  const clients = regionClients(regions);
   const inFlight = new Set<Promise<void>>();
   const submit = async (r: Region, i: number) => {
     const key = `${prefix}-${r.name}-${i}`;
@@ -183,19 +202,7 @@ export function steadyLoad(regions: Region[], perSecond: number, prefix = "load"
       await Bun.sleep(Math.max(0, 1000 / perSecond - (Date.now() - t0)));
     }
   });
-  /** The clients' own counts, summed: retries, failovers, fail-backs and failed tries by kind. */
-  const clientStats = () => {
-    const sum = { requests: 0, retries: 0, failovers: 0, failbacks: 0, errors: {} as Record<string, number> };
-    for (const c of clients.values()) {
-      const st = c.stats();
-      sum.requests += st.requests;
-      sum.retries += st.retries;
-      sum.failovers += st.failovers;
-      sum.failbacks += st.failbacks;
-      for (const [k, v] of Object.entries(st.errors)) sum.errors[k] = (sum.errors[k] ?? 0) + v;
-    }
-    return sum;
-  };
+  const clientStats = () => sumStats([...clients.values()]);
   return {
     acked,
     /** Client-observed errors: submits that failed after the client's retries and failover. */
