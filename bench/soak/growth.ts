@@ -8,8 +8,9 @@
 // ending at the next), and growth is the sum of what each stretch grew, its two ends each the
 // median of up to three samples (a garbage collector's sawtooth is not growth). A leak grows in
 // the quiet too and adds up over the stretches; a step at a disturbance does not count. A process
-// with no stretch of two samples is listed as too short to judge. Judged per process: RSS, fds,
-// its Postgres connections; globally: the NATS consumers that stay until deleted (the same way)
+// with no stretch of two samples is listed as too short to judge. Judged per process: RSS, fds
+// (less its keep-alive connections, a solver's to the provider and the gateway's from the client:
+// pools that swing with the load, printed apart), its Postgres connections; globally: the NATS consumers that stay until deleted (the same way)
 // and connections left behind by processes that are gone.
 import type { Sample, Watched } from "./sample.ts";
 
@@ -78,6 +79,8 @@ export interface ProcessGrowth {
   rss?: { from: number; to: number; pct: number };
   fds?: Change & { tolerance: number };
   pg?: Change & { tolerance: number };
+  /** Its keep-alive connections (to the provider, from the clients): printed, not judged. */
+  pooled?: Change;
   ok: boolean;
 }
 
@@ -136,6 +139,7 @@ export function processGrowth(
     rss: { from: rss.from, to: rss.to, pct },
     fds,
     pg,
+    pooled: stretchedChange(stretches, (x) => x.pooled),
     ok: pct < RSS_GROWTH_MAX_PCT && fds.delta <= tolerance && pg.delta <= tolerance,
   };
 }

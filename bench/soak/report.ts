@@ -21,7 +21,7 @@ export function printSample(s: Sample): void {
       )}) + ${s.expiringConsumers} expiring; Postgres connections ${s.pgConnections}${s.pgOrphans ? ` (${s.pgOrphans} of processes gone)` : ""}`,
     ...Object.entries(s.procs).map(
       ([label, f]) =>
-        `         ${label.padEnd(26)} ${pad(f.rssMb.toFixed(1), 7)} MB ${pad(f.fds, 5)} fds ${pad(f.pg, 4)} Postgres connections`,
+        `         ${label.padEnd(26)} ${pad(f.rssMb.toFixed(1), 7)} MB ${pad(f.fds, 5)} fds (+${pad(f.pooled, 3)} keep-alive) ${pad(f.pg, 4)} Postgres connections`,
     ),
   ];
   console.log(lines.join("\n"));
@@ -39,7 +39,7 @@ export function printGrowth(r: SoakResult): void {
     }
     const tol = p.fds.tolerance ? ` (tolerance ${p.fds.tolerance})` : "";
     rows.push(
-      `         ${p.label.padEnd(26)} ${clockOf(p.from!)}-${clockOf(p.to!)} (${p.samples} samples, ${p.stretches} stretches)  RSS ${p.rss.from.toFixed(1)} -> ${p.rss.to.toFixed(1)} MB (${signed(p.rss.pct)}%)  fds ${p.fds.from} -> ${p.fds.to} (${signed(p.fds.delta)}${tol})  Postgres ${p.pg.from} -> ${p.pg.to} (${signed(p.pg.delta)})  ${p.ok ? "ok" : "FAIL"}`,
+      `         ${p.label.padEnd(26)} ${clockOf(p.from!)}-${clockOf(p.to!)} (${p.samples} samples, ${p.stretches} stretches)  RSS ${p.rss.from.toFixed(1)} -> ${p.rss.to.toFixed(1)} MB (${signed(p.rss.pct)}%)  fds ${p.fds.from} -> ${p.fds.to} (${signed(p.fds.delta)}${tol})  Postgres ${p.pg.from} -> ${p.pg.to} (${signed(p.pg.delta)})  keep-alive ${p.pooled!.from} -> ${p.pooled!.to}  ${p.ok ? "ok" : "FAIL"}`,
     );
   }
   if (r.global) {

@@ -1,8 +1,9 @@
 // What one sample of the soak reads: each live process's resident set (/proc/<pid>/status VmRSS)
-// and open file descriptors (the entries of /proc/<pid>/fd), the NATS consumers of the region's
+// and open file descriptors (the entries of /proc/<pid>/fd; its keep-alive connections, to the
+// provider or from the soak's client, found by socket inode in /proc/<pid>/net/tcp, counted apart), the NATS consumers of the region's
 // streams (listed per stream: those that stay apart from those that expire on their own), and the apps' Postgres connections to the region's
 // database (pg_stat_activity; the soak's own are left out).
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Database } from "@pipeline/shared/db";
 import { memoryOf } from "../support/processes.ts";
@@ -21,7 +22,14 @@ export interface Watched {
 
 export interface ProcessFigures {
   rssMb: number;
+  /** Open fds, less its keep-alive connections (`pooled`). */
   fds: number;
+  /**
+   * Its keep-alive TCP connections: a solver's to the provider, the gateway's from the soak's
+   * client. Pools that open and close connections as the load moves (a solver's swing by ten in
+   * a quiet minute); printed, not judged.
+   */
+  pooled: number;
   /** Its connections to the region's database (by application_name). */
   pg: number;
 }
@@ -44,12 +52,48 @@ export interface Sample {
   tasks?: { offered: number; accepted: number; completed: number };
 }
 
-/** RSS and fds of a live process; undefined once it is gone (a killed one not yet reaped has no VmRSS). */
-export function figuresOf(pid: number): Omit<ProcessFigures, "pg"> | undefined {
+/** The provider's port (solvers connect to it) and the gateway's (the soak's client connects to it). */
+export interface PoolPorts {
+  provider: number;
+  gateway: number;
+}
+
+/** Local and remote ports of the TCP sockets in `pid`'s network namespace, by socket inode. */
+function socketPorts(pid: number): Map<string, { local: number; remote: number }> {
+  const out = new Map<string, { local: number; remote: number }>();
+  const port = (address: string) => Number.parseInt(address.split(":")[1]!, 16);
+  for (const f of ["tcp", "tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(`/proc/${pid}/net/${f}`, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const c = line.trim().split(/\s+/);
+      if (c.length > 9) out.set(c[9]!, { local: port(c[1]!), remote: port(c[2]!) });
+    }
+  }
+  return out;
+}
+
+/** RSS, fds and keep-alive connections of a live process; undefined once it is gone (a killed one not yet reaped has no VmRSS). */
+export function figuresOf(pid: number, ports: PoolPorts): Omit<ProcessFigures, "pg"> | undefined {
   try {
-    const fds = readdirSync(`/proc/${pid}/fd`).length;
+    const links = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+      try {
+        return readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        return "";
+      }
+    });
+    const sockets = socketPorts(pid);
+    const pooled = links.filter((l) => {
+      const s = sockets.get(/^socket:\[(\d+)\]$/.exec(l)?.[1] ?? "");
+      return !!s && (s.remote === ports.provider || s.local === ports.gateway);
+    }).length;
     const rss = memoryOf(pid).rssMb;
-    return Number.isFinite(rss) ? { rssMb: Math.round(rss * 10) / 10, fds } : undefined;
+    return Number.isFinite(rss) ? { rssMb: Math.round(rss * 10) / 10, fds: links.length - pooled, pooled } : undefined;
   } catch {
     return undefined;
   }
@@ -97,14 +141,14 @@ export async function pgConnections(db: Database, database: string): Promise<Rec
 export async function takeSample(
   at: number,
   watched: Watched[],
-  g: { jsm: JetStreamManager; db: Database; database: string },
+  g: { jsm: JetStreamManager; db: Database; database: string; ports: PoolPorts },
 ): Promise<Sample> {
   const [c, pgByApp] = await Promise.all([consumerCounts(g.jsm), pgConnections(g.db, g.database)]);
   const live = new Map<string, ProcessFigures>();
   const procs: Record<string, ProcessFigures> = {};
   for (const w of watched) {
     if (!w.alive()) continue;
-    const f = figuresOf(w.pid);
+    const f = figuresOf(w.pid, g.ports);
     if (!f) continue;
     procs[w.label] = { ...f, pg: 0 };
     live.set(w.label.replace(/ #\d+$/, ""), procs[w.label]!);

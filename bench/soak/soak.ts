@@ -25,6 +25,8 @@ export interface SoakResult {
   outcome: Outcome;
   /** What was done to the stack, when (ms since the soak began). */
   events: Array<Disturbance & { what: string }>;
+  /** Where the apps' logs are (run.ts removes them when every goal is met). */
+  logDir: string;
 }
 
 const FINAL = ["completed", "failed", "cancelled"];
@@ -33,6 +35,12 @@ export async function runSoak(s: SoakSettings, log: (m: string) => void): Promis
   let t0 = performance.now();
   const now = () => Math.round(performance.now() - t0);
   const stack = await startSoakStack({ solvers: s.solvers, now });
+  // Ctrl-C or a CI timeout: the apps, nats-server and the database go with the soak.
+  const interrupted = (sig: NodeJS.Signals) => {
+    log(`${sig}: stopping the stack`);
+    void stack.stop().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupted).once("SIGTERM", interrupted);
   try {
     log(`stack up in ${(now() / 1000).toFixed(1)} s`);
     t0 = performance.now();
@@ -61,17 +69,24 @@ export async function runSoak(s: SoakSettings, log: (m: string) => void): Promis
       samples,
       procs: stack.watched.map((w) => processGrowth(w, samples, { warmupMs: s.warmupMs, soakStart: 0, disturbances })),
       global: globalGrowth(samples, s.warmupMs, disturbances),
+      logDir: stack.system.logDir,
       outcome,
       events,
     };
   } finally {
+    process.off("SIGINT", interrupted).off("SIGTERM", interrupted);
     await stack.stop();
   }
 }
 
 /** A sample at 0 and every `sampleEveryMs`, the last one at the end of the offering. */
 async function sampleUntilEnd(stack: SoakStack, s: SoakSettings, now: () => number, load: Load, samples: Sample[]) {
-  const g = { jsm: stack.jsm, db: stack.region.db, database: stack.region.database.name };
+  const g = {
+    jsm: stack.jsm,
+    db: stack.region.db,
+    database: stack.region.database.name,
+    ports: { provider: Number(new URL(stack.system.provider.url).port), gateway: stack.region.gatewayPort },
+  };
   for (let k = 0; ; k++) {
     const at = Math.min(k * s.sampleEveryMs, s.durationMs);
     await Bun.sleep(Math.max(0, at - now()));
