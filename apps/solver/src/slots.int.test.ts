@@ -14,6 +14,7 @@ import {
 } from "@pipeline/devstack/testing";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
 import { type Database, openDatabase, tasks } from "@pipeline/shared/db";
+import { workerNameOf } from "@pipeline/shared/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { shardOf, taskSubject } from "@pipeline/shared/subjects";
@@ -192,7 +193,9 @@ test("two solvers share one plan: never over its threads, no slot row per task, 
   const blocks = await database.sql<
     { owner: string }[]
   >`select owner from provider_slot_blocks where key_ref = ${KEY_REF} order by owner`;
-  expect(blocks.map((b) => b.owner)).toEqual(["plan-a", "plan-b"]);
+  // Held under `<WORKER_ID>.<incarnation>`: each process start is its own holder.
+  expect(blocks.map((b) => b.owner)).toEqual([s1.workerId, s2.workerId]);
+  expect(blocks.map((b) => workerNameOf(b.owner))).toEqual(["plan-a", "plan-b"]);
   const leaseWrites = (await blockWrites()) - writesBefore;
   console.log(
     `[slots] 16 tasks on a ${threads}-thread plan, two solvers: max in flight ${stats.maxInFlightByKey[KEY]}, block lease writes ${leaseWrites}`,
@@ -203,7 +206,7 @@ test("two solvers share one plan: never over its threads, no slot row per task, 
     (await database.sql<{ owner: string }[]>`select owner from provider_slot_blocks where key_ref = ${KEY_REF}`).map(
       (b) => b.owner,
     ),
-  ).toEqual(["plan-b"]);
+  ).toEqual([s2.workerId]);
 }, 90_000);
 
 /** Upserts of provider_slot_blocks so far (pg_stat's counters lag a little; the test only prints them). */
