@@ -6,6 +6,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { findChromium, findNatsServer, freePort, redactPassword, startPostgres } from "@pipeline/devstack";
 import { failureDigest } from "./failure-digest.ts";
+import { fileTimes, fileTimesReport } from "./file-times.ts";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -105,10 +106,13 @@ const child = spawn(
 );
 let tail = "";
 const why = failureDigest();
+const times = fileTimes();
+const startedAt = Date.now();
 child.stderr!.on("data", (b: Buffer) => {
   process.stderr.write(b);
   tail = (tail + b.toString()).slice(-4000);
   why.push(b.toString());
+  times.push(b.toString());
 });
 const code: number = await new Promise((r) => child.on("exit", (c) => r(c ?? 1)));
 try {
@@ -120,6 +124,7 @@ rmSync(pgDir, { recursive: true, force: true });
 const passed = Number(/(\d+) pass\b/.exec(tail)?.[1] ?? 0);
 let failed = Number(/(\d+) fail\b/.exec(tail)?.[1] ?? 0);
 if (code !== 0 && failed === 0) failed = 1; // a crash or an error outside a test
+for (const line of fileTimesReport(times, Date.now() - startedAt)) console.error(line);
 // CI shows only the start and the end of this output: why each test failed goes just above the summary.
 if (failed) for (const line of why.report()) console.error(line);
 summary(passed, failed);
