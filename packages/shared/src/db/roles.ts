@@ -76,6 +76,9 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
             "params",
             "callback_url",
             "deadline_at",
+            "not_before",
+            "need_by",
+            "start_at",
             "state",
           ],
           // cancel, redrive, undoRedrive.

@@ -40,6 +40,12 @@ export const tasks = pgTable(
     userAgent: text("user_agent"),
     tokenExpiresAt: timestamp("token_expires_at", { withTimezone: true }),
     deadlineAt: timestamp("deadline_at", { withTimezone: true }),
+    /** The client's `notBefore`: the task is not started before it (docs/scheduling.md). */
+    notBefore: timestamp("not_before", { withTimezone: true }),
+    /** The client's `needBy`: the token should be ready shortly before it; past it unsolved, the task fails (NEED_BY_PASSED). */
+    needBy: timestamp("need_by", { withTimezone: true }),
+    /** When the task's scheduled message is put on its lane (a message schedule on TASKS); null: at acceptance. */
+    startAt: timestamp("start_at", { withTimezone: true }),
     callbackUrl: text("callback_url"),
     redrives: integer("redrives").notNull().default(0),
     errorCode: text("error_code"),
