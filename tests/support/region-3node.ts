@@ -5,80 +5,16 @@
 // bucket has its three copies current (after a node came back), an open-loop load through the
 // gateway's REST API that counts the requests that did not get a 2xx, and what the solvers' logs
 // say the kills cost.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
-import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
+import { type NatsCluster, startNatsCluster } from "@pipeline/devstack";
 import { type RegionStack, recoveryEnv, type StackHandle, startStack, testServers } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 
 export const API_KEY = "region-3node-client-key-0001";
-
-/** The cluster's nodes, and one handle over all of them (its `url` lists every node, as NATS_URL does in production). */
-export interface NatsCluster {
-  nodes: NatsServerHandle[];
-  handle: NatsServerHandle;
-}
-
-/** `n` nodes of one JetStream cluster on 127.0.0.1 (routes between all), sharing their users; resolves once it can make an R`n` stream. */
-export async function startNatsCluster(name: string, regions: string[], n = 3): Promise<NatsCluster> {
-  const root = mkdtempSync(join(tmpdir(), `nats-${name}-cluster-`));
-  const ports = [];
-  for (let i = 0; i < n; i++) ports.push({ client: await freePort(), route: await freePort() });
-  const nodes: NatsServerHandle[] = [];
-  for (const [i, p] of ports.entries()) {
-    const storeDir = join(root, `n${i}`);
-    mkdirSync(storeDir, { recursive: true });
-    nodes.push(
-      await startNatsServer({
-        port: p.client,
-        storeDir,
-        name: `${name}-${i + 1}`,
-        regions,
-        ...(nodes[0] ? { credentialsFrom: nodes[0].credentialsFile } : {}),
-        cluster: {
-          name,
-          port: p.route,
-          routes: ports.filter((_, j) => j !== i).map((o) => ({ host: "127.0.0.1", port: o.route })),
-        },
-      }),
-    );
-  }
-  const first = nodes[0]!;
-  const each = async (f: (h: NatsServerHandle) => Promise<void>) => {
-    for (const h of nodes) await f(h);
-  };
-  const handle: NatsServerHandle = {
-    ...first,
-    url: nodes.map((h) => h.url).join(","),
-    pid: () => undefined,
-    stop: async () => {
-      await each((h) => h.stop());
-      rmSync(root, { recursive: true, force: true });
-    },
-    kill: () => each((h) => h.kill()),
-    start: () => each((h) => h.start()),
-  };
-  const nc = await connectNats(handle.url, `${name}-ready`, first.auth("admin"));
-  try {
-    // Ready when a stream with a copy on each node can be made (a meta leader and every peer known).
-    await eventually(
-      async () => {
-        const jsm = await jetstreamManager(nc);
-        const probe = { name: "CLUSTER_READY", subjects: ["cluster-ready"], num_replicas: n };
-        await jsm.streams.add(probe);
-        return jsm.streams.delete(probe.name);
-      },
-      30_000,
-      250,
-    );
-  } finally {
-    await nc.close();
-  }
-  return { nodes, handle };
-}
 
 /**
  * Every stream of the account (TASKS, EVENTS, DLQ, BODIES and the buckets' KV_ streams) with a

@@ -42,6 +42,7 @@ export {
   natsServerVersion,
   withLock,
 } from "./nats-binary.ts";
+export { type NatsCluster, startNatsCluster } from "./nats-cluster.ts";
 export {
   type CredentialsFile,
   type NatsCredentials,

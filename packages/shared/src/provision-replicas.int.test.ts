@@ -4,12 +4,9 @@
 // rollout service's `rollout_control` too when the region has it), changes nothing on a second run,
 // and an administering side configured for fewer never scales them down.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
+import { type NatsCluster, startNatsCluster } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { openConfigBucket } from "./kv/buckets.ts";
 import { connectNats, type NatsConnection } from "./nats/connection.ts";
@@ -17,41 +14,16 @@ import { provisionRegion } from "./provision.ts";
 import { CONTROL_BUCKET } from "./rollout/store.ts";
 
 const REGION = "kr";
-const nodes: NatsServerHandle[] = [];
-const dirs: string[] = [];
+let cluster: NatsCluster;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  const ports = await Promise.all([0, 1, 2].map(async () => ({ client: await freePort(), route: await freePort() })));
-  for (const [i, p] of ports.entries()) {
-    const dir = mkdtempSync(join(tmpdir(), `nats-kr${i}-`));
-    dirs.push(dir);
-    nodes.push(
-      await startNatsServer({
-        port: p.client,
-        storeDir: dir,
-        name: `kr-${i}`,
-        regions: [REGION],
-        ...(nodes[0] ? { credentialsFrom: nodes[0].credentialsFile } : {}),
-        cluster: {
-          name: "kr",
-          port: p.route,
-          routes: ports.filter((_, j) => j !== i).map((o) => ({ host: "127.0.0.1", port: o.route })),
-        },
-      }),
-    );
-  }
-  nc = await connectNats(nodes.map((n) => n.url).join(","), "kv-replicas-test", nodes[0]!.auth("admin"));
-  await eventually(
-    async () => (await (await jetstreamManager(nc)).getAccountInfo().catch(() => undefined)) !== undefined,
-    30_000,
-    250,
-  );
+  cluster = await startNatsCluster("kr", [REGION]);
+  nc = await connectNats(cluster.handle.url, "kv-replicas-test", cluster.handle.auth("admin"));
 }, 60_000);
 afterAll(async () => {
   await nc?.close().catch(() => {});
-  for (const n of nodes) await n.stop().catch(() => {});
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await cluster?.handle.stop().catch(() => {});
 });
 
 /** Each bucket's stream config, by bucket name. */

@@ -2,53 +2,24 @@
 // TASKS, EVENTS and DLQ three copies, an app started with the default (1) does not scale them back
 // down, and a stream keeps serving when the node leading it is killed.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { freePort, type NatsServerHandle, startNatsServer } from "@pipeline/devstack";
+import { type NatsCluster, startNatsCluster } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { streams, taskSubject } from "../subjects.ts";
 import { connectNats, type NatsConnection } from "./connection.ts";
 import { ensureStreams } from "./topology.ts";
 
 const REGION = "rp";
-const nodes: NatsServerHandle[] = [];
-const dirs: string[] = [];
+let cluster: NatsCluster;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  const ports = await Promise.all([0, 1, 2].map(async () => ({ client: await freePort(), route: await freePort() })));
-  for (const [i, p] of ports.entries()) {
-    const dir = mkdtempSync(join(tmpdir(), `nats-rp${i}-`));
-    dirs.push(dir);
-    nodes.push(
-      await startNatsServer({
-        port: p.client,
-        storeDir: dir,
-        name: `rp-${i}`,
-        regions: [REGION],
-        ...(nodes[0] ? { credentialsFrom: nodes[0].credentialsFile } : {}),
-        cluster: {
-          name: "rp",
-          port: p.route,
-          routes: ports.filter((_, j) => j !== i).map((o) => ({ host: "127.0.0.1", port: o.route })),
-        },
-      }),
-    );
-  }
-  nc = await connectNats(nodes.map((n) => n.url).join(","), "replicas-test", nodes[0]!.auth("admin"));
-  // The cluster's JetStream is ready once a meta leader is elected.
-  await eventually(
-    async () => (await (await jetstreamManager(nc)).getAccountInfo().catch(() => undefined)) !== undefined,
-    30_000,
-    250,
-  );
+  cluster = await startNatsCluster("rp", [REGION]);
+  nc = await connectNats(cluster.handle.url, "replicas-test", cluster.handle.auth("admin"));
 }, 60_000);
 afterAll(async () => {
   await nc?.close().catch(() => {});
-  for (const n of nodes) await n.stop().catch(() => {});
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await cluster?.handle.stop().catch(() => {});
 });
 
 test("STREAM_REPLICAS=3 gives each stream three copies; an app with the default does not scale them down", async () => {
@@ -76,7 +47,7 @@ test("a message accepted before the stream's leader node is killed -9 is still t
   await js.publish(taskSubject(REGION, "normal", 0), "before");
   const leader = (await jsm.streams.info(streams.tasks(REGION))).cluster!.leader!;
   // The node leading TASKS dies (kill -9, not a shutdown).
-  const victim = nodes[Number(/^rp-(\d)$/.exec(leader)![1])]!;
+  const victim = cluster.nodes[Number(/^rp-(\d)$/.exec(leader)![1]) - 1]!;
   await victim.kill();
   await eventually(
     async () => {
