@@ -24,7 +24,7 @@
 // of those tasks; an in.php call it had started is waited for by the taker-over (submit marker).
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { type Heartbeat, liveWorkers, workerNameOf } from "@pipeline/shared/kv";
+import { type Heartbeat, liveWorkers, type WorkersView, workerNameOf } from "@pipeline/shared/kv";
 import { publishTaskMessage } from "@pipeline/shared/nats";
 import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import type postgres from "postgres";
@@ -33,6 +33,12 @@ export interface ReaperDeps {
   sql: postgres.Sql;
   js: JetStreamClient;
   workers: KV;
+  /**
+   * The bucket as kept by this process's one watch (kv/workers-view.ts): read instead of listing
+   * the bucket each round, which leaves a consumer on the server per call. Throws on a stale copy,
+   * and the round is skipped.
+   */
+  view?: WorkersView;
   region: string;
   /** A worker silent this long is dead (default 6000: three missed beats). */
   deadAfterMs: number;
@@ -55,7 +61,7 @@ export interface Reaped {
 }
 
 export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<Reaped> {
-  const { workers } = await liveWorkers(d.workers, now, d.deadAfterMs);
+  const { workers } = d.view ? d.view.live(now, d.deadAfterMs) : await liveWorkers(d.workers, now, d.deadAfterMs);
   const alive = new Set(workers.map((w) => w.workerId));
   const holders = await d.sql<{ owner: string }[]>`
     select distinct lease_owner as owner from tasks where state = 'solving' and region = ${d.region} and lease_until > now() and lease_owner is not null

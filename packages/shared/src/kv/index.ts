@@ -19,3 +19,4 @@ export {
   parseSolverConfig,
   SolverRuntimeConfig,
 } from "./runtime-config.ts";
+export { StaleViewError, type WorkersView, watchWorkers } from "./workers-view.ts";
