@@ -114,6 +114,11 @@ export const SolverEnv = z
     /** The plan's concurrent threads for PROVIDER_KEY, enforced across every solver process. */
     PROVIDER_THREADS: envInt(50, 1, 100_000),
     SLOT_WAIT_MS: envInt(2000, 0, 60_000),
+    /**
+     * Adapt how many provider tasks this solver keeps at each account (AIMD, under the plan):
+     * cut on ERROR_NO_SLOT_AVAILABLE, 429 and submit timeouts, grown back one by one (docs/scheduling.md).
+     */
+    ADAPTIVE_CONCURRENCY: envBool(false),
     /** A solver's block of provider units is leased this long (renewed every quarter): a dead solver's reservations end after it, or sooner by the reaper. */
     SLOT_LEASE_MS: envInt(6000, 1000, 600_000),
     /** Claims of one task before it is dead-lettered. */

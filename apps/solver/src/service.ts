@@ -30,6 +30,7 @@ import {
   breakerFactory,
   memoryGovernorOf,
   providerClientOf,
+  providerWindowOf,
   serveMetrics,
   type Tally,
   timingOf,
@@ -37,6 +38,7 @@ import {
 import { startReports } from "./wiring/reports.ts";
 import { openTaskTopology } from "./wiring/topology.ts";
 import { createSolverWorker } from "./wiring/worker.ts";
+import type { ProviderWindow } from "./worker/provider-window.ts";
 import type { Worker } from "./worker/worker.ts";
 
 export interface SolverService {
@@ -101,6 +103,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     liveConfig,
     inFlight,
     tally: p.tally,
+    ...(p.window ? { concurrencyLimits: p.window.limits } : {}),
     log,
   });
   const reaper = startReaper({ config, database, js, kv: workersKv, workerId, log });
@@ -161,7 +164,9 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
   const fence = await fenceOf(nc, config, log);
   const onConsumerMissing = (lane: Parameters<typeof topology.recreate>[0], what: string) =>
     void topology.recreate(lane, what);
+  const window = providerWindowOf(config, accounts, log);
   const worker = createSolverWorker({
+    window,
     config,
     workerId,
     nc,
@@ -184,7 +189,7 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     ? createCallbackDispatcher({ config, deliveries, workerId, metrics, log })
     : undefined;
   const memory = memoryGovernorOf(config);
-  addGauges(metrics, { config, keyRing, worker, memory, slots, dispatcher, deliveries, consumers, jsm });
+  addGauges(metrics, { config, keyRing, worker, memory, slots, dispatcher, deliveries, consumers, jsm, window });
   const built = {
     nc,
     jsm,
@@ -199,6 +204,7 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     worker,
     provider,
     accounts,
+    window,
   };
   return { ...built, deliveries, dispatcher, memory, metrics };
 }
@@ -258,6 +264,7 @@ function addGauges(
     worker: Worker;
     memory: MemoryGovernor;
     slots: ProviderSlots;
+    window: ProviderWindow | undefined;
     dispatcher: Dispatcher | undefined;
     deliveries: ReturnType<typeof createDeliveryStore>;
     consumers: Parameters<typeof addSolverGauges>[1]["consumers"];
@@ -272,6 +279,7 @@ function addGauges(
     waiting: () => worker.waiting(),
     gc: () => ({ collections: memory.collections(), seconds: memory.collectMs() / 1000 }),
     slotsHeld: () => p.slots.held(keyRing.current().ref),
+    ...(p.window ? { concurrencyLimits: p.window.limits } : {}),
     ...(dispatcher ? { webhookInFlight: () => dispatcher.inFlight(), webhookBacklog: () => deliveries.backlog() } : {}),
     consumers: p.consumers,
     jsm: p.jsm,

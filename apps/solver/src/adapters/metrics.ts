@@ -16,6 +16,8 @@ export interface SolverMetricSources {
   /** The memory governor's collections so far and the time they took. */
   gc?: () => { collections: number; seconds: number };
   slotsHeld: () => Promise<number>;
+  /** The adaptive window's limit per account (ADAPTIVE_CONCURRENCY=1); absent: no gauge. */
+  concurrencyLimits?: () => Record<string, { limit: number; plan: number; held: number }>;
   /** Callback attempts in flight in this process, and the fleet's pending callbacks (when callbacks are on). */
   webhookInFlight?: () => number;
   webhookBacklog?: () => Promise<{ pending: number; lagSeconds: number }>;
@@ -100,6 +102,7 @@ export function addSolverGauges(metrics: SolverMetrics, src: SolverMetricSources
   const { registry } = metrics;
   addProcessGauges(registry, src);
   addProviderGauges(registry, src);
+  addWindowGauges(registry, src);
   addQueueGauges(registry, src);
   addWebhookGauges(registry, src);
 }
@@ -169,6 +172,33 @@ function addProviderGauges(registry: Registry, src: SolverMetricSources): void {
       this.set({ key: src.keyRef() }, v);
     },
   });
+}
+
+/** The adaptive window per account (ADAPTIVE_CONCURRENCY=1): its limit now and the places held; labelled by key reference, never the key. */
+function addWindowGauges(registry: Registry, src: SolverMetricSources): void {
+  const read = src.concurrencyLimits;
+  if (!read) return;
+  const gauge = (name: string, help: string, field: "limit" | "held") =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["key_ref"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [keyRef, v] of Object.entries(read())) this.set({ key_ref: keyRef }, v[field]);
+      },
+    });
+  gauge(
+    "solver_provider_concurrency_limit",
+    "Adaptive limit of provider tasks this solver keeps at the account (ADAPTIVE_CONCURRENCY; between 1 and the plan)",
+    "limit",
+  );
+  gauge(
+    "solver_provider_concurrency_held",
+    "Provider tasks this solver holds at the account (the adaptive window's places in use)",
+    "held",
+  );
 }
 
 /** The lanes' consumers (lag, unacknowledged) and the DLQ. */

@@ -9,6 +9,7 @@ import type { SolverConfig } from "../config.ts";
 import { createBreaker } from "../domain/breaker.ts";
 import type { ProviderKeyInUse } from "../domain/keyring.ts";
 import { type TimingInUse, timingInUse } from "../domain/timing.ts";
+import { createProviderWindow } from "../worker/provider-window.ts";
 import type { Accounts } from "./accounts.ts";
 
 /** The breaker of one provider key: state changes logged and published as `breaker` alerts. */
@@ -97,5 +98,22 @@ export function serveMetrics(config: SolverConfig, metrics: SolverMetrics, ready
       if (path === "/readyz") return ready() ? new Response("ok\n") : new Response("down\n", { status: 503 });
       return new Response("not found", { status: 404 });
     },
+  });
+}
+
+/**
+ * The adaptive window per account (ADAPTIVE_CONCURRENCY=1), undefined when off: each account's
+ * limit under its plan (a pay-per-solve account's under SOLVER_CONCURRENCY); changes logged.
+ */
+export function providerWindowOf(config: SolverConfig, accounts: Accounts, log: Logger) {
+  if (!config.ADAPTIVE_CONCURRENCY) return undefined;
+  return createProviderWindow({
+    planOf: (keyRef) => Math.min(accounts.threadsOfRef(keyRef), config.SOLVER_CONCURRENCY),
+    profile: config.PROVIDER_PROFILE,
+    onChange: (keyRef, from, to, why) =>
+      (why === "decrease" ? log.info.bind(log) : log.debug.bind(log))(
+        { keyRef, from, to },
+        `provider concurrency limit ${why === "decrease" ? "cut" : "raised"}`,
+      ),
   });
 }

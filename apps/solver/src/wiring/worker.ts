@@ -18,6 +18,7 @@ import type { KeyRing } from "../domain/keyring.ts";
 import { createPermits } from "../domain/permits.ts";
 import { pullExpiresMs } from "../domain/pull-expiry.ts";
 import type { TimingReader } from "../domain/timing.ts";
+import type { ProviderWindow } from "../worker/provider-window.ts";
 import { createSleeper } from "../worker/sleeps.ts";
 import { createWorker } from "../worker/worker.ts";
 import type { Accounts } from "./accounts.ts";
@@ -38,6 +39,8 @@ export function createSolverWorker(d: {
   metrics: SolverMetrics;
   onConsumerMissing: (lane: Priority, what: string) => void;
   accounts: Accounts;
+  /** The adaptive window (ADAPTIVE_CONCURRENCY=1). */
+  window?: ProviderWindow | undefined;
   log: Logger;
 }) {
   const { config } = d;
@@ -45,6 +48,7 @@ export function createSolverWorker(d: {
   return createWorker({
     ...(poller ? { poller } : {}),
     ...(d.fence ? { fence: d.fence } : {}),
+    ...(d.window ? { window: d.window } : {}),
     admission: createPermits(config.SOLVER_START_CONCURRENCY),
     workerId: d.workerId,
     consumers: d.consumers,

@@ -13,6 +13,7 @@ import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 import type { Outcome } from "../domain/outcome.ts";
 import type { Permits } from "../domain/permits.ts";
 import type { TimingReader } from "../domain/timing.ts";
+import type { ProviderWindow } from "./provider-window.ts";
 import type { Sleeper } from "./sleeps.ts";
 
 export interface HandlerDeps {
@@ -28,6 +29,8 @@ export interface HandlerDeps {
    */
   admission?: Permits;
   slots: ProviderSlots;
+  /** The adaptive window per account (ADAPTIVE_CONCURRENCY=1); absent: the plan alone caps the provider tasks. */
+  window?: ProviderWindow;
   /** The provider key in use (it may change between two tasks: key rotation) and a breaker per key. */
   keys: KeyRing;
   /** With several regions: may this region make new provider submissions (its lease)? Absent: always. */

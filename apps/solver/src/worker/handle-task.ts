@@ -32,6 +32,12 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     counter(deps)(wait.counter);
     return wait.outcome;
   }
+  // With ADAPTIVE_CONCURRENCY: a place in the account's adaptive window first (provider-window.ts).
+  const routed = deps.window ? await enterWindow(deps, order.length > 0 ? order : [first], d, signal) : order;
+  if (!routed) {
+    counter(deps)("windowWaits");
+    return nak(100 + random() * 400, "provider window full");
+  }
   // The start phase (slot, claim, submit, checkpoint) is capped.
   let admitted = false;
   const leave = () => {
@@ -45,7 +51,8 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     // A new provider task needs a unit of the key's plan (slots.ts); a redelivered task whose row
     // holds a provider id has its provider task already (counted in `tasks`): such a task is taken
     // up without a unit (a dead solver's tasks are finished even while the plan is full of them).
-    const { key, unit } = await takeRouted(deps, order.length > 0 ? order : [first], d, signal);
+    const { key, unit } = await takeRouted(deps, routed.length > 0 ? routed : [first], d, signal);
+    deps.window?.hold(d.taskId, key.ref);
     const breaker = deps.keys.breaker(key.ref);
     if (!unit && !(await needsNoUnit(deps, d.taskId))) {
       counter(deps)("slotWaits");
@@ -63,6 +70,34 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   } finally {
     leave();
   }
+}
+
+/** How long a task waits for a place in the adaptive window before its message is released (a short nak). */
+const WINDOW_WAIT_MS = 10_000;
+
+/**
+ * A place in the adaptive window of the best account in `order` that has one free now, else the
+ * first one freed at the best account (up to WINDOW_WAIT_MS). The accounts to route to, that one
+ * first; undefined: none freed in time. A task whose row holds a provider id already is counted
+ * without waiting (it is finished, not held back: its provider task runs anyway).
+ */
+async function enterWindow(
+  deps: HandlerDeps,
+  order: ProviderKeyInUse[],
+  d: Delivery,
+  signal: AbortSignal,
+): Promise<ProviderKeyInUse[] | undefined> {
+  const window = deps.window!;
+  const first = order[0]!;
+  const free = order.find((k) => !window.atLimit(k.ref));
+  if (free && (await window.enter(free.ref, d.taskId, d.priority, 0)))
+    return [free, ...order.filter((k) => k !== free)];
+  if (await window.enter(first.ref, d.taskId, d.priority, WINDOW_WAIT_MS, signal)) return order;
+  if (d.deliveries > 1 && (await needsNoUnit(deps, d.taskId))) {
+    window.hold(d.taskId, first.ref);
+    return order;
+  }
+  return undefined;
 }
 
 /**
@@ -98,6 +133,7 @@ export async function submitAnew(deps: HandlerDeps, resume: Resume, signal: Abor
   const { parked: p, row } = resume;
   // The account the waiting room chose (it may move a retry to another), if its key is still in use.
   const key = deps.keys.byRef(p.key.ref) ?? routeOrder(deps.keys, p.type)[0] ?? deps.keys.current();
+  deps.window?.hold(p.taskId, key.ref);
   const task = {
     taskId: p.taskId,
     type: p.type,
@@ -148,6 +184,7 @@ async function solve(
   // A provider task at another account whose key is in use (PROVIDERS) is polled there.
   const owner = row.providerKeyRef ? deps.keys.byRef(row.providerKeyRef) : undefined;
   const key = task.providerId && owner ? owner : routed;
+  deps.window?.hold(d.taskId, key.ref);
   if (task.providerId && row.providerKeyRef && row.providerKeyRef !== key.ref) {
     // A provider task of a key no longer in use (rotated away, maybe leaked) is never polled with
     // it again: the task is submitted anew with the current key.

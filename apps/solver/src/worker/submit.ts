@@ -103,6 +103,7 @@ async function submitOnce(c: SubmitContext) {
     c.signal,
   );
   observeReply(c.breaker, deps.profile, reply);
+  deps.window?.observe(key.ref, reply);
   if (reply.kind !== "ok") await deps.store.endSubmit(taskId, deps.workerId);
   // A timed-out in.php may have created a provider task we will never hear of: the retry
   // then pays twice. Said at warn so an operator can count them.

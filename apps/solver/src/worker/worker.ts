@@ -135,6 +135,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     async stop() {
       w.running = false;
       w.slots.wake();
+      deps.window?.endWaits();
       for (const m of w.streams) m.stop();
       await Promise.all(loops);
       await drain(w);
@@ -213,6 +214,8 @@ async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: 
     else handled = waited.kind === "done" ? waited.outcome : waited;
   }
   w.handling.delete(parsed.id);
+  // Its provider task ended (or none was made): its place in the adaptive window is free.
+  deps.window?.leave(parsed.id);
   if (failed) {
     // Leave the row to the next worker (it resumes from the stored provider id). If the
     // database is what failed, the lease, no longer renewed, runs out instead.

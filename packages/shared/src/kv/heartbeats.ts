@@ -23,6 +23,13 @@ export const Heartbeat = z.object({
   configRejected: z.object({ revision: z.number().int(), error: z.string() }).nullable(),
   /** Provider replies since the process started (the rollout's gate compares versions by their deltas). */
   tally: z.object({ providerCalls: z.number().int().min(0), providerErrors: z.number().int().min(0) }).optional(),
+  /** ADAPTIVE_CONCURRENCY=1: per account (key reference), the adaptive limit, its plan and the places held now. */
+  concurrencyLimits: z
+    .record(
+      z.string(),
+      z.object({ limit: z.number().int().min(0), plan: z.number().int().min(0), held: z.number().int().min(0) }),
+    )
+    .optional(),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 
