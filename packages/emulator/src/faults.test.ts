@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { capacityAt } from "./faults.ts";
 import { type Harness, startEmulator } from "./testing/emulator-harness.ts";
 
 const open: Harness[] = [];
@@ -118,5 +119,69 @@ describe("fault injection", () => {
     expect((await h.get("/in.php", RECAPTCHA)).body).toBe("MAX_USER_TURN");
     await fetch(`${h.url}/emulator/config`, { method: "POST", body: JSON.stringify({ faults: {} }) });
     expect((await h.get("/in.php", RECAPTCHA)).body).toMatch(/^OK\|/);
+  });
+});
+
+describe("capacity schedule", () => {
+  const steps = [
+    { forMs: 1000, threads: 3 },
+    { forMs: 500, threads: 1 },
+  ];
+
+  test("capacityAt: the step whose time it is, cycling; the last one held without repeat", () => {
+    expect(capacityAt(undefined, 5)).toBeUndefined();
+    const c = { steps, startAt: 10_000 };
+    expect(capacityAt(c, 9_000)).toBe(3); // before the start: the first step
+    expect(capacityAt(c, 10_000)).toBe(3);
+    expect(capacityAt(c, 10_999)).toBe(3);
+    expect(capacityAt(c, 11_000)).toBe(1);
+    expect(capacityAt(c, 11_499)).toBe(1);
+    expect(capacityAt(c, 11_500)).toBe(3); // the cycle again
+    expect(capacityAt({ ...c, repeat: false }, 11_500)).toBe(1);
+    expect(capacityAt({ ...c, repeat: false }, 99_999)).toBe(1);
+  });
+
+  test("in.php answers ERROR_NO_SLOT_AVAILABLE while a key holds the capacity of the moment", async () => {
+    let now = 50_000;
+    const h = await emu({
+      keys: { [KEY]: { threads: 10 } },
+      latencyMs: 60_000,
+      now: () => now,
+      faults: { capacity: { steps, startAt: 50_000 } },
+    });
+    const bodies = async (n: number) => {
+      const out: string[] = [];
+      for (let i = 0; i < n; i++) out.push((await h.get("/in.php", RECAPTCHA)).body.startsWith("OK|") ? "ok" : "busy");
+      return out;
+    };
+    expect(await bodies(4)).toEqual(["ok", "ok", "ok", "busy"]);
+    // Capacity 1 now: the three held are over it.
+    now = 51_000;
+    expect((await h.get("/in.php", RECAPTCHA)).body).toBe("ERROR_NO_SLOT_AVAILABLE");
+    // Capacity 3 again, still three held; a read answer frees one.
+    now = 51_500;
+    expect(await bodies(1)).toEqual(["busy"]);
+    expect(h.emulator.stats()).toMatchObject({ submissions: 3, rejectedSubmissions: 3 });
+    // The key's own thread limit still applies under a larger capacity.
+    h.emulator.configure({
+      keys: { [KEY]: { threads: 3 } },
+      faults: { capacity: { steps: [{ forMs: 1, threads: 100 }] } },
+    });
+    expect(await bodies(1)).toEqual(["busy"]);
+  });
+
+  test("the control API takes a schedule and names a bad field", async () => {
+    const h = await emu();
+    const ok = await fetch(`${h.url}/emulator/config`, {
+      method: "POST",
+      body: JSON.stringify({ faults: { capacity: { steps: [{ forMs: 1000, threads: 2 }], startAt: 0 } } }),
+    });
+    expect(ok.status).toBe(200);
+    const bad = await fetch(`${h.url}/emulator/config`, {
+      method: "POST",
+      body: JSON.stringify({ faults: { capacity: { steps: [{ forMs: 0, threads: 2 }] } } }),
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { fields: string[] }).fields).toEqual(["faults.capacity.steps.0.forMs"]);
   });
 });

@@ -1,5 +1,5 @@
 import { htmlErrorPage } from "./protocol-reply.ts";
-import type { FaultConfig } from "./settings.ts";
+import type { CapacitySchedule, FaultConfig } from "./settings.ts";
 
 /** True with probability `rate` (never for 0 or absent, always for 1). */
 export function rolls(rate: number | undefined, random: () => number): boolean {
@@ -21,4 +21,22 @@ export function transportFault(faults: FaultConfig, now: number, random: () => n
   if (faults.outageUntil !== undefined && now < faults.outageUntil) return htmlErrorPage(503);
   if (rolls(faults.http500Rate, random)) return htmlErrorPage(500);
   return null;
+}
+
+/**
+ * The capacity the schedule gives at `now` (epoch ms): the step whose time it is, counted from
+ * `startAt`; before it, the first step; past the last, the first again (`repeat`, the default) or
+ * the last. Undefined without a schedule (no limit beyond the key's threads).
+ */
+export function capacityAt(c: CapacitySchedule | undefined, now: number): number | undefined {
+  if (!c) return undefined;
+  const total = c.steps.reduce((n, s) => n + s.forMs, 0);
+  let t = Math.max(0, now - (c.startAt ?? 0));
+  if (c.repeat === false && t >= total) return c.steps.at(-1)!.threads;
+  t %= total;
+  for (const s of c.steps) {
+    if (t < s.forMs) return s.threads;
+    t -= s.forMs;
+  }
+  return c.steps.at(-1)!.threads;
 }

@@ -1,6 +1,6 @@
 import { geetestAnswer, imageAnswer, recaptchaToken, TURNSTILE_USER_AGENT, turnstileToken } from "./answers.ts";
 import type { EmulatorState } from "./emulator-state.ts";
-import { delay, rolls, transportFault } from "./faults.ts";
+import { capacityAt, delay, rolls, transportFault } from "./faults.ts";
 import { fingerprintOf } from "./fingerprint.ts";
 import { codeReply, okReply, replyStyleOf } from "./protocol-reply.ts";
 import type { ProtocolParams } from "./request-params.ts";
@@ -28,7 +28,7 @@ function issueAnswer(
 
 /**
  * Handles one in.php call. Order: slow-response delay, outage/500 page, forced code, key,
- * task validation, random error, balance, thread limit; then the task is accepted and
+ * task validation, random error, balance, thread limit (under the capacity schedule's); then the task is accepted and
  * `OK|<id>` returned. Every call is counted exactly once, as accepted or rejected.
  */
 export async function handleInPhp(state: EmulatorState, call: ProtocolParams): Promise<Response> {
@@ -59,7 +59,8 @@ export async function handleInPhp(state: EmulatorState, call: ProtocolParams): P
 
   if (rolls(faults.errorRate, state.random)) return reject(faults.errorCode ?? "ERROR_NO_SLOT_AVAILABLE");
   if (state.accounts.balanceUnits(key) < state.settings.priceUnits[sub.method]) return reject("ERROR_ZERO_BALANCE");
-  if (state.tasks.inFlight(key) >= state.accounts.threads(key)) return reject("ERROR_NO_SLOT_AVAILABLE");
+  const threads = Math.min(state.accounts.threads(key), capacityAt(faults.capacity, state.now()) ?? Infinity);
+  if (state.tasks.inFlight(key) >= threads) return reject("ERROR_NO_SLOT_AVAILABLE");
 
   const now = state.now();
   const jitter =

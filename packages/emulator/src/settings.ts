@@ -13,6 +13,23 @@ const ProviderCode = z
   .regex(/^[A-Z][A-Z0-9_: ]*$/, "expected an upper-case provider code such as ERROR_NO_SLOT_AVAILABLE");
 const Millis = z.number().int().min(0);
 
+/**
+ * The account's real capacity changing over time (every key alike): while a key holds at least
+ * the current step's `threads` unsolved tasks, in.php answers ERROR_NO_SLOT_AVAILABLE (its own
+ * thread limit still applies under it). The steps run from `startAt` (epoch ms; absent: 0, the
+ * cycle aligned to the clock) one after the other, and again from the first with `repeat`
+ * (default true); without it the last step holds for ever.
+ */
+export const CapacitySchedule = z.strictObject({
+  steps: z
+    .array(z.strictObject({ forMs: Millis.min(1), threads: z.number().int().min(0) }))
+    .min(1)
+    .max(64),
+  startAt: Millis.optional(),
+  repeat: z.boolean().optional(),
+});
+export type CapacitySchedule = z.infer<typeof CapacitySchedule>;
+
 /** Fault injection knobs; every field is optional and absent means "no fault". */
 export const FaultConfig = z.strictObject({
   /** Probability that in.php answers `errorCode` instead of accepting. */
@@ -31,6 +48,8 @@ export const FaultConfig = z.strictObject({
   outageUntil: Millis.optional(),
   /** Delay added before every protocol reply. */
   slowResponseMs: Millis.max(60_000).optional(),
+  /** A capacity that changes over time (CapacitySchedule): ERROR_NO_SLOT_AVAILABLE above it. */
+  capacity: CapacitySchedule.optional(),
   /** Always answer this code on in.php / res.php. */
   forceCode: z.strictObject({ inPhp: ProviderCode.optional(), resPhp: ProviderCode.optional() }).optional(),
 });
