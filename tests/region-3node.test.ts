@@ -37,7 +37,7 @@ async function kvRecords(s: Region3Node) {
     changedAt: new Date().toISOString(),
     reason: "a revision the drill reads back after each kill",
   });
-  const store = createRolloutStore(await openControlBucket(s.admin));
+  const store = createRolloutStore(await openControlBucket(s.admin, REGION));
   const plan = RolloutPlan.parse({ version: "canary", stable: "stable", regions: [REGION], steps: [5, 100], gate: {} });
   const revision = await store.write(newRollout(plan, new Date(), "region-3node drill"), 0);
   const shards: KV = await openRolloutBucket(s.admin, REGION);

@@ -16,7 +16,7 @@ export async function startRollout(config: RolloutConfig, env: Record<string, st
   const regions = new Map<string, RegionLink>();
   for (const e of endpoints) regions.set(e.name, await openRegionLink(e, "rollout-service"));
   const home = regions.get(config.REGION)!;
-  const store = createRolloutStore(await openControlBucket(home.nc));
+  const store = createRolloutStore(await openControlBucket(home.nc, config.REGION));
   let metrics: ReturnType<typeof createRolloutMetrics> | undefined;
   // NOTIFY_WEBHOOK_URL: rollbacks and rollouts waiting for a person reach the operators' channel.
   const notify = await rolloutNotifier(config, home.nc, log);

@@ -11,7 +11,7 @@ import { eventually } from "@pipeline/devstack/testing";
 import { openConfigBucket } from "./kv/buckets.ts";
 import { connectNats, type NatsConnection } from "./nats/connection.ts";
 import { provisionRegion } from "./provision.ts";
-import { CONTROL_BUCKET } from "./rollout/store.ts";
+import { CONTROL_BUCKET, openControlBucket } from "./rollout/store.ts";
 
 const REGION = "kr";
 let cluster: NatsCluster;
@@ -76,4 +76,17 @@ test("a region provisioned with replicas 3 from scratch gets three-copy buckets 
     500,
   );
   expect(Object.values(await bucketConfigs(p.buckets)).map((b) => b.replicas)).toEqual([3, 3, 3, 3, 3, 3]);
+}, 60_000);
+
+test("the rollout service's first start after provisioning creates rollout_control with the region's replica count", async () => {
+  const region = `${REGION}3`;
+  await eventually(() => provisionRegion(nc, { region, replicas: 3 }).catch(() => undefined), 30_000, 500);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.delete(`KV_${CONTROL_BUCKET}`); // as in a region where the rollout service had not started yet
+  await openControlBucket(nc, region);
+  expect((await jsm.streams.info(`KV_${CONTROL_BUCKET}`)).config.num_replicas).toBe(3);
+  // Without a region (a caller that names none), one copy: the old behaviour, asserted so the test can fail.
+  await jsm.streams.delete(`KV_${CONTROL_BUCKET}`);
+  await openControlBucket(nc);
+  expect((await jsm.streams.info(`KV_${CONTROL_BUCKET}`)).config.num_replicas).toBe(1);
 }, 60_000);

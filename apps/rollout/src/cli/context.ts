@@ -41,7 +41,7 @@ export async function withCliContext(
       if (e.name === o.config.REGION || o.reach === "all")
         links.push(await openRegionLink({ ...e, databaseUrl: undefined }, "rollout-cli"));
     const home = links.find((l) => l.name === o.config.REGION)!;
-    const store = createRolloutStore(await openControlBucket(home.nc));
+    const store = createRolloutStore(await openControlBucket(home.nc, o.config.REGION));
     return await fn({ config: o.config, links, home, store, json: o.json, by, auditTo: auditLog.write });
   } finally {
     for (const l of links) await l.close();

@@ -6,6 +6,7 @@
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "../nats/index.ts";
 import { describeIssues } from "../schemas/index.ts";
+import { buckets } from "../subjects.ts";
 import { type CommandVerb, command, percentAt, Rollout, withLog } from "./record.ts";
 
 export const CONTROL_BUCKET = "rollout_control";
@@ -24,9 +25,22 @@ export interface RolloutStore {
   revisions(): Promise<Stored[]>;
 }
 
-/** The bucket, created when missing (the rollout service and its CLI). */
-export async function openControlBucket(nc: NatsConnection): Promise<KV> {
-  return new Kvm(nc).create(CONTROL_BUCKET, { history: 64 });
+/**
+ * The bucket, created when missing (the rollout service and its CLI). With `region`, a new bucket
+ * gets the replica count of that region's workers bucket (what provisioning set from
+ * STREAM_REPLICAS), so the record survives a node as the region's other buckets do; an existing
+ * bucket is opened as it is (provisioning raises it).
+ */
+export async function openControlBucket(nc: NatsConnection, region?: string): Promise<KV> {
+  const kvm = new Kvm(nc);
+  const replicas = region
+    ? await kvm
+        .open(buckets.workers(region))
+        .then((kv) => kv.status())
+        .then((s) => s.replicas)
+        .catch(() => undefined)
+    : undefined;
+  return kvm.create(CONTROL_BUCKET, { history: 64, ...(replicas && replicas > 1 ? { replicas } : {}) });
 }
 
 export function createRolloutStore(kv: KV): RolloutStore {
