@@ -82,6 +82,14 @@ const GatewayEnvFields = z.object({
   PUBLISH_DEADLINE_MS: envInt(10_000, 100, 120_000),
   /** A task not finished this long after acceptance (or a redrive) is dead-lettered. */
   TASK_DEADLINE_MS: envInt(600_000, 1000, 7 * 24 * 3600_000),
+  /** How far ahead a task's `notBefore` / `needBy` may be (docs/scheduling.md). */
+  SCHEDULE_MAX_AHEAD_MS: envInt(24 * 3600_000, 60_000, 7 * 24 * 3600_000),
+  /** A `needBy` task starts at needBy minus (the type's measured p90 solve time + this margin). */
+  SCHEDULE_MARGIN_MS: envInt(5000, 0, 600_000),
+  /** The solve time assumed for a type with too few completed tasks in the last SCHEDULE_SOLVE_WINDOW_MS. */
+  SCHEDULE_DEFAULT_SOLVE_MS: envInt(60_000, 1000, 3600_000),
+  /** The window of completed tasks the p90 solve time is measured over (re-read every 30 s at most). */
+  SCHEDULE_SOLVE_WINDOW_MS: envInt(15 * 60_000, 60_000, 24 * 3600_000),
   DB_POOL_MAX: envInt(20, 1, 500),
   /** Reports (`reportbad`/`reportgood`, `POST /v1/tasks/:id/report`) are taken this long after a task completed: the provider's window. */
   REPORT_WINDOW_MS: envInt(15 * 60_000, 1000, 24 * 3600_000),

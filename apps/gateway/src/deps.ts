@@ -3,6 +3,7 @@ import type { GatewayMetrics } from "./adapters/metrics.ts";
 import type { TaskQueue, TaskWatcher } from "./adapters/nats.ts";
 import type { TaskStore } from "./adapters/pg.ts";
 import type { ReportStore } from "./adapters/reports.ts";
+import type { SolveTimes } from "./adapters/solve-times.ts";
 import type { SpendSource } from "./adapters/spend.ts";
 import type { GatewayConfig } from "./config.ts";
 import type { ApiKeys } from "./domain/api-keys.ts";
@@ -37,6 +38,9 @@ export interface GatewayDeps {
         | "GATEWAY_TRUSTED_PROXIES"
         | "WEBHOOK_CLIENT_GENERATIONS"
         | "REPORT_WINDOW_MS"
+        | "SCHEDULE_MAX_AHEAD_MS"
+        | "SCHEDULE_MARGIN_MS"
+        | "SCHEDULE_DEFAULT_SOLVE_MS"
       >
     >;
   store: TaskStore;
@@ -57,6 +61,8 @@ export interface GatewayDeps {
   spend?: SpendSource;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Quotas;
+  /** The measured p90 solve time per task type, for `needBy` starts; absent: the default lead. */
+  solveTimes?: SolveTimes;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */
   fence?: { allows(): boolean };
   /** `/readyz`'s cached check, shared by both listeners; absent: each listener makes its own. */

@@ -16,6 +16,7 @@ import { createGatewayMetrics } from "./adapters/metrics.ts";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
 import { createReportStore } from "./adapters/reports.ts";
+import { createSolveTimes } from "./adapters/solve-times.ts";
 import { createSpendSource } from "./adapters/spend.ts";
 import { createUsageSource } from "./adapters/usage.ts";
 import type { GatewayConfig } from "./config.ts";
@@ -117,6 +118,7 @@ function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnectio
     readiness: createReadiness({ store, queue, log }),
     reports: createReportStore(db),
     spend: createSpendSource(db),
+    solveTimes: createSolveTimes(db, log, { windowMs: config.SCHEDULE_SOLVE_WINDOW_MS }),
     // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.
     quotas: createQuotas({
       ...(config.QUOTAS ? { config: config.QUOTAS } : {}),

@@ -49,6 +49,15 @@ export function taskSubject(region: string, lane: Priority, shard: number): stri
   return `tasks.${region}.${lane}.${shard}`;
 }
 
+/**
+ * `tasks.<region>.scheduled.<task id>`: the held message of a scheduled task (`notBefore`/`needBy`,
+ * docs/scheduling.md). A message schedule on TASKS: the server publishes its body on the task's
+ * lane subject at the schedule's time and removes it. No lane consumer filters this subject.
+ */
+export function scheduleSubject(region: string, taskId: string): string {
+  return `tasks.${region}.scheduled.${taskId}`;
+}
+
 /** Wildcard covering every task subject of a region (the TASKS stream's subjects). */
 export function taskSubjects(region: string): string {
   return `tasks.${region}.>`;

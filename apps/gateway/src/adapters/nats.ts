@@ -1,5 +1,10 @@
 import type { Msg, NatsConnection, Subscription } from "@pipeline/shared/nats";
-import { createPubAckPublisher, publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
+import {
+  createPubAckPublisher,
+  publishScheduledTask,
+  publishTaskMessage,
+  publishWithRetry,
+} from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, subjectOfEvent } from "@pipeline/shared/subjects";
 import type { BodyMessage } from "@pipeline/shared/tasks";
@@ -7,6 +12,11 @@ import type { BodyMessage } from "@pipeline/shared/tasks";
 export interface TaskQueue {
   /** Publishes the task with Nats-Msg-Id = msgID (default: the task id) and resolves on the PubAck. */
   publishTask(msg: TaskMessage, msgID?: string): Promise<{ duplicate: boolean }>;
+  /**
+   * Holds the task message on TASKS until `at` (a message schedule: `tasks.<region>.scheduled.<id>`,
+   * Nats-Msg-Id `<id>:schedule`), when the server puts it on its lane; resolves on the PubAck.
+   */
+  publishScheduled(msg: TaskMessage, at: Date): Promise<{ duplicate: boolean }>;
   publishEvent(ev: TaskEvent): Promise<void>;
   /**
    * Publishes a task's image bodies on BODIES (`bodies.<region>.<task id>`, Nats-Msg-Id
@@ -23,6 +33,10 @@ export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: 
   return {
     async publishTask(msg, msgID = msg.id) {
       const ack = await publishTaskMessage(js, region, msg, msgID, deadlineMs);
+      return { duplicate: ack.duplicate };
+    },
+    async publishScheduled(msg, at) {
+      const ack = await publishScheduledTask(js, region, msg, at, deadlineMs);
       return { duplicate: ack.duplicate };
     },
     async publishEvent(ev) {

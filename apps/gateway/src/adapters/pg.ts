@@ -14,6 +14,10 @@ export interface QueuedRow {
   params: unknown;
   callbackUrl: string | null;
   deadlineAt: Date | null;
+  /** A scheduled task's instants (docs/scheduling.md); absent: null. */
+  notBefore?: Date | null;
+  needBy?: Date | null;
+  startAt?: Date | null;
 }
 
 export interface TaskStore {
@@ -139,13 +143,16 @@ function insertBatch(db: Db) {
         params: r.params,
         cb: r.callbackUrl,
         deadline: r.deadlineAt,
+        nb: r.notBefore ?? null,
+        nby: r.needBy ?? null,
+        sa: r.startAt ?? null,
       });
     }
     const out = await db.$client<{ id: string; created_at: Date | string }[]>`
-      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, callback_url, deadline_at, state)
-      select v.id, v.owner, v.idem, v.hash, v.region, v.type, v.priority, v.params, v.cb, v.deadline, 'queued'
+      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, callback_url, deadline_at, not_before, need_by, start_at, state)
+      select v.id, v.owner, v.idem, v.hash, v.region, v.type, v.priority, v.params, v.cb, v.deadline, v.nb, v.nby, v.sa, 'queued'
       from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-           as v(id uuid, owner text, idem text, hash text, region text, type text, priority text, params jsonb, cb text, deadline timestamptz)
+           as v(id uuid, owner text, idem text, hash text, region text, type text, priority text, params jsonb, cb text, deadline timestamptz, nb timestamptz, nby timestamptz, sa timestamptz)
       on conflict (id) do nothing
       returning id, created_at`;
     const created = new Map<string, Date | string>();

@@ -5,6 +5,7 @@ import { splitBodies } from "@pipeline/shared/tasks";
 import type { TaskStore } from "../adapters/pg.ts";
 import type { GatewayDeps } from "../deps.ts";
 import { isRefusal, type QuotaRefusal, type Quotas, type Reservation } from "../domain/quotas.ts";
+import { type SchedulePlan, scheduledDeadline } from "../domain/schedule.ts";
 import { deriveTaskId, requestHash } from "../domain/task-id.ts";
 import { toTaskView } from "../domain/task-view.ts";
 
@@ -46,6 +47,8 @@ export async function submitTask(
   clientId: string,
   req: TaskRequest,
   idempotencyKey: string | undefined,
+  /** A task with notBefore/needBy: its plan (domain/schedule.ts, checked by the caller); absent: now. */
+  schedule?: SchedulePlan,
 ): Promise<Submitted> {
   const region = deps.config.REGION;
   const regions = deps.config.regions ?? [region];
@@ -67,7 +70,16 @@ export async function submitTask(
     reservation = r;
   }
   try {
-    return await insertAndPublish(deps, clientId, req, idempotencyKey, id, hash, () => reservation?.release());
+    return await insertAndPublish(
+      deps,
+      clientId,
+      req,
+      idempotencyKey,
+      id,
+      hash,
+      () => reservation?.release(),
+      schedule,
+    );
   } catch (err) {
     reservation?.release();
     throw err;
@@ -99,7 +111,9 @@ async function insertAndPublish(
   id: string,
   hash: string,
   notNew: () => void,
+  schedule?: SchedulePlan,
 ): Promise<Submitted> {
+  const nowMs = deps.now().getTime();
   const inserted = await deps.store.insertQueued({
     id,
     owner: clientId,
@@ -110,7 +124,10 @@ async function insertAndPublish(
     priority: req.priority,
     params: req.params,
     callbackUrl: req.callbackUrl ?? null,
-    deadlineAt: new Date(deps.now().getTime() + deps.config.TASK_DEADLINE_MS),
+    deadlineAt: schedule
+      ? scheduledDeadline(schedule, nowMs, deps.config.TASK_DEADLINE_MS)
+      : new Date(nowMs + deps.config.TASK_DEADLINE_MS),
+    ...(schedule ? { notBefore: schedule.notBefore, needBy: schedule.needBy, startAt: schedule.startAt } : {}),
   });
   const message = { id, type: req.type, priority: req.priority };
   if (!inserted) {
@@ -144,10 +161,11 @@ async function insertAndPublish(
         idempotencyKey: idempotencyKey ?? null,
         callbackUrl: req.callbackUrl ?? null,
         deadlineAt: inserted.deadlineAt?.toISOString() ?? null,
+        ...(schedule ? scheduleData(schedule) : {}),
       },
     })
     .catch((err) => deps.log.error({ taskId: id, err: (err as Error).message }, "accepted event not published"));
-  await Promise.all([publishOrThrow(deps, message, true), event]);
+  await Promise.all([publishOrThrow(deps, message, true, schedule?.startAt ?? undefined), event]);
   return { id, status: "queued", replayed: false };
 }
 
@@ -166,6 +184,8 @@ async function replay(
   // that region's work (or its adopter's), never this region's queue's.
   // Its bodies too (same Nats-Msg-Id): the first attempt may have died before BODIES had them.
   if (existing.state === "queued" && existing.region === deps.config.REGION) {
+    // A scheduled task not yet due: its schedule again (the same `<id>:schedule`, deduplicated).
+    const held = existing.startAt && existing.startAt.getTime() > deps.now().getTime() ? existing.startAt : undefined;
     const split = splitBodies(existing.type, (existing.params ?? {}) as Record<string, unknown>);
     if (split.refs.length) await publishBodyOrThrow(deps, existing.id, split.values, false);
     await publishOrThrow(
@@ -176,6 +196,7 @@ async function replay(
         priority: existing.priority as TaskRequest["priority"],
       },
       false,
+      held,
     );
   }
   return { id: existing.id, status: toTaskView(existing, deps.now()).status, replayed: true };
@@ -203,9 +224,12 @@ async function publishOrThrow(
   deps: SubmitDeps,
   message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] },
   fresh: boolean,
+  /** A scheduled task: held on TASKS until then (a message schedule), else on its lane now. */
+  startAt?: Date,
 ): Promise<void> {
   try {
-    await deps.queue.publishTask(message);
+    if (startAt) await deps.queue.publishScheduled(message, startAt);
+    else await deps.queue.publishTask(message);
   } catch (err) {
     if (fresh) await deps.store.deleteUnpublished(message.id).catch(() => {});
     deps.log.warn({ taskId: message.id, err: (err as Error).message }, "publish failed; task not accepted");
@@ -213,4 +237,13 @@ async function publishOrThrow(
       cause: err,
     });
   }
+}
+
+/** What the `accepted` event says of a scheduled task (a restore rebuilds the row from it). */
+function scheduleData(s: SchedulePlan): Record<string, string | null> {
+  return {
+    notBefore: s.notBefore?.toISOString() ?? null,
+    needBy: s.needBy?.toISOString() ?? null,
+    startAt: s.startAt?.toISOString() ?? null,
+  };
 }

@@ -18,7 +18,7 @@ export {
   type SubjectRules,
 } from "./permissions.ts";
 export { createPubAckPublisher, PubAckError, PubAckTimeoutError, type Publisher } from "./pub-acks.ts";
-export { publishTaskMessage, publishWithRetry } from "./publish.ts";
+export { publishScheduledTask, publishTaskMessage, publishWithRetry } from "./publish.ts";
 export {
   assertStuck,
   bodiesMaxAgeFor,

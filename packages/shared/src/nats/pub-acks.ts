@@ -1,10 +1,15 @@
 import type { PubAck } from "@nats-io/jetstream";
-import { createInbox, headers, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { createInbox, headers, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { connectionInboxPrefix } from "./connection.ts";
 
 /** What a JetStream publish needs: a JetStreamClient, or the lighter publisher below. */
 export interface Publisher {
-  publish(subject: string, data: Uint8Array | string, opts: { msgID: string; timeout: number }): Promise<PubAck>;
+  publish(
+    subject: string,
+    data: Uint8Array | string,
+    /** `headers`: more headers (a message schedule's); Nats-Msg-Id is set from `msgID`. */
+    opts: { msgID: string; timeout: number; headers?: MsgHdrs },
+  ): Promise<PubAck>;
 }
 
 /** No PubAck within the timeout (the name and message are what isRetryablePublishError reads). */
@@ -77,6 +82,7 @@ export function createPubAckPublisher(
       return new Promise<PubAck>((resolve, reject) => {
         const token = (next++).toString(36);
         const h = headers();
+        for (const k of opts.headers?.keys() ?? []) h.set(k, opts.headers!.get(k));
         h.set("Nats-Msg-Id", opts.msgID);
         waiting.set(token, { resolve, reject, deadline: Date.now() + opts.timeout });
         startSweep();

@@ -152,7 +152,10 @@ export function tasksStreamConfig(o: TopologyOptions): Partial<StreamConfig> & {
     discard: DiscardPolicy.Old,
     num_replicas: o.replicas ?? 1,
     duplicate_window: nanos(o.duplicateWindowMs ?? 10 * 60_000),
-  };
+    // Message schedules (nats-server 2.12+): a task with notBefore/needBy is held on
+    // `tasks.<region>.scheduled.<id>` until its start (docs/scheduling.md); set on an existing stream too.
+    allow_msg_schedules: true,
+  } as Partial<StreamConfig> & { name: string };
 }
 
 export function eventsStreamConfig(o: TopologyOptions): Partial<StreamConfig> & { name: string } {

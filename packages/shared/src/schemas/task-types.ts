@@ -122,6 +122,19 @@ export function taskRequest(opts: { imageMaxBytes?: number; callbacks?: Callback
     priority: Priority.default("normal"),
     /** Receives a signed POST once the task reaches a final state. */
     callbackUrl: callbackUrl(opts.callbacks).optional(),
+    /** Do not start the task before this instant (docs/scheduling.md); checked against the clock by the gateway. */
+    notBefore: z.iso
+      .datetime({ offset: true, error: "must be an ISO-8601 instant with a time zone (e.g. 2026-12-06T09:00:00Z)" })
+      .optional()
+      .meta({ description: "ISO-8601 instant: the task is not started before it (at most 24 h ahead by default)" }),
+    /** Have the token ready shortly before this instant; past it unsolved the task fails (NEED_BY_PASSED). */
+    needBy: z.iso
+      .datetime({ offset: true, error: "must be an ISO-8601 instant with a time zone (e.g. 2026-12-06T09:00:00Z)" })
+      .optional()
+      .meta({
+        description:
+          "ISO-8601 instant: the token should be ready shortly before it (started at needBy minus the type's p90 solve time); unsolved by then the task fails with NEED_BY_PASSED",
+      }),
   };
   return z.discriminatedUnion(
     "type",

@@ -1,6 +1,7 @@
-import { fieldErrors, taskRequest } from "@pipeline/shared/schemas";
+import { fieldErrors, type TaskRequest, taskRequest } from "@pipeline/shared/schemas";
 import type { Context } from "hono";
 import type { GatewayDeps } from "../../deps.ts";
+import { planSchedule, type SchedulePlan } from "../../domain/schedule.ts";
 import { validIdempotencyKey } from "../../domain/task-id.ts";
 import { SubmitError, submitTask } from "../../tasks/submit.ts";
 import type { GatewayEnvVars } from "../env.ts";
@@ -42,8 +43,9 @@ export function submitRoute(deps: GatewayDeps) {
     const parsed = schema.safeParse(raw);
     if (!parsed.success)
       throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
+    const schedule = scheduleOf(deps, parsed.data);
     try {
-      const r = await submitTask(deps, clientId, parsed.data, idem);
+      const r = await submitTask(deps, clientId, parsed.data, idem, schedule);
       deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
       const headers: Record<string, string> = { location: `/v1/tasks/${r.id}` };
       if (r.replayed) headers["idempotent-replayed"] = "true";
@@ -72,4 +74,19 @@ function refuseWhenFenced(deps: GatewayDeps): void {
       ...(others.length ? { "x-try-regions": others.join(",") } : {}),
     },
   );
+}
+
+/**
+ * `notBefore` / `needBy` checked against the clock (a 400 naming the field, nothing stored) and
+ * turned into the task's start (docs/scheduling.md). Undefined: neither was given.
+ */
+function scheduleOf(deps: GatewayDeps, req: TaskRequest): SchedulePlan | undefined {
+  if (req.notBefore === undefined && req.needBy === undefined) return undefined;
+  const r = planSchedule(req, deps.now().getTime(), deps.solveTimes?.p90Ms(req.type), {
+    maxAheadMs: deps.config.SCHEDULE_MAX_AHEAD_MS ?? 24 * 3600_000,
+    marginMs: deps.config.SCHEDULE_MARGIN_MS ?? 5000,
+    defaultSolveMs: deps.config.SCHEDULE_DEFAULT_SOLVE_MS ?? 60_000,
+  });
+  if (!r.ok) throw new ProblemError(400, "Invalid Task", "the task's schedule is not possible", r.errors);
+  return r.plan;
 }
