@@ -21,7 +21,6 @@
 //
 // Names and addresses derive from this process's pid and a count of its stacks; `stop()` removes
 // every namespace, link and process, as does a watchdog if this process dies without stopping.
-import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,7 +30,6 @@ import {
   type NatsServerHandle,
   natsEnv,
   type PostgresHandle,
-  runCommand,
   startNatsServer,
   startPostgres,
   waitForPort,
@@ -51,6 +49,7 @@ import { connectNats } from "@pipeline/shared/nats";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 import { buckets } from "@pipeline/shared/subjects";
 import { type Proc, ROOT, spawnApp } from "../harness.ts";
+import { addNamespace, addVeth, guardTeardown, sh, shAsync, usedAddresses } from "./netns.ts";
 import { type LogFile, lastErrors, logsIn, watchEventLoop } from "./stack-diagnosis.ts";
 import {
   API_KEY,
@@ -113,19 +112,6 @@ export interface NetnsTwoRegions extends Omit<TwoRegions, "regions" | "isolate" 
   diagnose(): string;
 }
 
-/** A command that must succeed (setup and teardown only: it blocks the relays of this process). */
-function sh(args: string[]): string {
-  const r = spawnSync(args[0]!, args.slice(1), { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`${args.join(" ")}: ${(r.stderr || r.stdout).trim()}`);
-  return r.stdout;
-}
-
-/** A command run while relays in this process carry traffic: async, so they keep working. */
-async function shAsync(args: string[]): Promise<void> {
-  const { code, output } = await runCommand(args);
-  if (code !== 0) throw new Error(`${args.join(" ")}: ${output.trim()}`);
-}
-
 let stacks = 0;
 /**
  * The namespace plan of one stack: names from the pid and a per-process count (interface names
@@ -133,7 +119,7 @@ let stacks = 0;
  */
 function plan() {
   const tag = `rg${process.pid}n${(stacks++ % 36).toString(36)}`;
-  const used = sh(["ip", "-o", "-4", "addr", "show"]);
+  const used = usedAddresses();
   let idx = process.pid % 8960;
   let base = "";
   for (let i = 0; i < 8960; i++, idx = (idx + 1) % 8960) {
@@ -157,18 +143,12 @@ function plan() {
   };
 }
 
-/** Removes what `plan()` names: the namespaces' processes, the namespaces, the bridge (a shell script, for the watchdog too). */
-function teardownScript(p: ReturnType<typeof plan>): string {
-  const nss = [...p.regions.map((r) => r.ns), p.witness.ns];
-  return [
-    ...nss.map((ns) => `for pid in $(ip netns pids ${ns} 2>/dev/null); do kill -KILL $pid 2>/dev/null; done`),
-    "sleep 0.2",
-    ...nss.map((ns) => `ip netns del ${ns} 2>/dev/null`),
-    ...[...p.regions.flatMap((r) => [r.wanPort, r.accessPort]), p.witness.wanPort, p.bridge].map(
-      (l) => `ip link del ${l} 2>/dev/null`,
-    ),
-    "true",
-  ].join("; ");
+/** What `plan()` names: the namespaces and the links of this namespace (removed at stop). */
+function planNames(p: ReturnType<typeof plan>): { namespaces: string[]; links: string[] } {
+  return {
+    namespaces: [...p.regions.map((r) => r.ns), p.witness.ns],
+    links: [...p.regions.flatMap((r) => [r.wanPort, r.accessPort]), p.witness.wanPort, p.bridge],
+  };
 }
 
 /** Runs `bun <script>` inside a namespace, as `spawnApp` does outside one. */
@@ -194,29 +174,20 @@ function buildNetwork(p: Plan): void {
   sh(["ip", "link", "add", p.bridge, "type", "bridge"]);
   sh(["ip", "addr", "add", `${p.bridgeIp}/26`, "dev", p.bridge]);
   sh(["ip", "link", "set", p.bridge, "up"]);
-  const joinWan = (ns: string, port: string, ip: string) => {
-    sh(["ip", "link", "add", port, "type", "veth", "peer", "name", `${port}p`]);
-    sh(["ip", "link", "set", `${port}p`, "netns", ns]);
-    sh(["ip", "-n", ns, "link", "set", `${port}p`, "name", "wan"]);
-    sh(["ip", "-n", ns, "addr", "add", `${ip}/26`, "dev", "wan"]);
-    sh(["ip", "-n", ns, "link", "set", "wan", "up"]);
-    sh(["ip", "link", "set", port, "master", p.bridge]);
-    sh(["ip", "link", "set", port, "up"]);
-  };
-  for (const ns of [p.witness.ns, ...p.regions.map((r) => r.ns)]) {
-    sh(["ip", "netns", "add", ns]);
-    sh(["ip", "-n", ns, "link", "set", "lo", "up"]);
-  }
+  const joinWan = (ns: string, port: string, ip: string) =>
+    addVeth({ hostIf: port, peer: `${port}p`, ns, nsName: "wan", nsCidr: `${ip}/26`, master: p.bridge });
+  for (const ns of [p.witness.ns, ...p.regions.map((r) => r.ns)]) addNamespace(ns);
   joinWan(p.witness.ns, p.witness.wanPort, p.witness.wanIp);
   for (const r of p.regions) {
     joinWan(r.ns, r.wanPort, r.wanIp);
-    sh(["ip", "link", "add", r.accessPort, "type", "veth", "peer", "name", `${r.accessPort}p`]);
-    sh(["ip", "link", "set", `${r.accessPort}p`, "netns", r.ns]);
-    sh(["ip", "-n", r.ns, "link", "set", `${r.accessPort}p`, "name", "access"]);
-    sh(["ip", "-n", r.ns, "addr", "add", `${r.accessIp}/30`, "dev", "access"]);
-    sh(["ip", "-n", r.ns, "link", "set", "access", "up"]);
-    sh(["ip", "addr", "add", `${r.hostAccessIp}/30`, "dev", r.accessPort]);
-    sh(["ip", "link", "set", r.accessPort, "up"]);
+    addVeth({
+      hostIf: r.accessPort,
+      peer: `${r.accessPort}p`,
+      ns: r.ns,
+      nsName: "access",
+      nsCidr: `${r.accessIp}/30`,
+      hostCidr: `${r.hostAccessIp}/30`,
+    });
   }
 }
 
@@ -481,28 +452,6 @@ function netnsHandle(x: {
   };
 }
 
-/**
- * Removes leftovers of an earlier process with this pid, starts a watchdog that removes the
- * namespaces if this process dies without stop(), and returns the stop: cleanups, then teardown.
- */
-function guardTeardown(p: Plan, cleanups: Array<() => Promise<void>>): () => Promise<void> {
-  const teardown = teardownScript(p);
-  spawnSync("sh", ["-c", teardown]); // leftovers of an earlier process with this pid
-  // If this process dies without stop(), a watchdog removes the namespaces.
-  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${teardown}`], {
-    detached: true,
-    stdio: "ignore",
-  });
-  watchdog.unref();
-  return async () => {
-    for (const c of cleanups.reverse()) await c().catch(() => {});
-    spawnSync("sh", ["-c", teardown]);
-    try {
-      process.kill(watchdog.pid!, "SIGKILL");
-    } catch {}
-  };
-}
-
 export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promise<NetnsTwoRegions> {
   if (process.getuid?.() !== 0)
     throw new Error("startTwoRegionsNetns needs root (ip netns, veth, bridge); CI runs as root");
@@ -525,7 +474,7 @@ export async function startTwoRegionsNetns(o: NetnsTwoRegionOptions = {}): Promi
     natsLogs.push({ file: join(d, "nats-server.log"), name: prefix.replace(/-$/, "") });
     return d;
   };
-  const stopAll = guardTeardown(p, cleanups);
+  const stopAll = guardTeardown(planNames(p), cleanups);
   try {
     buildNetwork(p);
     loop.reset(); // the blocking setup above ran before any relay: not the WAN's stall
