@@ -21,7 +21,7 @@ export interface AimdOptions {
   floor?: number;
   /** The multiplicative decrease (0 < factor < 1; default 0.7). */
   factor?: number;
-  /** At most one decrease per this many ms (default 2000). */
+  /** At most one decrease per this many ms (default 1000): longer than a submit round trip, so one window's rejections are one signal. */
   holdMs?: number;
 }
 
@@ -61,7 +61,7 @@ export class AimdLimit {
   ) {
     this.floor = Math.max(1, Math.floor(o.floor ?? 1));
     this.factor = o.factor ?? 0.7;
-    this.holdMs = o.holdMs ?? 2000;
+    this.holdMs = o.holdMs ?? 1000;
     if (!(this.factor > 0 && this.factor < 1)) throw new RangeError("factor: expected 0 < factor < 1");
   }
 
