@@ -43,6 +43,17 @@ export interface RowFacts {
   attempts: number;
   deadlineAt: Date | null;
   errorCode: string | null;
+  /** The client's needBy (docs/scheduling.md): past it unsolved, the task fails with NEED_BY_PASSED. */
+  needBy?: Date | null;
+}
+
+/** The code of a task whose needBy passed before its token was there. */
+export const NEED_BY_PASSED = "NEED_BY_PASSED";
+
+/** A task whose needBy has passed (unsolved): failed with NEED_BY_PASSED, never started or polled again. */
+export function needByPassed(needByMs: number | null | undefined, nowMs: number): Step | undefined {
+  if (needByMs === null || needByMs === undefined || nowMs <= needByMs) return undefined;
+  return { kind: "deadLetter", reason: "needBy passed", code: NEED_BY_PASSED };
 }
 
 /**
@@ -87,6 +98,8 @@ export function afterClaim<R>(
 
 /** A freshly claimed task past its deadline or its attempts is dead-lettered before any provider call. */
 export function atStart(row: RowFacts, nowMs: number, l: Pick<LifecycleLimits, "maxAttempts">): Step | undefined {
+  const needBy = needByPassed(row.needBy?.getTime(), nowMs);
+  if (needBy) return needBy;
   if (row.deadlineAt !== null && nowMs > row.deadlineAt.getTime())
     return { kind: "deadLetter", reason: "deadline passed", code: row.errorCode ?? "DEADLINE_EXCEEDED" };
   if (row.attempts > l.maxAttempts)
@@ -103,6 +116,8 @@ export function retryOrDeadLetter(
 ): Step {
   if (row.attempts >= l.maxAttempts)
     return { kind: "deadLetter", reason: "max attempts", code: retry.code ?? "MAX_ATTEMPTS" };
+  const needBy = needByPassed(row.needBy?.getTime(), nowMs + retry.delayMs);
+  if (needBy) return needBy;
   if (row.deadlineAt !== null && nowMs + retry.delayMs > row.deadlineAt.getTime())
     return { kind: "deadLetter", reason: "deadline passed", code: retry.code ?? "DEADLINE_EXCEEDED" };
   return retry;

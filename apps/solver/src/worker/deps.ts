@@ -70,6 +70,8 @@ export interface Parked {
   /** New provider tasks this delivery made for it (bounded by maxResubmits). */
   resubmits: number;
   firstDelayMs: number;
+  /** The task's needBy (ms since the epoch): a wait still unanswered past it fails the task (NEED_BY_PASSED). */
+  needByMs?: number;
 }
 
 /** One delivery's progress: claimed yet, and the unit of the plan it took (slots.ts). */

@@ -211,6 +211,7 @@ async function solve(
         polls: task.polls,
         resubmits: 0,
         firstDelayMs: 0,
+        ...(row.needBy ? { needByMs: row.needBy.getTime() } : {}),
       },
     };
   }

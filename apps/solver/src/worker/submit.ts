@@ -154,6 +154,7 @@ async function checkpointAndPark(
       polls: task.polls,
       resubmits: c.resubmits.n,
       firstDelayMs: firstPollDelay(task.type, t.firstPollMs),
+      ...(task.row.needBy ? { needByMs: task.row.needBy.getTime() } : {}),
     },
   };
 }

@@ -6,7 +6,15 @@ import type { TaskRow } from "@pipeline/shared/db";
 import type { ProviderReply } from "@pipeline/shared/provider";
 import { chargeOf } from "../domain/charge.ts";
 import { routeOrder } from "../domain/keyring.ts";
-import { afterPoll, beforePoll, observeReply, resubmitOrFail, type Step } from "../domain/lifecycle.ts";
+import {
+  afterPoll,
+  beforePoll,
+  NEED_BY_PASSED,
+  needByPassed,
+  observeReply,
+  resubmitOrFail,
+  type Step,
+} from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { counter, type HandlerDeps, type Parked, type Resume } from "./deps.ts";
 import { completeSolved, forgetProviderTask, type TaskInHand, writeStep } from "./steps.ts";
@@ -105,6 +113,8 @@ class Wait {
       maxPolls: deps.timing.get().maxPolls,
     });
     if (stop) return void this.unanswered(stop);
+    // needBy passed without an answer: the token would come too late to be of use (docs/scheduling.md).
+    if (needByPassed(p.needByMs, Date.now())) return void this.unanswered({ kind: "fail", code: NEED_BY_PASSED });
     const reply = deps.poller
       ? deps.poller.poll(p.providerId, p.key.value, p.type, signal)
       : deps.provider.poll(p.providerId, p.key.value, signal);
