@@ -180,15 +180,18 @@ export interface Outcome {
   clientErrors: Record<string, number>;
 }
 
+/** A judged process's goals that failed (RSS, fds, Postgres connections), each as one phrase (empty: all met). */
+export function processFailures(p: Pick<ProcessGrowth, "label" | "rss" | "fds" | "pg">): string[] {
+  const failed: string[] = [];
+  if (p.rss && p.rss.pct >= RSS_GROWTH_MAX_PCT) failed.push(`${p.label} RSS +${p.rss.pct}%`);
+  if (p.fds && p.fds.delta > p.fds.tolerance) failed.push(`${p.label} fds +${p.fds.delta}`);
+  if (p.pg && p.pg.delta > p.pg.tolerance) failed.push(`${p.label} Postgres connections +${p.pg.delta}`);
+  return failed;
+}
+
 /** The goals that failed, each as one phrase (empty: all met). */
 export function failedGoals(procs: ProcessGrowth[], global: GlobalGrowth | undefined, out: Outcome): string[] {
-  const failed: string[] = [];
-  for (const p of procs) {
-    if (!p.judged || p.ok) continue;
-    if (p.rss && p.rss.pct >= RSS_GROWTH_MAX_PCT) failed.push(`${p.label} RSS +${p.rss.pct}%`);
-    if (p.fds && p.fds.delta > p.fds.tolerance) failed.push(`${p.label} fds +${p.fds.delta}`);
-    if (p.pg && p.pg.delta > p.pg.tolerance) failed.push(`${p.label} Postgres connections +${p.pg.delta}`);
-  }
+  const failed = procs.filter((p) => p.judged && !p.ok).flatMap(processFailures);
   if (!global) failed.push("no quiet stretch of two samples after the warm-up");
   else {
     if (global.consumers.delta > 0) failed.push(`NATS consumers +${global.consumers.delta}`);
