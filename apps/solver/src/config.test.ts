@@ -83,3 +83,9 @@ test("WORKER_ID: a name that fits a KV key and, with its incarnation, a Postgres
   expect(() => loadConfig({ ...ok, WORKER_ID: "solver 1" })).toThrow(/WORKER_ID/);
   expect(() => loadConfig({ ...ok, WORKER_ID: "s".repeat(41) })).toThrow(/WORKER_ID/);
 });
+
+test("ADAPTIVE_CONCURRENCY: off by default, a boolean; anything else names the variable", () => {
+  expect(loadConfig(ok).ADAPTIVE_CONCURRENCY).toBe(false);
+  expect(loadConfig({ ...ok, ADAPTIVE_CONCURRENCY: "1" }).ADAPTIVE_CONCURRENCY).toBe(true);
+  expect(() => loadConfig({ ...ok, ADAPTIVE_CONCURRENCY: "maybe" })).toThrow(/ADAPTIVE_CONCURRENCY/);
+});

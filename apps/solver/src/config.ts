@@ -116,7 +116,7 @@ export const SolverEnv = z
     SLOT_WAIT_MS: envInt(2000, 0, 60_000),
     /**
      * Adapt how many provider tasks this solver keeps at each account (AIMD, under the plan):
-     * cut on ERROR_NO_SLOT_AVAILABLE, 429 and submit timeouts, grown back one by one (docs/scheduling.md).
+     * cut on ERROR_NO_SLOT_AVAILABLE, 429 and submit timeouts, grown back one by one (docs/providers.md).
      */
     ADAPTIVE_CONCURRENCY: envBool(false),
     /** A solver's block of provider units is leased this long (renewed every quarter): a dead solver's reservations end after it, or sooner by the reaper. */

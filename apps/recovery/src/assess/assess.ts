@@ -21,6 +21,7 @@ import {
   snapshotCheck,
   workersChecks,
 } from "./checks.ts";
+import { concurrencyChecks } from "./concurrency.ts";
 import { eventsCheck, probeEventsSizing } from "./events-sizing.ts";
 import { laneChecks } from "./lanes.ts";
 import type { Assessment, Check } from "./model.ts";
@@ -107,6 +108,7 @@ export async function assess(d: AssessDeps): Promise<Assessment> {
       ? [balanceCheck(balances, { warnHours: d.balanceWarnHours ?? 6, staleMs: BALANCE_STALE_MS }, Date.now())]
       : []),
     ...workersChecks(d.workers),
+    ...(Array.isArray(d.workers) ? concurrencyChecks(d.workers) : []),
   ];
   const js = nats instanceof Error ? undefined : nats;
   return {
