@@ -27,17 +27,22 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   const order = d.type ? routeOrder(deps.keys, d.type) : [deps.keys.current()];
   const first = order[0] ?? deps.keys.current();
   const random = deps.random ?? Math.random;
-  const wait = gate({ fenced: !!deps.fence && !deps.fence.allows(), breaker: deps.keys.breaker(first.ref), random });
-  if (wait) {
-    counter(deps)(wait.counter);
-    return wait.outcome;
-  }
-  // With ADAPTIVE_CONCURRENCY: a place in the account's adaptive window first (provider-window.ts).
+  const gated = () => {
+    const wait = gate({ fenced: !!deps.fence && !deps.fence.allows(), breaker: deps.keys.breaker(first.ref), random });
+    if (wait) counter(deps)(wait.counter);
+    return wait?.outcome;
+  };
+  const closed = gated();
+  if (closed) return closed;
+  // With ADAPTIVE_CONCURRENCY: a place in the account's adaptive window first (provider-window.ts),
+  // and the gate again after a wait for one (the breaker may have opened meanwhile).
   const routed = deps.window ? await enterWindow(deps, order.length > 0 ? order : [first], d, signal) : order;
   if (!routed) {
     counter(deps)("windowWaits");
     return nak(100 + random() * 400, "provider window full");
   }
+  const closedSince = deps.window ? gated() : undefined;
+  if (closedSince) return closedSince;
   // The start phase (slot, claim, submit, checkpoint) is capped.
   let admitted = false;
   const leave = () => {
