@@ -6,7 +6,8 @@
 // keep-alive connections to the provider) grow to a size they keep, up to their bound: no leak.
 // So the samples are cut into quiet stretches (each starting `SETTLE_MS` after a disturbance and
 // ending at the next), and growth is the sum of what each stretch grew, its two ends each the
-// median of up to three samples (a garbage collector's sawtooth is not growth). A leak grows in
+// median of up to three samples (a garbage collector's sawtooth is not growth; for held counts,
+// fds and connections, their floor: a socket open for a moment is no leak). A leak grows in
 // the quiet too and adds up over the stretches; a step at a disturbance does not count. A process
 // with no stretch of two samples is listed as too short to judge. Judged per process: RSS, fds
 // (less its keep-alive connections, a solver's to the provider and the gateway's from the client:
@@ -96,14 +97,24 @@ export interface GlobalGrowth {
   pgOrphans: number;
 }
 
-/** One figure's growth summed over the stretches; `from` is its value at the first stretch's start. */
-export function stretchedChange<T>(stretches: T[][], f: (x: T) => number): Change {
+/**
+ * The level of a held count (fds, connections, consumers) at a window's end: its floor. A socket
+ * open for a moment (a periodic job's request, a scrape) is a spike above it, whenever the sample
+ * lands; a leak raises the floor itself.
+ */
+export const floor = (xs: number[]) => Math.min(...xs);
+
+/**
+ * One figure's growth summed over the stretches; `from` is its value at the first stretch's start.
+ * Each end's level is `level` of its samples: the median (RSS: a collector's sawtooth), or `floor`.
+ */
+export function stretchedChange<T>(stretches: T[][], f: (x: T) => number, level = median): Change {
   let delta = 0;
   for (const s of stretches) {
     const [a, b] = ends(s);
-    delta += median(b.map(f)) - median(a.map(f));
+    delta += level(b.map(f)) - level(a.map(f));
   }
-  const from = median(ends(stretches[0]!)[0].map(f));
+  const from = level(ends(stretches[0]!)[0].map(f));
   return { from, to: from + delta, delta };
 }
 
@@ -127,8 +138,8 @@ export function processGrowth(
   const rss = stretchedChange(stretches, (x) => x.rssMb);
   const pct = Math.round((rss.delta / rss.from) * 1000) / 10;
   const tolerance = w.startedAt > o.soakStart ? RESTARTED_FD_TOLERANCE : 0;
-  const fds = { ...stretchedChange(stretches, (x) => x.fds), tolerance };
-  const pg = { ...stretchedChange(stretches, (x) => x.pg), tolerance };
+  const fds = { ...stretchedChange(stretches, (x) => x.fds, floor), tolerance };
+  const pg = { ...stretchedChange(stretches, (x) => x.pg, floor), tolerance };
   return {
     label: w.label,
     judged: true,
@@ -158,7 +169,7 @@ export function globalGrowth(
   return {
     from: after[0]!.at,
     to: after[after.length - 1]!.at,
-    consumers: stretchedChange(stretches, (s) => s.consumers),
+    consumers: stretchedChange(stretches, (s) => s.consumers, floor),
     expiringConsumers: { from: at(first, (s) => s.expiringConsumers), to: at(last, (s) => s.expiringConsumers) },
     pgConnections: { from: at(first, (s) => s.pgConnections), to: at(last, (s) => s.pgConnections) },
     pgOrphans: after[after.length - 1]!.pgOrphans,
