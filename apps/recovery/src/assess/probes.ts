@@ -109,8 +109,10 @@ export async function probePostgres(sql: postgres.Sql, staleAfterMs: number): Pr
           count(*) filter (where state = 'solving' and (lease_until is null or lease_until < now()))::int as stuck,
           count(*) filter (where state = 'solving' and (lease_until is null or lease_until < now() - ${stale}::interval))::int as stuck_old,
           extract(epoch from now() - min(updated_at) filter (where state = 'solving' and (lease_until is null or lease_until < now())))::float8 as oldest_stuck,
-          count(*) filter (where state in ('queued', 'retrying') and updated_at < now() - ${stale}::interval)::int as stale_queued,
-          extract(epoch from now() - min(created_at) filter (where state = 'queued'))::float8 as oldest_queued
+          count(*) filter (where state in ('queued', 'retrying') and updated_at < now() - ${stale}::interval
+            and (start_at is null or start_at < now() - ${stale}::interval))::int as stale_queued,
+          -- A scheduled task (docs/scheduling.md) is waiting from its start, not from its acceptance.
+          extract(epoch from now() - min(coalesce(start_at, created_at)) filter (where state = 'queued' and (start_at is null or start_at <= now())))::float8 as oldest_queued
         from tasks where state in ('queued', 'solving', 'retrying')`;
     p.tasks = {
       byState: Object.fromEntries(states.map((r) => [r.state, r.n])),

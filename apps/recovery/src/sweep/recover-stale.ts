@@ -57,7 +57,9 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
     from tasks
     where region = ${ctx.region}
       and ((state = 'solving' and (lease_until is null or lease_until < now()))
-        or (state in ('queued', 'retrying') and updated_at < now() - ${staleAfter}::interval))
+        or (state in ('queued', 'retrying') and updated_at < now() - ${staleAfter}::interval
+          -- A scheduled task is held on TASKS until its start (docs/scheduling.md): not stale before it.
+          and (start_at is null or start_at < now() - ${staleAfter}::interval)))
     order by updated_at
     limit ${o.limit ?? 10_000}`;
   const report: SweepReport = {

@@ -40,7 +40,7 @@ test("an existing TASKS stream (with messages) gets allow_msg_schedules on upgra
 
 test("a scheduled task message reaches its lane at its time, not before, and only once", async () => {
   const jsm = await jetstreamManager(nc);
-  const lane = "normal";
+  const lane = "normal" as const;
   await jsm.consumers.add(streams.tasks(region), {
     durable_name: "lane_normal",
     filter_subject: laneFilter(region, lane),
