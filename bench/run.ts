@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { findNatsServer, freePort, type PostgresHandle, redactPassword, startPostgres } from "@pipeline/devstack";
+import { adaptive } from "./adaptive.ts";
 import { endToEnd } from "./end-to-end.ts";
 import { inFlight } from "./in-flight.ts";
 import { ingest } from "./ingest.ts";
@@ -16,7 +17,7 @@ import type { Benchmark } from "./support/context.ts";
 import { type BenchError, type Figure, renderTable, writeResults } from "./support/report.ts";
 import { Scope } from "./support/scope.ts";
 
-const ALL: Benchmark[] = [ingest, endToEnd, inFlight, latency, scaling, needBy];
+const ALL: Benchmark[] = [ingest, endToEnd, inFlight, latency, scaling, adaptive, needBy];
 const log = (m: string) => console.error(`[bench] ${m}`);
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));
