@@ -78,6 +78,9 @@ test("notBefore: the task is queued from acceptance and does not start before it
   expect(r.body.status).toBe("queued");
   const seen = await api<TaskView>(s, `/v1/tasks/${r.body.id}`);
   expect(seen.body.status).toBe("queued");
+  expect(seen.body.notBefore).toBe(new Date(notBefore).toISOString());
+  expect(seen.body.startAt).toBe(new Date(notBefore).toISOString());
+  expect(seen.body.needBy).toBeUndefined();
   const done = await api<TaskView>(s, `/v1/tasks/${r.body.id}?wait=20`);
   expect(done.body.status).toBe("completed");
   const t = await row(r.body.id);

@@ -24,6 +24,10 @@ export const TaskView = z.object({
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
   completedAt: z.iso.datetime().nullable(),
+  /** A scheduled task's instants as accepted, and when it goes (went) to its lane (docs/scheduling.md); absent when not given. */
+  notBefore: z.iso.datetime().optional(),
+  needBy: z.iso.datetime().optional(),
+  startAt: z.iso.datetime().optional(),
   result: z
     .object({ token: z.string(), expiresAt: z.iso.datetime().nullable(), userAgent: z.string().optional() })
     .optional(),

@@ -71,3 +71,25 @@ test("a completed row without a token (erased by retention, or rebuilt from even
   // Past its expiry it is the ordinary TOKEN_EXPIRED.
   expect(toTaskView({ ...base, token: null }, new Date("2026-01-01T00:03:00Z")).error?.code).toBe("TOKEN_EXPIRED");
 });
+
+test("a scheduled task's view shows what the client asked and when it starts; an unscheduled one shows none of it", () => {
+  const queued = { ...base, state: "queued" as const, token: null, completedAt: null };
+  const v = toTaskView(
+    {
+      ...queued,
+      notBefore: new Date("2026-01-01T09:00:00Z"),
+      needBy: new Date("2026-01-01T09:05:00Z"),
+      startAt: new Date("2026-01-01T09:04:30Z"),
+    },
+    new Date("2026-01-01T00:00:00Z"),
+  );
+  expect(v).toMatchObject({
+    status: "queued",
+    notBefore: "2026-01-01T09:00:00.000Z",
+    needBy: "2026-01-01T09:05:00.000Z",
+    startAt: "2026-01-01T09:04:30.000Z",
+  });
+  const plain = toTaskView(queued, new Date("2026-01-01T00:00:00Z"));
+  expect(Object.keys(plain)).not.toContain("needBy");
+  expect(Object.keys(plain)).not.toContain("startAt");
+});

@@ -25,6 +25,10 @@ export function toTaskView(row: TaskRow, now: Date): TaskView {
     updatedAt: row.updatedAt.toISOString(),
     completedAt: row.completedAt?.toISOString() ?? null,
   };
+  // A scheduled task (docs/scheduling.md): what the client asked, and when it starts.
+  if (row.notBefore) view.notBefore = row.notBefore.toISOString();
+  if (row.needBy) view.needBy = row.needBy.toISOString();
+  if (row.startAt) view.startAt = row.startAt.toISOString();
   if (state === "completed" && !expired && row.token !== null) {
     view.result = { token: row.token, expiresAt: row.tokenExpiresAt?.toISOString() ?? null };
     if (row.userAgent) view.result.userAgent = row.userAgent;
