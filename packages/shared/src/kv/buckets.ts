@@ -5,7 +5,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { type RequireOptions, requireStreams } from "../nats/topology.ts";
+import { type RequireOptions, replicasToKeep, requireStreams } from "../nats/topology.ts";
 import { buckets } from "../subjects.ts";
 
 /** Revisions kept per config key (the rollback horizon). */
@@ -27,17 +27,18 @@ export async function bindBucket(nc: NatsConnection, bucket: string, o: RequireO
 
 /**
  * Raises the copies of an existing bucket (its stream `KV_<bucket>`) to `replicas`; never lowers
- * them (an app configured for fewer must not scale a production R3 bucket down to R1, as
- * topology.ts ensureStream for streams). True when it changed the bucket.
+ * them (topology.ts `replicasToKeep`, the rule ensureStream applies to streams). True when it
+ * changed the bucket.
  */
 export async function raiseBucketReplicas(nc: NatsConnection, bucket: string, replicas: number): Promise<boolean> {
   const jsm = await jetstreamManager(nc);
   const { config } = await jsm.streams.info(`KV_${bucket}`);
-  if (config.num_replicas >= replicas) return false;
-  await jsm.streams.update(config.name, { ...config, num_replicas: replicas });
+  const keep = replicasToKeep(replicas, config.num_replicas);
+  if (keep === config.num_replicas) return false;
+  await jsm.streams.update(config.name, { ...config, num_replicas: keep });
   const back = await jsm.streams.info(config.name);
-  if (back.config.num_replicas !== replicas)
-    throw new Error(`KV bucket ${bucket}: asked for ${replicas} replicas, the server kept ${back.config.num_replicas}`);
+  if (back.config.num_replicas !== keep)
+    throw new Error(`KV bucket ${bucket}: asked for ${keep} replicas, the server kept ${back.config.num_replicas}`);
   return true;
 }
 

@@ -69,6 +69,15 @@ export function assertStuck(
 }
 
 /**
+ * The copies a stream (a bucket's too) is to have when `asked` for and the server holds `has`:
+ * replicas only ever go up, so an app configured for fewer (a dev default, an old binary) does
+ * not scale a production R3 stream down to R1.
+ */
+export function replicasToKeep(asked: number, has: number): number {
+  return Math.max(asked, has);
+}
+
+/**
  * Creates the stream or updates its mutable fields, then reads its config back and throws a
  * TopologyError if any field we set is not what the server holds.
  */
@@ -80,10 +89,8 @@ export async function ensureStream(
   let cfg = asked;
   try {
     const info = await jsm.streams.info(cfg.name);
-    // Replicas only ever go up here: an app configured for fewer (a dev default, an old binary)
-    // must not scale a production R3 stream down to R1.
-    if (cfg.num_replicas !== undefined && info.config.num_replicas > cfg.num_replicas)
-      cfg = { ...cfg, num_replicas: info.config.num_replicas };
+    if (cfg.num_replicas !== undefined)
+      cfg = { ...cfg, num_replicas: replicasToKeep(cfg.num_replicas, info.config.num_replicas) };
     // With `neverLowerLimits` (EVENTS): a limit an operator raised (docs/runbook.md, Sizing EVENTS) is kept.
     if (o.neverLowerLimits) cfg = { ...cfg, ...keptLimits(cfg, info.config) };
     const differs = Object.entries(cfg).some(
