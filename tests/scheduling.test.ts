@@ -126,3 +126,20 @@ test("a scheduled task can be cancelled before it starts, and never starts", asy
   expect(t.state).toBe("cancelled");
   expect(t.started).toBeNaN();
 });
+
+test("a replayed scheduled submit (same Idempotency-Key) answers the same task, still held until its start", async () => {
+  const notBefore = Date.now() + 3000;
+  const body = { type: "turnstile", params: params("replay"), notBefore: iso(notBefore) };
+  const headers = { "idempotency-key": "sched-replay-1" };
+  const first = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body, headers });
+  const again = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body, headers });
+  expect(first.status).toBe(202);
+  expect(again.status).toBe(202);
+  expect(again.body.id).toBe(first.body.id);
+  const done = await api<TaskView>(s, `/v1/tasks/${first.body.id}?wait=20`);
+  expect(done.body.status).toBe("completed");
+  const t = await row(first.body.id);
+  expect(t.started).toBeGreaterThanOrEqual(notBefore);
+  const [n] = await s.db.sql<{ attempts: number }[]>`select attempts from tasks where id = ${first.body.id}`;
+  expect(n!.attempts).toBe(1);
+});
