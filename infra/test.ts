@@ -1,12 +1,12 @@
 // `npm test`: type-checks and lints everything (infra/lint.ts), starts a Postgres cluster of the tests' own (each test file
 // then creates its own database; each starts its own nats-server), runs `bun test` over the whole
 // repo, and ends with the line CI reads: `tests: N passed, N failed`.
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { findChromium, findNatsServer, freePort, redactPassword, startPostgres } from "@pipeline/devstack";
-import { failureDigest } from "./failure-digest.ts";
-import { fileTimes, fileTimesReport } from "./file-times.ts";
+import { fileTimesReport } from "./file-times.ts";
+import { runBunTest } from "./test-run.ts";
 
 const root = join(import.meta.dir, "..");
 const args = process.argv.slice(2);
@@ -85,47 +85,33 @@ const paths = args.includes("--unit")
   : args.includes("--int")
     ? testFiles((f) => f.endsWith(".int.test.ts"))
     : args.filter((a) => !a.startsWith("--"));
-const child = spawn(
-  join(root, "node_modules", ".bin", "bun"),
-  ["test", "--timeout", "60000", ...(paths.length ? paths : ["apps", "packages", "infra", "tests"])],
-  {
-    cwd: root,
-    // API_KEYS_ALLOW_SHORT: the gateways tests start are dev stacks (their keys are short); a test
-    // of the production rule sets its own environment.
-    env: {
-      ...process.env,
-      NATS_SERVER_BIN: nats.bin,
-      TEST_PG_ADMIN_URL: pg.adminUrl,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
-      API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1",
-      PIPELINE_ENV: process.env.PIPELINE_ENV ?? "dev",
-    },
-    stdio: ["ignore", "inherit", "pipe"],
-    detached: true,
-  },
-);
-let tail = "";
-const why = failureDigest();
-const times = fileTimes();
+// API_KEYS_ALLOW_SHORT: the gateways tests start are dev stacks (their keys are short); a test
+// of the production rule sets its own environment.
+const env = {
+  ...process.env,
+  NATS_SERVER_BIN: nats.bin,
+  TEST_PG_ADMIN_URL: pg.adminUrl,
+  LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
+  API_KEYS_ALLOW_SHORT: process.env.API_KEYS_ALLOW_SHORT ?? "1",
+  PIPELINE_ENV: process.env.PIPELINE_ENV ?? "dev",
+};
+// The whole suite runs as two `bun test` processes side by side: the tests beside the code (unit
+// and integration: mostly waiting on NATS and Postgres) and tests/ (the apps as processes), each
+// file still alone within its process. `--serial`: one process, as for a list of files.
+const groups = paths.length
+  ? [paths]
+  : args.includes("--serial")
+    ? [["apps", "packages", "infra", "tests"]]
+    : [["tests"], ["apps", "packages", "infra"]];
 const startedAt = Date.now();
-child.stderr!.on("data", (b: Buffer) => {
-  process.stderr.write(b);
-  tail = (tail + b.toString()).slice(-4000);
-  why.push(b.toString());
-  times.push(b.toString());
-});
-const code: number = await new Promise((r) => child.on("exit", (c) => r(c ?? 1)));
-try {
-  process.kill(-child.pid!, "SIGKILL"); // anything a test left running (servers it started)
-} catch {}
+const runs = await Promise.all(groups.map((g) => runBunTest(root, g, env)));
 await pg.stop("immediate").catch(() => {});
 rmSync(pgDir, { recursive: true, force: true });
 
-const passed = Number(/(\d+) pass\b/.exec(tail)?.[1] ?? 0);
-let failed = Number(/(\d+) fail\b/.exec(tail)?.[1] ?? 0);
-if (code !== 0 && failed === 0) failed = 1; // a crash or an error outside a test
-for (const line of fileTimesReport(times, Date.now() - startedAt)) console.error(line);
+const passed = runs.reduce((n, r) => n + r.passed, 0);
+const failed = runs.reduce((n, r) => n + r.failed, 0);
+for (const r of runs) for (const line of fileTimesReport(r.times, Date.now() - startedAt)) console.error(line);
 // CI shows only the start and the end of this output: why each test failed goes just above the summary.
-if (failed) for (const line of why.report()) console.error(line);
+if (failed) for (const r of runs) for (const line of r.why.report()) console.error(line);
 summary(passed, failed);
-process.exit(code === 0 && failed === 0 && passed > 0 ? 0 : 1);
+process.exit(runs.every((r) => r.code === 0) && failed === 0 && passed > 0 ? 0 : 1);
