@@ -1,7 +1,45 @@
+import { closeSync, mkdirSync, openSync, statSync, unlinkSync } from "node:fs";
 import { createServer, Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export function freePort(): Promise<number> {
+/** How long a port handed out stays reserved for its taker, machine-wide. */
+const RESERVED_MS = 120_000;
+const RESERVATIONS = join(tmpdir(), "pipeline-free-ports");
+
+/**
+ * Reserves the port for RESERVED_MS across every process on the machine (a file created
+ * exclusively): the kernel may hand the same free port to two processes that each ask for one
+ * before either listens on it (two test processes run side by side; a test and the dev stack it
+ * starts), and both would then start a server on it.
+ */
+export function reservePort(port: number, now = Date.now()): boolean {
+  const file = join(RESERVATIONS, String(port));
+  mkdirSync(RESERVATIONS, { recursive: true });
+  try {
+    closeSync(openSync(file, "wx"));
+    return true;
+  } catch {
+    try {
+      if (now - statSync(file).mtimeMs < RESERVED_MS) return false;
+      unlinkSync(file); // an old reservation: its taker has long started (or given up)
+      closeSync(openSync(file, "wx"));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago, handed to no other caller on this machine in the last 2 minutes. */
+export async function freePort(): Promise<number> {
+  for (let i = 0; ; i++) {
+    const port = await anyFreePort();
+    if (reservePort(port) || i >= 20) return port;
+  }
+}
+
+function anyFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
