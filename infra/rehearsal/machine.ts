@@ -281,12 +281,22 @@ function rmdirTree(dir: string): void {
   } catch {}
 }
 
+/**
+ * Kills what is left in the machine's cgroups and removes them. A SIGKILL takes effect a moment
+ * later (a process in the kernel finishes its call first) and a cgroup with a process cannot be
+ * removed: the pids are killed again until none is left (up to 5 s), then the tree is removed.
+ */
 function removeCgroups(machine: string): void {
   for (const c of cgroupDirs(machine)) {
-    for (const pid of cgroupPids(c)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {}
+    for (let i = 0; i < 50; i++) {
+      const pids = cgroupPids(c);
+      if (pids.length === 0) break;
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {}
+      }
+      Bun.sleepSync(100);
     }
     rmdirTree(c);
   }
