@@ -18,6 +18,13 @@ test("a file runs from its header to the next one; headers split across chunks s
   expect(lines).toHaveLength(3);
 });
 
+test("a closed run's last file ends at the close, not at the report", () => {
+  const t = fileTimes();
+  t.push("a.test.ts:\n", 0);
+  t.close(2000);
+  expect(t.slowest(5, 900_000)).toEqual([{ file: "a.test.ts", ms: 2000 }]);
+});
+
 test("lines that only look like paths are not headers", () => {
   const t = fileTimes();
   t.push("  at tests/x.test.ts:12:3\nerror: tests/y.test.ts: boom\n", 0);

@@ -8,6 +8,8 @@ const FILE_HEADER = /^\S.*\.test\.tsx?:$/;
 export interface FileTimes {
   /** Feeds a chunk of bun's stderr (chunks may split lines); `now` in ms. */
   push(chunk: string, now?: number): void;
+  /** The run ended: its last file ends now (a report printed later, after another run, does not stretch it). */
+  close(now?: number): void;
   /** The files by time taken, slowest first; the one still running ends at `now`. */
   slowest(n: number, now?: number): { file: string; ms: number }[];
 }
@@ -25,6 +27,10 @@ export function fileTimes(): FileTimes {
         if (last && last.end === undefined) last.end = now;
         spans.push({ file: l.slice(0, -1), start: now });
       }
+    },
+    close(now = Date.now()) {
+      const last = spans.at(-1);
+      if (last && last.end === undefined) last.end = now;
     },
     slowest(n, now = Date.now()) {
       return spans

@@ -56,6 +56,7 @@ export async function runBunTest(root: string, paths: string[], env: NodeJS.Proc
     times.push(s);
   });
   const code: number = await new Promise((r) => child.on("exit", (c) => r(c ?? 1)));
+  times.close();
   out.flush();
   err.flush();
   try {
