@@ -4,8 +4,9 @@
 // more than the plan in both regions, with chaos (a solver killed -9 in each region, fsn1 cut off
 // from the witness and hel1 for less than a takeover, then fsn1 lost for good), the provider's own
 // count of this account's tasks in flight never goes above the plan, and once fsn1 is lost hel1
-// uses the whole plan within 30 s. The emulator allows far more threads than the plan: it is the
-// pipeline that keeps to it, and the emulator reports the highest count it saw.
+// uses the whole plan within 40 s (20 s of them PLAN_RELEASE_MS). The emulator allows far more
+// threads than the plan: it is the pipeline that keeps to it, and the emulator reports the highest
+// count it saw.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { solverEnv } from "@pipeline/devstack/stack";
 import { eventually } from "@pipeline/devstack/testing";
@@ -62,6 +63,13 @@ const shareOf = async (r: NetnsTwoRegions["regions"][number]) => {
   return row?.threads ?? 0;
 };
 
+/** What hel1's solvers lease against: their blocks, and the rows counted in flight at the provider. */
+const slotFigures = async (r: NetnsTwoRegions["regions"][number]) => ({
+  blocks: await r.db.sql`select owner, size, wanted, lease_until > now() as live from provider_slot_blocks`,
+  rows: await r.db.sql`select state, provider_id is not null as at_provider, count(*)::int as n
+    from tasks where state in ('solving', 'retrying') group by 1, 2`,
+});
+
 test(
   `one plan of ${PLAN} threads across two regions under ${RATE} tasks/s each: solver kills, a partition and a region loss never put more than the plan at the provider`,
   () =>
@@ -96,12 +104,19 @@ test(
           await two.killRegion("fsn1");
           await eventually(async () => (await shareOf(hel1)) === PLAN, 40_000, 100);
           const shareAfterS = (Date.now() - lostAt) / 1000;
-          await eventually(() => inFlight.now() >= PLAN - 1, 15_000, 100);
+          // Bound: takeover (lease TTL 4 s) + PLAN_RELEASE_MS 20 s + adoption of fsn1's uncertain
+          // tasks (5 s) + a lease round; on a loaded CI machine each step stretches, so it is 40 s.
+          await eventually(() => inFlight.now() >= PLAN - 1, Math.max(5_000, lostAt + 45_000 - Date.now()), 100).catch(
+            async (err) => {
+              console.log(`[plan] hel1's blocks and in-flight rows: ${JSON.stringify(await slotFigures(hel1))}`);
+              throw err;
+            },
+          );
           const usedAfterS = (Date.now() - lostAt) / 1000;
           console.log(
             `[plan] fsn1 lost: hel1's share ${PLAN} after ${shareAfterS.toFixed(1)} s, ${PLAN - 1}+ in flight after ${usedAfterS.toFixed(1)} s`,
           );
-          expect(usedAfterS).toBeLessThan(30);
+          expect(usedAfterS).toBeLessThan(40);
         } finally {
           await load.stop();
           inFlight.stop();
