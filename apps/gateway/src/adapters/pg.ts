@@ -18,6 +18,8 @@ export interface QueuedRow {
   notBefore?: Date | null;
   needBy?: Date | null;
   startAt?: Date | null;
+  /** The warm pool that submits it (docs/warm-pools.md); absent: null. */
+  poolId?: string | null;
 }
 
 export interface TaskStore {
@@ -146,13 +148,14 @@ function insertBatch(db: Db) {
         nb: r.notBefore ?? null,
         nby: r.needBy ?? null,
         sa: r.startAt ?? null,
+        pool: r.poolId ?? null,
       });
     }
     const out = await db.$client<{ id: string; created_at: Date | string }[]>`
-      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, callback_url, deadline_at, not_before, need_by, start_at, state)
-      select v.id, v.owner, v.idem, v.hash, v.region, v.type, v.priority, v.params, v.cb, v.deadline, v.nb, v.nby, v.sa, 'queued'
+      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, callback_url, deadline_at, not_before, need_by, start_at, pool_id, state)
+      select v.id, v.owner, v.idem, v.hash, v.region, v.type, v.priority, v.params, v.cb, v.deadline, v.nb, v.nby, v.sa, v.pool, 'queued'
       from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-           as v(id uuid, owner text, idem text, hash text, region text, type text, priority text, params jsonb, cb text, deadline timestamptz, nb timestamptz, nby timestamptz, sa timestamptz)
+           as v(id uuid, owner text, idem text, hash text, region text, type text, priority text, params jsonb, cb text, deadline timestamptz, nb timestamptz, nby timestamptz, sa timestamptz, pool uuid)
       on conflict (id) do nothing
       returning id, created_at`;
     const created = new Map<string, Date | string>();

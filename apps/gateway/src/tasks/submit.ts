@@ -28,6 +28,8 @@ export type SubmitDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "now"> & 
   config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS" | "regions">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitSubmit">;
+  /** The client's fair-share group (docs/fair-share.md): its tasks go on the group's subjects; absent: none. */
+  fairShare?: { groupOf(clientId: string): string | undefined };
 };
 
 export interface Submitted {
@@ -49,6 +51,8 @@ export async function submitTask(
   idempotencyKey: string | undefined,
   /** A task with notBefore/needBy: its plan (domain/schedule.ts, checked by the caller); absent: now. */
   schedule?: SchedulePlan,
+  /** A warm pool's own task (docs/warm-pools.md): the row carries the pool's id. */
+  poolId?: string,
 ): Promise<Submitted> {
   const region = deps.config.REGION;
   const regions = deps.config.regions ?? [region];
@@ -79,6 +83,7 @@ export async function submitTask(
       hash,
       () => reservation?.release(),
       schedule,
+      poolId,
     );
   } catch (err) {
     reservation?.release();
@@ -112,6 +117,7 @@ async function insertAndPublish(
   hash: string,
   notNew: () => void,
   schedule?: SchedulePlan,
+  poolId?: string,
 ): Promise<Submitted> {
   const nowMs = deps.now().getTime();
   const inserted = await deps.store.insertQueued({
@@ -128,8 +134,10 @@ async function insertAndPublish(
       ? scheduledDeadline(schedule, nowMs, deps.config.TASK_DEADLINE_MS)
       : new Date(nowMs + deps.config.TASK_DEADLINE_MS),
     ...(schedule ? { notBefore: schedule.notBefore, needBy: schedule.needBy, startAt: schedule.startAt } : {}),
+    ...(poolId ? { poolId } : {}),
   });
-  const message = { id, type: req.type, priority: req.priority };
+  const group = deps.fairShare?.groupOf(clientId);
+  const message = { id, type: req.type, priority: req.priority, ...(group ? { group } : {}) };
   if (!inserted) {
     const existing = await deps.store.get(id);
     notNew();
@@ -222,7 +230,7 @@ async function publishBodyOrThrow(
 
 async function publishOrThrow(
   deps: SubmitDeps,
-  message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"] },
+  message: { id: string; type: TaskRequest["type"]; priority: TaskRequest["priority"]; group?: string },
   fresh: boolean,
   /** A scheduled task: held on TASKS until then (a message schedule), else on its lane now. */
   startAt?: Date,

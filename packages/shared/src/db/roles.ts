@@ -5,7 +5,7 @@
 //   pipeline_owner    owns the database and its tables (the migrator, the recovery service, the
 //                     operator's recovery commands). Made by the operator, never here.
 //   pipeline_gateway  inserts queued tasks, reads tasks, cancels and redrives (its columns only),
-//                     reads the ledger, inserts a task's one report,
+//                     keeps warm_pools and marks a pool task taken or wasted, reads the ledger, inserts a task's one report,
 //                     deletes a row it could not publish through delete_unpublished_task() only.
 //   pipeline_solver   reads tasks and updates the columns of solving; webhook_deliveries (no
 //                     DELETE), provider_slot_blocks, reads provider_plan_shares,
@@ -49,6 +49,7 @@ export const SCHEMA_TABLES = [
   "task_reports",
   "provider_balances",
   "incidents",
+  "warm_pools",
 ] as const;
 
 /**
@@ -79,10 +80,13 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
             "not_before",
             "need_by",
             "start_at",
+            "pool_id",
             "state",
           ],
-          // cancel, redrive, undoRedrive.
+          // cancel, redrive, undoRedrive; a warm pool's take and its keeper's expiry (adapters/pools.ts).
           UPDATE: [
+            "pool_taken_at",
+            "pool_wasted_at",
             "state",
             "version",
             "attempts",
@@ -96,6 +100,8 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
           ],
         },
       },
+      // Warm pools (adapters/pools.ts): the client's pools; a deleted one keeps its row.
+      { table: "warm_pools", all: ["SELECT", "INSERT", "UPDATE"] },
       // GET /v1/usage: the calling key's spend.
       { table: "ledger", all: ["SELECT"] },
       // Reports (adapters/reports.ts): one insert per task, read back on a conflict.

@@ -12,3 +12,4 @@ export {
   type WebhookDeliveryRow,
   webhookDeliveries,
 } from "./webhook-deliveries.ts";
+export { type WarmPoolRow, warmPools } from "./warm-pools.ts";

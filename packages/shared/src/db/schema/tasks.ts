@@ -47,6 +47,12 @@ export const tasks = pgTable(
     /** When the task's scheduled message is put on its lane (a message schedule on TASKS); null: at acceptance. */
     startAt: timestamp("start_at", { withTimezone: true }),
     callbackUrl: text("callback_url"),
+    /** The warm pool that made this task (docs/warm-pools.md); null: a client's own task. */
+    poolId: uuid("pool_id"),
+    /** When the pool handed this task's token out (a take); it is never handed out twice. */
+    poolTakenAt: timestamp("pool_taken_at", { withTimezone: true }),
+    /** When the pool's keeper found the token older than the pool's max age, never handed out. */
+    poolWastedAt: timestamp("pool_wasted_at", { withTimezone: true }),
     redrives: integer("redrives").notNull().default(0),
     errorCode: text("error_code"),
     errorMessage: text("error_message"),
@@ -76,6 +82,8 @@ export const tasks = pgTable(
     index("tasks_pageurl_idx")
       .on(sql`(${t.params}->>'pageurl') text_pattern_ops`)
       .where(sql`(${t.params}->>'pageurl') is not null`),
+    // Warm pools: a pool's tasks by when they were solved (its ready tokens, its figures).
+    index("tasks_pool_idx").on(t.poolId, t.completedAt).where(sql`${t.poolId} is not null`),
   ],
 );
 
