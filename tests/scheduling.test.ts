@@ -2,7 +2,11 @@
 // message schedule, the solver starts it at its time; needBy is met, or the task fails with
 // NEED_BY_PASSED; a scheduled task can be cancelled; a bad schedule is a 400 and stores nothing.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { eventually } from "@pipeline/devstack/testing";
+import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
+import { scheduleSubject, streams } from "@pipeline/shared/subjects";
 import { api, type Stack, startStack } from "./harness.ts";
 
 let s: Stack;
@@ -16,7 +20,22 @@ beforeAll(async () => {
     solverEnv: { FIRST_POLL_MS: "300", POLL_INTERVAL_MS: "200" },
   });
 });
-afterAll(() => s?.stop());
+afterAll(async () => {
+  await nc?.close();
+  await s?.stop();
+});
+
+let nc: NatsConnection | undefined;
+/** TASKS as the operator sees it (the admin user). */
+async function tasksInfo(subject?: string) {
+  nc ??= await connectNats(s.nats.url, "sched-test", s.nats.auth("admin"));
+  const jsm = await jetstreamManager(nc);
+  return jsm.streams.info(streams.tasks("sched"), subject ? { subjects_filter: subject } : undefined);
+}
+/** Messages TASKS holds on `subject`. */
+async function heldOn(subject: string): Promise<number> {
+  return (await tasksInfo(subject)).state.subjects?.[subject] ?? 0;
+}
 
 const params = (tag: string) => ({ sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${tag}` });
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -115,12 +134,19 @@ test("an impossible needBy fails with NEED_BY_PASSED", async () => {
 });
 
 test("a scheduled task can be cancelled before it starts, and never starts", async () => {
-  const notBefore = Date.now() + 3000;
+  const notBefore = Date.now() + 5000;
   const r = await submit({ type: "turnstile", params: params("cancel"), notBefore: iso(notBefore) });
   expect(r.status).toBe(202);
+  const subject = scheduleSubject("sched", r.body.id);
+  expect(await heldOn(subject)).toBe(1);
   const del = await api<TaskView>(s, `/v1/tasks/${r.body.id}`, { method: "DELETE" });
   expect(del.status).toBe(200);
   expect(del.body.status).toBe("cancelled");
+  // The held message is gone with the cancel, not left on TASKS until its time; the lane copy the
+  // removal publishes is acked by the solver (row final): TASKS is empty well before notBefore.
+  expect(await heldOn(subject)).toBe(0);
+  await eventually(async () => (await tasksInfo()).state.messages === 0, 2500);
+  expect(Date.now()).toBeLessThan(notBefore);
   await Bun.sleep(notBefore + 2000 - Date.now());
   const t = await row(r.body.id);
   expect(t.state).toBe("cancelled");
@@ -142,4 +168,30 @@ test("a replayed scheduled submit (same Idempotency-Key) answers the same task, 
   expect(t.started).toBeGreaterThanOrEqual(notBefore);
   const [n] = await s.db.sql<{ attempts: number }[]>`select attempts from tasks where id = ${first.body.id}`;
   expect(n!.attempts).toBe(1);
+});
+
+test("a client's retry after notBefore passed (its 202 lost) answers the task it created, not a 400", async () => {
+  const notBefore = Date.now() + 1500;
+  const body = { type: "turnstile", params: params("late-retry"), notBefore: iso(notBefore) };
+  const headers = { "idempotency-key": "sched-late-retry-1" };
+  const first = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body, headers });
+  expect(first.status).toBe(202);
+  await Bun.sleep(notBefore + 300 - Date.now());
+  const again = await api<{ id: string }>(s, "/v1/tasks", { method: "POST", body, headers });
+  expect(again.status).toBe(202);
+  expect(again.body.id).toBe(first.body.id);
+  // A key that made no task: the passed notBefore is still a 400 naming the field.
+  const fresh = await api<{ errors?: { field: string }[] }>(s, "/v1/tasks", {
+    method: "POST",
+    body,
+    headers: { "idempotency-key": "sched-late-retry-none" },
+  });
+  expect(fresh.status).toBe(400);
+  expect(fresh.body.errors?.[0]?.field).toBe("notBefore");
+  const done = await api<TaskView>(s, `/v1/tasks/${first.body.id}?wait=20`);
+  expect(done.body.status).toBe("completed");
+  const [n] = await s.db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from tasks where idempotency_key = ${headers["idempotency-key"]}`;
+  expect(n!.n).toBe(1);
 });

@@ -4,6 +4,7 @@ import {
   publishScheduledTask,
   publishTaskMessage,
   publishWithRetry,
+  unscheduleTask,
 } from "@pipeline/shared/nats";
 import type { TaskEvent, TaskMessage } from "@pipeline/shared/schemas";
 import { bodySubject, eventKindOf, eventSubjects, isFinalEventKind, subjectOfEvent } from "@pipeline/shared/subjects";
@@ -17,6 +18,11 @@ export interface TaskQueue {
    * Nats-Msg-Id `<id>:schedule`), when the server puts it on its lane; resolves on the PubAck.
    */
   publishScheduled(msg: TaskMessage, at: Date): Promise<{ duplicate: boolean }>;
+  /**
+   * Removes a cancelled task's held message before its time (unscheduleTask: the schedule is
+   * cancelled atomically with a lane copy that the solver acks, the row being final).
+   */
+  unschedule(msg: TaskMessage): Promise<void>;
   publishEvent(ev: TaskEvent): Promise<void>;
   /**
    * Publishes a task's image bodies on BODIES (`bodies.<region>.<task id>`, Nats-Msg-Id
@@ -38,6 +44,9 @@ export function createTaskQueue(nc: NatsConnection, region: string, deadlineMs: 
     async publishScheduled(msg, at) {
       const ack = await publishScheduledTask(js, region, msg, at, deadlineMs);
       return { duplicate: ack.duplicate };
+    },
+    async unschedule(msg) {
+      await unscheduleTask(js, region, msg, deadlineMs);
     },
     async publishEvent(ev) {
       await publishWithRetry(

@@ -8,7 +8,8 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { Db } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
-import { publishWithRetry } from "@pipeline/shared/nats";
+import { publishWithRetry, unscheduleTask } from "@pipeline/shared/nats";
+import type { TaskMessage } from "@pipeline/shared/schemas";
 import { subjectOfEvent } from "@pipeline/shared/subjects";
 import { cancelledEvent, cancelTaskRow } from "@pipeline/shared/tasks";
 import type postgres from "postgres";
@@ -84,6 +85,13 @@ async function actOn(d: BulkDeps, action: BulkAction, filter: BulkFilter, id: st
   // The gateway's cancel (apps/gateway/src/tasks/cancel.ts): the row, then the event (a failed publish is logged).
   const row = await cancelTaskRow(d.db, id, filter.client!);
   if (!row) return "not_cancellable";
+  // A scheduled task not yet started: its held message goes too (docs/scheduling.md).
+  if (row.startAt && row.startAt.getTime() > Date.now())
+    await unscheduleTask(d.js, d.region, {
+      id: row.id,
+      type: row.type as TaskMessage["type"],
+      priority: row.priority as TaskMessage["priority"],
+    }).catch((err) => d.log.warn({ taskId: id, err: (err as Error).message }, "bulk cancel: held message not removed"));
   const ev = cancelledEvent(row, d.region);
   await publishWithRetry(
     d.js,

@@ -47,4 +47,5 @@ export {
   type TopologyOptions,
   tasksStreamConfig,
 } from "./topology.ts";
+export { unscheduleTask } from "./unschedule.ts";
 export { MIN_NATS_SERVER, parseServerVersion, versionAtLeast } from "./version.ts";

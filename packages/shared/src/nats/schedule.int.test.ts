@@ -6,6 +6,7 @@ import { connectNats, type NatsConnection } from "./connection.ts";
 import { createPubAckPublisher } from "./pub-acks.ts";
 import { publishScheduledTask } from "./publish.ts";
 import { ensureStreams } from "./topology.ts";
+import { unscheduleTask } from "./unschedule.ts";
 
 // Message schedules on the WorkQueue TASKS stream (docs/scheduling.md): a held message on
 // tasks.<region>.scheduled.<id> is put on its lane by the server at its time, not before.
@@ -68,5 +69,32 @@ test("a scheduled task message reaches its lane at its time, not before, and onl
   expect(arrived - at.getTime()).toBeLessThan(1500);
   m!.ack();
   expect(await consumer.next({ expires: 1500 })).toBeNull();
+  js.close();
+});
+
+test("unscheduleTask removes a held message at once; its lane copy arrives now; a missing schedule is no error", async () => {
+  const jsm = await jetstreamManager(nc);
+  const consumer = await jetstream(nc).consumers.get(streams.tasks(region), "lane_normal");
+  const js = createPubAckPublisher(nc);
+  const msg = { id: "0190a000-0000-7000-8000-0000000000bb", type: "turnstile" as const, priority: "normal" as const };
+  const subject = scheduleSubject(region, msg.id);
+  const held = async () =>
+    (await jsm.streams.info(streams.tasks(region), { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
+  await publishScheduledTask(js, region, msg, new Date(Date.now() + 60_000));
+  expect(await held()).toBe(1);
+  await unscheduleTask(js, region, msg);
+  expect(await held()).toBe(0);
+  // The copy the removal published: on the lane now (a solver finds the row final and acks it).
+  const m = await consumer.next({ expires: 3000 });
+  expect(m?.json()).toEqual(msg);
+  m!.ack();
+  // Again (the schedule gone): no error, one more copy, deduplicated by its Nats-Msg-Id.
+  expect((await unscheduleTask(js, region, msg)).duplicate).toBe(true);
+  const other = { ...msg, id: "0190a000-0000-7000-8000-0000000000cc" };
+  expect((await unscheduleTask(js, region, other)).duplicate).toBe(false);
+  const copy = await consumer.next({ expires: 3000 });
+  expect(copy?.json()).toEqual(other);
+  copy!.ack();
+  expect(await consumer.next({ expires: 1000 })).toBeNull();
   js.close();
 });

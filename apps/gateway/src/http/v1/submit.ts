@@ -1,8 +1,9 @@
+import { homeRegionVariants, withHomeRegion } from "@pipeline/shared/regions";
 import { fieldErrors, type TaskRequest, taskRequest } from "@pipeline/shared/schemas";
 import type { Context } from "hono";
 import type { GatewayDeps } from "../../deps.ts";
 import { planSchedule, type SchedulePlan } from "../../domain/schedule.ts";
-import { validIdempotencyKey } from "../../domain/task-id.ts";
+import { deriveTaskId, validIdempotencyKey } from "../../domain/task-id.ts";
 import { SubmitError, submitTask } from "../../tasks/submit.ts";
 import type { GatewayEnvVars } from "../env.ts";
 import { ProblemError } from "../problem.ts";
@@ -43,7 +44,7 @@ export function submitRoute(deps: GatewayDeps) {
     const parsed = schema.safeParse(raw);
     if (!parsed.success)
       throw new ProblemError(400, "Invalid Task", "the task does not match the schema", fieldErrors(parsed.error));
-    const schedule = scheduleOf(deps, parsed.data);
+    const schedule = await scheduleOf(deps, parsed.data, clientId, idem);
     try {
       const r = await submitTask(deps, clientId, parsed.data, idem, schedule);
       deps.metrics?.submitted(parsed.data.type, r.replayed ? "replayed" : "accepted");
@@ -78,15 +79,31 @@ function refuseWhenFenced(deps: GatewayDeps): void {
 
 /**
  * `notBefore` / `needBy` checked against the clock (a 400 naming the field, nothing stored) and
- * turned into the task's start (docs/scheduling.md). Undefined: neither was given.
+ * turned into the task's start (docs/scheduling.md). Undefined: neither was given, or the
+ * Idempotency-Key already made its task: a client's retry of an accepted scheduled task (its 202
+ * lost in a gateway kill) comes after `notBefore` may have passed, and is answered the task it
+ * created (submitTask replays it), not a 400 for a task that exists.
  */
-function scheduleOf(deps: GatewayDeps, req: TaskRequest): SchedulePlan | undefined {
+async function scheduleOf(
+  deps: GatewayDeps,
+  req: TaskRequest,
+  clientId: string,
+  idem: string | undefined,
+): Promise<SchedulePlan | undefined> {
   if (req.notBefore === undefined && req.needBy === undefined) return undefined;
   const r = planSchedule(req, deps.now().getTime(), deps.solveTimes?.p90Ms(req.type), {
     maxAheadMs: deps.config.SCHEDULE_MAX_AHEAD_MS ?? 24 * 3600_000,
     marginMs: deps.config.SCHEDULE_MARGIN_MS ?? 5000,
     defaultSolveMs: deps.config.SCHEDULE_DEFAULT_SOLVE_MS ?? 60_000,
   });
-  if (!r.ok) throw new ProblemError(400, "Invalid Task", "the task's schedule is not possible", r.errors);
-  return r.plan;
+  if (r.ok) return r.plan;
+  if (idem !== undefined && (await taskOfKey(deps, clientId, idem))) return undefined;
+  throw new ProblemError(400, "Invalid Task", "the task's schedule is not possible", r.errors);
+}
+
+/** Whether the client's Idempotency-Key already made a task (in any region: its id's home variants). */
+async function taskOfKey(deps: GatewayDeps, clientId: string, idem: string): Promise<boolean> {
+  const regions = deps.config.regions ?? [deps.config.REGION];
+  const id = withHomeRegion(deriveTaskId(clientId, idem), regions, deps.config.REGION);
+  return (await deps.store.getMany(homeRegionVariants(id, regions))).length > 0;
 }
