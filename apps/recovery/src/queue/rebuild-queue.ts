@@ -1,5 +1,6 @@
-import { ensureStreams } from "@pipeline/shared/nats";
+import { ensureStreams, publishScheduledTask } from "@pipeline/shared/nats";
 import { progressBar } from "@pipeline/shared/progress";
+import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
 import { type RepublishRow, republishTask, scanTasksStream } from "../adapters/tasks-stream.ts";
 import type { RecoveryContext } from "../context.ts";
@@ -13,6 +14,11 @@ export interface RebuildReport {
   open: number;
   /** Messages stored. */
   republished: number;
+  /**
+   * Of those, scheduled tasks whose start is still ahead, held again until it (a message
+   * schedule, docs/scheduling.md) rather than queued at once.
+   */
+  held: number;
   /** Rows whose message was already in TASKS (nothing to do). */
   withMessage: number;
   /** Publishes deduplicated by JetStream (a rebuild of the same version ran before). */
@@ -36,12 +42,32 @@ export interface RebuildOptions {
 interface OpenRow extends RepublishRow {
   young: boolean;
   ageMs: number;
+  /** A queued scheduled task's start, epoch ms (docs/scheduling.md); null: none, or not queued. */
+  startAtMs: number | null;
+}
+
+/** A start closer than this is queued at once (as the gateway does: domain/schedule.ts). */
+const IMMEDIATE_WITHIN_MS = 250;
+
+/**
+ * A queued task whose start is still ahead goes back on hold until it, with the gateway's own
+ * message id `<id>:schedule`. True when stored. That id may still be in JetStream's duplicate
+ * window on a stream that was not lost (the held message purged by hand): false, and the caller
+ * queues the task at once instead (it starts early; it is not left out).
+ */
+async function holdAgain(ctx: RecoveryContext, r: OpenRow): Promise<boolean> {
+  if (r.startAtMs === null || r.startAtMs - Date.now() <= IMMEDIATE_WITHIN_MS) return false;
+  const msg = { id: r.id, type: r.type as TaskType, priority: r.priority as Priority };
+  const ack = await publishScheduledTask(ctx.js, ctx.region, msg, new Date(r.startAtMs), ctx.publishDeadlineMs);
+  return !ack.duplicate;
 }
 
 /**
  * Makes TASKS whole again from Postgres, the truth: creates the stream if missing (verified
  * read-back, as every service does), then publishes every non-terminal task (queued, retrying,
- * solving) that has no message in the stream, with message id `<id>:rebuild:<version>`. The queue
+ * solving) that has no message in the stream, with message id `<id>:rebuild:<version>`; a queued
+ * scheduled task whose start is still ahead is held again until it (holdAgain), one whose start
+ * has passed is queued at once. The queue
  * can therefore be lost outright. Safe to repeat and safe on a healthy queue: a task that has a
  * message is skipped, and the solver's Postgres claim dedups any message left over.
  */
@@ -57,6 +83,7 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
     created: !before.exists,
     open: 0,
     republished: 0,
+    held: 0,
     withMessage: 0,
     duplicates: 0,
     deferred: 0,
@@ -65,6 +92,7 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
   const openRows = async (ids?: string[]) =>
     ctx.database.sql<OpenRow[]>`
       select id, type, priority, version,
+        (case when state = 'queued' then extract(epoch from start_at) * 1000 end)::float8 as "startAtMs",
         (state = 'queued' and version = 0 and created_at > now() - ${`${o.gatewayGraceMs} milliseconds`}::interval) as young,
         (extract(epoch from now() - created_at) * 1000)::float8 as "ageMs"
       from tasks
@@ -89,7 +117,10 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
           report.withMessage++;
           continue;
         }
-        if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs)) report.republished++;
+        if (await holdAgain(ctx, r)) {
+          report.republished++;
+          report.held++;
+        } else if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs)) report.republished++;
         else report.duplicates++;
       }
     } finally {

@@ -11,7 +11,7 @@ export async function rebuildQueueCommand(cmd: CommandOf<"rebuild-queue">, { con
     print(
       cmd.json,
       r,
-      `rebuild-queue: ${r.stream} ${r.created ? "was missing and is created" : "exists"}; ${r.open} unfinished task(s): ${r.republished} re-published, ${r.withMessage} already had a message, ${r.duplicates} deduplicated, ${r.deferred} fresh ones re-checked after the gateway's grace (${r.ms} ms)\n` +
+      `rebuild-queue: ${r.stream} ${r.created ? "was missing and is created" : "exists"}; ${r.open} unfinished task(s): ${r.republished} re-published (${r.held} of them held until their start), ${r.withMessage} already had a message, ${r.duplicates} deduplicated, ${r.deferred} fresh ones re-checked after the gateway's grace (${r.ms} ms)\n` +
         "next: restart the solvers if TASKS was recreated (they recreate their consumers on start)",
     );
     return 0;
