@@ -61,6 +61,8 @@ export interface GatewayDeps {
   spend?: SpendSource;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Quotas;
+  /** The region's fair-share groups (docs/fair-share.md): a client's group decides its tasks' subjects; absent: none. */
+  fairShare?: { groupOf(clientId: string): string | undefined };
   /** The measured p90 solve time per task type, for `needBy` starts; absent: the default lead. */
   solveTimes?: SolveTimes;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */

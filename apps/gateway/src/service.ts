@@ -1,5 +1,6 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { type Db, openDatabase } from "@pipeline/shared/db";
+import { fairShareView, pollFairShare } from "@pipeline/shared/fair-share";
 import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import {
@@ -43,7 +44,8 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     config.regions.length > 1
       ? watchFence(await bindBucket(nc, buckets.region(config.REGION), waiting), config.REGION, log)
       : undefined;
-  const parts = buildGatewayParts(config, log, nc, database.db);
+  const fairShare = await watchFairShare(nc, config.REGION, log);
+  const parts = { ...buildGatewayParts(config, log, nc, database.db), fairShare };
   // With several regions: answer the others' gateways for this region's tokens (adapters/home-tokens.ts).
   const tokens =
     config.regions.length > 1 ? serveHomeTokens({ nc, region: config.REGION, store: parts.store, log }) : undefined;
@@ -63,6 +65,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
     ...(served.metricsUrl ? { metricsUrl: served.metricsUrl } : {}),
     async stop() {
       fence?.stop();
+      fairShare.stop();
       tokens?.unsubscribe();
       await served.server.stop(false);
       await served.metricsServer?.stop(true);
@@ -71,6 +74,26 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
       await database.close().catch(() => {});
     },
   };
+}
+
+/**
+ * The region's fair-share record (`recovery fair-share set`), read at start and every 5 s: which
+ * group a client's tasks go to. A record that does not parse is logged and the previous kept.
+ */
+async function watchFairShare(nc: NatsConnection, region: string, log: Logger) {
+  const poll = pollFairShare({
+    jsm: await jetstreamManager(nc),
+    region,
+    onRejected: (error) => log.error({ error }, "fair-share record refused; the previous one stays in use"),
+    onChange: (record) => {
+      view = fairShareView(record);
+      log.info({ groups: view.groups() }, "fair-share groups in use");
+    },
+    onError: (err) => log.warn({ err: err.message }, "fair-share record unreadable"),
+  });
+  let view = fairShareView(null);
+  await poll.refresh().catch((err: Error) => log.warn({ err: err.message }, "fair-share record unreadable"));
+  return { groupOf: (clientId: string) => view.groupOf(clientId), stop: () => poll.stop() };
 }
 
 /** What a wait for the administering side's NATS objects is given (how long, what to log meanwhile). */

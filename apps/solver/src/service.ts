@@ -19,6 +19,7 @@ import { createEventSink } from "./adapters/nats.ts";
 import { createProviderSlots, type ProviderSlots } from "./adapters/slots.ts";
 import type { SolverConfig } from "./config.ts";
 import type { Breaker } from "./domain/breaker.ts";
+import { FairScheduler } from "./domain/fair-share.ts";
 import type { KeyRing } from "./domain/keyring.ts";
 import type { Dispatcher } from "./notifier/dispatcher.ts";
 import { type Accounts, accountsOf } from "./wiring/accounts.ts";
@@ -153,7 +154,9 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
   const { jsm, js, consumers } = topology;
   const { database, checkpoints } = openPools(config, workerId);
   const accounts = accountsOf(config);
-  const slots = slotsOf(database, config, workerId, log, accounts);
+  // Weighted fair share of the threads among the region's fair-share groups (docs/fair-share.md).
+  const fair = new FairScheduler({ weightOf: topology.groups.weightOf });
+  const slots = slotsOf(database, config, workerId, log, accounts, fair);
   // Each event waits for its PubAck through one subscription (pub-acks.ts): three per task.
   const events = createEventSink(createPubAckPublisher(nc), config.REGION, (err) =>
     log.warn({ err: err.message }, "event not published"),
@@ -182,6 +185,8 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     metrics,
     onConsumerMissing,
     accounts,
+    fair,
+    groupSources: topology.groups,
     log,
   });
   const deliveries = createDeliveryStore(database.db);
@@ -205,6 +210,7 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
     provider,
     accounts,
     window,
+    groups: topology.groups,
   };
   return { ...built, deliveries, dispatcher, memory, metrics };
 }
@@ -234,8 +240,16 @@ async function keysOf(d: {
 }
 
 /** This solver's leases of the fleet-wide provider thread plan. */
-function slotsOf(database: Database, config: SolverConfig, workerId: string, log: Logger, accounts: Accounts) {
+function slotsOf(
+  database: Database,
+  config: SolverConfig,
+  workerId: string,
+  log: Logger,
+  accounts: Accounts,
+  fair: FairScheduler,
+) {
   return createProviderSlots(database.db.$client, {
+    rank: (group) => fair.rank(group),
     owner: workerId,
     region: config.REGION,
     threads: config.PROVIDER_THREADS,
@@ -306,6 +320,7 @@ async function stopSolver(
   p: {
     liveConfig: LiveConfig;
     fence: { stop(): void } | undefined;
+    groups: { stop(): void };
     reaper: { stop(): void };
     worker: Worker;
     callbacks: Callbacks | undefined;
@@ -322,6 +337,7 @@ async function stopSolver(
   log.info({ inFlight: p.worker.inFlight() }, "solver draining");
   p.liveConfig.stop();
   p.fence?.stop();
+  p.groups.stop();
   p.reaper.stop();
   await Promise.all([p.worker.stop(), p.callbacks?.stop(), p.reports.stop(), p.balances.stop()]);
   await p.slots.stop();

@@ -44,9 +44,13 @@ export function shardOf(taskId: string, shards = DEFAULT_SHARDS): number {
   return (((d[0]! << 24) | (d[1]! << 16) | (d[2]! << 8) | d[3]!) >>> 0) % shards;
 }
 
-/** `tasks.<region>.<lane>.<shard>`: the subject a task message is published on. */
-export function taskSubject(region: string, lane: Priority, shard: number): string {
-  return `tasks.${region}.${lane}.${shard}`;
+/**
+ * `tasks.<region>.<lane>.<shard>`: the subject a task message is published on; with a fair-share
+ * group (docs/fair-share.md), `tasks.<region>.<lane>.g-<group>.<shard>` (five tokens: the lane's
+ * own filters, four tokens, never match it, so each group has its own consumer per lane).
+ */
+export function taskSubject(region: string, lane: Priority, shard: number, group?: string): string {
+  return group ? `tasks.${region}.${lane}.g-${group}.${shard}` : `tasks.${region}.${lane}.${shard}`;
 }
 
 /**
@@ -64,13 +68,22 @@ export function taskSubjects(region: string): string {
 }
 
 /** Filter of one lane's consumer. */
-export function laneFilter(region: string, lane: Priority): string {
-  return `tasks.${region}.${lane}.*`;
+export function laneFilter(region: string, lane: Priority, group?: string): string {
+  return group ? `tasks.${region}.${lane}.g-${group}.*` : `tasks.${region}.${lane}.*`;
 }
 
-/** Durable consumer name of a (region, lane, version) group. */
-export function laneConsumer(region: string, lane: Priority, version: string): string {
-  return `solver_${region}_${lane}_${version}`.replace(/[^A-Za-z0-9_-]/g, "_");
+/**
+ * Durable consumer name of a (region, lane, version) group; a fair-share group's consumer adds
+ * `-g-<group>` (a version has no `-`, so the version is what comes before it: versionOfConsumer).
+ */
+export function laneConsumer(region: string, lane: Priority, version: string, group?: string): string {
+  return `solver_${region}_${lane}_${version}${group ? `-g-${group}` : ""}`.replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
+/** The version and fair-share group of a lane consumer's name, given what follows `solver_<region>_<lane>_`. */
+export function versionOfConsumer(rest: string): { version: string; group?: string } {
+  const i = rest.indexOf("-g-");
+  return i < 0 ? { version: rest } : { version: rest.slice(0, i), group: rest.slice(i + 3) };
 }
 
 /** `events.<region>.<kind>`. */

@@ -144,6 +144,16 @@ export const Command = z.discriminatedUnion("command", [
       json: Flag,
     })
     .strict(),
+  z
+    .object({
+      command: z.literal("fair-share"),
+      args: z.union([z.tuple([]), z.tuple([z.literal("set"), z.string()])], {
+        error: "fair-share takes: (nothing) | set <file.json | ->",
+      }),
+      by: Actor.by,
+      json: Flag,
+    })
+    .strict(),
   z.object({ command: z.literal("redrive-all"), ...Bulk }).strict(),
   z.object({ command: z.literal("cancel-all"), ...Bulk }).strict(),
   z
@@ -229,6 +239,10 @@ export const USAGE = `usage: bun run recovery <command> [options]
   lanes pause <lane> [--reason WHY] [--for 30m] [--by WHO]
                                           pause a lane: no task of it starts until resumed (or --for passed); audited
   lanes resume <lane> [--by WHO]          resume it: its queued tasks are delivered again; audited
+  fair-share [--json]                     the region's fair-share groups: weights, clients, queued tasks
+  fair-share set <file.json | -> [--by WHO]
+                                          replace them ({"groups": {"<name>": {"weight": N, "clients": [ids]}},
+                                          "defaultWeight": N}); a group with queued tasks is never dropped; audited
   incidents [--limit N] [--json]          failovers, rollbacks, restores, breaker storms, drills: newest first, open or closed, MTTR
   incident <id> [--markdown] [--json]     one incident's figures and timeline; --markdown: a post-mortem skeleton to fill in
   drill <scenario> [--rate N] [--baseline MS] [--timeout MS] [--to NAME] [--yes] [--json]

@@ -10,7 +10,7 @@ import type { Db } from "@pipeline/shared/db";
 import { LaneRecord, laneKey, pauseUntilOf, readLaneRecord, readLaneRecords } from "@pipeline/shared/lanes";
 import { isNotFound } from "@pipeline/shared/nats";
 import type { Priority } from "@pipeline/shared/schemas";
-import { LANES, laneConsumer, streams } from "@pipeline/shared/subjects";
+import { LANES, laneConsumer, streams, versionOfConsumer } from "@pipeline/shared/subjects";
 import { recordAudit } from "../fleet/audit.ts";
 import { type LaneAction, type LaneConsumer, type LaneState, laneState, recordOf } from "./model.ts";
 
@@ -46,7 +46,7 @@ export async function listLaneConsumers(
       if (!hit) continue;
       out[hit[0]].push({
         name: c.name,
-        version: c.name.slice(hit[1].length),
+        version: versionOfConsumer(c.name.slice(hit[1].length)).version,
         paused: c.paused === true,
         pauseUntil: (c.config as { pause_until?: string }).pause_until ?? null,
       });

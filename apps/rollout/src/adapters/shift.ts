@@ -3,6 +3,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import {
+  consumerGroups,
   consumerVersions,
   moveShards,
   readAssignment,
@@ -55,6 +56,8 @@ export async function shiftTo(o: {
         ...(o.versions ?? []),
       ]),
       o.ackWaitMs,
+      // A fair-share group no longer configured still has consumers (and maybe tasks): moved too.
+      await consumerGroups(o.jsm, o.region),
     );
     return { moved, share: shareOf(next), changed };
   }
@@ -81,5 +84,6 @@ export async function reconcileRegion(o: {
     o.assignment,
     versionsOf(o.assignment, [...(await consumerVersions(o.jsm, o.region)), ...o.also]),
     o.ackWaitMs,
+    await consumerGroups(o.jsm, o.region),
   );
 }

@@ -14,7 +14,13 @@ export interface ProviderSlots {
    * A unit of the key's plan for one new provider task: at once when the block has one, else
    * after a lease or a returned unit (high lane first), or undefined after `waitMs`.
    */
-  take(keyRef: string, priority: Priority, waitMs: number, signal?: AbortSignal): Promise<Unit | undefined>;
+  take(
+    keyRef: string,
+    priority: Priority,
+    waitMs: number,
+    signal?: AbortSignal,
+    group?: string,
+  ): Promise<Unit | undefined>;
   /** Leases every key's block now (the timer does it every SLOT_LEASE_MS/4, and tasks waiting ask for one sooner). */
   lease(): Promise<void>;
   start(): void;
@@ -49,6 +55,8 @@ export interface SlotOptions {
   minLeaseGapMs?: number;
   /** A key no unit was taken of for this long (a key rotated away) gives its block up (default 60 s). */
   idleMs?: number;
+  /** Waiters of one lane served by fair-share rank (domain/fair-share.ts), lowest first; absent: in arrival order. */
+  rank?: (group: string | undefined) => number;
   onError?(err: Error): void;
   now?: () => number;
 }
@@ -103,7 +111,7 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
   let timer: ReturnType<typeof setInterval> | undefined;
   let listening: Promise<{ unlisten(): Promise<void> }> | undefined;
   return {
-    take: (keyRef, priority, waitMs, signal) => take(s, keyRef, priority, waitMs, signal),
+    take: (keyRef, priority, waitMs, signal, group) => take(s, keyRef, priority, waitMs, signal, group),
     lease: () => leaseAll(s),
     start() {
       timer = setInterval(() => void leaseAll(s), Math.max(250, Math.floor(o.leaseMs / 4)));
@@ -151,12 +159,13 @@ async function take(
   priority: Priority,
   waitMs: number,
   signal?: AbortSignal,
+  group?: string,
 ): Promise<Unit | undefined> {
   let b = s.budgets.get(keyRef);
-  if (!b) s.budgets.set(keyRef, (b = new KeyBudget(keyRef, s.now)));
+  if (!b) s.budgets.set(keyRef, (b = new KeyBudget(keyRef, s.now, s.o.rank)));
   const u = b.tryTake();
   if (u || waitMs <= 0 || s.stopped) return u;
-  const w = b.wait(priority);
+  const w = b.wait(priority, group);
   const timeout = setTimeout(w.cancel, waitMs);
   const abort = () => w.cancel();
   signal?.addEventListener("abort", abort, { once: true });

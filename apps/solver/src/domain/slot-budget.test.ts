@@ -112,3 +112,32 @@ test("a budget is idle once nothing is carried or waiting and no unit was taken 
   b.tryTake();
   expect(b.idle(1000)).toBe(false);
 });
+
+test("within a lane, a freed unit goes to the waiter of the lowest fair-share rank; the high lane first still", async () => {
+  const ranks: Record<string, number> = { big: 10, small: 1 };
+  const b = new KeyBudget(
+    "key_x",
+    () => 1000,
+    (g) => ranks[g ?? ""] ?? 0,
+  );
+  b.leased(b.leaseSent(), 1, 9000);
+  const held = b.tryTake()!;
+  const served: string[] = [];
+  const wait = (lane: "high" | "normal", group: string) =>
+    b.wait(lane, group).promise.then((u) => {
+      served.push(`${lane}:${group}`);
+      return u;
+    });
+  const w1 = wait("normal", "big");
+  const w2 = wait("normal", "small");
+  const w3 = wait("high", "big");
+  held.free();
+  const u = await w3;
+  expect(served).toEqual(["high:big"]);
+  u!.free();
+  const v = await w2;
+  expect(served).toEqual(["high:big", "normal:small"]);
+  v!.free();
+  await w1;
+  expect(served).toEqual(["high:big", "normal:small", "normal:big"]);
+});

@@ -51,6 +51,8 @@ export function grantFor(f: GrantFacts): number {
 interface Waiter {
   resolve(u: UnitImpl | undefined): void;
   priority: Priority;
+  /** The task's fair-share group (domain/fair-share.ts): within a lane, the lowest rank is served first. */
+  group: string | undefined;
 }
 
 class UnitImpl implements Unit {
@@ -98,6 +100,8 @@ export class KeyBudget {
   constructor(
     readonly keyRef: string,
     private readonly now: () => number,
+    /** The fair-share order of the waiters of one lane (lowest first); absent: first come, first served. */
+    private readonly rank?: (group: string | undefined) => number,
   ) {
     this.lastTakeAt = now();
   }
@@ -129,9 +133,9 @@ export class KeyBudget {
   }
 
   /** Waits for a unit (served in lane order as units come back or a lease grants more). */
-  wait(priority: Priority): { promise: Promise<Unit | undefined>; cancel(): void } {
+  wait(priority: Priority, group?: string): { promise: Promise<Unit | undefined>; cancel(): void } {
     const { promise, resolve } = Promise.withResolvers<UnitImpl | undefined>();
-    const w: Waiter = { resolve, priority };
+    const w: Waiter = { resolve, priority, group };
     this.waiters[priority].push(w);
     return {
       promise,
@@ -186,9 +190,21 @@ export class KeyBudget {
       const q = this.waiters[lane];
       while (q.length > 0) {
         if (this.leasing || this.consumed >= this.grant || this.now() >= this.validUntil) return;
-        q.shift()!.resolve(this.hand());
+        q.splice(this.next(q), 1)[0]!.resolve(this.hand());
       }
     }
+  }
+
+  /** The waiter of `q` to serve: the lowest fair-share rank (the first of equals), or the first. */
+  private next(q: Waiter[]): number {
+    if (!this.rank || q.length < 2) return 0;
+    let best = 0;
+    let bestRank = this.rank(q[0]!.group);
+    for (let i = 1; i < q.length; i++) {
+      const r = this.rank(q[i]!.group);
+      if (r < bestRank) (best = i), (bestRank = r);
+    }
+    return best;
   }
 
   /** Ends every wait (stop). */

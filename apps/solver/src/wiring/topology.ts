@@ -11,6 +11,7 @@ import {
   jetstream,
   jetstreamManager,
 } from "@nats-io/jetstream";
+import { type FairShare, fairShareView, pollFairShare } from "@pipeline/shared/fair-share";
 import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { type NatsConnection, requireStreams, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
@@ -18,11 +19,14 @@ import type { Priority } from "@pipeline/shared/schemas";
 import { ensureVersionConsumers } from "@pipeline/shared/shards";
 import { buckets, LANES, laneConsumer, streams } from "@pipeline/shared/subjects";
 import type { SolverConfig } from "../config.ts";
+import type { GroupSource, GroupSources } from "../worker/worker.ts";
 
 export interface TaskTopology {
   jsm: JetStreamManager;
   js: JetStreamClient;
   consumers: Record<Priority, Consumer>;
+  /** The fair-share groups' consumers (docs/fair-share.md), and their weights now. */
+  groups: GroupSources & { weightOf(group: string | undefined): number; stop(): void };
   /** Called by the worker when a lane consumer is missing; several calls share one recreation. */
   recreate(lane: Priority, what: string): Promise<void>;
 }
@@ -85,5 +89,60 @@ export async function openTaskTopology(
         }
       }
     })().finally(() => (recreating = undefined)));
-  return { jsm, js, consumers, recreate };
+  const groups = await watchGroups({ jsm, js, config, log, reconcile: versionConsumers });
+  return { jsm, js, consumers, groups, recreate };
+}
+
+/**
+ * The region's fair-share record, read every 5 s: a group added gets this version's consumers
+ * (the reconcile makes them) and a pull loop (`onAdded`); a group removed keeps its loop until the
+ * process ends (its tasks already queued are still served). Weights are read at each use.
+ */
+async function watchGroups(o: {
+  jsm: JetStreamManager;
+  js: JetStreamClient;
+  config: SolverConfig;
+  log: Logger;
+  reconcile: () => Promise<unknown>;
+}): Promise<TaskTopology["groups"]> {
+  const { config, log } = o;
+  const sources: GroupSource[] = [];
+  const added: Array<(s: GroupSource) => void> = [];
+  let view = fairShareView(null);
+  const open = async (record: FairShare | null) => {
+    view = fairShareView(record);
+    const fresh = view.groups().filter((g) => !sources.some((s) => s.group === g));
+    if (fresh.length === 0) return;
+    await o.reconcile();
+    for (const group of fresh)
+      for (const lane of LANES) {
+        const consumer = await o.js.consumers.get(
+          streams.tasks(config.REGION),
+          laneConsumer(config.REGION, lane, config.SOLVER_VERSION, group),
+        );
+        const s = { lane, group, consumer };
+        sources.push(s);
+        for (const cb of added) cb(s);
+      }
+    log.info({ groups: view.groups() }, "fair-share groups in use");
+  };
+  const poll = pollFairShare({
+    jsm: o.jsm,
+    region: config.REGION,
+    onRejected: (error) => log.error({ error }, "fair-share record refused; the previous one stays in use"),
+    // Every read: a group whose consumers could not be made yet is tried again.
+    onTick: (record) =>
+      open(record).catch((err: Error) =>
+        log.warn({ err: err.message }, "fair-share groups' consumers not ready; retrying at the next read"),
+      ),
+    onError: (err) => log.warn({ err: err.message }, "fair-share record unreadable"),
+  });
+  await poll.refresh();
+  await open(poll.current());
+  return {
+    current: () => [...sources],
+    onAdded: (cb) => void added.push(cb),
+    weightOf: (g) => view.weightOf(g),
+    stop: () => poll.stop(),
+  };
 }

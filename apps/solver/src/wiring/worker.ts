@@ -14,13 +14,14 @@ import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots } from "../adapters/slots.ts";
 import type { SolverConfig } from "../config.ts";
 import type { LedgerContext } from "../domain/charge.ts";
+import type { FairScheduler } from "../domain/fair-share.ts";
 import type { KeyRing } from "../domain/keyring.ts";
 import { createPermits } from "../domain/permits.ts";
 import { pullExpiresMs } from "../domain/pull-expiry.ts";
 import type { TimingReader } from "../domain/timing.ts";
 import type { ProviderWindow } from "../worker/provider-window.ts";
 import { createSleeper } from "../worker/sleeps.ts";
-import { createWorker } from "../worker/worker.ts";
+import { createWorker, type GroupSources } from "../worker/worker.ts";
 import type { Accounts } from "./accounts.ts";
 
 export function createSolverWorker(d: {
@@ -41,6 +42,9 @@ export function createSolverWorker(d: {
   accounts: Accounts;
   /** The adaptive window (ADAPTIVE_CONCURRENCY=1). */
   window?: ProviderWindow | undefined;
+  /** Weighted fair share among the fair-share groups, and their consumers. */
+  fair: FairScheduler;
+  groupSources: GroupSources;
   log: Logger;
 }) {
   const { config } = d;
@@ -52,6 +56,8 @@ export function createSolverWorker(d: {
     admission: createPermits(config.SOLVER_START_CONCURRENCY),
     workerId: d.workerId,
     consumers: d.consumers,
+    fair: d.fair,
+    groupSources: d.groupSources,
     store: createSolverStore(d.database.db, d.checkpoints.sql, config.REGION),
     provider: d.provider,
     slots: d.slots,

@@ -9,6 +9,7 @@ import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import type { ProviderSlots, Unit } from "../adapters/slots.ts";
 import type { LedgerContext } from "../domain/charge.ts";
+import type { FairScheduler } from "../domain/fair-share.ts";
 import type { KeyRing, ProviderKeyInUse } from "../domain/keyring.ts";
 import type { Outcome } from "../domain/outcome.ts";
 import type { Permits } from "../domain/permits.ts";
@@ -49,6 +50,8 @@ export interface HandlerDeps {
   ledger?: LedgerContext;
   /** The waits between steps (slot retries, first poll, poll interval): one timer for them all. */
   sleeper: Sleeper;
+  /** Weighted fair share among fair-share groups (domain/fair-share.ts): threads charged to their group. */
+  fair?: FairScheduler;
 }
 
 export interface Delivery {
@@ -57,6 +60,8 @@ export interface Delivery {
   type?: TaskType;
   priority: Priority;
   deliveries: number;
+  /** The fair-share group whose consumer delivered it (undefined: the lane's own subjects). */
+  group?: string;
 }
 
 /** A task waiting for the provider's answer, as the handler leaves it to the waiting room. */

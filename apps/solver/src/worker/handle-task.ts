@@ -58,6 +58,8 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     // up without a unit (a dead solver's tasks are finished even while the plan is full of them).
     const { key, unit } = await takeRouted(deps, routed.length > 0 ? routed : [first], d, signal);
     deps.window?.hold(d.taskId, key.ref);
+    // A thread of the plan held for the task's group until its provider task ends (worker.ts ends it).
+    if (unit) deps.fair?.took(d.taskId, d.group);
     const breaker = deps.keys.breaker(key.ref);
     if (!unit && !(await needsNoUnit(deps, d.taskId))) {
       counter(deps)("slotWaits");
@@ -120,12 +122,13 @@ async function takeRouted(
   for (const key of order) {
     // An account whose plan is not exhausted gets the task (waiting for its next lease if need be);
     // a full one only if it has a unit free right now.
-    if (!deps.slots.full(key.ref)) return { key, unit: await deps.slots.take(key.ref, d.priority, waitMs, signal) };
-    const unit = await deps.slots.take(key.ref, d.priority, 0, signal);
+    if (!deps.slots.full(key.ref))
+      return { key, unit: await deps.slots.take(key.ref, d.priority, waitMs, signal, d.group) };
+    const unit = await deps.slots.take(key.ref, d.priority, 0, signal, d.group);
     if (unit) return { key, unit };
   }
   // Every account full: wait for the best one.
-  return { key: order[0]!, unit: await deps.slots.take(order[0]!.ref, d.priority, waitMs, signal) };
+  return { key: order[0]!, unit: await deps.slots.take(order[0]!.ref, d.priority, waitMs, signal, d.group) };
 }
 
 /**

@@ -9,8 +9,23 @@ import { nak, type Outcome, term } from "../domain/outcome.ts";
 import { type Handled, type HandlerDeps, handleTask, submitAnew } from "./handle-task.ts";
 import { createWaitingRoom, type WaitingRoom, type WaitResult } from "./waiting.ts";
 
+/** A fair-share group's consumer of a lane (docs/fair-share.md). */
+export interface GroupSource {
+  lane: Priority;
+  group: string;
+  consumer: Consumer;
+}
+
+/** The groups' consumers now, and the ones made later (a group added to the record). */
+export interface GroupSources {
+  current(): GroupSource[];
+  onAdded(cb: (s: GroupSource) => void): void;
+}
+
 export interface WorkerDeps extends HandlerDeps {
   consumers: Record<Priority, Consumer>;
+  /** Fair-share groups' consumers, pulled beside the lanes' own; served by `fair` (HandlerDeps). */
+  groupSources?: GroupSources;
   store: SolverStore;
   log: Logger;
   concurrency: number;
@@ -54,28 +69,55 @@ export interface Worker {
   counters: Record<string, number>;
 }
 
+interface SlotWaiter {
+  lane: Priority;
+  group: string | undefined;
+  resolve(got: boolean): void;
+}
+
 /**
  * The shared in-flight limit: normal and low may not use the reserved share, so a high task
- * always finds a slot quickly.
+ * always finds a slot quickly. A freed slot is handed to one waiter (no race between woken
+ * ones): a high one first, then the lowest fair-share rank (`rank`), then the first come (normal
+ * and low alike here: the low lane is not starved by a normal backlog; the plan's units are
+ * served in lane order, slot-budget.ts).
  */
-function createSlots(concurrency: number, highReserved: number) {
+function createSlots(concurrency: number, highReserved: number, rank?: (group: string | undefined) => number) {
   let used = 0;
-  const waiters: Array<() => void> = [];
+  const waiters: SlotWaiter[] = [];
   const reserve = Math.min(concurrency - 1, Math.floor(concurrency * highReserved));
   const free = (lane: Priority) => concurrency - used - (lane === "high" ? 0 : reserve);
-  const wake = () => {
-    for (const w of waiters.splice(0)) w();
+  const better = (a: SlotWaiter, b: SlotWaiter) =>
+    (a.lane === "high") !== (b.lane === "high") ? a.lane === "high" : !!rank && rank(a.group) < rank(b.group);
+  const serve = () => {
+    while (waiters.length > 0) {
+      let best = -1;
+      for (let i = 0; i < waiters.length; i++)
+        if (free(waiters[i]!.lane) > 0 && (best < 0 || better(waiters[i]!, waiters[best]!))) best = i;
+      if (best < 0) return;
+      used++;
+      waiters.splice(best, 1)[0]!.resolve(true);
+    }
   };
   return {
-    free,
-    wake,
-    take: () => void used++,
+    /** Every waiter told to give up (stop). */
+    wake() {
+      for (const w of waiters.splice(0)) w.resolve(false);
+    },
     release() {
       used--;
-      wake();
+      serve();
     },
-    async waitFor(lane: Priority, running: () => boolean) {
-      while (running() && free(lane) <= 0) await new Promise<void>((r) => waiters.push(r));
+    /** A slot of the lane, taken now or handed over when one frees; false once stopped. */
+    acquire(lane: Priority, group: string | undefined, running: () => boolean): boolean | Promise<boolean> {
+      if (free(lane) > 0 && waiters.length === 0) {
+        used++;
+        return true;
+      }
+      if (!running()) return false;
+      const p = new Promise<boolean>((resolve) => waiters.push({ lane, group, resolve }));
+      serve();
+      return p;
     },
   };
 }
@@ -113,7 +155,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     handling: new Set(),
     held: new Set(),
     streams: new Set(),
-    slots: createSlots(deps.concurrency, deps.highReserved),
+    slots: createSlots(deps.concurrency, deps.highReserved, deps.fair ? (g) => deps.fair!.rank(g) : undefined),
     hard,
     room: createWaitingRoom(deps, hard.signal),
   };
@@ -126,7 +168,11 @@ export function createWorker(deps: WorkerDeps): Worker {
     start() {
       w.running = true;
       const timers = [keepHeldAlive(w)];
-      for (const lane of LANES) loops.push(laneLoop(w, lane));
+      for (const lane of LANES) loops.push(laneLoop(w, lane, deps.consumers[lane]));
+      for (const g of deps.groupSources?.current() ?? []) loops.push(laneLoop(w, g.lane, g.consumer, g.group));
+      deps.groupSources?.onAdded((g) => {
+        if (w.running) loops.push(laneLoop(w, g.lane, g.consumer, g.group));
+      });
       timers.push(renewLeases(w), probeHalfOpenBreaker(w));
       stopTimers = () => {
         for (const t of timers) clearInterval(t);
@@ -161,7 +207,7 @@ function receive(msg: JsMsg, ackPublish: WorkerDeps["ackPublish"]): Received {
 }
 
 /** Handles one delivery to its outcome and applies it to the message; never two copies of one task at once. */
-async function process(w: WorkerState, r: Received): Promise<void> {
+async function process(w: WorkerState, r: Received, group: string | undefined): Promise<void> {
   const { deps } = w;
   const msg = r.handle;
   w.held.add(msg);
@@ -182,7 +228,7 @@ async function process(w: WorkerState, r: Received): Promise<void> {
       return;
     }
     w.handling.add(parsed.id);
-    const outcome = await handleToOutcome(w, parsed, r.deliveries);
+    const outcome = await handleToOutcome(w, parsed, r.deliveries, group);
     applyOutcome(msg, outcome);
     deps.metrics?.outcome(outcome.kind);
     deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
@@ -195,7 +241,12 @@ async function process(w: WorkerState, r: Received): Promise<void> {
  * The task handled, through the waiting room while it is parked, to its outcome; a handler error
  * is a nak, and the row is released for the next worker.
  */
-async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: number): Promise<Outcome> {
+async function handleToOutcome(
+  w: WorkerState,
+  parsed: TaskMessage,
+  deliveries: number,
+  group: string | undefined,
+): Promise<Outcome> {
   const { deps, hard } = w;
   let failed = false;
   const onError = (err: Error) => {
@@ -204,7 +255,7 @@ async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: 
     deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
     return nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error");
   };
-  const delivery = { taskId: parsed.id, type: parsed.type, priority: parsed.priority, deliveries };
+  const delivery = { taskId: parsed.id, type: parsed.type, priority: parsed.priority, deliveries, group };
   let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
   // A parked task waits in the waiting room, which finishes it (its step written there) or
   // hands it back only to be submitted anew; then it is parked again, or ends in the submit.
@@ -214,8 +265,10 @@ async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: 
     else handled = waited.kind === "done" ? waited.outcome : waited;
   }
   w.handling.delete(parsed.id);
-  // Its provider task ended (or none was made): its place in the adaptive window is free.
+  // Its provider task ended (or none was made): its place in the adaptive window is free, and
+  // its thread's time is charged to its fair-share group.
   deps.window?.leave(parsed.id);
+  deps.fair?.ended(parsed.id);
   if (failed) {
     // Leave the row to the next worker (it resumes from the stored provider id). If the
     // database is what failed, the lease, no longer renewed, runs out instead.
@@ -230,9 +283,8 @@ async function handleToOutcome(w: WorkerState, parsed: TaskMessage, deliveries: 
  * AckWait. The lane's buffer is small, and a message waiting there for a slot is kept alive
  * with `working()`.
  */
-async function laneLoop(w: WorkerState, lane: Priority): Promise<void> {
+async function laneLoop(w: WorkerState, lane: Priority, consumer: Consumer, group?: string): Promise<void> {
   const { deps } = w;
-  const consumer = deps.consumers[lane];
   const buffer = Math.max(1, Math.min(deps.fetchBatch, Math.ceil(deps.concurrency / 4)));
   while (w.running) {
     let messages: ConsumerMessages | undefined;
@@ -245,7 +297,7 @@ async function laneLoop(w: WorkerState, lane: Priority): Promise<void> {
       watchConsumer(messages, (what) => deps.onConsumerMissing?.(lane, what));
       for await (const msg of messages) {
         if (!w.running) break;
-        if (!(await dispatch(w, lane, receive(msg, deps.ackPublish)))) break;
+        if (!(await dispatch(w, lane, group, receive(msg, deps.ackPublish)))) break;
       }
     } catch (err) {
       if (w.running) {
@@ -275,18 +327,23 @@ function watchConsumer(messages: ConsumerMessages, onMissing: (what: string) => 
  * Waits for a slot of the lane (the message kept alive meanwhile), then starts handling the
  * delivery; false (the message nak'd) when the worker stopped meanwhile.
  */
-async function dispatch(w: WorkerState, lane: Priority, r: Received): Promise<boolean> {
-  if (w.slots.free(lane) <= 0) {
+async function dispatch(w: WorkerState, lane: Priority, group: string | undefined, r: Received): Promise<boolean> {
+  // The group has work (until this delivery ends): its fair-share rank catches up if it had none.
+  const leave = w.deps.fair?.arrived(group);
+  let got = w.slots.acquire(lane, group, () => w.running);
+  if (got !== true) {
     w.held.add(r.handle);
-    await w.slots.waitFor(lane, () => w.running);
+    got = await got;
     w.held.delete(r.handle);
   }
-  if (!w.running) {
+  if (!w.running || !got) {
+    if (got) w.slots.release();
+    leave?.();
     r.handle.nak(0);
     return false;
   }
-  w.slots.take();
-  const p = process(w, r).finally(() => {
+  const p = process(w, r, group).finally(() => {
+    leave?.();
     w.active.delete(p);
     w.slots.release();
   });

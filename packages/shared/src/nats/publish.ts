@@ -48,7 +48,7 @@ export async function publishTaskMessage(
 ): Promise<PubAck> {
   return publishWithRetry(
     js,
-    taskSubject(region, msg.priority, shardOf(msg.id)),
+    taskSubject(region, msg.priority, shardOf(msg.id), msg.group),
     JSON.stringify(msg),
     msgID,
     deadlineMs,
@@ -72,7 +72,7 @@ export async function publishScheduledTask(
 ): Promise<PubAck> {
   const h = headers();
   h.set("Nats-Schedule", `@at ${at.toISOString()}`);
-  h.set("Nats-Schedule-Target", taskSubject(region, msg.priority, shardOf(msg.id)));
+  h.set("Nats-Schedule-Target", taskSubject(region, msg.priority, shardOf(msg.id), msg.group));
   return publishWithRetry(
     js,
     scheduleSubject(region, msg.id),

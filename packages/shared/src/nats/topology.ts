@@ -196,6 +196,8 @@ export interface LaneConsumerOptions {
   region: string;
   lane: Priority;
   version: string;
+  /** A fair-share group's consumer of the lane (its own subjects), or the lane's own. */
+  group?: string;
   ackWaitMs: number;
   maxDeliver?: number;
   maxAckPending?: number;
@@ -208,8 +210,8 @@ export interface LaneConsumerOptions {
 
 export function laneConsumerConfig(o: LaneConsumerOptions): Partial<ConsumerConfig> & { durable_name: string } {
   return {
-    durable_name: laneConsumer(o.region, o.lane, o.version),
-    filter_subject: laneFilter(o.region, o.lane),
+    durable_name: laneConsumer(o.region, o.lane, o.version, o.group),
+    filter_subject: laneFilter(o.region, o.lane, o.group),
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     ack_wait: nanos(o.ackWaitMs),

@@ -39,7 +39,16 @@ export const TaskAccepted = z.object({ id: z.uuid(), status: z.literal("queued")
 export type TaskAccepted = z.infer<typeof TaskAccepted>;
 
 /** The JetStream message on TASKS: only the id; Postgres holds the task. */
-export const TaskMessage = z.object({ id: z.uuid(), type: TaskType, priority: Priority });
+export const TaskMessage = z.object({
+  id: z.uuid(),
+  type: TaskType,
+  priority: Priority,
+  /** The owner's fair-share group (docs/fair-share.md): the message goes on the group's subjects of its lane. */
+  group: z
+    .string()
+    .regex(/^[a-z0-9]{1,16}$/)
+    .optional(),
+});
 export type TaskMessage = z.infer<typeof TaskMessage>;
 
 /** An event on EVENTS: every state change of a task. */

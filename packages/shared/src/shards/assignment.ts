@@ -7,10 +7,11 @@ import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
+import { readFairShare } from "../fair-share/read.ts";
 import { lanePauses } from "../lanes/read.ts";
 import { isNotFound, laneConsumerConfig } from "../nats/topology.ts";
 import type { Priority } from "../schemas/task-types.ts";
-import { buckets, DEFAULT_SHARDS, LANES, laneConsumer, streams, taskSubject } from "../subjects.ts";
+import { buckets, DEFAULT_SHARDS, LANES, laneConsumer, streams, taskSubject, versionOfConsumer } from "../subjects.ts";
 
 export const SHARDS_KEY = "shards";
 const Version = z.string().regex(/^[a-z0-9_]{1,32}$/, "lower-case letters, digits and '_'");
@@ -71,13 +72,32 @@ export function shardsToReach(a: ShardAssignment, to: string, count: number): nu
 }
 
 /** A subject inside the stream nobody publishes on: the filter of a version that owns no shard. */
-export function idleSubject(region: string, lane: Priority, version: string): string {
-  return `tasks.${region}.${lane}.idle_${version}`;
+export function idleSubject(region: string, lane: Priority, version: string, group?: string): string {
+  return group ? `tasks.${region}.${lane}.g-${group}.idle_${version}` : `tasks.${region}.${lane}.idle_${version}`;
 }
 
-/** The filter subjects of a version's lane consumer. */
-export function laneFilters(region: string, lane: Priority, version: string, owned: number[]): string[] {
-  return owned.length ? owned.map((s) => taskSubject(region, lane, s)) : [idleSubject(region, lane, version)];
+/** The filter subjects of a version's lane consumer (of a fair-share group's subjects, with `group`). */
+export function laneFilters(
+  region: string,
+  lane: Priority,
+  version: string,
+  owned: number[],
+  group?: string,
+): string[] {
+  return owned.length
+    ? owned.map((s) => taskSubject(region, lane, s, group))
+    : [idleSubject(region, lane, version, group)];
+}
+
+/**
+ * The fair-share groups whose consumers a reconcile makes: the region's record (read through the
+ * JetStream API, what a solver may do), and any the caller names (the rollout: groups that still
+ * have consumers). An unreadable record adds none.
+ */
+async function groupsToReconcile(jsm: JetStreamManager, region: string, also: string[]): Promise<string[]> {
+  const r = await readFairShare(jsm, region);
+  const configured = "record" in r && r.record ? Object.keys(r.record.groups) : [];
+  return [...new Set([...configured, ...also])].sort();
 }
 
 export async function openRolloutBucket(nc: NatsConnection, region: string, replicas?: number): Promise<KV> {
@@ -121,9 +141,10 @@ async function currentFilters(
   region: string,
   lane: Priority,
   version: string,
+  group: string | undefined,
 ): Promise<string[] | undefined> {
   try {
-    const c = (await jsm.consumers.info(streams.tasks(region), laneConsumer(region, lane, version))).config;
+    const c = (await jsm.consumers.info(streams.tasks(region), laneConsumer(region, lane, version, group))).config;
     return c.filter_subjects?.length ? c.filter_subjects : c.filter_subject ? [c.filter_subject] : [];
   } catch (err) {
     if (isNotFound(err)) return undefined;
@@ -134,18 +155,18 @@ async function currentFilters(
 /** Creates or updates a version's lane consumer to exactly `filters`. */
 async function setFilters(
   jsm: JetStreamManager,
-  region: string,
-  lane: Priority,
-  version: string,
+  p: { region: string; lane: Priority; version: string; group: string | undefined },
   filters: string[],
   ackWaitMs: number,
   exists: boolean,
   pauseUntil: string | undefined,
 ): Promise<void> {
+  const { region, lane, version, group } = p;
   const { filter_subject: _f, ...cfg } = laneConsumerConfig({
     region,
     lane,
     version,
+    ...(group ? { group } : {}),
     ackWaitMs,
     ...(pauseUntil ? { pauseUntil } : {}),
   });
@@ -193,16 +214,26 @@ export async function reconcileConsumers(
   a: ShardAssignment,
   versions: string[],
   ackWaitMs: number,
+  alsoGroups: string[] = [],
 ): Promise<{ changed: string[]; rewound: string[] }> {
-  const plan: { lane: Priority; version: string; want: string[]; have: string[] | undefined }[] = [];
+  const plan: {
+    lane: Priority;
+    version: string;
+    group: string | undefined;
+    want: string[];
+    have: string[] | undefined;
+  }[] = [];
+  const groups = [undefined, ...(await groupsToReconcile(jsm, region, alsoGroups))];
   for (const version of new Set(versions))
     for (const lane of LANES)
-      plan.push({
-        lane,
-        version,
-        want: laneFilters(region, lane, version, ownedShards(a, version)),
-        have: await currentFilters(jsm, region, lane, version),
-      });
+      for (const group of groups)
+        plan.push({
+          lane,
+          version,
+          group,
+          want: laneFilters(region, lane, version, ownedShards(a, version), group),
+          have: await currentFilters(jsm, region, lane, version, group),
+        });
   const changed: string[] = [];
   const pauses = await lanePauses(jsm, region);
   const shrinks = plan.filter(
@@ -211,8 +242,8 @@ export async function reconcileConsumers(
   const rest = plan.filter((p) => !shrinks.includes(p) && (!p.have || !sameSet(p.want, p.have)));
   const rewound: string[] = [];
   for (const p of [...shrinks, ...rest]) {
-    await setFilters(jsm, region, p.lane, p.version, p.want, ackWaitMs, p.have !== undefined, pauses[p.lane]);
-    const name = laneConsumer(region, p.lane, p.version);
+    await setFilters(jsm, { region, ...p }, p.want, ackWaitMs, p.have !== undefined, pauses[p.lane]);
+    const name = laneConsumer(region, p.lane, p.version, p.group);
     changed.push(name);
     const gained = p.have !== undefined && p.want.some((w) => !w.includes(".idle_") && !p.have!.includes(w));
     if (gained && (await rewindToOldest(jsm, streams.tasks(region), name))) rewound.push(name);
@@ -250,11 +281,27 @@ export async function ensureVersionConsumers(
 
 /** Versions that have lane consumers on the region's TASKS (needs the consumer-list permission: rollout, admin). */
 export async function consumerVersions(jsm: JetStreamManager, region: string): Promise<string[]> {
-  const out = new Set<string>();
+  return (await laneConsumerNames(jsm, region)).versions;
+}
+
+/** Fair-share groups that have lane consumers on the region's TASKS (the rollout moves their shards too). */
+export async function consumerGroups(jsm: JetStreamManager, region: string): Promise<string[]> {
+  return (await laneConsumerNames(jsm, region)).groups;
+}
+
+async function laneConsumerNames(
+  jsm: JetStreamManager,
+  region: string,
+): Promise<{ versions: string[]; groups: string[] }> {
+  const versions = new Set<string>();
+  const groups = new Set<string>();
   const prefixes = LANES.map((lane) => laneConsumer(region, lane, ""));
   for await (const c of jsm.consumers.list(streams.tasks(region))) {
     const p = prefixes.find((x) => c.name.startsWith(x));
-    if (p) out.add(c.name.slice(p.length));
+    if (!p) continue;
+    const v = versionOfConsumer(c.name.slice(p.length));
+    versions.add(v.version);
+    if (v.group) groups.add(v.group);
   }
-  return [...out];
+  return { versions: [...versions], groups: [...groups].sort() };
 }

@@ -1,4 +1,5 @@
 export {
+  consumerGroups,
   consumerVersions,
   ensureAssignment,
   ensureVersionConsumers,

@@ -6,6 +6,7 @@ import { auditCommand } from "./audit.ts";
 import { cancelAllCommand, redriveAllCommand } from "./bulk.ts";
 import { configCommand } from "./config.ts";
 import { drillCommand } from "./drill.ts";
+import { fairShareCommand } from "./fair-share.ts";
 import { incidentCommand, incidentsCommand } from "./incidents.ts";
 import { lanesCommand } from "./lanes.ts";
 import { migrateCommand } from "./migrate.ts";
@@ -47,6 +48,7 @@ export const COMMANDS: { [K in Command["command"]]: Handler<K> } = {
   "redrive-all": redriveAllCommand,
   "cancel-all": cancelAllCommand,
   lanes: lanesCommand,
+  "fair-share": fairShareCommand,
   drill: drillCommand,
   incidents: incidentsCommand,
   incident: incidentCommand,

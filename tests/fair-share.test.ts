@@ -1,0 +1,166 @@
+// Weighted fair share of the provider plan (docs/fair-share.md) on a running stack: two clients in
+// fair-share groups of weights 1 (`bulk`) and 3 (`team`); `bulk` queues 600 tasks at once, `team`
+// 60 a few seconds later while the plan (10 threads, 1 s solves) is saturated. `team`'s first task
+// starts within about one solve time (first come, first served it would wait for the whole
+// backlog: ~60 s), and while both have work their thread-seconds are 1:3. The record is set with
+// `recovery fair-share set` as an operator does; a bad record is refused naming the field.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { natsEnv } from "@pipeline/devstack";
+import { eventually } from "@pipeline/devstack/testing";
+import { unpepperedClientId } from "@pipeline/shared/client-ids";
+import { api, PROVIDER_KEY, ROOT, type Stack, startStack } from "./harness.ts";
+
+const region = "fairsh";
+const BULK_KEY = "e2e-client-key-0001";
+const TEAM_KEY = "fair-team-key-0002";
+const THREADS = 10;
+const dir = mkdtempSync(join(tmpdir(), "fair-share-e2e-"));
+let s: Stack;
+
+beforeAll(async () => {
+  s = await startStack({
+    region,
+    solvers: 0,
+    emulator: { latencyMs: 1000 },
+    gatewayEnv: { API_KEYS: `${BULK_KEY},${TEAM_KEY}` },
+  });
+}, 120_000);
+afterAll(async () => {
+  await s?.stop();
+});
+
+/** `recovery <args> --json` against the stack; exit code and parsed stdout (or stderr when it failed). */
+async function recovery(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), ...args, "--json"], {
+    env: {
+      ...process.env,
+      NATS_URL: s.nats.url,
+      ...natsEnv(s.nats, "recovery"),
+      DATABASE_URL: s.tdb.url,
+      REGION: region,
+      SNAPSHOT_DIR: dir,
+      PROVIDER_URL: s.emu.url,
+      PROVIDER_KEY,
+    },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  return { code, out, err };
+}
+
+function setFile(name: string, record: unknown): string {
+  const path = join(dir, name);
+  writeFileSync(path, JSON.stringify(record));
+  return path;
+}
+
+async function submitMany(key: string, n: number, tag: string): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 40 }, async () => {
+      while (next < n) {
+        const i = next++;
+        const r = await api(s, "/v1/tasks", {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}` },
+          body: {
+            type: "turnstile",
+            params: { sitekey: "0x4AAAAAAAC3DHQFLr1GavRN", pageurl: `https://example.com/${tag}/${i}` },
+          },
+        });
+        expect(r.status).toBe(202);
+      }
+    }),
+  );
+}
+
+test("a bad fair-share record is refused naming the field; nothing is stored", async () => {
+  const bad = await recovery([
+    "fair-share",
+    "set",
+    setFile("bad.json", { groups: { team: { weight: 0, clients: [unpepperedClientId(TEAM_KEY)] } } }),
+  ]);
+  expect(bad.code).toBe(1);
+  expect(bad.err).toContain("groups.team.weight");
+  const twice = await recovery([
+    "fair-share",
+    "set",
+    setFile("twice.json", {
+      groups: {
+        a: { weight: 1, clients: [unpepperedClientId(TEAM_KEY)] },
+        b: { weight: 1, clients: [unpepperedClientId(TEAM_KEY)] },
+      },
+    }),
+  ]);
+  expect(twice.code).toBe(1);
+  expect(twice.err).toContain("is already in group a");
+  const shown = await recovery(["fair-share"]);
+  expect(shown.code).toBe(0);
+  expect(JSON.parse(shown.out).read.record).toBeNull();
+});
+
+test(`weights 1:3 on a saturated plan of ${THREADS}: the late group starts within a solve time, thread-seconds 1:3 while both have work`, async () => {
+  const set = await recovery([
+    "fair-share",
+    "set",
+    setFile("groups.json", {
+      groups: {
+        bulk: { weight: 1, clients: [unpepperedClientId(BULK_KEY)] },
+        team: { weight: 3, clients: [unpepperedClientId(TEAM_KEY)] },
+      },
+    }),
+  ]);
+  expect(set.err).toBe("");
+  expect(set.code).toBe(0);
+  // The gateway reads the record every 5 s: wait until a task of bulk is on its group's subjects.
+  await Bun.sleep(6000);
+  await submitMany(BULK_KEY, 600, "bulk");
+  s.spawnSolver({ PROVIDER_THREADS: String(THREADS), SOLVER_CONCURRENCY: "60" });
+  await eventually(async () => {
+    const [r] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where state = 'completed'`;
+    return r!.n >= 40;
+  }, 60_000);
+  const teamAt = Date.now();
+  await submitMany(TEAM_KEY, 60, "team");
+  const team = unpepperedClientId(TEAM_KEY);
+  const bulk = unpepperedClientId(BULK_KEY);
+  const firstStart = await eventually(async () => {
+    const [r] = await s.db.sql<{ at: Date | null }[]>`select min(started_at) as at from tasks where owner = ${team}`;
+    return r!.at ?? undefined;
+  }, 30_000);
+  await eventually(async () => {
+    const [r] = await s.db.sql<{ n: number }[]>`
+      select count(*)::int as n from tasks where owner = ${team} and state = 'completed'`;
+    return r!.n === 60;
+  }, 60_000);
+  const [w] = await s.db.sql<{ from: Date; to: Date; bulk_left: number }[]>`
+    select min(started_at) as from, max(completed_at) as to,
+      (select count(*)::int from tasks where owner = ${bulk} and state <> 'completed') as bulk_left
+    from tasks where owner = ${team}`;
+  // Thread-seconds of each client within the window both had work (claim to completion).
+  const rows = await s.db.sql<{ owner: string; ms: number }[]>`
+    select owner, sum(greatest(0, extract(epoch from (least(completed_at, ${w!.to}) - greatest(started_at, ${w!.from}))) * 1000))::float8 as ms
+    from tasks where started_at is not null and completed_at is not null group by owner`;
+  const ms = Object.fromEntries(rows.map((r) => [r.owner, r.ms]));
+  const ratio = ms[team]! / ms[bulk]!;
+  const startS = (new Date(firstStart).getTime() - teamAt) / 1000;
+  const { out } = await recovery(["fair-share"]);
+  const pendingGroups = Object.keys(JSON.parse(out).pending);
+  console.log(
+    `[fair-share] team (weight 3) first task started ${startS.toFixed(2)} s after its submit began, behind ${w!.bulk_left} bulk tasks still queued at the end; thread-seconds team:bulk over ${((new Date(w!.to).getTime() - new Date(w!.from).getTime()) / 1000).toFixed(1)} s = ${(ms[team]! / 1000).toFixed(1)}:${(ms[bulk]! / 1000).toFixed(1)} = ${ratio.toFixed(2)} (goal 3)`,
+  );
+  expect(pendingGroups).toContain("team");
+  expect(pendingGroups).toContain("bulk");
+  expect(w!.bulk_left).toBeGreaterThan(0);
+  expect(startS).toBeLessThan(3);
+  expect(ratio).toBeGreaterThan(3 * 0.85);
+  expect(ratio).toBeLessThan(3 * 1.15);
+}, 180_000);
