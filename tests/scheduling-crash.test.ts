@@ -6,6 +6,9 @@
 // one window that may pay twice: it is counted from the solvers' logs), none is submitted before
 // its start, none fails with NEED_BY_PASSED.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connectNats } from "@pipeline/shared/nats";
+import { streams } from "@pipeline/shared/subjects";
 import { api, type Proc, type Stack, startStack, submittedTwice, submitWindowsAtKill } from "./harness.ts";
 
 let s: Stack;
@@ -70,6 +73,20 @@ async function killSolver(): Promise<Proc> {
   return victim;
 }
 
+/** Held messages (scheduled tasks not yet started) on TASKS now, as the operator sees them. */
+async function heldNow(): Promise<number> {
+  const nc = await connectNats(s.nats.url, "sched-crash-test", s.nats.auth("admin"));
+  try {
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.info(streams.tasks("schedcrash"), {
+      subjects_filter: "tasks.schedcrash.scheduled.>",
+    });
+    return Object.keys(info.state.subjects ?? {}).length;
+  } finally {
+    await nc.close();
+  }
+}
+
 interface Row {
   id: string;
   state: string;
@@ -81,27 +98,32 @@ interface Row {
 
 test("scheduled tasks through gateway and solver kill -9s and a nats-server restart: none lost, none paid twice, none early", async () => {
   const t0 = Date.now();
-  const specs = Array.from({ length: N }, (_, i) => ({ key: `schedcrash-${i}`, ...bodyOf(i, t0) }));
   const results: Array<{ key: string; kind: Kind; id?: string; status: number; tries: number }> = [];
   let next = 0;
   let gatewayKills = 0;
+  // 20 clients, a pause after each task: the submissions span a few seconds, across the gateway
+  // kill (at the 100th) and the first solver kill. Each task's instants are set when it is first
+  // sent (from then on, every retry sends the same body).
   const submitting = Promise.all(
     Array.from({ length: 20 }, async () => {
-      while (next < specs.length) {
-        const spec = specs[next++]!;
-        // The gateway is killed once a third is in: the rest go through the kill and the restart.
-        if (next === 100) {
+      while (next < N) {
+        const i = next++;
+        if (i === 100) {
           await s.gateway.kill("SIGKILL");
           gatewayKills++;
-          await s.restartGateway();
+          s.restartGateway().catch(() => {});
         }
-        results.push({ key: spec.key, kind: spec.kind, ...(await submitWithRetry(spec.key, spec.body)) });
+        const key = `schedcrash-${i}`;
+        const { kind, body } = bodyOf(i, Date.now());
+        results.push({ key, kind, ...(await submitWithRetry(key, body)) });
+        await Bun.sleep(250);
       }
     }),
   );
   // Solvers killed -9 at 5, 12 and 20 s (held messages firing, immediate ones in flight); the
   // nats-server stopped at 8 s for 2 s (the schedules must survive it and fire after).
   const killed: Proc[] = [];
+  let heldAtRestart = 0;
   const chaos = (async () => {
     const at = async (ms: number) => {
       const wait = t0 + ms - Date.now();
@@ -110,6 +132,7 @@ test("scheduled tasks through gateway and solver kill -9s and a nats-server rest
     await at(5000);
     killed.push(await killSolver());
     await at(8000);
+    heldAtRestart = await heldNow();
     await s.nats.stop();
     await Bun.sleep(2000);
     await s.nats.start();
@@ -121,7 +144,13 @@ test("scheduled tasks through gateway and solver kill -9s and a nats-server rest
   await submitting;
   const submittedMs = Date.now() - t0;
   await chaos;
+  // A refusal of a key that made a task is the bug this guards against (a client told "no" for a
+  // task that runs and is paid); without a task, it would be the client's own bad request.
   const refused = results.filter((r) => r.status !== 202);
+  const refusedWithTask = refused.length
+    ? await s.db.sql<{ idempotency_key: string }[]>`
+        select idempotency_key from tasks where idempotency_key in ${s.db.sql(refused.map((r) => r.key))}`
+    : [];
   const ids = results.filter((r) => r.id).map((r) => r.id!);
   // Every accepted task final, by 70 s after the start (the last needBy is at 45 s).
   let rows: Row[] = [];
@@ -158,15 +187,19 @@ test("scheduled tasks through gateway and solver kill -9s and a nats-server rest
   const windows = submitWindowsAtKill(s, killed);
   const retried = results.filter((r) => r.tries > 1).length;
   console.log(
-    `[sched-crash] ${N} tasks (${N / 3} now, ${N / 3} notBefore 3-15 s, ${N / 3} needBy 25-45 s), ${gatewayKills} gateway kill -9 (${retried} submissions retried, ${refused.length} refused), ${killed.length} solver kill -9s, 1 nats-server restart: submitted in ${submittedMs} ms, all final in ${doneMs} ms; states ${JSON.stringify(states)}; lost ${ids.length - (states.completed ?? 0)}; provider submissions ${stats.submissions} (extra ${extra}, kill windows ${windows.inWindow + windows.unanswered}); started before their start ${early} (worst ${worstEarlyMs} ms); NEED_BY_PASSED ${needByPassed}`,
+    `[sched-crash] ${N} tasks (${N / 3} now, ${N / 3} notBefore 3-15 s, ${N / 3} needBy 25-45 s), ${gatewayKills} gateway kill -9 (${retried} submissions retried, ${refused.length} refused), ${killed.length} solver kill -9s, 1 nats-server restart (${heldAtRestart} held messages across it): submitted in ${submittedMs} ms, all final in ${doneMs} ms; states ${JSON.stringify(states)}; lost ${ids.length - (states.completed ?? 0)}; provider submissions ${stats.submissions} (extra ${extra}, kill windows ${windows.inWindow + windows.unanswered}); started before their start ${early} (worst ${worstEarlyMs} ms); NEED_BY_PASSED ${needByPassed}`,
   );
-  if (refused.length) console.log(`[sched-crash] refused: ${JSON.stringify(refused.slice(0, 10))}`);
+  if (refused.length)
+    console.log(
+      `[sched-crash] refused: ${JSON.stringify(refused.slice(0, 10))}; of them with a task: ${refusedWithTask.length}`,
+    );
   for (const story of submittedTwice(s).slice(0, 10)) console.log(`[sched-crash] submitted twice: ${story}`);
   expect(refused).toEqual([]);
   expect(new Set(ids).size).toBe(N);
   expect(states).toEqual({ completed: N });
   expect(needByPassed).toBe(0);
   expect(early).toBe(0);
+  expect(heldAtRestart).toBeGreaterThan(0);
   // Paid once per task: only a kill between in.php's answer and the checkpoint may pay twice.
   expect(extra).toBe(paidTwice);
   expect(extra).toBeLessThanOrEqual(windows.inWindow + windows.unanswered);
