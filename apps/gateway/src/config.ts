@@ -90,6 +90,10 @@ const GatewayEnvFields = z.object({
   SCHEDULE_DEFAULT_SOLVE_MS: envInt(60_000, 1000, 3600_000),
   /** The window of completed tasks the p90 solve time is measured over (re-read every 30 s at most). */
   SCHEDULE_SOLVE_WINDOW_MS: envInt(15 * 60_000, 60_000, 24 * 3600_000),
+  /** How often the warm pools' keeper looks at each pool (docs/warm-pools.md). */
+  POOL_TICK_MS: envInt(1000, 100, 60_000),
+  /** The most live warm pools one client id may have; one more is a 409. */
+  POOL_MAX_PER_CLIENT: envInt(20, 1, 1000),
   DB_POOL_MAX: envInt(20, 1, 500),
   /** Reports (`reportbad`/`reportgood`, `POST /v1/tasks/:id/report`) are taken this long after a task completed: the provider's window. */
   REPORT_WINDOW_MS: envInt(15 * 60_000, 1000, 24 * 3600_000),

@@ -2,6 +2,7 @@ import type { Logger } from "@pipeline/shared/log";
 import type { GatewayMetrics } from "./adapters/metrics.ts";
 import type { TaskQueue, TaskWatcher } from "./adapters/nats.ts";
 import type { TaskStore } from "./adapters/pg.ts";
+import type { PoolStore } from "./adapters/pools.ts";
 import type { ReportStore } from "./adapters/reports.ts";
 import type { SolveTimes } from "./adapters/solve-times.ts";
 import type { SpendSource } from "./adapters/spend.ts";
@@ -41,6 +42,8 @@ export interface GatewayDeps {
         | "SCHEDULE_MAX_AHEAD_MS"
         | "SCHEDULE_MARGIN_MS"
         | "SCHEDULE_DEFAULT_SOLVE_MS"
+        | "POOL_MAX_PER_CLIENT"
+        | "TASK_PRICES"
       >
     >;
   store: TaskStore;
@@ -63,6 +66,8 @@ export interface GatewayDeps {
   quotas?: Quotas;
   /** The region's fair-share groups (docs/fair-share.md): a client's group decides its tasks' subjects; absent: none. */
   fairShare?: { groupOf(clientId: string): string | undefined };
+  /** Warm pools (docs/warm-pools.md); absent: `/v1/pools` answers 503. */
+  pools?: PoolStore;
   /** The measured p90 solve time per task type, for `needBy` starts; absent: the default lead. */
   solveTimes?: SolveTimes;
   /** With several regions: may this region accept new tasks (it holds its lease)? Absent: always. */

@@ -16,6 +16,7 @@ import { serveHomeTokens, withHomeTokens } from "./adapters/home-tokens.ts";
 import { createGatewayMetrics } from "./adapters/metrics.ts";
 import { createTaskQueue, createTaskWatcher } from "./adapters/nats.ts";
 import { createTaskStore } from "./adapters/pg.ts";
+import { createPoolStore } from "./adapters/pools.ts";
 import { createReportStore } from "./adapters/reports.ts";
 import { createSolveTimes } from "./adapters/solve-times.ts";
 import { createSpendSource } from "./adapters/spend.ts";
@@ -27,6 +28,7 @@ import { createQuotas } from "./domain/quotas.ts";
 import { withAbsoluteUrl } from "./http/absolute-url.ts";
 import { createApp, createMetricsApp } from "./http/app.ts";
 import { createReadiness } from "./http/readiness.ts";
+import { startPoolKeeper } from "./tasks/pools.ts";
 
 export interface GatewayService {
   url: string;
@@ -52,6 +54,11 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
   logClientIds(config, log);
   warnLoosenedWebhooks(config, log);
   const served = serveGateway(config, { ...parts, ...(fence ? { fence } : {}) });
+  // Every gateway keeps the warm pools; a per-pool advisory lock lets one fill a pool at a time.
+  const keeper = startPoolKeeper(
+    { ...parts, ...(fence ? { fence } : {}), now: () => new Date() },
+    { tickMs: config.POOL_TICK_MS, defaultSolveMs: config.SCHEDULE_DEFAULT_SOLVE_MS },
+  );
   log.info(
     {
       url: served.url,
@@ -69,6 +76,7 @@ export async function startGateway(config: GatewayConfig, log: Logger): Promise<
       tokens?.unsubscribe();
       await served.server.stop(false);
       await served.metricsServer?.stop(true);
+      await keeper.stop();
       parts.watcher.close();
       await nc.drain().catch(() => {});
       await database.close().catch(() => {});
@@ -140,6 +148,7 @@ function buildGatewayParts(config: GatewayConfig, log: Logger, nc: NatsConnectio
     metrics: createGatewayMetrics(db),
     readiness: createReadiness({ store, queue, log }),
     reports: createReportStore(db),
+    pools: createPoolStore(db),
     spend: createSpendSource(db),
     solveTimes: createSolveTimes(db, log, { windowMs: config.SCHEDULE_SOLVE_WINDOW_MS }),
     // Without QUOTAS nothing is limited; GET /v1/usage still shows each key its figures.

@@ -18,4 +18,5 @@ ALTER TABLE "tasks" ADD COLUMN "pool_taken_at" timestamp with time zone;--> stat
 ALTER TABLE "tasks" ADD COLUMN "pool_wasted_at" timestamp with time zone;--> statement-breakpoint
 CREATE UNIQUE INDEX "warm_pools_owner_name_idx" ON "warm_pools" USING btree ("owner","name") WHERE deleted_at is null;--> statement-breakpoint
 CREATE INDEX "warm_pools_live_idx" ON "warm_pools" USING btree ("created_at") WHERE deleted_at is null;--> statement-breakpoint
-CREATE INDEX "tasks_pool_idx" ON "tasks" USING btree ("pool_id","completed_at") WHERE "tasks"."pool_id" is not null;
+CREATE INDEX "tasks_pool_idx" ON "tasks" USING btree ("pool_id") WHERE "tasks"."pool_id" is not null;--> statement-breakpoint
+CREATE INDEX "tasks_pool_open_idx" ON "tasks" USING btree ("pool_id","completed_at") WHERE "tasks"."pool_id" is not null and "tasks"."pool_taken_at" is null and "tasks"."pool_wasted_at" is null and "tasks"."state" in ('queued','solving','retrying','completed');

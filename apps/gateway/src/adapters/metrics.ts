@@ -70,8 +70,10 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
     labelNames: ["type", "verdict"],
     registers: [registry],
   });
+  const pools = poolMetrics(registry);
   return {
     registry,
+    ...pools,
     request: (method: string, route: string, status: number, seconds: number) =>
       http.observe({ method, route, status: String(status) }, seconds),
     submitted: (type: string, result: "accepted" | "replayed" | "rejected") => submitted.inc({ type, result }),
@@ -84,3 +86,52 @@ export function createGatewayMetrics(db: Db, o: { countsEveryMs?: number; now?: 
   };
 }
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;
+
+/** Warm pools (docs/warm-pools.md), labelled `<client id>/<name>` (at most POOL_MAX_PER_CLIENT per client). */
+function poolMetrics(registry: ReturnType<typeof createRegistry>) {
+  const takes = new Counter({
+    name: "gateway_pool_takes_total",
+    help: "Warm pool takes by pool and result (hit: a ready token handed out; miss: a task submitted)",
+    labelNames: ["pool", "result"],
+    registers: [registry],
+  });
+  const submitted = new Counter({
+    name: "gateway_pool_submitted_total",
+    help: "Tasks a warm pool's keeper submitted to keep it full, by pool",
+    labelNames: ["pool"],
+    registers: [registry],
+  });
+  const wasted = new Counter({
+    name: "gateway_pool_wasted_total",
+    help: "Warm pool tokens that passed the pool's max age never handed out, by pool",
+    labelNames: ["pool"],
+    registers: [registry],
+  });
+  const ready = new Gauge({
+    name: "gateway_pool_tokens",
+    help: "A warm pool's tokens at the keeper's last round on this gateway: ready, lasting (valid a solve time from now), in_progress",
+    labelNames: ["pool", "kind"],
+    registers: [registry],
+  });
+  const shown = new Set<string>();
+  return {
+    poolTake: (pool: string, result: "hit" | "miss") => takes.inc({ pool, result }),
+    poolSubmitted: (pool: string, n: number) => submitted.inc({ pool }, n),
+    poolWasted: (pool: string, n: number) => wasted.inc({ pool }, n),
+    poolReady: (pool: string, lasting: number, readyNow: number, inProgress: number) => {
+      shown.add(pool);
+      ready.set({ pool, kind: "ready" }, readyNow);
+      ready.set({ pool, kind: "lasting" }, lasting);
+      ready.set({ pool, kind: "in_progress" }, inProgress);
+    },
+    /** The live pools of a keeper round: a deleted pool's gauges go. */
+    poolsLive: (pools: readonly string[]) => {
+      const live = new Set(pools);
+      for (const pool of shown)
+        if (!live.has(pool)) {
+          for (const kind of ["ready", "lasting", "in_progress"]) ready.remove({ pool, kind });
+          shown.delete(pool);
+        }
+    },
+  };
+}

@@ -10,6 +10,7 @@ import { openApiDocument } from "./openapi.ts";
 import { ProblemError, problemResponse } from "./problem.ts";
 import { requestFrame } from "./request-frame.ts";
 import { twoCaptchaRoutes } from "./twocaptcha/routes.ts";
+import { poolsRoutes } from "./v1/pools.ts";
 import { tasksRoutes } from "./v1/tasks.ts";
 import { usageRoutes } from "./v1/usage.ts";
 import { webhookSecretRoutes } from "./v1/webhook-secret.ts";
@@ -43,6 +44,7 @@ export function createApp(parts: GatewayParts) {
   app.route("/v1/tasks", tasksRoutes(deps, auth));
   app.route("/v1/webhook-secret", webhookSecretRoutes(deps, auth));
   app.route("/v1/usage", usageRoutes(deps, auth));
+  app.route("/v1/pools", poolsRoutes(deps, auth));
   app.notFound((c) => problemResponse(c, new ProblemError(404, "Not Found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((err, c) => {
     if (err instanceof ProblemError) return problemResponse(c, err);

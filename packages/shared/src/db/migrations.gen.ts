@@ -38,5 +38,5 @@ export const embeddedMigrations: { tag: string; when: number; breakpoints: boole
   { tag: "0014_explorer_solver_version", when: 1796558151397, breakpoints: true, sql: m14 },
   { tag: "0015_incidents", when: 1796564984868, breakpoints: true, sql: m15 },
   { tag: "0016_task_schedule", when: 1796588688029, breakpoints: true, sql: m16 },
-  { tag: "0017_warm_pools", when: 1796600954673, breakpoints: true, sql: m17 },
+  { tag: "0017_warm_pools", when: 1796601478768, breakpoints: true, sql: m17 },
 ];

@@ -6,10 +6,10 @@ export { type ProviderPlanShareRow, providerPlanShares } from "./provider-plan-s
 export { type ProviderSlotBlockRow, providerSlotBlocks } from "./provider-slot-blocks.ts";
 export { type ReportState, type TaskReportRow, taskReports } from "./task-reports.ts";
 export { type NewTaskRow, type TaskRow, tasks } from "./tasks.ts";
+export { type WarmPoolRow, warmPools } from "./warm-pools.ts";
 export {
   DELIVERY_STATUSES,
   type DeliveryStatus,
   type WebhookDeliveryRow,
   webhookDeliveries,
 } from "./webhook-deliveries.ts";
-export { type WarmPoolRow, warmPools } from "./warm-pools.ts";

@@ -82,8 +82,14 @@ export const tasks = pgTable(
     index("tasks_pageurl_idx")
       .on(sql`(${t.params}->>'pageurl') text_pattern_ops`)
       .where(sql`(${t.params}->>'pageurl') is not null`),
-    // Warm pools: a pool's tasks by when they were solved (its ready tokens, its figures).
-    index("tasks_pool_idx").on(t.poolId, t.completedAt).where(sql`${t.poolId} is not null`),
+    // Warm pools (docs/warm-pools.md): a pool's tasks (its figures), and its open ones by when they
+    // were solved (the ready tokens a take locks, the keeper's round): few rows whatever the pool's age.
+    index("tasks_pool_idx").on(t.poolId).where(sql`${t.poolId} is not null`),
+    index("tasks_pool_open_idx")
+      .on(t.poolId, t.completedAt)
+      .where(
+        sql`${t.poolId} is not null and ${t.poolTakenAt} is null and ${t.poolWastedAt} is null and ${t.state} in ('queued','solving','retrying','completed')`,
+      ),
   ],
 );
 
