@@ -86,3 +86,44 @@ test("an older completed event with the token still restores it; one with neithe
   expect(await applyEvent(sql, completed(b, { expiresAt: at(120_000) }))).toBe("skipped");
   expect((await row(b)).state).toBe("queued");
 });
+
+test("an accepted event of a scheduled task restores notBefore, needBy and startAt into the row (its start is kept)", async () => {
+  const taskId = crypto.randomUUID();
+  const notBefore = at(60_000);
+  const needBy = at(120_000);
+  const startAt = at(90_000);
+  const ev: TaskEvent = {
+    taskId,
+    kind: "accepted",
+    state: "queued",
+    version: 0,
+    region: "local",
+    at: at(),
+    data: {
+      owner: "o",
+      type: "turnstile",
+      priority: "normal",
+      params: { sitekey: "s", pageurl: "https://example.com/scheduled" },
+      requestHash: "h",
+      deadlineAt: needBy,
+      notBefore,
+      needBy,
+      startAt,
+    },
+  };
+  expect(await applyEvent(sql, ev)).toBe("inserted");
+  const r = await row(taskId);
+  expect(r.notBefore?.toISOString()).toBe(notBefore);
+  expect(r.needBy?.toISOString()).toBe(needBy);
+  expect(r.startAt?.toISOString()).toBe(startAt);
+  const v = toTaskView(r, new Date());
+  expect(v.status).toBe("queued");
+  expect(v.startAt).toBe(startAt);
+  // A task without a schedule (an older gateway's event, or none given) gets none of the three.
+  const plain = await accepted();
+  const p = await row(plain);
+  expect([p.notBefore, p.needBy, p.startAt]).toEqual([null, null, null]);
+  // A malformed instant is no task the gateway could have published: skipped, never written.
+  const bad = { ...ev, taskId: crypto.randomUUID(), data: { ...ev.data, startAt: "tomorrow" } };
+  expect(await applyEvent(sql, bad)).toBe("skipped");
+});

@@ -37,6 +37,10 @@ const Accepted = z.object({
   idempotencyKey: z.string().max(256).nullable().optional(),
   callbackUrl: z.string().nullable().optional(),
   deadlineAt: z.iso.datetime({ offset: true }).nullable().optional(),
+  /** A scheduled task's instants (docs/scheduling.md): back into the row, so its start is kept. */
+  notBefore: z.iso.datetime({ offset: true }).nullable().optional(),
+  needBy: z.iso.datetime({ offset: true }).nullable().optional(),
+  startAt: z.iso.datetime({ offset: true }).nullable().optional(),
 });
 type Accepted = z.infer<typeof Accepted>;
 /** Stands in for a body that is gone, so that the rest of the task is still checked. */
@@ -194,11 +198,14 @@ async function applyAccepted(sql: Tx, ev: TaskEvent, bodies: BodySource | undefi
   if (!gatewayWouldPublish(a, { ...a.params, ...(lookup.ok ? lookup.values : standIn) })) return "skipped";
   const at = new Date(ev.at);
   const deadline = a.deadlineAt ? new Date(a.deadlineAt) : null;
+  const instant = (v: string | null | undefined) => (v ? new Date(v) : null);
   if (lookup.ok) {
     const r = await sql`
-      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, state, version, deadline_at, callback_url, created_at, updated_at)
+      insert into tasks (id, owner, idempotency_key, request_hash, region, type, priority, params, state, version, deadline_at, callback_url,
+                         not_before, need_by, start_at, created_at, updated_at)
       values (${ev.taskId}, ${a.owner}, ${a.idempotencyKey ?? null}, ${a.requestHash}, ${ev.region}, ${a.type}, ${a.priority}, ${JSON.stringify({ ...a.params, ...lookup.values })}::text::jsonb,
-              'queued', ${ev.version}, ${deadline}, ${a.callbackUrl ?? null}, ${at}, ${at})
+              'queued', ${ev.version}, ${deadline}, ${a.callbackUrl ?? null},
+              ${instant(a.notBefore)}, ${instant(a.needBy)}, ${instant(a.startAt)}, ${at}, ${at})
       on conflict (id) do nothing`;
     return r.count === 1 ? "inserted" : "stale";
   }
