@@ -1,5 +1,6 @@
 import { Problem, TaskAccepted, TaskView, taskRequest } from "@pipeline/shared/schemas";
 import { z } from "zod";
+import { PoolBody } from "../domain/pools.ts";
 import { ReportBody } from "./v1/report.ts";
 
 /** OpenAPI 3.1 document generated from the same zod schemas that validate requests. */
@@ -19,6 +20,7 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
         TaskView: schema(TaskView),
         Problem: schema(Problem),
         ReportRequest: schema(ReportBody, "input"),
+        PoolRequest: schema(PoolBody, "input"),
       },
     },
     security: [{ bearer: [] }],
@@ -73,6 +75,7 @@ export function openApiDocument(opts: { imageMaxBytes: number }) {
         },
       },
       ...reportPaths(errors),
+      ...poolPaths(errors),
       ...HEALTH_PATHS,
     },
   };
@@ -93,6 +96,60 @@ function reportPaths(errors: (...codes: number[]) => Record<string, unknown>) {
         responses: {
           "202": { description: "{id, accepted, status: pending}: stored; a solver forwards it" },
           ...errors(400, 401, 404, 409, 429, 503),
+        },
+      },
+    },
+  };
+}
+
+/** Warm pools (docs/warm-pools.md): the calling key's own; another key's pool is a 404. */
+function poolPaths(errors: (...codes: number[]) => Record<string, unknown>) {
+  const name = {
+    name: "name",
+    in: "path",
+    required: true,
+    schema: { type: "string", pattern: "^[A-Za-z0-9_.-]{1,64}$" },
+  };
+  const view =
+    "{name, type, params, priority, size, maxAgeSeconds, createdAt, updatedAt, solved, handedOut, wasted, inProgress, ready, failed, misses, hitRate, spendMicros, spend, costPerHandedOutMicros, costPerHandedOut, ledgerSpendMicros, spendSource}";
+  return {
+    "/v1/pools": {
+      get: { summary: "The calling key's warm pools", responses: { "200": { description: `{pools: [${view}]}` } } },
+    },
+    "/v1/pools/{name}": {
+      put: {
+        summary:
+          "Create (201) or change (200) a warm pool: size solved tokens of one type and params kept ready, each replaced before maxAgeSeconds (default: reCAPTCHA 110, Turnstile 290)",
+        parameters: [name],
+        requestBody: {
+          required: true,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/PoolRequest" } } },
+        },
+        responses: { "200": { description: view }, "201": { description: view }, ...errors(400, 401, 409, 415) },
+      },
+      get: {
+        summary: "The pool's settings and figures",
+        parameters: [name],
+        responses: { "200": { description: view }, ...errors(400, 401, 404) },
+      },
+      delete: {
+        summary: "Close the pool: no refill, its ready tokens are never handed out; its figures at the close",
+        parameters: [name],
+        responses: { "200": { description: `${view} and deleted: true` }, ...errors(400, 401, 404) },
+      },
+    },
+    "/v1/pools/{name}/take": {
+      post: {
+        summary:
+          "A ready token at once (handed out once), else a task for the pool's params submitted as POST /v1/tasks",
+        parameters: [name],
+        responses: {
+          "200": { description: "{pool: hit, token, userAgent?, taskId, solvedAt, ageMs}" },
+          "202": {
+            description:
+              "{id, status, pool: miss}: no ready token; wait for the task as for any (Location: /v1/tasks/{id})",
+          },
+          ...errors(400, 401, 403, 404, 429, 503),
         },
       },
     },
