@@ -84,7 +84,7 @@ const toPool = (r: PoolDbRow): Pool => ({
   updatedAt: new Date(r.updated_at),
 });
 
-/** An advisory lock namespace for warm pools (two-int form: this, hashtext(pool id)). */
+/** The advisory lock namespaces of warm pools (two-int form): this and hashtext(pool id) for a keeper round, this + 1 and hashtext(owner) for a PUT. */
 const LOCK_SPACE = 0x77706f6f; // "wpoo"
 
 const COLS = "id, owner, name, type, params, priority, size, max_age_ms, misses, created_at, updated_at";
@@ -155,7 +155,7 @@ export function createPoolStore(db: Db): PoolStore {
 async function putPool(db: Db, owner: string, name: string, cfg: PoolConfig, max: number): Promise<PutResult> {
   return db.$client.begin(async (tx) => {
     // One writer per owner at a time: the count and the insert agree (the cap holds under concurrent PUTs).
-    await tx`select pg_advisory_xact_lock(${LOCK_SPACE}, hashtext(${owner}))`;
+    await tx`select pg_advisory_xact_lock(${LOCK_SPACE + 1}, hashtext(${owner}))`;
     const [old] = await tx<PoolDbRow[]>`select * from warm_pools
       where owner = ${owner} and name = ${name} and deleted_at is null`;
     if (old && old.type === cfg.type && sameJson(toPool(old).params, cfg.params)) {
