@@ -25,7 +25,7 @@ export async function unscheduleTask(
   h.set("Nats-Schedule-Next", "purge");
   return publishWithRetry(
     js,
-    taskSubject(region, msg.priority, shardOf(msg.id)),
+    taskSubject(region, msg.priority, shardOf(msg.id), msg.group),
     JSON.stringify(msg),
     `${msg.id}:unschedule`,
     deadlineMs,
