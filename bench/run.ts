@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { findNatsServer, freePort, type PostgresHandle, redactPassword, startPostgres } from "@pipeline/devstack";
 import { adaptive } from "./adaptive.ts";
 import { endToEnd } from "./end-to-end.ts";
+import { fairShare } from "./fair-share.ts";
 import { inFlight } from "./in-flight.ts";
 import { ingest } from "./ingest.ts";
 import { latency } from "./latency.ts";
@@ -17,7 +18,7 @@ import type { Benchmark } from "./support/context.ts";
 import { type BenchError, type Figure, renderTable, writeResults } from "./support/report.ts";
 import { Scope } from "./support/scope.ts";
 
-const ALL: Benchmark[] = [ingest, endToEnd, inFlight, latency, scaling, adaptive, needBy];
+const ALL: Benchmark[] = [ingest, endToEnd, inFlight, latency, scaling, adaptive, needBy, fairShare];
 const log = (m: string) => console.error(`[bench] ${m}`);
 
 const names = process.argv.slice(2).filter((a) => !a.startsWith("-"));

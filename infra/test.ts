@@ -97,12 +97,15 @@ const env = {
 };
 // The whole suite runs as two `bun test` processes side by side: the tests beside the code (unit
 // and integration: mostly waiting on NATS and Postgres) and tests/ (the apps as processes), each
-// file still alone within its process. `--serial`: one process, as for a list of files.
+// file still alone within its process. `--serial`: one process, as for a list of files. The two
+// longest files of tests/ that mostly wait (machines booting under systemd, alert timers) run
+// with the tests beside the code, so that the two processes end at about the same time.
+const WAITING = ["tests/rehearsal.test.ts", "tests/alerts-delivery.test.ts"];
 const groups = paths.length
   ? [paths]
   : args.includes("--serial")
     ? [["apps", "packages", "infra", "tests"]]
-    : [["tests"], ["apps", "packages", "infra"]];
+    : [testFiles((f) => f.startsWith("tests/") && !WAITING.includes(f)), ["apps", "packages", "infra", ...WAITING]];
 const startedAt = Date.now();
 const runs = await Promise.all(groups.map((g) => runBunTest(root, g, env)));
 await pg.stop("immediate").catch(() => {});

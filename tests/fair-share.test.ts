@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { unpepperedClientId } from "@pipeline/shared/client-ids";
-import { api, PROVIDER_KEY, ROOT, type Stack, startStack } from "./harness.ts";
+import { api, PROVIDER_KEY, ROOT, type Stack, startStack, submitWindowsAtKill } from "./harness.ts";
 
 const region = "fairsh";
 const BULK_KEY = "e2e-client-key-0001";
@@ -163,4 +163,36 @@ test(`weights 1:3 on a saturated plan of ${THREADS}: the late group starts withi
   expect(startS).toBeLessThan(3);
   expect(ratio).toBeGreaterThan(3 * 0.85);
   expect(ratio).toBeLessThan(3 * 1.15);
+}, 180_000);
+
+test("crash with fair share on: a solver killed -9 while both groups have work; every task completes, nothing unexplained paid twice", async () => {
+  const total = 660;
+  // The measuring solver stops gracefully; two with a larger plan (and debug logs, for the kill's
+  // submit window) finish the backlog, one of them killed -9 in the middle of it.
+  await s.solvers[0]!.kill("SIGTERM");
+  const env = { PROVIDER_THREADS: "60", SOLVER_CONCURRENCY: "120", LOG_LEVEL: "debug" };
+  const a = s.spawnSolver(env);
+  s.spawnSolver(env);
+  await eventually(async () => {
+    const [r] = await s.db.sql<{ n: number }[]>`
+      select count(*)::int as n from tasks where state = 'solving' and provider_id is not null`;
+    return r!.n >= 20;
+  }, 30_000);
+  await a.kill("SIGKILL");
+  await eventually(
+    async () => {
+      const [r] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where state = 'completed'`;
+      return r!.n === total;
+    },
+    120_000,
+    250,
+  );
+  const [open] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where state <> 'completed'`;
+  const extra = s.emu.stats().submissions - total;
+  const explained = submitWindowsAtKill(s, [a]);
+  console.log(
+    `[fair-share] crash: ${total} tasks of two groups completed, ${open!.n} not; provider submissions ${s.emu.stats().submissions} (${extra} extra; the kill's submit window explains ${explained.inWindow + explained.unanswered})`,
+  );
+  expect(open!.n).toBe(0);
+  expect(extra).toBeLessThanOrEqual(explained.inWindow + explained.unanswered);
 }, 180_000);

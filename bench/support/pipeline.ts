@@ -24,6 +24,8 @@ export interface PipelineOptions {
   gatewayScript?: string;
   /** Provider latency and the key's thread limit. */
   emulator: { latencyMs: number; threads: number };
+  /** API_KEYS (comma-separated); default API_KEY alone. */
+  apiKeys?: string;
 }
 
 export interface Pipeline {
@@ -67,7 +69,7 @@ export async function startPipeline(
       spawnApp(name, script === gatewayScript && o.gatewayScript ? o.gatewayScript : script, e, logDir),
     provider: { url: emulatorUrl, key: PROVIDER_KEY },
     apps: { solvers: o.solvers },
-    apiKeys: API_KEY,
+    apiKeys: o.apiKeys ?? API_KEY,
     workerId: (_, n) => `bench-solver-${n}`,
     env: { solver: { PROVIDER_THREADS: String(o.emulator.threads), ...o.solverEnv } },
   });
@@ -141,11 +143,17 @@ export function taskBody(i: number, run: string, type: BenchTaskType = "turnstil
 }
 
 /** One durable submission through the gateway (with an Idempotency-Key, as a careful client sends); throws unless 202. */
-export async function submitTask(gatewayUrl: string, i: number, run: string, type?: BenchTaskType): Promise<string> {
+export async function submitTask(
+  gatewayUrl: string,
+  i: number,
+  run: string,
+  type?: BenchTaskType,
+  apiKey = API_KEY,
+): Promise<string> {
   const res = await fetch(`${gatewayUrl}/v1/tasks`, {
     method: "POST",
     headers: {
-      authorization: `Bearer ${API_KEY}`,
+      authorization: `Bearer ${apiKey}`,
       "content-type": "application/json",
       "idempotency-key": `${run}-${i}`,
     },

@@ -53,7 +53,7 @@ export function createSolverWorker(d: {
     ...(poller ? { poller } : {}),
     ...(d.fence ? { fence: d.fence } : {}),
     ...(d.window ? { window: d.window } : {}),
-    admission: createPermits(config.SOLVER_START_CONCURRENCY),
+    admission: createPermits(config.SOLVER_START_CONCURRENCY, (g) => d.fair.rank(g)),
     workerId: d.workerId,
     consumers: d.consumers,
     fair: d.fair,

@@ -50,7 +50,7 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
   };
   try {
     if (deps.admission) {
-      await deps.admission.acquire();
+      await deps.admission.acquire(d.group);
       admitted = true;
     }
     // A new provider task needs a unit of the key's plan (slots.ts); a redelivered task whose row
