@@ -7,7 +7,7 @@ import { SubmitError, type Submitted, submitTask } from "./submit.ts";
 
 export type PoolDeps = Pick<
   GatewayDeps,
-  "store" | "queue" | "log" | "now" | "config" | "quotas" | "solveTimes" | "metrics" | "fence"
+  "store" | "queue" | "log" | "now" | "config" | "quotas" | "solveTimes" | "metrics" | "fence" | "fairShare"
 > & { pools: PoolStore };
 
 export interface KeeperOptions {
