@@ -1,19 +1,27 @@
 import { describe, expect, test } from "bun:test";
 import { FairScheduler } from "./fair-share.ts";
 
-/** A saturated plan of `threads`, each task holding its thread `holdMs`; groups `a` and `b` always have work. */
-function simulate(weights: Record<string, number>, threads: number, holdMs: number, untilMs: number) {
+/**
+ * A saturated plan of `threads`, each task holding its thread `holdMs`; every group always has
+ * work, the last one from `lateMs` on (before that the others have the plan to themselves).
+ * Returns each group's thread-milliseconds from two hold times after `lateMs` (the late group's
+ * ramp over) to `untilMs`.
+ */
+function simulate(weights: Record<string, number>, threads: number, holdMs: number, untilMs: number, lateMs = 0) {
   let now = 0;
   const fair = new FairScheduler({ weightOf: (g) => weights[g ?? "default"] ?? 1, now: () => now });
-  const groups = Object.keys(weights);
+  const all = Object.keys(weights);
+  let groups = lateMs > 0 ? all.slice(0, -1) : all;
   for (const g of groups) fair.arrived(g);
-  const running: { id: string; endsAt: number }[] = [];
+  const from = lateMs > 0 ? lateMs + 2 * holdMs : 0;
+  const ms = new Map<string, number>();
+  const running: { id: string; group: string; at: number; endsAt: number }[] = [];
   let n = 0;
   const startOne = () => {
-    const i = fair.pick(groups.map((group) => ({ group })));
-    const id = `${groups[i]}-${n++}`;
-    fair.took(id, groups[i]);
-    running.push({ id, endsAt: now + holdMs });
+    const group = groups[fair.pick(groups.map((g) => ({ group: g })))]!;
+    const id = `${group}-${n++}`;
+    fair.took(id, group);
+    running.push({ id, group, at: now, endsAt: now + holdMs });
   };
   for (let i = 0; i < threads; i++) startOne();
   while (now < untilMs) {
@@ -21,9 +29,14 @@ function simulate(weights: Record<string, number>, threads: number, holdMs: numb
     const next = running.shift()!;
     now = next.endsAt;
     fair.ended(next.id);
+    ms.set(next.group, (ms.get(next.group) ?? 0) + Math.max(0, now - Math.max(next.at, from)));
+    if (lateMs > 0 && now >= lateMs && groups.length < all.length) {
+      groups = all;
+      fair.arrived(all[all.length - 1]!);
+    }
     startOne();
   }
-  return fair.threadMs;
+  return ms;
 }
 
 describe("weighted fair share of threads", () => {
@@ -32,6 +45,13 @@ describe("weighted fair share of threads", () => {
     const ratio = ms.get("b")! / ms.get("a")!;
     expect(ratio).toBeGreaterThan(2.9);
     expect(ratio).toBeLessThan(3.1);
+  });
+
+  test("a group arriving while the other holds every thread, solves 3 s against a 1 s first guess: 1:3 from its arrival", () => {
+    const ms = simulate({ bulk: 1, team: 3 }, 40, 3000, 130_000, 10_000);
+    const ratio = ms.get("team")! / ms.get("bulk")!;
+    expect(ratio).toBeGreaterThan(2.85);
+    expect(ratio).toBeLessThan(3.15);
   });
 
   test("equal weights: equal thread-seconds", () => {
@@ -48,16 +68,15 @@ describe("weighted fair share of threads", () => {
       now += 1000;
       fair.ended(`a${i}`);
     }
-    // b arrives: it starts at a's virtual time, so the two alternate.
+    // b arrives after a had 100 thread-seconds alone: equal weights, so the two alternate.
     fair.arrived("b");
-    expect(fair.rank("b")).toBe(fair.rank("a"));
     const order: string[] = [];
-    for (let i = 0; i < 6; i++) {
+    for (let i = 0; i < 8; i++) {
       const g = ["a", "b"][fair.pick([{ group: "a" }, { group: "b" }])]!;
       order.push(g);
       fair.took(`${g}-x${i}`, g);
     }
-    expect(order.filter((g) => g === "b").length).toBe(3);
+    expect(order.filter((g) => g === "b").length).toBe(4);
   });
 
   test("a group alone gets every thread (nothing else waits)", () => {
@@ -73,6 +92,9 @@ describe("weighted fair share of threads", () => {
     fair.arrived("fast");
     fair.took("s", "slow");
     fair.took("f", "fast");
+    // Each group still holds a thread afterwards (a group holding none competes from the floor).
+    fair.took("s2", "slow");
+    fair.took("f2", "fast");
     now = 200;
     fair.ended("f");
     now = 5000;

@@ -24,9 +24,10 @@ export interface HandlerDeps {
   /** Folds polls into bulk requests; without it each poll is its own request. */
   poller?: Poller;
   /**
-   * Caps the tasks in their start phase (slot, claim, submit, checkpoint: the Postgres-heavy
-   * part) at once; a task leaves it when it starts waiting for the provider. Without it,
-   * thousands of deliveries arriving together queue thousands of queries at once.
+   * Caps the tasks in their start phase (claim, submit, checkpoint: the Postgres-heavy part,
+   * entered once a unit of the plan is taken) at once; a task leaves it when it starts waiting for
+   * the provider. Without it, thousands of deliveries arriving together queue thousands of
+   * queries at once.
    */
   admission?: Permits;
   slots: ProviderSlots;

@@ -49,14 +49,16 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
     if (admitted) (admitted = false), deps.admission!.release();
   };
   try {
+    // A new provider task needs a unit of the key's plan (slots.ts); a redelivered task whose row
+    // holds a provider id has its provider task already (counted in `tasks`): such a task is taken
+    // up without a unit (a dead solver's tasks are finished even while the plan is full of them).
+    // The unit first, then the start phase: a task waiting for the plan holds no admission, so the
+    // waiters for units are served by fair share (slot-budget.ts) without a first-come queue in front.
+    const { key, unit } = await takeRouted(deps, routed.length > 0 ? routed : [first], d, signal);
     if (deps.admission) {
       await deps.admission.acquire(d.group);
       admitted = true;
     }
-    // A new provider task needs a unit of the key's plan (slots.ts); a redelivered task whose row
-    // holds a provider id has its provider task already (counted in `tasks`): such a task is taken
-    // up without a unit (a dead solver's tasks are finished even while the plan is full of them).
-    const { key, unit } = await takeRouted(deps, routed.length > 0 ? routed : [first], d, signal);
     deps.window?.hold(d.taskId, key.ref);
     // A thread of the plan held for the task's group until its provider task ends (worker.ts ends it).
     if (unit) deps.fair?.took(d.taskId, d.group);
