@@ -100,21 +100,27 @@ async function measure(p: Pipeline, mode: Side["mode"], team: number, teamAt: nu
     }
     await Bun.sleep(250);
   }
-  const [w] = await p.db.sql<{ first: Date | null; last: Date | null }[]>`
-    select min(started_at) as first, max(completed_at) as last from tasks where owner = ${teamId}`;
+  // Both had work waiting from team's first claim to its last (after it, team has nothing left to
+  // start). allDone: team's last completion.
+  const [w] = await p.db.sql<{ first: Date | null; last: Date | null; done: Date | null }[]>`
+    select min(started_at) as first, max(started_at) as last, max(completed_at) as done from tasks where owner = ${teamId}`;
   const from = new Date(w!.first ?? Date.now());
   const to = new Date(w!.last ?? Date.now());
+  // Threads each client held (claimed, not completed), sampled every 100 ms from one solve time
+  // after team's first claim (bulk's threads turn over once in that time: the ramp) to its last.
   const rows = await p.db.sql<{ owner: string; ms: number }[]>`
-    select owner, coalesce(sum(greatest(0, extract(epoch from (least(coalesce(completed_at, now()), ${to.toISOString()}::timestamptz) - greatest(started_at, ${from.toISOString()}::timestamptz))) * 1000)), 0)::float8 as ms
-    from tasks where started_at is not null group by owner`;
+    select t.owner, (count(*) * 100)::float8 as ms
+    from generate_series(${from.toISOString()}::timestamptz + ${`${LATENCY_MS} milliseconds`}::interval, ${to.toISOString()}::timestamptz, interval '100 milliseconds') as g(at)
+    join tasks t on t.started_at <= g.at and coalesce(t.completed_at, now()) > g.at
+    group by t.owner`;
   const ms = Object.fromEntries(rows.map((r) => [r.owner, r.ms]));
   return {
     mode,
     firstStartS: (from.getTime() - teamAt) / 1000,
-    allDoneS: done ? (to.getTime() - teamAt) / 1000 : undefined,
+    allDoneS: done && w!.done ? (new Date(w!.done).getTime() - teamAt) / 1000 : undefined,
     teamThreadS: (ms[teamId] ?? 0) / 1000,
     bulkThreadS: (ms[bulkId] ?? 0) / 1000,
-    windowS: (to.getTime() - from.getTime()) / 1000,
+    windowS: Math.max(0, (to.getTime() - from.getTime() - LATENCY_MS) / 1000),
   };
 }
 
@@ -138,7 +144,7 @@ function figures(fair: Side, fcfs: Side, bulk: number, team: number, delayS: num
       ours: ratio(fair),
       unit: "",
       baseline: { label: "first come, first served", value: ratio(fcfs) },
-      note: `fair-share: claim-to-completion seconds of each client's tasks within team's window (its first claim to its last completion): fair ${fair.teamThreadS.toFixed(1)}:${fair.bulkThreadS.toFixed(1)} over ${fair.windowS.toFixed(1)} s; FCFS ${fcfs.teamThreadS.toFixed(1)}:${fcfs.bulkThreadS.toFixed(1)} over ${fcfs.windowS.toFixed(1)} s (FCFS: team runs only once bulk's backlog is gone).`,
+      note: `fair-share: threads each client held (claimed, not completed), sampled every 100 ms from one solve time after team's first claim (the ramp: the other's threads turn over once) to its last claim (both had work waiting), in thread-seconds: fair ${fair.teamThreadS.toFixed(1)}:${fair.bulkThreadS.toFixed(1)} over ${fair.windowS.toFixed(1)} s; FCFS ${fcfs.teamThreadS.toFixed(1)}:${fcfs.bulkThreadS.toFixed(1)} over ${fcfs.windowS.toFixed(1)} s (FCFS: team runs only once bulk's backlog is gone).`,
     },
   ];
 }

@@ -5,7 +5,7 @@
 
 import type { Priority } from "@pipeline/shared/schemas";
 import type postgres from "postgres";
-import { grantFor, KeyBudget, type Unit, wantFor } from "../domain/slot-budget.ts";
+import { grantFor, KeyBudget, type Unit, type UnitShare, wantFor } from "../domain/slot-budget.ts";
 
 export type { Unit } from "../domain/slot-budget.ts";
 
@@ -19,7 +19,7 @@ export interface ProviderSlots {
     priority: Priority,
     waitMs: number,
     signal?: AbortSignal,
-    group?: string,
+    share?: UnitShare,
   ): Promise<Unit | undefined>;
   /** Leases every key's block now (the timer does it every SLOT_LEASE_MS/4, and tasks waiting ask for one sooner). */
   lease(): Promise<void>;
@@ -111,7 +111,7 @@ export function createProviderSlots(sql: postgres.Sql, o: SlotOptions): Provider
   let timer: ReturnType<typeof setInterval> | undefined;
   let listening: Promise<{ unlisten(): Promise<void> }> | undefined;
   return {
-    take: (keyRef, priority, waitMs, signal, group) => take(s, keyRef, priority, waitMs, signal, group),
+    take: (keyRef, priority, waitMs, signal, share) => take(s, keyRef, priority, waitMs, signal, share),
     lease: () => leaseAll(s),
     start() {
       timer = setInterval(() => void leaseAll(s), Math.max(250, Math.floor(o.leaseMs / 4)));
@@ -159,13 +159,14 @@ async function take(
   priority: Priority,
   waitMs: number,
   signal?: AbortSignal,
-  group?: string,
+  share?: UnitShare,
 ): Promise<Unit | undefined> {
   let b = s.budgets.get(keyRef);
   if (!b) s.budgets.set(keyRef, (b = new KeyBudget(keyRef, s.now, s.o.rank)));
   const u = b.tryTake();
+  if (u) share?.took();
   if (u || waitMs <= 0 || s.stopped) return u;
-  const w = b.wait(priority, group);
+  const w = b.wait(priority, share);
   const timeout = setTimeout(w.cancel, waitMs);
   const abort = () => w.cancel();
   signal?.addEventListener("abort", abort, { once: true });

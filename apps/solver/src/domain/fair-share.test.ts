@@ -79,6 +79,19 @@ describe("weighted fair share of threads", () => {
     expect(order.filter((g) => g === "b").length).toBe(4);
   });
 
+  test("worker slots go to the group holding fewest per weight, so every group keeps tasks at the plan", () => {
+    const fair = new FairScheduler({ weightOf: (g) => (g === "team" ? 3 : 1) });
+    const vacate = Array.from({ length: 30 }, () => fair.occupy("bulk"));
+    for (let i = 0; i < 60; i++) fair.occupy("team");
+    // bulk 30 of weight 1 = 30 per weight; team 60 of weight 3 = 20: team next.
+    expect(fair.pick([{ group: "bulk" }, { group: "team" }])).toBeGreaterThanOrEqual(0);
+    expect(fair.slotRank("team")).toBeLessThan(fair.slotRank("bulk"));
+    for (const v of vacate.slice(0, 15)) v();
+    vacate[0]!(); // twice changes nothing
+    expect(fair.slotRank("bulk")).toBe(15);
+    expect(fair.slotRank("bulk")).toBeLessThan(fair.slotRank("team"));
+  });
+
   test("a group alone gets every thread (nothing else waits)", () => {
     const fair = new FairScheduler({ weightOf: () => 1 });
     fair.arrived("a");

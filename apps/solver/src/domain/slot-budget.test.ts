@@ -124,7 +124,7 @@ test("within a lane, a freed unit goes to the waiter of the lowest fair-share ra
   const held = b.tryTake()!;
   const served: string[] = [];
   const wait = (lane: "high" | "normal", group: string) =>
-    b.wait(lane, group).promise.then((u) => {
+    b.wait(lane, { group, took: () => {} }).promise.then((u) => {
       served.push(`${lane}:${group}`);
       return u;
     });
@@ -140,4 +140,25 @@ test("within a lane, a freed unit goes to the waiter of the lowest fair-share ra
   v!.free();
   await w1;
   expect(served).toEqual(["high:big", "normal:small", "normal:big"]);
+});
+
+test("units handed out together are charged one by one: the ranks move between them", () => {
+  const charged: Record<string, number> = { big: 0, small: 0 };
+  // A unit costs the big group 3, the small one 1 (weights 1 and 3).
+  const b = new KeyBudget(
+    "key_x",
+    () => 1000,
+    (g) => charged[g!]!,
+  );
+  const got: string[] = [];
+  for (let i = 0; i < 4; i++)
+    for (const group of ["big", "small"])
+      void b
+        .wait("normal", { group, took: () => void (charged[group]! += group === "big" ? 3 : 1) })
+        .promise.then(() => got.push(group));
+  b.leased(b.leaseSent(), 8, 9000);
+  return Promise.resolve().then(() => {
+    // Ranks big 0, small 0: big (first); then small 1, 2, 3 (rank < 3); then big and small alternate by rank.
+    expect(got.slice(0, 4)).toEqual(["big", "small", "small", "small"]);
+  });
 });

@@ -53,6 +53,14 @@ interface Waiter {
   priority: Priority;
   /** The task's fair-share group (domain/fair-share.ts): within a lane, the lowest rank is served first. */
   group: string | undefined;
+  /** Called as the unit is handed over, before the next waiter is chosen (its group's rank moves). */
+  took: (() => void) | undefined;
+}
+
+/** A waiter's fair share: its group, and what to charge as it gets a unit. */
+export interface UnitShare {
+  group: string | undefined;
+  took(): void;
 }
 
 class UnitImpl implements Unit {
@@ -133,9 +141,9 @@ export class KeyBudget {
   }
 
   /** Waits for a unit (served in lane order as units come back or a lease grants more). */
-  wait(priority: Priority, group?: string): { promise: Promise<Unit | undefined>; cancel(): void } {
+  wait(priority: Priority, share?: UnitShare): { promise: Promise<Unit | undefined>; cancel(): void } {
     const { promise, resolve } = Promise.withResolvers<UnitImpl | undefined>();
-    const w: Waiter = { resolve, priority, group };
+    const w: Waiter = { resolve, priority, group: share?.group, took: share ? () => share.took() : undefined };
     this.waiters[priority].push(w);
     return {
       promise,
@@ -190,7 +198,10 @@ export class KeyBudget {
       const q = this.waiters[lane];
       while (q.length > 0) {
         if (this.leasing || this.consumed >= this.grant || this.now() >= this.validUntil) return;
-        q.splice(this.next(q), 1)[0]!.resolve(this.hand());
+        const w = q.splice(this.next(q), 1)[0]!;
+        const u = this.hand();
+        w.took?.();
+        w.resolve(u);
       }
     }
   }

@@ -60,8 +60,6 @@ export async function handleTask(d: Delivery, deps: HandlerDeps, signal: AbortSi
       admitted = true;
     }
     deps.window?.hold(d.taskId, key.ref);
-    // A thread of the plan held for the task's group until its provider task ends (worker.ts ends it).
-    if (unit) deps.fair?.took(d.taskId, d.group);
     const breaker = deps.keys.breaker(key.ref);
     if (!unit && !(await needsNoUnit(deps, d.taskId))) {
       counter(deps)("slotWaits");
@@ -121,16 +119,19 @@ async function takeRouted(
   signal: AbortSignal,
 ): Promise<{ key: ProviderKeyInUse; unit: Unit | undefined }> {
   const waitMs = deps.timing.get().slotWaitMs;
+  // A unit is charged to the task's fair-share group as it is handed over (domain/fair-share.ts),
+  // so the next one handed at the same instant goes by the new ranks; worker.ts ends the charge.
+  const share = deps.fair ? { group: d.group, took: () => deps.fair!.took(d.taskId, d.group) } : undefined;
   for (const key of order) {
     // An account whose plan is not exhausted gets the task (waiting for its next lease if need be);
     // a full one only if it has a unit free right now.
     if (!deps.slots.full(key.ref))
-      return { key, unit: await deps.slots.take(key.ref, d.priority, waitMs, signal, d.group) };
-    const unit = await deps.slots.take(key.ref, d.priority, 0, signal, d.group);
+      return { key, unit: await deps.slots.take(key.ref, d.priority, waitMs, signal, share) };
+    const unit = await deps.slots.take(key.ref, d.priority, 0, signal, share);
     if (unit) return { key, unit };
   }
   // Every account full: wait for the best one.
-  return { key: order[0]!, unit: await deps.slots.take(order[0]!.ref, d.priority, waitMs, signal, d.group) };
+  return { key: order[0]!, unit: await deps.slots.take(order[0]!.ref, d.priority, waitMs, signal, share) };
 }
 
 /**

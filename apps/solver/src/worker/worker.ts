@@ -72,18 +72,25 @@ export interface Worker {
 interface SlotWaiter {
   lane: Priority;
   group: string | undefined;
-  resolve(got: boolean): void;
+  resolve(got: (() => void) | false): void;
+}
+
+/** What the slots need of the fair-share scheduler: the order of the groups, and their counts. */
+interface SlotShares {
+  slotRank(group: string | undefined): number;
+  occupy(group: string | undefined): () => void;
 }
 
 /**
  * The shared in-flight limit: normal and low may not use the reserved share, so a high task
  * always finds a slot quickly. A freed slot is handed to one waiter (no race between woken
- * ones): a high one first, then the lowest fair-share rank (`rank`), then the first come (normal
- * and low alike here: the low lane is not starved by a normal backlog; the plan's units are
- * served in lane order, slot-budget.ts).
+ * ones): a high one first, then the group holding fewest slots per weight (`rank`: fair-share.ts
+ * `slotRank`), then the first come (normal and low alike here: the low lane is not starved by a
+ * normal backlog; the plan's units are served in lane order, slot-budget.ts).
  */
-function createSlots(concurrency: number, highReserved: number, rank?: (group: string | undefined) => number) {
+function createSlots(concurrency: number, highReserved: number, shares?: SlotShares) {
   let used = 0;
+  const rank = shares ? (g: string | undefined) => shares.slotRank(g) : undefined;
   const waiters: SlotWaiter[] = [];
   const reserve = Math.min(concurrency - 1, Math.floor(concurrency * highReserved));
   const free = (lane: Priority) => concurrency - used - (lane === "high" ? 0 : reserve);
@@ -95,27 +102,40 @@ function createSlots(concurrency: number, highReserved: number, rank?: (group: s
       for (let i = 0; i < waiters.length; i++)
         if (free(waiters[i]!.lane) > 0 && (best < 0 || better(waiters[i]!, waiters[best]!))) best = i;
       if (best < 0) return;
-      used++;
-      waiters.splice(best, 1)[0]!.resolve(true);
+      const w = waiters.splice(best, 1)[0]!;
+      w.resolve(grant(w.group));
     }
+  };
+  /** A slot taken for `group`, counted at once (the next hand-out sees it); its release frees it. */
+  const grant = (group: string | undefined) => {
+    used++;
+    const vacate = shares?.occupy(group);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      vacate?.();
+      used--;
+      serve();
+    };
   };
   return {
     /** Every waiter told to give up (stop). */
     wake() {
       for (const w of waiters.splice(0)) w.resolve(false);
     },
-    release() {
-      used--;
-      serve();
-    },
-    /** A slot of the lane, taken now or handed over when one frees; false once stopped. */
-    acquire(lane: Priority, group: string | undefined, running: () => boolean): boolean | Promise<boolean> {
-      if (free(lane) > 0 && waiters.length === 0) {
-        used++;
-        return true;
-      }
+    /**
+     * A slot of the lane, taken now or handed over when one frees: its release; false once
+     * stopped.
+     */
+    acquire(
+      lane: Priority,
+      group: string | undefined,
+      running: () => boolean,
+    ): (() => void) | false | Promise<(() => void) | false> {
+      if (free(lane) > 0 && waiters.length === 0) return grant(group);
       if (!running()) return false;
-      const p = new Promise<boolean>((resolve) => waiters.push({ lane, group, resolve }));
+      const p = new Promise<(() => void) | false>((resolve) => waiters.push({ lane, group, resolve }));
       serve();
       return p;
     },
@@ -155,7 +175,7 @@ export function createWorker(deps: WorkerDeps): Worker {
     handling: new Set(),
     held: new Set(),
     streams: new Set(),
-    slots: createSlots(deps.concurrency, deps.highReserved, deps.fair ? (g) => deps.fair!.rank(g) : undefined),
+    slots: createSlots(deps.concurrency, deps.highReserved, deps.fair),
     hard,
     room: createWaitingRoom(deps, hard.signal),
   };
@@ -331,21 +351,22 @@ async function dispatch(w: WorkerState, lane: Priority, group: string | undefine
   // The group has work (until this delivery ends): its fair-share rank catches up if it had none.
   const leave = w.deps.fair?.arrived(group);
   let got = w.slots.acquire(lane, group, () => w.running);
-  if (got !== true) {
+  if (got instanceof Promise) {
     w.held.add(r.handle);
     got = await got;
     w.held.delete(r.handle);
   }
   if (!w.running || !got) {
-    if (got) w.slots.release();
+    if (got) got();
     leave?.();
     r.handle.nak(0);
     return false;
   }
+  const release = got;
   const p = process(w, r, group).finally(() => {
     leave?.();
     w.active.delete(p);
-    w.slots.release();
+    release();
   });
   w.active.add(p);
   return true;
