@@ -81,12 +81,14 @@ test("the solver lowers its provider concurrency under rejections and raises it 
   const low: number[] = [];
   const high: number[] = [];
   let rejectedInLow = 0;
+  let rejectedAtHalf = 0;
   while (Date.now() - t0 < LOW_MS + 20_000) {
     const l = await limits(metricsUrl!);
     const t = Date.now() - t0;
     if (t > LOW_MS / 2 && t < LOW_MS) low.push(...l);
     if (t >= LOW_MS) high.push(...l);
     if (t < LOW_MS) rejectedInLow = s.emu.stats().rejectedSubmissions;
+    if (t < LOW_MS / 2) rejectedAtHalf = s.emu.stats().rejectedSubmissions;
     await Bun.sleep(200);
   }
   const views = await Promise.all(ids.map((id) => api<TaskView>(s, `/v1/tasks/${id}?wait=60`)));
@@ -95,16 +97,17 @@ test("the solver lowers its provider concurrency under rejections and raises it 
     {},
   );
   console.log(
-    `[aimd] plan ${PLAN}, capacity ${LOW} for ${LOW_MS / 1000} s then ${PLAN}: limit in the second half of the low phase ${Math.min(...low)}-${Math.max(...low)}, after it up to ${Math.max(...high)}; ${rejectedInLow} submissions refused in the low phase; tasks ${JSON.stringify(states)}`,
+    `[aimd] plan ${PLAN}, capacity ${LOW} for ${LOW_MS / 1000} s then ${PLAN}: limit in the second half of the low phase ${Math.min(...low)}-${Math.max(...low)}, after it up to ${Math.max(...high)}; ${rejectedInLow} submissions refused in the low phase (${rejectedInLow - rejectedAtHalf} in its second half); tasks ${JSON.stringify(states)}`,
   );
   expect(low.length).toBeGreaterThan(0);
   // Lowered to about the capacity, far under the plan: the band is [floor(0.7 (C + 1)), C + 1] in
   // tasks at the provider, plus the few whose answer was read and whose completion is being written.
   expect(Math.max(...low)).toBeLessThanOrEqual(2 * LOW);
-  // Fewer refusals: the fixed plan draws about 700 in the same low phase (ADAPTIVE_CONCURRENCY=0);
-  // this 82-150 on a quiet machine, 400 once beside the rest of the suite (most while the limit
-  // comes down, one cut a second): the gauge above is what fails without adaptation.
-  expect(rejectedInLow).toBeLessThan(550);
+  // Refusals stop once the limit has come down: in the second half of the low phase the fixed plan
+  // is refused all the time (1,683 there, 3,242 in the whole phase, ADAPTIVE_CONCURRENCY=0 on the
+  // 2-core machine), this 3 (674 in the whole phase, most while the limit comes down from the plan,
+  // one cut a second; how many depends on the machine's speed, so the whole phase is not bounded).
+  expect(rejectedInLow - rejectedAtHalf).toBeLessThan(150);
   // Raised back well above it once the capacity returned.
   expect(Math.max(...high)).toBeGreaterThanOrEqual(3 * LOW);
   expect(states).toEqual({ completed: TASKS });
