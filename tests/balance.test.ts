@@ -9,6 +9,7 @@ import { freePort, natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import type { TaskSpec, TaskView } from "@pipeline/shared/schemas";
 import { PROVIDER_KEY, type Proc, ROOT, type Stack, spawnApp, startStack } from "./harness.ts";
+import { runRecoveryCli } from "./support/recovery-cli.ts";
 
 const region = "balance";
 const snapshots = mkdtempSync(join(tmpdir(), "balance-test-"));
@@ -69,28 +70,10 @@ const samples = async () =>
       select provider, balance_micros::text as balance, region from provider_balances order by sampled_at`
   ).map((r) => ({ ...r, balance: Number(r.balance) }));
 
-/** A recovery command against the stack, as an operator runs it. */
+/** A recovery command against the stack, as an operator runs it; stdout and stderr together. */
 async function recovery(...args: string[]): Promise<{ code: number; out: string }> {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), ...args], {
-    env: {
-      ...process.env,
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      SNAPSHOT_DIR: snapshots,
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-    },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { code, out: `${out}${err}` };
+  const r = await runRecoveryCli(s, { region, snapshotDir: snapshots }, args);
+  return { code: r.code, out: `${r.out}${r.err}` };
 }
 
 test("30 tasks solved: the balance samples fall by exactly the emulator's charges, the fleet samples at most every BALANCE_POLL_MS", async () => {

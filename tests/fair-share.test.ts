@@ -8,10 +8,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import { unpepperedClientId } from "@pipeline/shared/client-ids";
-import { api, PROVIDER_KEY, ROOT, type Stack, startStack, submitWindowsAtKill } from "./harness.ts";
+import { api, type Stack, startStack, submitWindowsAtKill } from "./harness.ts";
+import { runRecoveryCli } from "./support/recovery-cli.ts";
 
 const region = "fairsh";
 const BULK_KEY = "e2e-client-key-0001";
@@ -32,29 +32,8 @@ afterAll(async () => {
   await s?.stop();
 });
 
-/** `recovery <args> --json` against the stack; exit code and parsed stdout (or stderr when it failed). */
-async function recovery(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), ...args, "--json"], {
-    env: {
-      ...process.env,
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      SNAPSHOT_DIR: dir,
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-    },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { code, out, err };
-}
+/** `recovery <args> --json` against the stack; exit code, stdout and stderr. */
+const recovery = (args: string[]) => runRecoveryCli(s, { region, snapshotDir: dir }, [...args, "--json"]);
 
 function setFile(name: string, record: unknown): string {
   const path = join(dir, name);

@@ -5,10 +5,12 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { natsEnv } from "@pipeline/devstack";
 import { eventually } from "@pipeline/devstack/testing";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { api, PROVIDER_KEY, ROOT, type Stack, startStack } from "./harness.ts";
+import { api, type Stack, startStack } from "./harness.ts";
+import { runRecoveryCli } from "./support/recovery-cli.ts";
+
+const snapshots = mkdtempSync(join(tmpdir(), "lanes-e2e-"));
 
 const region = "lanesx";
 let s: Stack;
@@ -31,25 +33,7 @@ const lanes = <T>(...args: string[]) => recoveryCli<T>(["lanes", ...args]);
 
 /** A recovery command with `--json` against the stack; its exit code must be one of `codes`. */
 async function recoveryCli<T>(args: string[], codes = [0]): Promise<T> {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), ...args, "--json"], {
-    env: {
-      ...process.env,
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: region,
-      SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "lanes-e2e-")),
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-    },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
+  const { code, out, err } = await runRecoveryCli(s, { region, snapshotDir: snapshots }, [...args, "--json"]);
   expect(codes).toContain(code);
   expect(err).toBe("");
   return JSON.parse(out) as T;

@@ -12,7 +12,6 @@ function simulate(weights: Record<string, number>, threads: number, holdMs: numb
   const fair = new FairScheduler({ weightOf: (g) => weights[g ?? "default"] ?? 1, now: () => now });
   const all = Object.keys(weights);
   let groups = lateMs > 0 ? all.slice(0, -1) : all;
-  for (const g of groups) fair.arrived(g);
   const from = lateMs > 0 ? lateMs + 2 * holdMs : 0;
   const ms = new Map<string, number>();
   const running: { id: string; group: string; at: number; endsAt: number }[] = [];
@@ -32,7 +31,6 @@ function simulate(weights: Record<string, number>, threads: number, holdMs: numb
     ms.set(next.group, (ms.get(next.group) ?? 0) + Math.max(0, now - Math.max(next.at, from)));
     if (lateMs > 0 && now >= lateMs && groups.length < all.length) {
       groups = all;
-      fair.arrived(all[all.length - 1]!);
     }
     startOne();
   }
@@ -62,14 +60,12 @@ describe("weighted fair share of threads", () => {
   test("a group arriving late does not bank credit: it gets its share, not everything for as long as the other ran", () => {
     let now = 0;
     const fair = new FairScheduler({ weightOf: () => 1, now: () => now });
-    fair.arrived("a");
     for (let i = 0; i < 100; i++) {
       fair.took(`a${i}`, "a");
       now += 1000;
       fair.ended(`a${i}`);
     }
     // b arrives after a had 100 thread-seconds alone: equal weights, so the two alternate.
-    fair.arrived("b");
     const order: string[] = [];
     for (let i = 0; i < 8; i++) {
       const g = ["a", "b"][fair.pick([{ group: "a" }, { group: "b" }])]!;
@@ -94,15 +90,12 @@ describe("weighted fair share of threads", () => {
 
   test("a group alone gets every thread (nothing else waits)", () => {
     const fair = new FairScheduler({ weightOf: () => 1 });
-    fair.arrived("a");
     expect(fair.pick([{ group: "a" }, { group: "a" }])).toBe(0);
   });
 
   test("a charge is corrected by the real hold time: long solves count for more", () => {
     let now = 0;
     const fair = new FairScheduler({ weightOf: () => 1, now: () => now, initialHoldMs: 1000 });
-    fair.arrived("slow");
-    fair.arrived("fast");
     fair.took("s", "slow");
     fair.took("f", "fast");
     // Each group still holds a thread afterwards (a group holding none competes from the floor).

@@ -16,8 +16,6 @@ const DEFAULT = "";
 interface GroupState {
   /** Finish tag: where the group's next task starts, unless V is past it. */
   finish: number;
-  /** Tasks of the group waiting for a place or holding a thread. */
-  backlog: number;
   /** Mean thread hold time (ms), the charge when a thread is taken. */
   meanHoldMs: number;
 }
@@ -59,25 +57,13 @@ export class FairScheduler {
       const mean = known.length
         ? known.reduce((n, x) => n + x.meanHoldMs, 0) / known.length
         : (this.o.initialHoldMs ?? 1000);
-      this.groups.set(g, (s = { finish: 0, backlog: 0, meanHoldMs: mean }));
+      this.groups.set(g, (s = { finish: 0, meanHoldMs: mean }));
     }
     return s;
   }
 
   private weight(group: string): number {
     return Math.max(1, this.o.weightOf(group === DEFAULT ? undefined : group));
-  }
-
-  /** A task of `group` now waits for a place, until `done`. */
-  arrived(group: string | undefined): () => void {
-    const s = this.state(group);
-    s.backlog++;
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      s.backlog--;
-    };
   }
 
   /** The order in which waiters for a unit are served: lowest first (equals: first come). */

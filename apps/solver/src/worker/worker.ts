@@ -348,8 +348,6 @@ function watchConsumer(messages: ConsumerMessages, onMissing: (what: string) => 
  * delivery; false (the message nak'd) when the worker stopped meanwhile.
  */
 async function dispatch(w: WorkerState, lane: Priority, group: string | undefined, r: Received): Promise<boolean> {
-  // The group has work (until this delivery ends): its fair-share rank catches up if it had none.
-  const leave = w.deps.fair?.arrived(group);
   let got = w.slots.acquire(lane, group, () => w.running);
   if (got instanceof Promise) {
     w.held.add(r.handle);
@@ -358,13 +356,11 @@ async function dispatch(w: WorkerState, lane: Priority, group: string | undefine
   }
   if (!w.running || !got) {
     if (got) got();
-    leave?.();
     r.handle.nak(0);
     return false;
   }
   const release = got;
   const p = process(w, r, group).finally(() => {
-    leave?.();
     w.active.delete(p);
     release();
   });
