@@ -31,20 +31,36 @@ export function reservePort(port: number, now = Date.now()): boolean {
   }
 }
 
+/**
+ * Where ports are drawn from: below Linux's ephemeral range (32768-60999), which the kernel also
+ * hands to every outgoing connection's local end. A port from that range can be taken by some
+ * client socket between the pick and the listen (a dev stack's gateway failed so in CI); one from
+ * here only by another listener, which the reservation covers.
+ */
+const LOW_PORT = 20_000;
+const HIGH_PORT = 32_000;
+
 /** A TCP port on 127.0.0.1 that was free a moment ago, handed to no other caller on this machine in the last 2 minutes. */
 export async function freePort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const candidate = LOW_PORT + Math.floor(Math.random() * (HIGH_PORT - LOW_PORT));
+    const port = await listenOnce(candidate).catch(() => undefined);
+    if (port !== undefined && reservePort(port)) return port;
+  }
+  // The low range crowded: any port the kernel gives.
   for (let i = 0; ; i++) {
-    const port = await anyFreePort();
+    const port = await listenOnce(0);
     if (reservePort(port) || i >= 20) return port;
   }
 }
 
-function anyFreePort(): Promise<number> {
+/** Listens on `port` (0: any) on 127.0.0.1 and closes at once: the port it got. */
+function listenOnce(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
     srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
+    srv.listen(port, "127.0.0.1", () => {
       const addr = srv.address();
       const port = typeof addr === "object" && addr ? addr.port : 0;
       srv.close(() => resolve(port));
