@@ -127,3 +127,25 @@ test("reading prices: a bulk-polled answer carries the price the provider stated
     });
   expect(emu.stats().resCalls).toBe(1);
 });
+
+test("a quiet key's poll leaves at once; a busy key's polls wait for the next window and share it", async () => {
+  const provider = createProviderClient({ url: emu.url, timeoutMs: 5000 });
+  const poller = createBulkPoller(provider, { lingerMs: 200 });
+  const ids = await Promise.all(
+    specs.slice(40, 46).map(async (spec) => {
+      const r = await provider.submit(toProviderParams(spec), KEY);
+      if (r.kind !== "ok") throw new Error(`submit failed: ${JSON.stringify(r)}`);
+      return r.value;
+    }),
+  );
+  emu.resetStats();
+  // Quiet: nothing sent for this key yet, so the poll is answered long before the 200 ms window.
+  let t0 = performance.now();
+  await poller.poll(ids[0]!, KEY, "recaptcha_v2");
+  expect(performance.now() - t0).toBeLessThan(150);
+  // Busy: the key sent a request just now, so these wait for the window's end and go as one.
+  t0 = performance.now();
+  await Promise.all(ids.slice(1).map((id) => poller.poll(id, KEY, "recaptcha_v2")));
+  expect(performance.now() - t0).toBeGreaterThanOrEqual(150);
+  expect(emu.stats().resCalls).toBe(2);
+});

@@ -14,7 +14,11 @@ const NEEDS_FULL_ANSWER: ReadonlySet<TaskType> = new Set<TaskType>(["turnstile"]
 export interface BulkPollerOptions {
   /** Ids per request (the protocol allows 100). */
   maxIds?: number;
-  /** How long a poll waits for company before its request leaves. */
+  /**
+   * The shortest time between two requests of a key (batches leave at most this often, unless
+   * full): polls arriving meanwhile wait for the next one and share it. A poll of a key that has
+   * sent nothing for this long leaves at once, with whatever arrived in the same turn.
+   */
   lingerMs?: number;
   /**
    * A price the provider stated (get2) for a key and type is the price of that key's bulk-polled
@@ -58,13 +62,18 @@ export interface Poller {
  * of them instead of one each. A task whose bulk part is its answer and whose type carries more
  * (turnstile) reads it once more on its own, as does one whose price the provider has not stated
  * lately for its key and type (when the client reads prices); a bulk answer that does not split
- * cleanly falls back to single polls.
+ * cleanly falls back to single polls. The wait for company is paid only under load: a poll of a
+ * key that has been quiet for `lingerMs` leaves at once (a lone answer is not held 20 ms), while
+ * a key polled continuously sends at most one request per `lingerMs` (or per full batch).
  */
 export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions = {}): Poller {
   const maxIds = o.maxIds ?? 100;
-  const lingerMs = o.lingerMs ?? 20;
+  const lingerMs = o.lingerMs ?? 10;
   const queues = new Map<string, { waiting: Waiting[]; timer: ReturnType<typeof setTimeout> | undefined }>();
-  const prices = priceMemory(o.priceTtlMs ?? 600_000, o.now ?? Date.now);
+  const now = o.now ?? Date.now;
+  const prices = priceMemory(o.priceTtlMs ?? 600_000, now);
+  /** When each key's last request left: the next leaves `lingerMs` after it at the earliest. */
+  const lastSent = new Map<string, number>();
 
   async function flush(key: string, batch: Waiting[]): Promise<void> {
     const single = (w: Waiting) =>
@@ -121,6 +130,7 @@ export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions 
     clearTimeout(q.timer);
     q.timer = undefined;
     const batch = q.waiting.splice(0, maxIds);
+    lastSent.set(key, now());
     if (q.waiting.length > 0) q.timer = setTimeout(() => take(key), 0);
     else queues.delete(key);
     void flush(key, batch);
@@ -141,7 +151,7 @@ export function createBulkPoller(provider: ProviderClient, o: BulkPollerOptions 
           resolve: (r) => (signal?.removeEventListener("abort", onAbort), resolve(r)),
         });
         if (q.waiting.length >= maxIds) take(key);
-        else q.timer ??= setTimeout(() => take(key), lingerMs);
+        else q.timer ??= setTimeout(() => take(key), Math.max(0, (lastSent.get(key) ?? -Infinity) + lingerMs - now()));
       });
     },
   };

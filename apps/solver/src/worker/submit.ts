@@ -71,12 +71,13 @@ export async function submitUntilKnown(c: SubmitContext): Promise<Solved> {
       return done(nak(t.leaseMs, "no longer ours (cancelled or taken over)"));
     marked = false;
     const step = await submitOnce(c);
+    const answeredAt = Date.now();
     if (step.kind === "resubmit") {
       c.resubmits.n++;
       continue;
     }
     if (step.kind !== "checkpoint") return writeStep(deps, task, step, c.breaker);
-    return checkpointAndPark(c, step.providerId, t);
+    return checkpointAndPark(c, step.providerId, t, answeredAt);
   }
 }
 
@@ -117,11 +118,16 @@ async function submitOnce(c: SubmitContext) {
   });
 }
 
-/** The provider id checkpointed (retried through a database outage), `submitted` published, the task parked. */
+/**
+ * The provider id checkpointed (retried through a database outage), `submitted` published, the
+ * task parked. Its first poll is due the type's delay after the provider's answer (`answeredAt`),
+ * not after the checkpoint: the write's milliseconds are spent inside that wait, not added to it.
+ */
 async function checkpointAndPark(
   c: SubmitContext,
   pid: string,
   t: ReturnType<HandlerDeps["timing"]["get"]>,
+  answeredAt: number,
 ): Promise<Solved> {
   const { deps, task, key } = c;
   const taskId = task.taskId;
@@ -153,7 +159,7 @@ async function checkpointAndPark(
       key,
       polls: task.polls,
       resubmits: c.resubmits.n,
-      firstDelayMs: firstPollDelay(task.type, t.firstPollMs),
+      firstDelayMs: Math.max(0, firstPollDelay(task.type, t.firstPollMs) - (Date.now() - answeredAt)),
       ...(task.row.needBy ? { needByMs: task.row.needBy.getTime() } : {}),
     },
   };

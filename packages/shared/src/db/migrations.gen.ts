@@ -19,6 +19,7 @@ import m14 from "../../drizzle/0014_explorer_solver_version.sql" with { type: "t
 import m15 from "../../drizzle/0015_incidents.sql" with { type: "text" };
 import m16 from "../../drizzle/0016_task_schedule.sql" with { type: "text" };
 import m17 from "../../drizzle/0017_warm_pools.sql" with { type: "text" };
+import m18 from "../../drizzle/0018_tasks_fillfactor.sql" with { type: "text" };
 
 export const embeddedMigrations: { tag: string; when: number; breakpoints: boolean; sql: string }[] = [
   { tag: "0000_init", when: 1796217060924, breakpoints: true, sql: m0 },
@@ -39,4 +40,5 @@ export const embeddedMigrations: { tag: string; when: number; breakpoints: boole
   { tag: "0015_incidents", when: 1796564984868, breakpoints: true, sql: m15 },
   { tag: "0016_task_schedule", when: 1796588688029, breakpoints: true, sql: m16 },
   { tag: "0017_warm_pools", when: 1796601478768, breakpoints: true, sql: m17 },
+  { tag: "0018_tasks_fillfactor", when: 1796613098131, breakpoints: true, sql: m18 },
 ];
