@@ -159,8 +159,8 @@ function memoryFigures(r: InFlightRun): Figure[] {
       unit: "MB",
       baseline: { label: "same solver idle", value: idle.rssMb },
       ratio: mem.peakMb / idle.rssMb,
-      target: "<= 150 MB",
-      met: mem.peakMb <= 150,
+      target: "<= 120 MB",
+      met: mem.peakMb <= 120,
       note: `in-flight: ${n} ${type} tasks queued through the gateway first, then one solver started (SOLVER_CONCURRENCY=PROVIDER_THREADS=${n}, HIGH_LANE_RESERVED=0, poll timing at its defaults); it claimed them over ${r.claimS.toFixed(1)} s and all were completed ${r.totalS.toFixed(1)} s after its start; provider latency ${LATENCY_MS / 1000} s. Peak RSS is VmHWM of that process; the baseline is VmRSS of an idle solver of the same configuration.${scaled}`,
     },
     {

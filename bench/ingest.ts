@@ -169,9 +169,7 @@ export const ingest: Benchmark = {
         unit: "/s",
         baseline: { label: "publish-only Hono", value: top },
         ratio: best / top,
-        target: ">= 0.60x",
-        met: best / top >= 0.6,
-        note: `ingest: ${count} submissions after ${WARMUP} warm-up; ${rounds} paired rounds (the ceiling, then ours), the median round's figures (ratios by round: ${ratios.map((x) => x.toFixed(2)).join(", ")}); 202 = INSERT committed (fsync on) + PubAck. The ceiling only publishes (no Postgres, no validation). CPU ms per submission: gateway side ${cpuText(g.cpuMsPerTask)}; ceiling side ${cpuText(c.cpuMsPerTask)}.`,
+        note: `ingest, the physical anchor (no target: it does nothing durable): ${count} submissions after ${WARMUP} warm-up; ${rounds} paired rounds (the ceiling, then ours), the median round's figures (ratios by round: ${ratios.map((x) => x.toFixed(2)).join(", ")}); 202 = INSERT committed (fsync on) + PubAck. The ceiling only publishes (no Postgres, no validation). CPU ms per submission: gateway side ${cpuText(g.cpuMsPerTask)}; ceiling side ${cpuText(c.cpuMsPerTask)}.`,
       },
       {
         bench: "ingest",
@@ -180,7 +178,9 @@ export const ingest: Benchmark = {
         unit: "/s",
         baseline: { label: "fair peer's gateway", value: peer[pm]!.perSecond },
         ratio: ours[pm]!.perSecond / peer[pm]!.perSecond,
-        note: `ingest, context: the fair peer's gateway (bench/baselines/peer-gateway.ts: Hono, Bearer key, zod, one autocommit INSERT, BullMQ queue.add on Redis AOF everysec, 202; no worker), run right after ours in each round; the median round's figures (ratios by round: ${peerRatios.map((x) => x.toFixed(2)).join(", ")}). Like work (a durable row and a durable enqueue before the 202), which the publish-only ceiling is not. CPU ms per submission: ours ${cpuText(ours[pm]!.cpuMsPerTask)}; the peer's ${cpuText(peer[pm]!.cpuMsPerTask)}.`,
+        target: ">= 1.60x",
+        met: ours[pm]!.perSecond / peer[pm]!.perSecond >= 1.6,
+        note: `ingest, against like work (the bar): the fair peer's gateway (bench/baselines/peer-gateway.ts: Hono, Bearer key, zod, one autocommit INSERT, BullMQ queue.add on Redis AOF everysec, 202; no worker), run right after ours in each round; the median round's figures (ratios by round: ${peerRatios.map((x) => x.toFixed(2)).join(", ")}). Like work (a durable row and a durable enqueue before the 202), which the publish-only ceiling is not. CPU ms per submission: ours ${cpuText(ours[pm]!.cpuMsPerTask)}; the peer's ${cpuText(peer[pm]!.cpuMsPerTask)}.`,
       },
     ];
   },
