@@ -18,7 +18,7 @@ import { waitForCompleted } from "./support/completion.ts";
 import { type BenchContext, type Benchmark, envCount } from "./support/context.ts";
 import { cpuMeter, cpuText, perTask, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
-import { startPeerGateway } from "./support/peer.ts";
+import { startPeer } from "./support/peer.ts";
 import { spawnEmulator, startPipeline, submitTask } from "./support/pipeline.ts";
 import { stopProc, waitForLog } from "./support/processes.ts";
 import { startRedis } from "./support/redis-server.ts";
@@ -260,49 +260,22 @@ async function jetstreamThroughput(ctx: BenchContext, tasks: number): Promise<Th
 export async function peerThroughput(ctx: BenchContext, tasks: number): Promise<Throughput & ProviderFigures> {
   const scope = ctx.scope.child();
   try {
-    const logDir = mkdtempSync(join(ctx.logDir, "peer-"));
-    const redis = await startRedis(scope);
-    const tdb = await createTestDatabase("bench", ctx.pgAdminUrl);
-    scope.defer(`database ${tdb.name}`, () => tdb.drop());
-    const emulator = await spawnEmulator(scope, logDir, { latencyMs: 0, threads: 1000 });
-    const common = { REDIS_PORT: String(redis.port), DATABASE_URL: tdb.url, QUEUE: "peer" };
-    const worker = spawnApp(
-      "peer-worker",
-      "bench/baselines/peer-worker.ts",
-      {
-        ...common,
-        PROVIDER_URL: emulator.url,
-        PROVIDER_KEY,
-        POLL_INTERVAL_MS: "10",
-        CONCURRENCY: String(concurrency()),
-      },
-      logDir,
+    const peer = await startPeer(
+      scope,
+      { pgAdminUrl: ctx.pgAdminUrl, logDir: ctx.logDir },
+      { latencyMs: 0, threads: 1000, concurrency: concurrency(), pollIntervalMs: 10 },
     );
-    scope.defer("peer worker", () => stopProc(worker));
-    const [{ proc: gateway, url }] = await Promise.all([
-      startPeerGateway(scope, logDir, { redisPort: redis.port, databaseUrl: tdb.url, queue: "peer" }),
-      waitForLog(worker, "worker started"),
-      waitForPort(emulator.port, 20_000),
-    ]);
-    const sql = postgres(tdb.url, { max: 2, onnotice: () => {}, connection: { application_name: "bench" } });
-    scope.defer("bench pool", () => sql.end({ timeout: 5 }));
-    const stopWriters = async () => void (await Promise.all([stopProc(gateway), stopProc(worker)]));
     const t = await measure(
       ctx,
-      sql,
+      peer.sql,
       tasks,
-      (i) => submitTask(url, i, "peer"),
-      {
-        gateway: () => [gateway.pid],
-        worker: () => [worker.pid],
-        redis: () => [redis.pid],
-        emulator: () => [emulator.proc.pid],
-      },
-      stopWriters,
+      (i) => submitTask(peer.gatewayUrl, i, "peer"),
+      peer.pids,
+      peer.stopWriters,
       // As for ours: the provider's counters and books cover the measured tasks only.
-      async () => void (await fetch(`${emulator.url}/emulator/reset`, { method: "POST" })),
+      async () => void (await fetch(`${peer.emulatorUrl}/emulator/reset`, { method: "POST" })),
     );
-    return { ...t, ...(await providerFigures(emulator.url, tasks)) };
+    return { ...t, ...(await providerFigures(peer.emulatorUrl, tasks)) };
   } finally {
     await scope.close();
   }

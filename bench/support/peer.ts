@@ -43,13 +43,15 @@ export interface PeerSystem {
   /** A small pool of the bench's own on the peer's database (application_name 'bench'). */
   sql: postgres.Sql;
   pids: Record<string, () => number[]>;
+  /** Stops the processes that write rows (gateway and worker), before the counts are read. */
+  stopWriters(): Promise<void>;
 }
 
 /**
  * The fair peer's whole system, as end-to-end's `peerThroughput` starts it (a redis-server of its
  * own, AOF everysec; an emulator of its own; a fresh database on the run's cluster; the worker at
  * `concurrency`, res.php at once then every `pollIntervalMs`; the gateway), with the emulator at
- * `latencyMs`; everything stopped with `scope`. Used by latency.
+ * `latencyMs`; everything stopped with `scope`. Used by end-to-end and latency.
  */
 export async function startPeer(
   scope: Scope,
@@ -93,5 +95,6 @@ export async function startPeer(
       redis: () => [redis.pid],
       emulator: () => [emulator.proc.pid],
     },
+    stopWriters: async () => void (await Promise.all([stopProc(gateway), stopProc(worker)])),
   };
 }
