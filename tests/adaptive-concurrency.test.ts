@@ -33,7 +33,9 @@ test("the solver lowers its provider concurrency under rejections and raises it 
       ADAPTIVE_CONCURRENCY: "1",
       PROVIDER_THREADS: String(PLAN),
       FIRST_POLL_MS: "100",
-      POLL_INTERVAL_MS: "50",
+      // 20 polls (MAX_POLLS) must outlast the provider's 1.2 s: at 50 ms they took 1.05 s, and the
+      // tasks went round submitting anew once the bulk poller stopped holding each poll 20 ms.
+      POLL_INTERVAL_MS: "100",
       RETRY_BASE_MS: "200",
       RETRY_MAX_MS: "1000",
       MAX_ATTEMPTS: "100",

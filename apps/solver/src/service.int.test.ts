@@ -204,7 +204,8 @@ test("an unsolvable captcha is resubmitted as a new provider task, bounded", asy
 
 test("SIGTERM-style stop drains in-flight work: the task completes before stop returns", async () => {
   emu.configure({ latencyMs: 400 });
-  solver = await startSolver(config(), log);
+  // Polls every 50 ms: 20 of them (the budget) outlast the provider's 400 ms with room to spare.
+  solver = await startSolver(config({ POLL_INTERVAL_MS: "50" }), log);
   const id = await enqueue(turnstile());
   await eventually(async () => (await row(id)).providerId);
   await solver.stop();
