@@ -4,22 +4,13 @@ import { join } from "node:path";
 import { natsEnv } from "@pipeline/devstack";
 import { PROVIDER_KEY, ROOT, type Stack } from "../harness.ts";
 
-export async function runRecoveryCli(
-  s: Pick<Stack, "nats" | "tdb" | "emu">,
-  o: { region: string; snapshotDir: string },
+/** `recovery <args>` as its own process with `env` (over this process's environment): exit code, stdout and stderr. */
+export async function spawnRecoveryCli(
   args: string[],
+  env: Record<string, string | undefined>,
 ): Promise<{ code: number; out: string; err: string }> {
   const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), ...args], {
-    env: {
-      ...process.env,
-      NATS_URL: s.nats.url,
-      ...natsEnv(s.nats, "recovery"),
-      DATABASE_URL: s.tdb.url,
-      REGION: o.region,
-      SNAPSHOT_DIR: o.snapshotDir,
-      PROVIDER_URL: s.emu.url,
-      PROVIDER_KEY,
-    },
+    env: { ...process.env, ...env },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -29,4 +20,20 @@ export async function runRecoveryCli(
     proc.exited,
   ]);
   return { code, out, err };
+}
+
+export function runRecoveryCli(
+  s: Pick<Stack, "nats" | "tdb" | "emu">,
+  o: { region: string; snapshotDir: string },
+  args: string[],
+): Promise<{ code: number; out: string; err: string }> {
+  return spawnRecoveryCli(args, {
+    NATS_URL: s.nats.url,
+    ...natsEnv(s.nats, "recovery"),
+    DATABASE_URL: s.tdb.url,
+    REGION: o.region,
+    SNAPSHOT_DIR: o.snapshotDir,
+    PROVIDER_URL: s.emu.url,
+    PROVIDER_KEY,
+  });
 }

@@ -48,8 +48,9 @@ import { openDatabase } from "@pipeline/shared/db";
 import { connectNats } from "@pipeline/shared/nats";
 import { provisionRegionsAt } from "@pipeline/shared/provision";
 import { buckets } from "@pipeline/shared/subjects";
-import { type Proc, ROOT, spawnApp } from "../harness.ts";
+import { type Proc, spawnApp } from "../harness.ts";
 import { addNamespace, addVeth, guardTeardown, sh, shAsync, usedAddresses } from "./netns.ts";
+import { spawnRecoveryCli } from "./recovery-cli.ts";
 import { type LogFile, lastErrors, logsIn, watchEventLoop } from "./stack-diagnosis.ts";
 import {
   API_KEY,
@@ -532,7 +533,6 @@ export async function assessRegionAsync(
 ): Promise<{ code: number | null; out: string }> {
   const w = two.witness.auth("recovery");
   const env = {
-    ...process.env,
     ...natsEnv(r.nats, "recovery"),
     NATS_URL: r.nats.url,
     DATABASE_URL: r.tdb.url,
@@ -544,16 +544,7 @@ export async function assessRegionAsync(
     SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), "regions-assess-")),
   };
   try {
-    const proc = Bun.spawn([process.execPath, join(ROOT, "apps", "recovery", "src", "cli.ts"), "assess"], {
-      env,
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const [out, err, code] = await Promise.all([
-      new Response(proc.stdout).text(),
-      new Response(proc.stderr).text(),
-      proc.exited,
-    ]);
+    const { code, out, err } = await spawnRecoveryCli(["assess"], env);
     return { code, out: `${out}${err}` };
   } finally {
     rmSync(env.SNAPSHOT_DIR, { recursive: true, force: true });
