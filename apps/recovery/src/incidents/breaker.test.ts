@@ -49,3 +49,12 @@ test("a solver gone with its breaker open no longer holds the episode open", () 
   expect(o!.endedAt).toBe(new Date(T + 70_000).toISOString());
   expect(o!.timeline.at(-1)!.what).toBe("w1 has no heartbeat any more");
 });
+
+test("anyOpen: only while some worker's breaker is open", () => {
+  const t = breakerTracker(60_000);
+  expect(t.anyOpen()).toBe(false);
+  t.add(1, ev(T, "w1", "open"));
+  expect(t.anyOpen()).toBe(true);
+  t.add(2, ev(T + 1000, "w1", "closed"));
+  expect(t.anyOpen()).toBe(false);
+});

@@ -37,6 +37,8 @@ export interface BreakerTracker {
   add(seq: number, ev: BreakerEvent): void;
   /** Workers without a heartbeat: their breakers no longer count. */
   prune(live: ReadonlySet<string>, now: number): void;
+  /** Whether some worker's breaker is open now (only then is there anything to prune). */
+  anyOpen(): boolean;
   /** The incidents: episodes open for at least minOpenMs by `now`. */
   observations(region: string, now: number): Observation[];
 }
@@ -85,6 +87,7 @@ export function breakerTracker(minOpenMs = 60_000, keepMs = 24 * 3600_000): Brea
       }
       while (done.length && now - done[0]!.startedAt > keepMs) done.shift();
     },
+    anyOpen: () => current.size > 0,
     observations(region, now) {
       return [...done, ...current.values()]
         .filter((e) => (e.endedAt ?? now) - e.startedAt >= minOpenMs)

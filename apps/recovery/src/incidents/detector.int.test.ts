@@ -244,3 +244,28 @@ test("the keeper's adoption records its failover: opened and closed at the resum
   await createDetector(await deps()).tick();
   expect((await listIncidents(sql)).filter((i) => i.key === `failover:${remote}:7`)).toHaveLength(1);
 });
+
+test("the workers bucket is listed only while a breaker is open: quiet ticks leave no consumer on the server", async () => {
+  const consumers = async () => (await workersKv.status()).streamInfo.state.consumer_count;
+  const detector = createDetector(await deps());
+  await detector.tick();
+  const quiet = await consumers();
+  for (let i = 0; i < 3; i++) expect((await detector.tick()).errors).toEqual([]);
+  expect(await consumers()).toBe(quiet);
+  // A breaker open at a worker without a heartbeat: the bucket is listed (a listing's consumer stays).
+  await jetstream(nc).publish(
+    eventSubject(region, "breaker"),
+    JSON.stringify({
+      kind: "breaker",
+      region,
+      at: new Date().toISOString(),
+      data: { keyRef: "key_listed", state: "open", reason: null, worker: "w-gone" },
+    }),
+  );
+  expect((await detector.tick()).errors).toEqual([]);
+  expect(await consumers()).toBeGreaterThan(quiet);
+  // Pruned (no heartbeat): nothing open any more, so the next ticks list nothing again.
+  const after = await consumers();
+  await detector.tick();
+  expect(await consumers()).toBe(after);
+});

@@ -156,8 +156,13 @@ async function breakerObservations(
   if (!d.events) return [];
   await readBreakerEvents(d, d.events, tracker, cursor);
   const now = (d.now ?? Date.now)();
-  const { workers } = await liveWorkers(d.events.workersKv, now);
-  tracker.prune(new Set(workers.map((w) => w.workerId)), now);
+  // The bucket is listed only while a breaker is open: each listing leaves an ordered consumer on
+  // the server for minutes, and with nothing open there is nothing to prune (the call then only
+  // drops old episodes).
+  const live = tracker.anyOpen()
+    ? new Set((await liveWorkers(d.events.workersKv, now)).workers.map((w) => w.workerId))
+    : new Set<string>();
+  tracker.prune(live, now);
   return tracker.observations(d.region, now);
 }
 
