@@ -72,6 +72,8 @@ export function createSolverWorker(d: {
     onConsumerMissing: d.onConsumerMissing,
     ackPublish: (subject, payload) => d.nc.publish(subject, payload),
     concurrency: config.SOLVER_CONCURRENCY,
+    // Deliveries in their start phase at once: four start admissions' worth, at least 256 (worker.ts createSlots).
+    intake: Math.max(256, 4 * config.SOLVER_START_CONCURRENCY),
     fetchBatch: config.SOLVER_FETCH_BATCH,
     ackWaitMs: config.ACK_WAIT_MS,
     pullExpiresMs: pullExpiresMs(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS),

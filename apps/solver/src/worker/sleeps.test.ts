@@ -55,3 +55,31 @@ test("a sleep added with an earlier end than the armed one wakes on time", async
   expect(performance.now() - t0).toBeLessThan(200);
   await long;
 });
+
+test("after: the record's wake once when due; abort on the signal's abort, never both; a throwing wake goes to abort", async () => {
+  const { after, pending } = createSleeper();
+  const ctl = new AbortController();
+  const calls: string[] = [];
+  const record = (name: string, throws = false) => ({
+    wake() {
+      calls.push(`${name} woke`);
+      if (throws) throw new Error("boom");
+    },
+    abort(reason: unknown) {
+      calls.push(`${name} aborted: ${(reason as Error).message}`);
+    },
+  });
+  after(10, ctl.signal, record("a"));
+  after(20, ctl.signal, record("b", true));
+  after(5_000, ctl.signal, record("c"));
+  await Bun.sleep(60);
+  expect(calls).toEqual(["a woke", "b woke", "b aborted: boom"]);
+  ctl.abort(new Error("shutdown"));
+  expect(calls.at(-1)).toBe("c aborted: shutdown");
+  expect(pending()).toBe(0);
+  // An aborted signal: abort, not at once (the caller's own call returns first), and no wake.
+  after(0, ctl.signal, record("d"));
+  expect(calls).toHaveLength(4);
+  await Bun.sleep(20);
+  expect(calls.slice(4)).toEqual(["d aborted: shutdown"]);
+});

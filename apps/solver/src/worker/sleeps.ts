@@ -1,12 +1,20 @@
 /**
  * Many sleeps on one timer: the pauses of thousands of waiting tasks (first-poll delay, poll
  * interval, slot retries) share one `setTimeout` armed for the earliest of them, and one abort
- * listener per signal, instead of a timer, a closure and an abort listener each.
+ * listener per signal, instead of a timer, a closure and an abort listener each. `after` wakes a
+ * record's method instead of settling a promise: a waiting task's pause then holds its Sleep and
+ * nothing else (no promise, resolvers or continuations).
  */
+
+/** What `after` wakes: `wake()` when due, `abort(reason)` when the signal aborts first. */
+export interface Wakeable {
+  wake(): void;
+  abort(reason: unknown): void;
+}
+
 interface Sleep {
   due: number;
-  resolve: () => void;
-  reject: (reason: unknown) => void;
+  target: Wakeable;
   /** Settled (woken, or rejected by an abort): skipped when it comes up in the heap. */
   settled: boolean;
   /** The sleeps of its signal, to forget it on waking. */
@@ -16,6 +24,11 @@ interface Sleep {
 export interface Sleeper {
   /** Sleeps `ms`, or rejects with the signal's reason when it aborts first (a hard stop). */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
+  /**
+   * Calls `target.wake()` in `ms`, or `target.abort(reason)` when the signal aborts first (never
+   * both, never synchronously). A throw from `wake` goes to `abort`.
+   */
+  after(ms: number, signal: AbortSignal, target: Wakeable): void;
   /** Sleeps pending now (tests, metrics). */
   pending(): number;
 }
@@ -81,7 +94,11 @@ export function createSleeper(): Sleeper {
       if (s.settled) continue;
       s.settled = true;
       s.peers.delete(s);
-      s.resolve();
+      try {
+        s.target.wake();
+      } catch (err) {
+        s.target.abort(err);
+      }
     }
     arm();
   }
@@ -96,7 +113,7 @@ export function createSleeper(): Sleeper {
         () => {
           for (const s of set) {
             s.settled = true;
-            s.reject(signal.reason);
+            s.target.abort(signal.reason);
           }
           set.clear();
           arm();
@@ -107,20 +124,28 @@ export function createSleeper(): Sleeper {
     return peers;
   }
 
+  function after(ms: number, signal: AbortSignal, target: Wakeable): void {
+    if (signal.aborted) {
+      queueMicrotask(() => target.abort(signal.reason));
+      return;
+    }
+    const peers = peersOf(signal);
+    const s: Sleep = { due: performance.now() + Math.max(0, ms), target, settled: false, peers };
+    peers.add(s);
+    push(s);
+    arm();
+  }
+
   /** Sleeps `ms`, or rejects with the signal's reason when it aborts first (a hard stop). */
   function sleep(ms: number, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.reject(signal.reason);
     const { promise, resolve, reject } = Promise.withResolvers<void>();
-    const peers = peersOf(signal);
-    const s: Sleep = { due: performance.now() + Math.max(0, ms), resolve, reject, settled: false, peers };
-    peers.add(s);
-    push(s);
-    arm();
+    after(ms, signal, { wake: resolve, abort: reject });
     return promise;
   }
 
   function pending(): number {
     return heap.filter((s) => !s.settled).length;
   }
-  return { sleep, pending };
+  return { sleep, after, pending };
 }

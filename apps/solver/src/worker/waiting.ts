@@ -17,6 +17,7 @@ import {
 } from "../domain/lifecycle.ts";
 import { ack, nak, type Outcome } from "../domain/outcome.ts";
 import { counter, type HandlerDeps, type Parked, type Resume } from "./deps.ts";
+import type { Wakeable } from "./sleeps.ts";
 import { completeSolved, forgetProviderTask, type TaskInHand, writeStep } from "./steps.ts";
 
 /**
@@ -25,14 +26,21 @@ import { completeSolved, forgetProviderTask, type TaskInHand, writeStep } from "
  */
 export type WaitResult = { kind: "done"; outcome: Outcome } | { kind: "resume"; resume: Resume };
 
+/** Who hears how a wait ended: a record's methods, so a parked task holds no promise for it. */
+export interface WaitEnd {
+  waited(r: WaitResult): void;
+  /** A hard stop, or a failed read or write. */
+  error(err: unknown): void;
+}
+
 export interface WaitingRoom {
   /**
    * Polls a parked task until its answer is there (then completes it) or the wait ends otherwise
    * (the provider gave it up or failed it, the key stopped or rotated, the poll budget spent):
    * then writes the step (fail, key stopped) or gives the provider task up and hands the task
-   * back to be submitted anew. Rejects on a hard stop or a failed read or write.
+   * back to be submitted anew (`end.waited`). `end.error` on a hard stop or a failed read or write.
    */
-  wait(p: Parked): Promise<WaitResult>;
+  wait(p: Parked, end: WaitEnd): void;
   /** Tasks waiting now. */
   size(): number;
 }
@@ -49,10 +57,8 @@ type Unanswered = Extract<Step, { kind: "rotated" | "resubmit" | "fail" | "keySt
 export function createWaitingRoom(deps: HandlerDeps, signal: AbortSignal): WaitingRoom {
   const room: Room = { deps, signal, waiting: 0 };
   return {
-    wait(p) {
-      const { promise, resolve, reject } = Promise.withResolvers<WaitResult>();
-      new Wait(room, p, resolve, reject).sleepThenPoll(p.firstDelayMs);
-      return promise;
+    wait(p, end) {
+      new Wait(room, p, end).sleepThenPoll(p.firstDelayMs);
     },
     size: () => room.waiting,
   };
@@ -65,41 +71,58 @@ interface Room {
   waiting: number;
 }
 
-/** One wait of one parked task: sleeps and polls until its end, then settles the delivery's promise. */
-class Wait {
+/**
+ * One wait of one parked task: sleeps and polls until its end, then tells the delivery (`end`).
+ * Its pauses wake it through the sleeper (`wake`, `abort`): between polls a task holds this
+ * record, its Parked and its Sleep.
+ */
+class Wait implements Wakeable {
   /** Polls made in this wait (the budget). */
   n = 0;
   transportErrors = 0;
   constructor(
     private readonly room: Room,
     readonly p: Parked,
-    private readonly resolve: (r: WaitResult) => void,
-    private readonly reject: (err: unknown) => void,
+    private readonly end: WaitEnd,
   ) {
     room.waiting++;
   }
 
-  settle(r: WaitResult): void {
+  /** Whether this wait has ended (told `end`, or handed to the next wait): it ends once. */
+  private over = false;
+
+  private close(): boolean {
+    if (this.over) return false;
+    this.over = true;
     this.room.waiting--;
-    this.resolve(r);
+    return true;
+  }
+
+  settle(r: WaitResult): void {
+    if (this.close()) this.end.waited(r);
   }
 
   fail(err: unknown): void {
-    this.room.waiting--;
-    this.reject(err);
+    if (this.close()) this.end.error(err);
   }
 
   /** The same delivery waits again, a new wait (its own poll budget) for the provider task it still has. */
   again(p: Parked): void {
-    this.room.waiting--;
-    new Wait(this.room, p, this.resolve, this.reject).sleepThenPoll(p.firstDelayMs);
+    if (this.close()) new Wait(this.room, p, this.end).sleepThenPoll(p.firstDelayMs);
   }
 
   sleepThenPoll(ms: number): void {
-    this.room.deps.sleeper.sleep(ms, this.room.signal).then(
-      () => this.poll(),
-      (err) => this.abandon(err),
-    );
+    this.room.deps.sleeper.after(ms, this.room.signal, this);
+  }
+
+  /** The pause is over (the sleeper's call). */
+  wake(): void {
+    this.poll();
+  }
+
+  /** The pause ended by a hard stop (the sleeper's call). */
+  abort(reason: unknown): void {
+    this.abandon(reason);
   }
 
   poll(): void {

@@ -6,8 +6,9 @@ import { type Acknowledgeable, ackHandle, applyOutcome } from "../adapters/nats.
 import type { SolverStore } from "../adapters/pg.ts";
 import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, type Outcome, term } from "../domain/outcome.ts";
+import { createSlots, type SlotHold } from "./delivery-slots.ts";
 import { type Handled, type HandlerDeps, handleTask, submitAnew } from "./handle-task.ts";
-import { createWaitingRoom, type WaitingRoom, type WaitResult } from "./waiting.ts";
+import { createWaitingRoom, type WaitEnd, type WaitingRoom, type WaitResult } from "./waiting.ts";
 
 /** A fair-share group's consumer of a lane (docs/fair-share.md). */
 export interface GroupSource {
@@ -29,6 +30,8 @@ export interface WorkerDeps extends HandlerDeps {
   store: SolverStore;
   log: Logger;
   concurrency: number;
+  /** Deliveries in their start phase at once (not yet parked); default: `concurrency`. */
+  intake?: number;
   fetchBatch: number;
   ackWaitMs: number;
   /** How long a pull request lives at the server (domain/pull-expiry.ts); default 5 s. */
@@ -69,85 +72,14 @@ export interface Worker {
   counters: Record<string, number>;
 }
 
-interface SlotWaiter {
-  lane: Priority;
-  group: string | undefined;
-  resolve(got: (() => void) | false): void;
-}
-
-/** What the slots need of the fair-share scheduler: the order of the groups, and their counts. */
-interface SlotShares {
-  slotRank(group: string | undefined): number;
-  occupy(group: string | undefined): () => void;
-}
-
-/**
- * The shared in-flight limit: normal and low may not use the reserved share, so a high task
- * always finds a slot quickly. A freed slot is handed to one waiter (no race between woken
- * ones): a high one first, then the group holding fewest slots per weight (`rank`: fair-share.ts
- * `slotRank`), then the first come (normal and low alike here: the low lane is not starved by a
- * normal backlog; the plan's units are served in lane order, slot-budget.ts).
- */
-function createSlots(concurrency: number, highReserved: number, shares?: SlotShares) {
-  let used = 0;
-  const rank = shares ? (g: string | undefined) => shares.slotRank(g) : undefined;
-  const waiters: SlotWaiter[] = [];
-  const reserve = Math.min(concurrency - 1, Math.floor(concurrency * highReserved));
-  const free = (lane: Priority) => concurrency - used - (lane === "high" ? 0 : reserve);
-  const better = (a: SlotWaiter, b: SlotWaiter) =>
-    (a.lane === "high") !== (b.lane === "high") ? a.lane === "high" : !!rank && rank(a.group) < rank(b.group);
-  const serve = () => {
-    while (waiters.length > 0) {
-      let best = -1;
-      for (let i = 0; i < waiters.length; i++)
-        if (free(waiters[i]!.lane) > 0 && (best < 0 || better(waiters[i]!, waiters[best]!))) best = i;
-      if (best < 0) return;
-      const w = waiters.splice(best, 1)[0]!;
-      w.resolve(grant(w.group));
-    }
-  };
-  /** A slot taken for `group`, counted at once (the next hand-out sees it); its release frees it. */
-  const grant = (group: string | undefined) => {
-    used++;
-    const vacate = shares?.occupy(group);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      vacate?.();
-      used--;
-      serve();
-    };
-  };
-  return {
-    /** Every waiter told to give up (stop). */
-    wake() {
-      for (const w of waiters.splice(0)) w.resolve(false);
-    },
-    /**
-     * A slot of the lane, taken now or handed over when one frees: its release; false once
-     * stopped.
-     */
-    acquire(
-      lane: Priority,
-      group: string | undefined,
-      running: () => boolean,
-    ): (() => void) | false | Promise<(() => void) | false> {
-      if (free(lane) > 0 && waiters.length === 0) return grant(group);
-      if (!running()) return false;
-      const p = new Promise<(() => void) | false>((resolve) => waiters.push({ lane, group, resolve }));
-      serve();
-      return p;
-    },
-  };
-}
-
 /** What the worker's lane loops, handlers and timers share. */
 interface WorkerState {
   deps: WorkerDeps;
   running: boolean;
-  /** In-flight handlers. */
-  active: Set<Promise<void>>;
+  /** Deliveries in flight (handled, or parked in the waiting room). */
+  active: Set<Run>;
+  /** Told when `active` empties (the drain). */
+  idle: Array<() => void>;
   /** Task ids being handled now: only their leases are renewed. */
   handling: Set<string>;
   /**
@@ -172,10 +104,11 @@ export function createWorker(deps: WorkerDeps): Worker {
     deps,
     running: false,
     active: new Set(),
+    idle: [],
     handling: new Set(),
     held: new Set(),
     streams: new Set(),
-    slots: createSlots(deps.concurrency, deps.highReserved, deps.fair),
+    slots: createSlots(deps.concurrency, deps.highReserved, deps.fair, deps.intake),
     hard,
     room: createWaitingRoom(deps, hard.signal),
   };
@@ -226,75 +159,120 @@ function receive(msg: JsMsg, ackPublish: WorkerDeps["ackPublish"]): Received {
   return { handle, body, seq: msg.seq, subject: msg.subject, deliveries: msg.info.deliveryCount };
 }
 
-/** Handles one delivery to its outcome and applies it to the message; never two copies of one task at once. */
-async function process(w: WorkerState, r: Received, group: string | undefined): Promise<void> {
+/**
+ * Starts one delivery (never two copies of one task at once); `release` frees its slot when its
+ * outcome is applied. A message that does not parse is terminated, a second copy nak'd, at once.
+ */
+function process(w: WorkerState, r: Received, group: string | undefined, slot: SlotHold): void {
   const { deps } = w;
   const msg = r.handle;
-  w.held.add(msg);
+  let parsed: TaskMessage;
   try {
-    let parsed: TaskMessage;
-    try {
-      parsed = TaskMessage.parse(r.body);
-    } catch {
-      deps.log.error({ seq: r.seq, subject: r.subject }, "unparseable task message; terminated");
-      applyOutcome(msg, term("unparseable task message"));
-      return;
-    }
-    if (w.handling.has(parsed.id)) {
-      // A second copy of a message we are still handling (redelivered after AckWait ran out
-      // while it waited in the pull buffer): never handle one task twice at once.
-      applyOutcome(msg, nak(deps.timing.get().leaseMs, "already handling this task"));
-      deps.metrics?.event("duplicateDeliveries");
-      return;
-    }
-    w.handling.add(parsed.id);
-    const outcome = await handleToOutcome(w, parsed, r.deliveries, group);
-    applyOutcome(msg, outcome);
-    deps.metrics?.outcome(outcome.kind);
-    deps.log.debug({ taskId: parsed.id, outcome: outcome.kind, reason: outcome.reason }, "task handled");
-  } finally {
-    w.held.delete(msg);
+    parsed = TaskMessage.parse(r.body);
+  } catch {
+    deps.log.error({ seq: r.seq, subject: r.subject }, "unparseable task message; terminated");
+    applyOutcome(msg, term("unparseable task message"));
+    return slot.release();
   }
+  if (w.handling.has(parsed.id)) {
+    // A second copy of a message we are still handling (redelivered after AckWait ran out
+    // while it waited in the pull buffer): never handle one task twice at once.
+    applyOutcome(msg, nak(deps.timing.get().leaseMs, "already handling this task"));
+    deps.metrics?.event("duplicateDeliveries");
+    return slot.release();
+  }
+  w.handling.add(parsed.id);
+  w.held.add(msg);
+  const run = new Run(w, msg, parsed.id, slot);
+  w.active.add(run);
+  const delivery = { taskId: parsed.id, type: parsed.type, priority: parsed.priority, deliveries: r.deliveries, group };
+  handleTask(delivery, deps, w.hard.signal).then(
+    (h) => run.handled(h),
+    (err) => run.error(err),
+  );
 }
 
 /**
- * The task handled, through the waiting room while it is parked, to its outcome; a handler error
- * is a nak, and the row is released for the next worker.
+ * One delivery from its handler to its outcome applied to the message: a record whose methods
+ * each step calls, not a chain of suspended calls. A parked task holds this, its Wait and its
+ * Sleep (waiting.ts, sleeps.ts): at 10,000 tasks in flight the two async frames, the closures and
+ * the promises each held before were most of the solver's memory per task. The waiting room
+ * finishes a parked task (its step written there) or hands it back only to be submitted anew;
+ * then it is parked again, or ends in the submit. A handler error is a nak, and the row is
+ * released for the next worker.
  */
-async function handleToOutcome(
-  w: WorkerState,
-  parsed: TaskMessage,
-  deliveries: number,
-  group: string | undefined,
-): Promise<Outcome> {
-  const { deps, hard } = w;
-  let failed = false;
-  const onError = (err: Error) => {
-    failed = true;
-    if (hard.signal.aborted) return nak(0, "aborted by shutdown");
-    deps.log.error({ taskId: parsed.id, err: err.message.slice(0, 300) }, "handler error; will retry");
-    return nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error");
-  };
-  const delivery = { taskId: parsed.id, type: parsed.type, priority: parsed.priority, deliveries, group };
-  let handled: Handled = await handleTask(delivery, deps, hard.signal).catch(onError);
-  // A parked task waits in the waiting room, which finishes it (its step written there) or
-  // hands it back only to be submitted anew; then it is parked again, or ends in the submit.
-  while (handled.kind === "parked") {
-    const waited: WaitResult | Outcome = await w.room.wait(handled.parked).catch(onError);
-    if (waited.kind === "resume") handled = await submitAnew(deps, waited.resume, hard.signal).catch(onError);
-    else handled = waited.kind === "done" ? waited.outcome : waited;
+class Run implements WaitEnd {
+  /** A handler error happened: the row is released when the delivery ends. */
+  private failed = false;
+  private ended = false;
+  constructor(
+    private readonly w: WorkerState,
+    private readonly msg: Acknowledgeable,
+    private readonly taskId: string,
+    private readonly slot: SlotHold,
+  ) {}
+
+  /** The handler's (or a new submit's) result: parked (into the waiting room) or the outcome. */
+  handled(h: Handled): void {
+    if (h.kind !== "parked") return this.end(h);
+    this.slot.started();
+    try {
+      this.w.room.wait(h.parked, this);
+    } catch (err) {
+      this.error(err);
+    }
   }
-  w.handling.delete(parsed.id);
-  // Its provider task ended (or none was made): its place in the adaptive window is free, and
-  // its thread's time is charged to its fair-share group.
-  deps.window?.leave(parsed.id);
-  deps.fair?.ended(parsed.id);
-  if (failed) {
+
+  /** The waiting room's end of a wait: the outcome, or a new submit. */
+  waited(r: WaitResult): void {
+    if (r.kind === "done") return this.end(r.outcome);
+    submitAnew(this.w.deps, r.resume, this.w.hard.signal).then(
+      (h) => this.handled(h),
+      (err) => this.error(err),
+    );
+  }
+
+  error(err: unknown): void {
+    this.failed = true;
+    const { deps, hard } = this.w;
+    if (hard.signal.aborted) return this.end(nak(0, "aborted by shutdown"));
+    deps.log.error({ taskId: this.taskId, err: (err as Error).message?.slice(0, 300) }, "handler error; will retry");
+    this.end(nak(Math.min(deps.timing.get().retryMaxMs, 2000), "handler error"));
+  }
+
+  private end(outcome: Outcome): void {
+    // Each step above calls one of these once; a stray second call (a step that threw after
+    // handing the task on) must not apply a second outcome or free the slot twice.
+    if (this.ended) return;
+    this.ended = true;
+    const { deps } = this.w;
+    this.w.handling.delete(this.taskId);
+    // Its provider task ended (or none was made): its place in the adaptive window is free, and
+    // its thread's time is charged to its fair-share group.
+    deps.window?.leave(this.taskId);
+    deps.fair?.ended(this.taskId);
+    if (!this.failed) return this.apply(outcome);
     // Leave the row to the next worker (it resumes from the stored provider id). If the
     // database is what failed, the lease, no longer renewed, runs out instead.
-    await deps.store.release(parsed.id, deps.workerId, { polls: 0 }).catch(() => {});
+    deps.store
+      .release(this.taskId, deps.workerId, { polls: 0 })
+      .catch(() => {})
+      .then(() => this.apply(outcome));
   }
-  return handled;
+
+  private apply(outcome: Outcome): void {
+    const { deps } = this.w;
+    try {
+      applyOutcome(this.msg, outcome);
+      deps.metrics?.outcome(outcome.kind);
+      deps.log.debug({ taskId: this.taskId, outcome: outcome.kind, reason: outcome.reason }, "task handled");
+    } finally {
+      this.w.held.delete(this.msg);
+      this.w.active.delete(this);
+      this.slot.release();
+      if (this.w.active.size === 0) for (const idle of this.w.idle.splice(0)) idle();
+    }
+  }
 }
 
 /**
@@ -355,16 +333,11 @@ async function dispatch(w: WorkerState, lane: Priority, group: string | undefine
     w.held.delete(r.handle);
   }
   if (!w.running || !got) {
-    if (got) got();
+    if (got) got.release();
     r.handle.nak(0);
     return false;
   }
-  const release = got;
-  const p = process(w, r, group).finally(() => {
-    w.active.delete(p);
-    release();
-  });
-  w.active.add(p);
+  process(w, r, group, got);
   return true;
 }
 
@@ -414,11 +387,12 @@ function probeHalfOpenBreaker(w: WorkerState): ReturnType<typeof setInterval> {
 /** In-flight tasks finish until the drain deadline; then the rest are aborted (released for redelivery). */
 async function drain(w: WorkerState): Promise<void> {
   const { deps, active } = w;
+  const idle = () => new Promise<void>((resolve) => (active.size === 0 ? resolve() : w.idle.push(resolve)));
   const deadline = Bun.sleep(deps.drainTimeoutMs).then(() => "timeout" as const);
-  const outcome = await Promise.race([Promise.all([...active]).then(() => "done" as const), deadline]);
+  const outcome = await Promise.race([idle().then(() => "done" as const), deadline]);
   if (outcome === "timeout") {
     deps.log.warn({ inFlight: active.size }, "drain deadline passed; releasing in-flight tasks for redelivery");
     w.hard.abort(new Error("shutdown"));
-    await Promise.all([...active]);
+    await idle();
   }
 }
