@@ -166,7 +166,7 @@ export const SolverEnv = z
      * instead: a soft limit that holds bursts down where it matters (thousands of tasks in
      * flight) without paying for it below (steady throughput). 0: no soft limit.
      */
-    GC_SOFT_LIMIT_MB: envInt(128, 0, 65_536),
+    GC_SOFT_LIMIT_MB: envInt(112, 0, 65_536),
     GC_GROWTH_ABOVE_LIMIT_MB: envInt(1, 1, 4096),
     /** Above the soft limit, the most of the time (percent) those collections may take. */
     GC_MAX_CPU_PERCENT: envInt(50, 1, 100),

@@ -8,7 +8,7 @@
  * mimalloc's free pages to the OS.
  *
  * What it does (checked every `checkMs`, 25 ms by default):
- * - below the soft limit (`GC_SOFT_LIMIT_MB`, 128): a collection once the resident set has grown
+ * - below the soft limit (`GC_SOFT_LIMIT_MB`, 112): a collection once the resident set has grown
  *   by `GC_GROWTH_MB` (16) since the last one, so an idle or steady process pays nothing;
  * - above it: a collection every `GC_GROWTH_ABOVE_LIMIT_MB` (1) of growth, but collections may
  *   take at most `GC_MAX_CPU_PERCENT` (50) of the time, so a process that stays above the limit
@@ -18,6 +18,13 @@
  * 137-140 MB with these defaults; 155-159 MB with no soft limit; a 4 MB growth threshold instead of
  * 16 cost ~15% of end-to-end throughput for a few MB less; a 25% CPU cap above the limit let the
  * peak reach 150-156 MB. `GC_GROWTH_MB=0` turns the governor off.
+ *
+ * Since a parked task holds records instead of suspended calls (worker.ts `Run`, 2026-12-07) the
+ * floor at 10,000 in flight is ~112 MB: with a soft limit of 128 the peak was 129-130 MB (the
+ * 16 MB of growth allowed below it, plus the overshoot); 112 gives 115-117 MB (104: 112-113).
+ * Its cost where throughput matters (`bun bench/profile.ts 3000`, 7 alternated runs each): solver
+ * CPU per task median 0.483 vs 0.457 ms, total 1.466 vs 1.532 ms (within the runs' spread), the
+ * solver's peak there 114-117 vs 128-131 MB.
  */
 export interface MemoryGovernor {
   stop(): void;
