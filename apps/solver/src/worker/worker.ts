@@ -160,7 +160,7 @@ function receive(msg: JsMsg, ackPublish: WorkerDeps["ackPublish"]): Received {
 }
 
 /**
- * Starts one delivery (never two copies of one task at once); `release` frees its slot when its
+ * Starts one delivery (never two copies of one task at once); its `slot` is released when its
  * outcome is applied. A message that does not parse is terminated, a second copy nak'd, at once.
  */
 function process(w: WorkerState, r: Received, group: string | undefined, slot: SlotHold): void {
