@@ -2,9 +2,8 @@
 // ONE solver process: its peak RSS, redeliveries while they wait, provider HTTP calls per task.
 import { PROVIDER_KEY, type Proc } from "@pipeline/devstack/testing";
 import type { EmulatorStats } from "@pipeline/emulator";
-import { z } from "zod";
 import { stateCounts, waitForCompleted } from "./support/completion.ts";
-import { type BenchContext, type Benchmark, envCount } from "./support/context.ts";
+import { type BenchContext, type Benchmark, envCount, envSettings } from "./support/context.ts";
 import { closedLoop } from "./support/load.ts";
 import { type BenchTaskType, type Pipeline, startPipeline, submitTask } from "./support/pipeline.ts";
 import { memoryOf, stopProc } from "./support/processes.ts";
@@ -49,16 +48,6 @@ async function workerEvents(solver: Proc): Promise<Record<string, number> | unde
   }
 }
 
-/** BENCH_INFLIGHT_SOLVER_ENV='{"GC_GROWTH_MB":"8"}': solver settings to compare (both solvers, idle and working). */
-function extraSolverEnv(): Record<string, string> {
-  const raw = process.env.BENCH_INFLIGHT_SOLVER_ENV;
-  if (!raw) return {};
-  const r = z.record(z.string(), z.string()).safeParse(JSON.parse(raw));
-  if (!r.success)
-    throw new Error(`BENCH_INFLIGHT_SOLVER_ENV: a JSON object of strings (${r.error.issues[0]?.message})`);
-  return r.data;
-}
-
 /** The pipeline with no solver yet: the emulator at LATENCY_MS with a thread for every task, the solver's settings for `n` in flight. */
 function startInFlightPipeline(ctx: BenchContext, n: number): Promise<Pipeline> {
   return startPipeline(ctx.scope, ctx, {
@@ -71,7 +60,7 @@ function startInFlightPipeline(ctx: BenchContext, n: number): Promise<Pipeline> 
       SOLVER_CONCURRENCY: String(n),
       PROVIDER_THREADS: String(n),
       HIGH_LANE_RESERVED: "0",
-      ...extraSolverEnv(),
+      ...envSettings("BENCH_INFLIGHT_SOLVER_ENV"),
     },
   });
 }

@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { freePort, startPostgres } from "@pipeline/devstack";
 import { connectNats } from "@pipeline/shared/nats";
-import { z } from "zod";
 import { waitForCompleted } from "./support/completion.ts";
+import { envSettings } from "./support/context.ts";
 import { cpuMeter, postgresPids } from "./support/cpu.ts";
 import { closedLoop } from "./support/load.ts";
 import { startPipeline, submitTask } from "./support/pipeline.ts";
@@ -28,7 +28,7 @@ const explain = process.env.PROFILE_EXPLAIN ? Number(process.env.PROFILE_EXPLAIN
 if (explain !== undefined && !(explain >= 0))
   throw new Error(`PROFILE_EXPLAIN: milliseconds (a number >= 0), not ${process.env.PROFILE_EXPLAIN}`);
 // PROFILE_SOLVER_ENV='{"GC_GROWTH_MB":"64"}': settings of the solver to compare.
-const solverEnv = z.record(z.string(), z.string()).parse(JSON.parse(process.env.PROFILE_SOLVER_ENV ?? "{}"));
+const solverEnv = envSettings("PROFILE_SOLVER_ENV");
 const log = (m: string) => console.error(`[profile] ${m}`);
 const pgDir = mkdtempSync(join(tmpdir(), "pipeline-profile-pg-"));
 const logDir = mkdtempSync(join(tmpdir(), "pipeline-profile-logs-"));

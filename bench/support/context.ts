@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { Figure } from "./report.ts";
 import type { Scope } from "./scope.ts";
 
@@ -29,4 +30,22 @@ export interface Benchmark {
 export function envCount(name: string, def: number): number {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : def;
+}
+
+/**
+ * A process's settings given as a JSON object of strings in `name` (`'{"GC_GROWTH_MB":"8"}'`);
+ * `{}` when unset. Bad JSON or a value that is not a string is an error naming the variable.
+ */
+export function envSettings(name: string): Record<string, string> {
+  const raw = process.env[name];
+  if (!raw) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (err) {
+    throw new Error(`${name}: not JSON (${(err as Error).message})`);
+  }
+  const r = z.record(z.string(), z.string()).safeParse(parsed);
+  if (!r.success) throw new Error(`${name}: a JSON object of strings (${r.error.issues[0]?.message})`);
+  return r.data;
 }
