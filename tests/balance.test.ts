@@ -89,13 +89,13 @@ test("30 tasks solved: the balance samples fall by exactly the emulator's charge
   // A sample taken after the last charge was booked.
   await until("a sample after the last booking", async () => {
     const [r] = await s.db.sql<{ n: number }[]>`
-      select count(*)::int as n from provider_balances where sampled_at > (select max(created_at) from ledger)`;
+      select count(*)::int as n from provider_balances where sampled_at > (select max(created_at) from ledger_all)`;
     return r!.n > 0;
   });
   const all = await samples();
   const last = all.at(-1)!;
   expect(first!.balance - last.balance).toBe(books.totals.chargedMicros);
-  const [ledger] = await s.db.sql<{ net: string }[]>`select sum(amount_micros)::text as net from ledger`;
+  const [ledger] = await s.db.sql<{ net: string }[]>`select sum(amount_micros)::text as net from ledger_all`;
   expect(Number(ledger!.net)).toBe(books.totals.chargedMicros);
   // Never rises (no top-up here), and two solvers kept to one sample per 400 ms.
   for (let i = 1; i < all.length; i++) expect(all[i]!.balance).toBeLessThanOrEqual(all[i - 1]!.balance);

@@ -181,7 +181,9 @@ test("the figures on the page equal the API's, and the page updates by itself", 
   expect(await figure(page, `key.${key.keyRef}.name`)).toBe("default");
   // Money: the ledger's spend (what the emulator charged) and the solvers' balance sample of the key.
   const usd = (m: number) => `$${formatMicros(m)}`;
-  const [ledger] = await s.db.sql<{ net: string }[]>`select coalesce(sum(amount_micros), 0)::text as net from ledger`;
+  const [ledger] = await s.db.sql<
+    { net: string }[]
+  >`select coalesce(sum(amount_micros), 0)::text as net from ledger_all`;
   expect(Number(ledger!.net)).toBe(s.emu.books().totals.chargedMicros);
   expect(state.money.last30Days.netMicros).toBe(Number(ledger!.net));
   expect(await figure(page, "money.last30Days.net")).toBe(usd(Number(ledger!.net)));

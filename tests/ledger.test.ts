@@ -59,7 +59,7 @@ const ledgerSum = async (kind: "charge" | "refund") =>
     (
       await s.db.sql<
         { s: string }[]
-      >`select coalesce(sum(amount_micros), 0)::text as s from ledger where kind = ${kind}`
+      >`select coalesce(sum(amount_micros), 0)::text as s from ledger_all where kind = ${kind}`
     )[0]!.s,
   );
 
@@ -71,14 +71,14 @@ test("40 solved tasks of four types: one charge each at the provider's price, th
   expect(books.totals.charges).toBe(40);
   const rows = await s.db.sql<{ n: number; sources: string[]; owners: number }[]>`
     select count(*)::int as n, array_agg(distinct price_source) as sources, count(distinct owner)::int as owners
-    from ledger where kind = 'charge'`;
+    from ledger_all where kind = 'charge'`;
   expect(rows[0]!.n).toBe(40);
   expect(rows[0]!.sources).toEqual(["provider"]);
   expect(rows[0]!.owners).toBe(1);
   expect(await ledgerSum("charge")).toBe(books.totals.chargedMicros);
   // Every solved task is charged once, by its own provider task.
   const perTask = await s.db.sql<{ n: number }[]>`
-    select count(*)::int as n from ledger l join tasks t on t.id = l.task_id and t.provider_id = l.provider_task_id
+    select count(*)::int as n from ledger_all l join tasks t on t.id = l.task_id and t.provider_id = l.provider_task_id
     where l.kind = 'charge' and l.task_id = any(${solved}::uuid[])`;
   expect(perTask[0]!.n).toBe(40);
   // The books as the control API shows them agree.
@@ -121,7 +121,7 @@ test("reportbad on 10 solved tasks (facade and REST): forwarded once each, 10 re
   expect((await report(solved[10]!, { accepted: true })).status).toBe(202);
 
   const refunds = async () =>
-    (await s.db.sql<{ n: number }[]>`select count(*)::int as n from ledger where kind = 'refund'`)[0]!.n;
+    (await s.db.sql<{ n: number }[]>`select count(*)::int as n from ledger_all where kind = 'refund'`)[0]!.n;
   await until("10 refunds in the ledger", async () => (await refunds()) >= 10);
   await until("the good report sent", async () => s.emu.stats().reports.good === 1);
   await Bun.sleep(300);
@@ -135,7 +135,7 @@ test("reportbad on 10 solved tasks (facade and REST): forwarded once each, 10 re
   );
   const refunded = await s.db.sql<
     { task_id: string }[]
-  >`select task_id from ledger where kind = 'refund' order by task_id`;
+  >`select task_id from ledger_all where kind = 'refund' order by task_id`;
   expect(refunded.map((r) => r.task_id)).toEqual([...bad].sort());
   const states = await s.db.sql<
     { state: string; n: number }[]

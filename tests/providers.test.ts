@@ -118,15 +118,15 @@ async function run(l: ReturnType<typeof load>) {
   const hostB = new URL(b.url).host;
   const during = l.acked.filter((a) => a.at > downAt + 3000 && a.at < downAt + OUTAGE_MS).map((a) => a.id);
   const [atB] = await s.db.sql<{ n: number }[]>`
-    select count(*)::int as n from ledger where kind = 'charge' and task_id = any(${during}::uuid[]) and provider like ${`${hostB}/%`}`;
+    select count(*)::int as n from ledger_all where kind = 'charge' and task_id = any(${during}::uuid[]) and provider like ${`${hostB}/%`}`;
   expect(atB!.n).toBe(during.length);
   // No task at two providers at once: one charge per task.
   const [dupes] = await s.db.sql<{ n: number }[]>`
-    select count(*)::int as n from (select task_id from ledger where kind = 'charge' group by task_id having count(*) > 1) d`;
+    select count(*)::int as n from (select task_id from ledger_all where kind = 'charge' group by task_id having count(*) > 1) d`;
   expect(dupes!.n).toBe(0);
   // The ledger per account equals each emulator's own books, to the micro-dollar.
   const byHost = await s.db.sql<{ host: string; micros: string }[]>`
-    select split_part(provider, '/', 1) as host, sum(amount_micros)::text as micros from ledger where kind = 'charge' group by 1`;
+    select split_part(provider, '/', 1) as host, sum(amount_micros)::text as micros from ledger_all where kind = 'charge' group by 1`;
   const ledger = Object.fromEntries(byHost.map((r) => [r.host, Number(r.micros)]));
   expect(ledger[hostB]).toBe(b.books().totals.chargedMicros);
   expect(ledger[new URL(s.emu.url).host]).toBe(s.emu.books().totals.chargedMicros);

@@ -206,7 +206,7 @@ test("more pools than POOL_MAX_PER_CLIENT is a 409; the pool's spend is solved x
   }, 20_000);
   const [pool] = await s.db.sql<{ solved: number; ledger: string }[]>`
     select count(*) filter (where t.state = 'completed')::int as solved,
-      (select coalesce(sum(amount_micros), 0) from ledger l join tasks p on p.id = l.task_id where p.pool_id is not null)::text as ledger
+      (select coalesce(sum(amount_micros), 0) from ledger_all l join tasks p on p.id = l.task_id where p.pool_id is not null)::text as ledger
     from tasks t where t.pool_id is not null`;
   const [all] = await s.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where state = 'completed'`;
   const books = s.emu.books();

@@ -54,6 +54,13 @@ const row = (o: Partial<TaskRow> = {}): TaskRow => ({
   updatedAt: new Date("2026-01-01T00:00:05Z"),
   startedAt: new Date("2026-01-01T00:00:01Z"),
   completedAt: new Date("2026-01-01T00:00:05Z"),
+  chargeProviderTaskId: null,
+  chargeProvider: null,
+  chargeRegion: null,
+  chargeSolverVersion: null,
+  chargeMicros: null,
+  chargePriceSource: null,
+  chargedAt: null,
   ...o,
 });
 

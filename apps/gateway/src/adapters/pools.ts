@@ -145,7 +145,7 @@ export function createPoolStore(db: Db): PoolStore {
     async ledgerMicros(pool) {
       const [r] = await sql<{ net: string }[]>`
         select coalesce(sum(l.amount_micros), 0)::text as net
-        from ledger l join tasks t on t.id = l.task_id where t.pool_id = ${pool.id}`;
+        from ledger_all l join tasks t on t.id = l.task_id where t.pool_id = ${pool.id}`;
       return Number(r!.net);
     },
     withLock: (pool, fill) => withPoolLock(db, pool, fill),

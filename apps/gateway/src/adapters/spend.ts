@@ -34,7 +34,7 @@ export function createSpendSource(db: Db): SpendSource {
                count(*) filter (where kind = 'charge')::int as charges,
                count(*) filter (where kind = 'refund')::int as refunds,
                count(*) filter (where price_source = 'estimate')::int as est
-        from ledger where owner = ${owner} and created_at >= ${from.toISOString()}::timestamptz`);
+        from ledger_all where owner = ${owner} and created_at >= ${from.toISOString()}::timestamptz`);
       const charged = Number(r!.charged);
       const refunded = Number(r!.refunded);
       return {

@@ -64,7 +64,7 @@ const cases: Array<[string, Record<string, unknown>, () => postgres.PendingQuery
   [
     "solver version",
     { solverVersion: "v2" },
-    () => sql`id in (select task_id from ledger where solver_version = 'v2' and kind = 'charge')`,
+    () => sql`id in (select task_id from ledger_all where solver_version = 'v2' and kind = 'charge')`,
   ],
   [
     "time range",

@@ -154,7 +154,7 @@ function conditions(sql: postgres.Sql, q: TaskListQuery, now: number): postgres.
   if (q.solverVersion)
     c.push(
       // An IN, not an EXISTS per row: the planner may start from the ledger's version index when the version is rare.
-      sql`t.id in (select l.task_id from ledger l where l.solver_version = ${q.solverVersion} and l.kind = 'charge')`,
+      sql`t.id in (select l.task_id from ledger_all l where l.solver_version = ${q.solverVersion} and l.kind = 'charge')`,
     );
   // As text: drizzle, sharing the pool (openDatabase), turns postgres.js's Date serializer off.
   if (q.from) c.push(sql`t.created_at >= ${resolveBound(q.from, now).toISOString()}::timestamptz`);
@@ -217,7 +217,7 @@ export async function listTasks(sql: postgres.Sql, q: TaskListQuery, now = Date.
            (extract(epoch from t.created_at) * 1000000)::bigint::text as created_us,
            t.completed_at, t.attempts, t.error_code, t.idempotency_key,
            t.params->>'pageurl' as pageurl, t.params->>'sitekey' as sitekey,
-           (select l.solver_version from ledger l where l.task_id = t.id and l.kind = 'charge'
+           (select l.solver_version from ledger_all l where l.task_id = t.id and l.kind = 'charge'
              order by l.created_at desc limit 1) as solver_version
     from page p join tasks t on t.id = p.id
     order by t.created_at desc, t.id desc`;

@@ -18,7 +18,7 @@ export async function drillMoney(sql: postgres.Sql, taskIds: string[]): Promise<
   const [r] = await sql<{ tasks: number; charges: number; total: string; extra_charges: number; extra: string }[]>`
     with c as (
       select task_id, amount_micros, row_number() over (partition by task_id order by created_at, provider_task_id) as n
-      from ledger where kind = 'charge' and task_id = any(${taskIds}::uuid[]))
+      from ledger_all where kind = 'charge' and task_id = any(${taskIds}::uuid[]))
     select count(distinct task_id)::int as tasks, count(*)::int as charges,
       coalesce(sum(amount_micros), 0)::text as total,
       (count(*) filter (where n > 1))::int as extra_charges,

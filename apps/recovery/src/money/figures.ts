@@ -17,7 +17,7 @@ export async function readAccountFigures(sql: postgres.Sql): Promise<AccountFigu
       select distinct on (provider) provider, balance_micros, sampled_at from provider_balances
       where sampled_at > now() - interval '7 days' order by provider, sampled_at desc
     ), spend as (
-      select provider, sum(amount_micros) as net from ledger where created_at > now() - interval '1 hour' group by provider
+      select provider, sum(amount_micros) as net from ledger_all where created_at > now() - interval '1 hour' group by provider
     )
     select coalesce(n.provider, s.provider) as provider, n.balance_micros::text as balance,
       (extract(epoch from n.sampled_at) * 1000)::bigint::text as at, coalesce(s.net, 0)::text as spent
@@ -40,7 +40,7 @@ export async function readReconcileInputs(sql: postgres.Sql, hours: number): Pro
   const span = `${hours} hours`;
   const accounts = await sql<{ provider: string }[]>`
     select provider from provider_balances where sampled_at > now() - ${span}::interval
-    union select provider from ledger where created_at > now() - ${span}::interval order by 1`;
+    union select provider from ledger_all where created_at > now() - ${span}::interval order by 1`;
   const out: ReconcileInput[] = [];
   for (const { provider } of accounts) {
     const [r] = await sql<
@@ -59,7 +59,7 @@ export async function readReconcileInputs(sql: postgres.Sql, hours: number): Pro
       )
       select f.balance_micros::text as fb, (extract(epoch from f.sampled_at) * 1000)::bigint::text as fat,
         l.balance_micros::text as lb, (extract(epoch from l.sampled_at) * 1000)::bigint::text as lat,
-        (select coalesce(sum(amount_micros), 0) from ledger where provider = ${provider}
+        (select coalesce(sum(amount_micros), 0) from ledger_all where provider = ${provider}
           and created_at > case when f.sampled_at < l.sampled_at then f.sampled_at else now() - ${span}::interval end
           and created_at <= case when f.sampled_at < l.sampled_at then l.sampled_at else now() end)::text as net
       from (select 1) one left join f on true left join l on true`;
@@ -90,7 +90,7 @@ export async function readSpend(sql: postgres.Sql): Promise<{ today: Spend; last
       coalesce(-sum(amount_micros) filter (where kind = 'refund' and created_at >= date_trunc('day', now() at time zone 'utc') at time zone 'utc'), 0)::text as tr,
       coalesce(sum(amount_micros) filter (where kind = 'charge'), 0)::text as mc,
       coalesce(-sum(amount_micros) filter (where kind = 'refund'), 0)::text as mr
-    from ledger where created_at > now() - interval '30 days'`;
+    from ledger_all where created_at > now() - interval '30 days'`;
   const spend = (c: string, rf: string): Spend => ({
     chargedMicros: Number(c),
     refundedMicros: Number(rf),

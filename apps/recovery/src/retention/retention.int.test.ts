@@ -224,3 +224,25 @@ test("a batch waits for no locked row: a row a writer holds is skipped this run 
     await other.end({ timeout: 5 });
   }
 });
+
+test("a deleted row's charge stays in the ledger (moved from the row to the ledger table), counted once", async () => {
+  const id = await insert("charged", { state: "completed", finishedAgo: 40 * DAY, token: true });
+  await sql`update tasks set charge_provider_task_id = 'p-1', charge_provider = 'h/key_a', charge_region = 'local',
+    charge_solver_version = 'v1', charge_micros = 1450, charge_price_source = 'provider', charged_at = now() - interval '40 days'
+    where id = ${id}`;
+  const before =
+    await sql`select task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source, created_at
+    from ledger_all where task_id = ${id}`;
+  expect(before.length).toBe(1);
+  const r = await runRetention(
+    sql,
+    { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 10 },
+    createRecoveryMetrics().retention,
+  );
+  expect(r.rowsDeleted).toBe(1);
+  const after =
+    await sql`select task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source, created_at
+    from ledger_all where task_id = ${id}`;
+  expect(after).toEqual(before);
+  expect((await sql`select 1 from ledger where task_id = ${id}`).length).toBe(1);
+});

@@ -61,7 +61,7 @@ interface Batching {
   maxBatches: number;
 }
 
-/** Rule 3: finished rows older than `rowAge`, and their deliveries, deleted (one statement a batch: they go together). */
+/** Rule 3: finished rows older than `rowAge`, and their deliveries, deleted (one statement a batch: they go together); a row's charge moves to the ledger table. */
 async function deleteOldRows(
   sql: postgres.Sql,
   rowAge: string,
@@ -77,7 +77,15 @@ async function deleteOldRows(
             where state in ('completed', 'failed', 'cancelled') and coalesce(completed_at, updated_at) < now() - ${rowAge}::interval
               and not exists (select 1 from webhook_deliveries d where d.status = 'pending' and d.task_id = tasks.id)
             limit ${batch} for update skip locked)
-          returning t.id),
+          returning t.id, t.owner, t.type, t.charge_provider_task_id, t.charge_provider, t.charge_region,
+                    t.charge_solver_version, t.charge_micros, t.charge_price_source, t.charged_at),
+        -- The charge a row holds outlives the row: the ledger keeps money past task retention.
+        kept as (
+          insert into ledger (task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source, created_at)
+          select id, 'charge', charge_provider_task_id, owner, type, charge_provider, charge_region, charge_solver_version,
+                 charge_micros, charge_price_source, charged_at
+          from gone where charged_at is not null
+          on conflict do nothing),
         deliveries as (delete from webhook_deliveries d using gone where d.task_id = gone.id returning 1)
         select (select count(*) from gone)::int as tasks, (select count(*) from deliveries)::int as deliveries`;
       deliveries += r?.deliveries ?? 0;

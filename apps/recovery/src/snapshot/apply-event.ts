@@ -1,3 +1,4 @@
+import { bookCharges } from "@pipeline/shared/db";
 import { type TaskEvent, taskRequest } from "@pipeline/shared/schemas";
 import { BodyRefs } from "@pipeline/shared/tasks";
 import type postgres from "postgres";
@@ -137,7 +138,9 @@ export async function applyEvent(
           token_expires_at = ${c.data.expiresAt ? new Date(c.data.expiresAt) : null}, completed_at = ${c.data.completedAt ? new Date(c.data.completedAt) : at},
           provider_id = coalesce(${c.data.providerId ?? null}, provider_id), lease_owner = null, lease_until = null, error_code = null, error_message = null, updated_at = ${at}
         where id = ${ev.taskId} and version < ${v}`;
-      if (o.ledger && c.data.charge) await bookCharge(sql, ev.taskId, c.data.charge, at);
+      // A replayed completion's charge (a restore of this region's own EVENTS; the replicator does
+      // not: each region's ledger holds its own charges), booked once however often replayed.
+      if (o.ledger && c.data.charge) await bookCharges(sql, [{ taskId: ev.taskId, ...c.data.charge, at }]);
       break;
     }
     case "failed":
@@ -216,28 +219,4 @@ async function applyAccepted(sql: Tx, ev: TaskEvent, bodies: BodySource | undefi
             'failed', ${ev.version}, ${deadline}, ${a.callbackUrl ?? null}, ${BODY_UNAVAILABLE}, ${message}, ${at}, ${at}, ${at})
     on conflict (id) do nothing`;
   return r.count === 1 ? "bodyUnavailable" : "stale";
-}
-
-/**
- * A replayed completion's charge into the ledger (a restore of this region's own EVENTS; the
- * replicator does not: each region's ledger holds its own charges), once by the ledger's key.
- */
-async function bookCharge(
-  sql: Tx,
-  taskId: string,
-  c: {
-    providerTaskId: string;
-    provider: string;
-    region: string;
-    solverVersion: string;
-    amountMicros: number;
-    priceSource: string;
-  },
-  at: Date,
-): Promise<void> {
-  await sql`
-    insert into ledger (task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source, created_at)
-    select t.id, 'charge', ${c.providerTaskId}, t.owner, t.type, ${c.provider}, ${c.region}, ${c.solverVersion}, ${c.amountMicros}, ${c.priceSource}, ${at}
-    from tasks t where t.id = ${taskId}
-    on conflict do nothing`;
 }

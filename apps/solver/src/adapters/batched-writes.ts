@@ -1,4 +1,4 @@
-import { driverRowMapper, groupCommit, isConnectionError, type TaskRow, tasks } from "@pipeline/shared/db";
+import { bookCharges, driverRowMapper, groupCommit, isConnectionError, type TaskRow, tasks } from "@pipeline/shared/db";
 import type postgres from "postgres";
 import type { Charge } from "../domain/charge.ts";
 
@@ -31,7 +31,7 @@ export interface CompleteRequest {
   userAgent: string | null;
   expiresAt: Date | null;
   polls: number;
-  /** The answer's cost, booked in the ledger (once per task and provider task) whether or not the completion applies. */
+  /** The answer's cost, booked (once per task and provider task: on the row, else in the ledger table) whether or not the completion applies. */
   charge?: Charge | null;
 }
 
@@ -111,38 +111,47 @@ export function createBatchedWrites(
       const col = (f: (c: Charge) => string) => batch.map((b) => (b.charge ? f(b.charge) : null));
       // Timestamps go as text: drizzle turns postgres.js's timestamptz[] serializer off. No slot
       // row to free (issue 13): the provider plan counts the tasks with a provider id that are
-      // still solving or retrying, and this write is the one that ends that. The charge goes into
-      // the ledger in the same statement (`charged`), unguarded: the answer was read, so the
-      // provider charged, whoever completes; the ledger's key books it once.
+      // still solving or retrying, and this write is the one that ends that. The charge goes on
+      // the row in the same write when the row has none (`bk`: the common case, one row write per
+      // completion, no ledger row); `booked` says whether the row holds it afterwards. A charge
+      // the row did not take (the completion did not apply: another worker holds the task; or the
+      // row holds another provider task's charge) is booked after, by bookCharges: the answer was
+      // read, so the provider charged, whoever completes.
+      const bk = sql`v.ptid is not null and t.charged_at is null and not v.in_ledger`;
       const rows = await sql<Raw[]>`
         with v as (
-          select * from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.token)}::text[],
-                               ${batch.map((b) => b.userAgent)}::text[], ${batch.map((b) => b.expiresAt?.toISOString() ?? null)}::text[],
-                               ${batch.map((b) => String(b.polls))}::int[])
-               as v(id, worker, token, ua, expires, polls)
-        ), c as (
-          select * from unnest(${batch.map((b) => b.id)}::uuid[], ${col((c) => c.providerTaskId)}::text[], ${col((c) => c.provider)}::text[],
-                               ${col((c) => c.region)}::text[], ${col((c) => c.solverVersion)}::text[], ${col((c) => String(c.amountMicros))}::bigint[],
-                               ${col((c) => c.priceSource)}::text[])
-               as c(id, provider_task_id, provider, region, solver_version, amount_micros, price_source)
-          where c.provider_task_id is not null
-        ), charged as (
-          insert into ledger (task_id, kind, provider_task_id, owner, task_type, provider, region, solver_version, amount_micros, price_source)
-          select t.id, 'charge', c.provider_task_id, t.owner, t.type, c.provider, c.region, c.solver_version, c.amount_micros, c.price_source
-          from c join tasks t on t.id = c.id
-          on conflict do nothing
-        ), done as (
-          update tasks t
-          set state = 'completed', version = t.version + 1, token = v.token, user_agent = v.ua,
-              token_expires_at = v.expires::timestamptz, provider_polls = t.provider_polls + v.polls,
-              lease_owner = null, lease_until = null, error_code = null, error_message = null,
-              completed_at = now(), updated_at = now()
-          from v
-          where t.id = v.id and (t.state || '') = 'solving' and t.lease_owner = v.worker
-          returning t.id, t.version, t.created_at, t.completed_at, t.provider_id, t.callback_url is not null as callback
+          select v.*, v.ptid is not null and exists (select 1 from ledger e where e.task_id = v.id and e.kind = 'charge' and e.provider_task_id = v.ptid) as in_ledger
+          from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.token)}::text[],
+                      ${batch.map((b) => b.userAgent)}::text[], ${batch.map((b) => b.expiresAt?.toISOString() ?? null)}::text[],
+                      ${batch.map((b) => String(b.polls))}::int[],
+                      ${col((c) => c.providerTaskId)}::text[], ${col((c) => c.provider)}::text[], ${col((c) => c.region)}::text[],
+                      ${col((c) => c.solverVersion)}::text[], ${col((c) => String(c.amountMicros))}::bigint[], ${col((c) => c.priceSource)}::text[])
+               as v(id, worker, token, ua, expires, polls, ptid, provider, region, solver_version, amount_micros, price_source)
         )
-        select id, version, created_at, completed_at, provider_id, callback from done`;
-      return byId(batch, rows).map((r) =>
+        update tasks t
+        set state = 'completed', version = t.version + 1, token = v.token, user_agent = v.ua,
+            token_expires_at = v.expires::timestamptz, provider_polls = t.provider_polls + v.polls,
+            lease_owner = null, lease_until = null, error_code = null, error_message = null,
+            completed_at = now(), updated_at = now(),
+            charge_provider_task_id = case when ${bk} then v.ptid else t.charge_provider_task_id end,
+            charge_provider = case when ${bk} then v.provider else t.charge_provider end,
+            charge_region = case when ${bk} then v.region else t.charge_region end,
+            charge_solver_version = case when ${bk} then v.solver_version else t.charge_solver_version end,
+            charge_micros = case when ${bk} then v.amount_micros else t.charge_micros end,
+            charge_price_source = case when ${bk} then v.price_source else t.charge_price_source end,
+            charged_at = case when ${bk} then now() else t.charged_at end
+        from v
+        where t.id = v.id and (t.state || '') = 'solving' and t.lease_owner = v.worker
+        returning t.id, t.version, t.created_at, t.completed_at, t.provider_id, t.callback_url is not null as callback,
+                  t.charge_provider_task_id is not distinct from v.ptid as booked`;
+      const found = byId(batch, rows);
+      const unbooked = batch.filter((b, i) => b.charge && found[i]?.booked !== true);
+      if (unbooked.length > 0)
+        await bookCharges(
+          sql,
+          unbooked.map((b) => ({ taskId: b.id, ...b.charge! })),
+        );
+      return found.map((r) =>
         r
           ? {
               version: Number(r.version),

@@ -53,7 +53,7 @@ export function createReportQueue(db: Db): ReportQueue {
           returning r.*
         )
         select t.*, l.provider, l.solver_version from taken t
-        left join ledger l on l.task_id = t.task_id and l.kind = 'charge' and l.provider_task_id = t.provider_task_id`);
+        left join ledger_all l on l.task_id = t.task_id and l.kind = 'charge' and l.provider_task_id = t.provider_task_id`);
       return [...rows].map((r) => ({
         taskId: String(r.task_id),
         accepted: r.accepted === true,
@@ -80,7 +80,7 @@ export function createReportQueue(db: Db): ReportQueue {
                  coalesce(c.solver_version, ${refund.solverVersion}),
                  -coalesce(c.amount_micros, ${refund.estimateMicros}), coalesce(c.price_source, 'estimate')
           from task_reports r
-          left join ledger c on c.task_id = r.task_id and c.kind = 'charge' and c.provider_task_id = r.provider_task_id
+          left join ledger_all c on c.task_id = r.task_id and c.kind = 'charge' and c.provider_task_id = r.provider_task_id
           where r.task_id = ${r.taskId}
           on conflict do nothing`);
       });

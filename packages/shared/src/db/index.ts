@@ -10,6 +10,7 @@ export {
   type LedgerKind,
   type LedgerRow,
   ledger,
+  ledgerAll,
   type NewTaskRow,
   type PriceSource,
   type ProviderSlotBlockRow,
@@ -103,5 +104,6 @@ export function isConnectionError(err: unknown): boolean {
   return false;
 }
 
+export { bookCharges, type ChargeEntry } from "./book-charges.ts";
 export { type GroupCommit, type GroupCommitOptions, groupCommit } from "./group-commit.ts";
 export { driverRowMapper } from "./row-mapper.ts";

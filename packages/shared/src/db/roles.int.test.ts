@@ -271,10 +271,9 @@ describe("pipeline_rollout", () => {
 });
 
 describe("grants", () => {
-  test("every table of the schema is listed, and APP_GRANTS names only tables that exist", async () => {
-    const rows = await admin<
-      { t: string }[]
-    >`select tablename as t from pg_tables where schemaname = 'public' order by 1`;
+  test("every table and view of the schema is listed, and APP_GRANTS names only tables that exist", async () => {
+    const rows = await admin<{ t: string }[]>`select tablename as t from pg_tables where schemaname = 'public'
+                                             union all select viewname from pg_views where schemaname = 'public'`;
     expect(rows.map((r) => r.t).sort()).toEqual([...SCHEMA_TABLES].sort());
     for (const g of Object.values(APP_GRANTS))
       for (const t of g.tables) expect(SCHEMA_TABLES as readonly string[]).toContain(t.table);

@@ -38,7 +38,7 @@ export interface TableGrant {
   columns?: Partial<Record<"SELECT" | "INSERT" | "UPDATE", readonly string[]>>;
 }
 
-/** Every table of the schema; a new table is nobody's but the owner's until it is listed below. */
+/** Every table and view of the schema; a new one is nobody's but the owner's until it is listed below. */
 export const SCHEMA_TABLES = [
   "tasks",
   "webhook_deliveries",
@@ -46,6 +46,7 @@ export const SCHEMA_TABLES = [
   "provider_plan_shares",
   "audit_log",
   "ledger",
+  "ledger_all",
   "task_reports",
   "provider_balances",
   "incidents",
@@ -102,8 +103,8 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
       },
       // Warm pools (adapters/pools.ts): the client's pools; a deleted one keeps its row.
       { table: "warm_pools", all: ["SELECT", "INSERT", "UPDATE"] },
-      // GET /v1/usage: the calling key's spend.
-      { table: "ledger", all: ["SELECT"] },
+      // GET /v1/usage: the calling key's spend (every entry: the view of the ledger and the charges on task rows).
+      { table: "ledger_all", all: ["SELECT"] },
       // Reports (adapters/reports.ts): one insert per task, read back on a conflict.
       {
         table: "task_reports",
@@ -153,6 +154,13 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
             "error_code",
             "error_message",
             "completed_at",
+            "charge_provider_task_id",
+            "charge_provider",
+            "charge_region",
+            "charge_solver_version",
+            "charge_micros",
+            "charge_price_source",
+            "charged_at",
           ],
         },
       },
@@ -162,8 +170,10 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
       { table: "provider_slot_blocks", all: ["SELECT", "INSERT", "UPDATE", "DELETE"] },
       // With several regions: the region's share of the plan (the lease keeper writes it).
       { table: "provider_plan_shares", all: ["SELECT"] },
-      // The charges of completed tasks (batched-writes.ts) and the refunds of reports (reports.ts): append only.
+      // A task's charges beyond the one on its row (batched-writes.ts) and the refunds of reports (reports.ts): append only.
       { table: "ledger", all: ["SELECT", "INSERT"] },
+      // The reports' refunds mirror the task's charge, wherever it is kept.
+      { table: "ledger_all", all: ["SELECT"] },
       // The report sender: due reports, their outcome.
       {
         table: "task_reports",
@@ -262,7 +272,10 @@ export async function applyAppGrants(sql: postgres.Sql): Promise<void> {
       as $$ with d as (delete from public.tasks where id = task_id and state = 'queued' and version = 0 returning 1) select exists (select from d) $$`);
     await tx.unsafe(`revoke all on function public.delete_unpublished_task(uuid) from public, ${roles}`);
     const present = new Set(
-      (await tx<{ t: string }[]>`select tablename as t from pg_tables where schemaname = 'public'`).map((r) => r.t),
+      (
+        await tx<{ t: string }[]>`select tablename as t from pg_tables where schemaname = 'public'
+                                 union all select viewname from pg_views where schemaname = 'public'`
+      ).map((r) => r.t),
     );
     for (const t of present) await tx.unsafe(`revoke all on table public.${q(t)} from public, ${roles}`);
     const sequences = (

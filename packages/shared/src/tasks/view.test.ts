@@ -41,6 +41,13 @@ const base: TaskRow = {
   updatedAt: new Date("2026-01-01T00:00:05Z"),
   startedAt: new Date("2026-01-01T00:00:01Z"),
   completedAt: new Date("2026-01-01T00:00:05Z"),
+  chargeProviderTaskId: null,
+  chargeProvider: null,
+  chargeRegion: null,
+  chargeSolverVersion: null,
+  chargeMicros: null,
+  chargePriceSource: null,
+  chargedAt: null,
 };
 
 test("a completed task within its token lifetime carries the token", () => {

@@ -1,6 +1,6 @@
 export { type AuditRow, auditLog } from "./audit-log.ts";
 export { type IncidentEvent, type IncidentKind, type IncidentRow, incidents } from "./incidents.ts";
-export { type LedgerKind, type LedgerRow, ledger, type PriceSource } from "./ledger.ts";
+export { type LedgerKind, type LedgerRow, ledger, ledgerAll, type PriceSource } from "./ledger.ts";
 export { type ProviderBalanceRow, providerBalances } from "./provider-balances.ts";
 export { type ProviderPlanShareRow, providerPlanShares } from "./provider-plan-shares.ts";
 export { type ProviderSlotBlockRow, providerSlotBlocks } from "./provider-slot-blocks.ts";

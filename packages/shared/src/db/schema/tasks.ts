@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { bigint, index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import type { TaskState } from "../../schemas/task.ts";
 import type { Priority, TaskType } from "../../schemas/task-types.ts";
 
@@ -60,6 +60,17 @@ export const tasks = pgTable(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp("started_at", { withTimezone: true }),
     completedAt: timestamp("completed_at", { withTimezone: true }),
+    // The provider's charge for the answer that completed the task, kept on its row (one write
+    // per completion, not a ledger row besides): the `ledger_all` view shows it as a ledger entry
+    // (docs/money.md). Any other charge of the task (an answer read by a worker that had lost the
+    // task) goes into the ledger table; retention moves these columns there before it deletes a row.
+    chargeProviderTaskId: text("charge_provider_task_id"),
+    chargeProvider: text("charge_provider"),
+    chargeRegion: text("charge_region"),
+    chargeSolverVersion: text("charge_solver_version"),
+    chargeMicros: bigint("charge_micros", { mode: "number" }),
+    chargePriceSource: text("charge_price_source"),
+    chargedAt: timestamp("charged_at", { withTimezone: true }),
   },
   (t) => [
     index("tasks_open_idx").on(t.state, t.updatedAt).where(sql`state in ('queued','solving','retrying')`),
@@ -90,6 +101,10 @@ export const tasks = pgTable(
       .where(
         sql`${t.poolId} is not null and ${t.poolTakenAt} is null and ${t.poolWastedAt} is null and ${t.state} in ('queued','solving','retrying','completed')`,
       ),
+    // The ledger's indexes for the charges on task rows (ledger.ts has the same three on the table).
+    index("tasks_charged_idx").on(t.chargedAt).where(sql`${t.chargedAt} is not null`),
+    index("tasks_charged_owner_idx").on(t.owner, t.chargedAt).where(sql`${t.chargedAt} is not null`),
+    index("tasks_charged_version_idx").on(t.chargeSolverVersion, t.id).where(sql`${t.chargedAt} is not null`),
   ],
 );
 
