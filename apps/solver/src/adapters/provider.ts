@@ -59,13 +59,20 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
     signal?: AbortSignal,
   ): Promise<ProviderReply> {
     const body = new URLSearchParams({ ...fields, key, json: "1" });
-    const timeout = AbortSignal.timeout(o.timeoutMs);
+    // One controller per call, its timer cleared and its listener removed when the call ends. Not
+    // AbortSignal.timeout + AbortSignal.any: those keep each call's timer (PROVIDER_TIMEOUT_MS, 15 s)
+    // and a composite signal alive after the reply, tens of thousands at a few thousand calls a
+    // second, which the solver's garbage collections then walked (bench/HISTORY.md, 2026-12-07).
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(new DOMException("provider call timed out", "TimeoutError")), o.timeoutMs);
+    const onAbort = () => ac.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const res = await fetch(`${baseOf(key)}/${path}`, {
         method: "POST",
         body,
         headers: { "content-type": "application/x-www-form-urlencoded" },
-        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+        signal: ac.signal,
       });
       return parseProviderReply(res.status, await res.text());
     } catch (err) {
@@ -74,6 +81,9 @@ export function createProviderClient(o: ProviderClientOptions): ProviderClient {
         kind: "transport",
         reason: (err as Error).name === "TimeoutError" ? "timeout" : `network: ${(err as Error).message}`,
       };
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
     }
   }
   const getAction = o.readPrice ? "get2" : "get";
