@@ -167,6 +167,8 @@ export const SolverEnv = z
      * flight) without paying for it below (steady throughput). 0: no soft limit.
      */
     GC_SOFT_LIMIT_MB: envInt(112, 0, 65_536),
+    /** The soft limit applies with at least this many tasks in flight in the process (below, the growth rule bounds the garbage). */
+    GC_SOFT_LIMIT_MIN_IN_FLIGHT: envInt(2000, 0, 10_000_000),
     GC_GROWTH_ABOVE_LIMIT_MB: envInt(1, 1, 4096),
     /** Above the soft limit, the most of the time (percent) those collections may take. */
     GC_MAX_CPU_PERCENT: envInt(50, 1, 100),

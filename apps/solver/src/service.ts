@@ -193,7 +193,7 @@ async function buildSolver(config: SolverConfig, workerId: string, log: Logger) 
   const dispatcher: Dispatcher | undefined = config.WEBHOOK_SECRET
     ? createCallbackDispatcher({ config, deliveries, workerId, metrics, log })
     : undefined;
-  const memory = memoryGovernorOf(config);
+  const memory = memoryGovernorOf(config, () => worker.inFlight());
   addGauges(metrics, { config, keyRing, worker, memory, slots, dispatcher, deliveries, consumers, jsm, window });
   const built = {
     nc,

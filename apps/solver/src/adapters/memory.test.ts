@@ -79,6 +79,31 @@ test("above the soft limit the governor collects after the smaller growth", asyn
   }
 });
 
+test("a soft limit that does not apply now (too few tasks in flight) leaves the growth rule alone", async () => {
+  let rss = 100;
+  let collected = 0;
+  let applies = false;
+  const g = startMemoryGovernor({
+    checkMs: 5,
+    growthBytes: 10,
+    softLimitBytes: 101,
+    growthAboveLimitBytes: 2,
+    softLimitApplies: () => applies,
+    rss: () => rss,
+    collect: () => void collected++,
+  });
+  try {
+    rss = 105; // above the limit, 5 of growth: the limit does not apply, 5 < 10
+    await Bun.sleep(30);
+    expect(collected).toBe(0);
+    applies = true; // now it does: 5 >= 2
+    await Bun.sleep(30);
+    expect(collected).toBe(1);
+  } finally {
+    g.stop();
+  }
+});
+
 test("above the soft limit the small threshold is rate-limited to the CPU share; the large one is not", async () => {
   let clock = 0;
   let rss = 200;

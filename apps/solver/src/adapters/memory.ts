@@ -25,6 +25,15 @@
  * Its cost where throughput matters (`bun bench/profile.ts 3000`, 7 alternated runs each): solver
  * CPU per task median 0.483 vs 0.457 ms, total 1.466 vs 1.532 ms (within the runs' spread), the
  * solver's peak there 114-117 vs 128-131 MB.
+ *
+ * The soft limit applies only with `GC_SOFT_LIMIT_MIN_IN_FLIGHT` (2,000) or more tasks in flight
+ * (`softLimitApplies`), since 2026-12-07: with a few hundred in flight the resident set above the
+ * floor is garbage between collections, which the growth rule already bounds (peak 124-143 MB at
+ * 200 in flight), and there the soft limit's collections (one every MB, 40-50 ms each under load:
+ * 37-44 in a profile run against 17-23 without) cost the solver 0.09-0.10 ms of CPU per task of
+ * 0.54-0.69 (`bun bench/profile.ts 3000`, PROFILE_SOLVER_ENV `{"GC_SOFT_LIMIT_MB":"0"}`, pairs
+ * alternated: 0.687/0.600, 0.647/0.540, 0.617/0.520, 0.633/0.537, 0.660/0.570). With thousands
+ * parked the live set is what grows, and the limit holds it as before.
  */
 export interface MemoryGovernor {
   stop(): void;
@@ -48,6 +57,8 @@ export interface MemoryGovernorOptions {
    * collecting after every megabyte. Below the limit the (large) threshold is the only bound.
    */
   maxCpuShareAboveLimit?: number;
+  /** Whether the soft limit applies now (the wiring: enough tasks in flight); default always. */
+  softLimitApplies?: () => boolean;
   rss?: () => number;
   collect?: () => void;
   now?: () => number;
@@ -68,7 +79,11 @@ export function startMemoryGovernor(o: MemoryGovernorOptions): MemoryGovernor {
     const now = rss();
     // The floor follows the resident set down (memory given back without a collection of ours).
     if (now < floor) floor = now;
-    const above = o.softLimitBytes !== undefined && o.softLimitBytes > 0 && now > o.softLimitBytes;
+    const above =
+      o.softLimitBytes !== undefined &&
+      o.softLimitBytes > 0 &&
+      now > o.softLimitBytes &&
+      (o.softLimitApplies?.() ?? true);
     if (now - floor < (above ? (o.growthAboveLimitBytes ?? o.growthBytes) : o.growthBytes)) return;
     const t0 = clock();
     if (above && now - floor < o.growthBytes && t0 < notBefore) return;

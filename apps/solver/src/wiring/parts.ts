@@ -74,13 +74,15 @@ export function providerClientOf(config: SolverConfig, metrics: SolverMetrics, t
 }
 
 const MB = 1024 * 1024;
-export function memoryGovernorOf(config: SolverConfig) {
+/** The memory governor; `inFlight`: the worker's tasks in flight (the soft limit's condition). */
+export function memoryGovernorOf(config: SolverConfig, inFlight: () => number) {
   return startMemoryGovernor({
     checkMs: 25,
     growthBytes: config.GC_GROWTH_MB * MB,
     softLimitBytes: config.GC_SOFT_LIMIT_MB * MB,
     growthAboveLimitBytes: config.GC_GROWTH_ABOVE_LIMIT_MB * MB,
     maxCpuShareAboveLimit: config.GC_MAX_CPU_PERCENT / 100,
+    softLimitApplies: () => inFlight() >= config.GC_SOFT_LIMIT_MIN_IN_FLIGHT,
   });
 }
 
