@@ -65,6 +65,9 @@ try {
   );
   const sql = p.db.sql;
   await sql`create extension if not exists pg_stat_statements`;
+  // PROFILE_SQL='drop index tasks_sitekey_idx': SQL run once the schema is there, before the
+  // warm-up (what an index or a setting costs per task: compare runs with and without it).
+  if (process.env.PROFILE_SQL) await sql.unsafe(process.env.PROFILE_SQL);
   const run = `profile-${Date.now()}`;
   const submit = (i: number) => submitTask(p.gatewayUrl, i, run);
   await closedLoop(WARMUP, 32, submit);

@@ -233,6 +233,8 @@ class Run implements WaitEnd {
   }
 
   error(err: unknown): void {
+    // A stray error after the run ended (its outcome applied): nothing to retry, nothing to log.
+    if (this.ended) return;
     this.failed = true;
     const { deps, hard } = this.w;
     if (hard.signal.aborted) return this.end(nak(0, "aborted by shutdown"));
