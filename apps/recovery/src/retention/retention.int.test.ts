@@ -202,14 +202,19 @@ test("retention erases expired tokens after the grace, params and callback URLs 
 test("a batch waits for no locked row: a row a writer holds is skipped this run and taken by the next", async () => {
   const id = await insert("locked", { state: "failed", finishedAgo: 45 * DAY });
   const other = postgres(tdb.url, { max: 1, onnotice: () => {} });
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
   try {
-    let release!: () => void;
-    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
     const tx = other.begin(async (t) => {
       await t`select id from tasks where id = ${id} for update`;
+      locked();
       await held;
     });
-    await Bun.sleep(100);
+    // Not a fixed sleep: on a loaded machine the other connection's lock came after the run.
+    tx.catch(() => {}); // awaited below; a failed assertion first must not leave it unhandled
+    await isLocked;
     const started = Date.now();
     const r = await runRetention(sql, { tokenGraceMs: HOUR, taskRetentionDays: 7, rowRetentionDays: 30, batch: 10 });
     expect(Date.now() - started).toBeLessThan(5000);
@@ -221,6 +226,7 @@ test("a batch waits for no locked row: a row a writer holds is skipped this run 
         .rowsDeleted,
     ).toBe(1);
   } finally {
+    release();
     await other.end({ timeout: 5 });
   }
 });
