@@ -3,7 +3,7 @@
 // answers its own valid token to the task's client only; a home that does not answer leaves the
 // read waiting (HomeUnreachableError, a 503 with Retry-After), never `expired`, after the timeout.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { startTestNats, type TestNats } from "@pipeline/devstack/testing";
+import { NO_CHARGE, startTestNats, type TestNats } from "@pipeline/devstack/testing";
 import type { TaskRow } from "@pipeline/shared/db";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
@@ -54,13 +54,7 @@ const row = (o: Partial<TaskRow> = {}): TaskRow => ({
   updatedAt: new Date("2026-01-01T00:00:05Z"),
   startedAt: new Date("2026-01-01T00:00:01Z"),
   completedAt: new Date("2026-01-01T00:00:05Z"),
-  chargeProviderTaskId: null,
-  chargeProvider: null,
-  chargeRegion: null,
-  chargeSolverVersion: null,
-  chargeMicros: null,
-  chargePriceSource: null,
-  chargedAt: null,
+  ...NO_CHARGE,
   ...o,
 });
 

@@ -135,3 +135,14 @@ export async function eventually<T>(
 export { natsEnv } from "../nats-server.ts";
 export { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "./processes.ts";
 export { SEED_CLIENTS, SEED_REGIONS, type SeedOptions, seedTasks } from "./seed-tasks.ts";
+
+/** A task row's charge columns when the provider has charged nothing yet (fixtures of a whole `TaskRow`). */
+export const NO_CHARGE = {
+  chargeProviderTaskId: null,
+  chargeProvider: null,
+  chargeRegion: null,
+  chargeSolverVersion: null,
+  chargeMicros: null,
+  chargePriceSource: null,
+  chargedAt: null,
+} as const;

@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { NO_CHARGE } from "@pipeline/devstack/testing";
 import type { TaskRow } from "../db/schema/tasks.ts";
 import { toTaskView } from "./view.ts";
 
@@ -41,13 +42,7 @@ const base: TaskRow = {
   updatedAt: new Date("2026-01-01T00:00:05Z"),
   startedAt: new Date("2026-01-01T00:00:01Z"),
   completedAt: new Date("2026-01-01T00:00:05Z"),
-  chargeProviderTaskId: null,
-  chargeProvider: null,
-  chargeRegion: null,
-  chargeSolverVersion: null,
-  chargeMicros: null,
-  chargePriceSource: null,
-  chargedAt: null,
+  ...NO_CHARGE,
 };
 
 test("a completed task within its token lifetime carries the token", () => {
