@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { type Database, openDatabase } from "@pipeline/shared/db";
+import type { GroupOf } from "@pipeline/shared/fair-share";
 import { bindBucket, incarnationId, newIncarnation } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import {
@@ -107,7 +108,7 @@ export async function startSolver(config: SolverConfig, log: Logger): Promise<So
     ...(p.window ? { concurrencyLimits: p.window.limits } : {}),
     log,
   });
-  const reaper = startReaper({ config, database, js, kv: workersKv, workerId, log });
+  const reaper = startReaper({ config, database, js, kv: workersKv, workerId, groupOf: p.groups.groupOf, log });
   const callbacks: Callbacks | undefined = dispatcher
     ? await startCallbacks({ config, jsm, js, dispatcher, deliveries, log })
     : undefined;
@@ -320,7 +321,7 @@ async function stopSolver(
   p: {
     liveConfig: LiveConfig;
     fence: { stop(): void } | undefined;
-    groups: { stop(): void };
+    groups: { stop(): void; groupOf: GroupOf };
     reaper: { stop(): void };
     worker: Worker;
     callbacks: Callbacks | undefined;

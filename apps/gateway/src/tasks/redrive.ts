@@ -18,7 +18,7 @@ export class RedriveError extends Error {
   }
 }
 
-export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log"> & {
+export type RedriveDeps = Pick<GatewayDeps, "store" | "queue" | "log" | "fairShare"> & {
   config: Pick<GatewayDeps["config"], "REGION" | "TASK_DEADLINE_MS">;
   /** Per API key quotas (issue 14.6); absent: none. */
   quotas?: Pick<Quotas, "admitRedrive">;
@@ -53,6 +53,8 @@ export async function redriveTask(
     {
       requeue: () => deps.store.redrive(row.id, clientId, deps.config.TASK_DEADLINE_MS),
       publishTask: (msg, msgID) => deps.queue.publishTask(msg, msgID),
+      // On the owner's fair-share group's subjects, as the submit put it.
+      ...(deps.fairShare ? { groupOf: (c: string) => deps.fairShare?.groupOf(c) } : {}),
       undo: async (redriven) => {
         admitted?.release();
         await deps.store.undoRedrive(redriven);

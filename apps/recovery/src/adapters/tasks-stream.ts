@@ -1,6 +1,6 @@
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager, type MsgRequest } from "@nats-io/jetstream";
+import { type GroupOf, requeueMessage } from "@pipeline/shared/fair-share";
 import { publishTaskMessage } from "@pipeline/shared/nats";
-import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import { streams, taskSubjects } from "@pipeline/shared/subjects";
 
 export interface StreamScan {
@@ -63,6 +63,8 @@ export interface RepublishRow {
   id: string;
   type: string;
   priority: string;
+  /** The client id: its fair-share group decides the message's subjects. */
+  owner: string;
   version: number;
 }
 
@@ -70,7 +72,8 @@ export interface RepublishRow {
  * Publishes a task message with a fresh `Nats-Msg-Id` (`<id>:<reason>:<version>`): the task id
  * itself may still sit in the 10-minute duplicate window and would be dropped. The same
  * (reason, version) twice is deduplicated by JetStream, which makes a repeated run harmless.
- * Returns true when JetStream stored a new message.
+ * Returns true when JetStream stored a new message. With `groupOf` (the fair-share groups in use)
+ * the message goes on the owner's group's subjects, as the gateway put it.
  */
 export async function republishTask(
   js: JetStreamClient,
@@ -78,8 +81,9 @@ export async function republishTask(
   row: RepublishRow,
   reason: "sweep" | "rebuild" | "adopt",
   deadlineMs: number,
+  groupOf?: GroupOf,
 ): Promise<boolean> {
-  const msg = { id: row.id, type: row.type as TaskType, priority: row.priority as Priority };
+  const msg = requeueMessage(row, groupOf);
   const ack = await publishTaskMessage(js, region, msg, `${row.id}:${reason}:${row.version}`, deadlineMs);
   return !ack.duplicate;
 }

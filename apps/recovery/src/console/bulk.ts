@@ -8,6 +8,7 @@
 import type { Logger } from "@pipeline/shared/log";
 import type { Hono } from "hono";
 import { z } from "zod";
+import { groupsReader } from "../adapters/fair-share-groups.ts";
 import { BulkAction, parseBulkFilter } from "../bulk/filter.ts";
 import { type BulkDeps, previewBulk, runBulk } from "../bulk/run.ts";
 import { bulkSigner } from "../bulk/token.ts";
@@ -18,7 +19,7 @@ import type { Session } from "./tokens.ts";
 
 export interface BulkRouteDeps {
   config: Pick<RecoveryConfig, "REGION" | "CONSOLE_BULK_MAX" | "TASK_DEADLINE_MS" | "PUBLISH_DEADLINE_MS">;
-  ctx: Pick<RecoveryContext, "database" | "js">;
+  ctx: Pick<RecoveryContext, "database" | "js" | "jsm">;
   log: Logger;
   /** Drops the page's cached figures (the dead letters changed). */
   invalidate: () => void;
@@ -45,6 +46,7 @@ export function bulkDeps(d: BulkRouteDeps): BulkDeps {
     region: d.config.REGION,
     deadlineMs: d.config.TASK_DEADLINE_MS,
     publishDeadlineMs: d.config.PUBLISH_DEADLINE_MS,
+    groups: groupsReader(d.ctx.jsm, d.config.REGION, d.log),
   };
   return {
     sql: d.ctx.database.sql,

@@ -11,6 +11,7 @@ import { publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
 import { eventSubject } from "@pipeline/shared/subjects";
 import { redriveFailedTask } from "@pipeline/shared/tasks";
 import type postgres from "postgres";
+import type { GroupsReader } from "../adapters/fair-share-groups.ts";
 import { recordAudit } from "../fleet/audit.ts";
 
 export type RedriveResult =
@@ -32,9 +33,22 @@ export interface RedriveDeps {
   region: string;
   deadlineMs: number;
   publishDeadlineMs: number;
+  /** The fair-share groups in use (adapters/fair-share-groups.ts): the message goes on the owner's group's subjects. */
+  groups?: GroupsReader;
 }
 
 type Refused = Extract<RedriveResult, { ok: false }>;
+
+/** What the requeue returns (the columns as Postgres names them). */
+interface RequeuedSqlRow {
+  id: string;
+  type: string;
+  priority: string;
+  owner: string;
+  version: number;
+  redrives: number;
+  deadline_at: Date | null;
+}
 
 /** The task's state, or why it cannot be redriven from here (gone, params erased, another region). */
 async function precheck(d: RedriveDeps, id: string): Promise<{ state: string } | Refused> {
@@ -72,18 +86,17 @@ export async function redriveTask(
   const r = await redriveFailedTask(
     {
       requeue: async () => {
-        const [row] = await d.sql<
-          { id: string; type: string; priority: string; version: number; redrives: number; deadline_at: Date | null }[]
-        >`
+        const [row] = await d.sql<RequeuedSqlRow[]>`
           update tasks set state = 'queued', version = version + 1, attempts = 0, redrives = redrives + 1, provider_id = null,
             deadline_at = now() + ${`${d.deadlineMs} milliseconds`}::interval, completed_at = null, updated_at = now()
           where id = ${id} and state = 'failed' and params <> '{}'::jsonb
-          returning id, type, priority, version, redrives, deadline_at`;
+          returning id, type, priority, owner, version, redrives, deadline_at`;
         return (
           row && {
             id: row.id,
             type: row.type,
             priority: row.priority,
+            owner: row.owner,
             version: row.version,
             redrives: row.redrives,
             deadlineAt: row.deadline_at,
@@ -91,6 +104,7 @@ export async function redriveTask(
         );
       },
       publishTask: (msg, msgID) => publishTaskMessage(d.js, d.region, msg, msgID, d.publishDeadlineMs),
+      ...(d.groups ? { groupOf: await d.groups() } : {}),
       undo: async (row) => {
         await d.sql`update tasks set state = 'failed', version = version + 1, completed_at = now(), updated_at = now() where id = ${id} and state = 'queued' and version = ${row.version}`;
       },

@@ -14,6 +14,7 @@ import type { Logger } from "@pipeline/shared/log";
 import { buckets } from "@pipeline/shared/subjects";
 import { type Context, Hono } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { groupsReader } from "../adapters/fair-share-groups.ts";
 import { type Assessment, assess } from "../assess/assess.ts";
 import { probeRegions, type RegionsProbe, regionChecks } from "../assess/regions.ts";
 import type { RecoveryConfig } from "../config.ts";
@@ -300,6 +301,7 @@ function explorerRoutes(app: Hono<Env>, { ctx }: ConsoleDeps): void {
 
 /** An operator's redrive (the gateway's retry, audited); a viewer is refused. */
 function redrive(app: Hono<Env>, { config, ctx, log, invalidate }: ConsoleDeps): void {
+  const groups = groupsReader(ctx.jsm, config.REGION, log);
   app.post("/console/api/tasks/:id/redrive", async (c) => {
     const who = c.get("who");
     if (who.role !== "operator") return c.json({ reason: "the operator role is needed to redrive" }, 403);
@@ -316,6 +318,7 @@ function redrive(app: Hono<Env>, { config, ctx, log, invalidate }: ConsoleDeps):
         region: config.REGION,
         deadlineMs: config.TASK_DEADLINE_MS,
         publishDeadlineMs: config.PUBLISH_DEADLINE_MS,
+        groups,
       },
       id,
       `console:${who.name}`,

@@ -225,7 +225,7 @@ test("the keeper's adoption records its failover: opened and closed at the resum
   await task(null);
   const adopt = adoptAndRecord(
     { REGION: region, PUBLISH_DEADLINE_MS: 5000, LEASE_TTL_MS: 4000, LEASE_MARGIN_MS: 1000 },
-    { js: jetstream(nc), database },
+    { js: jetstream(nc), jsm: await jetstreamManager(nc), database },
     sql,
     log,
   );

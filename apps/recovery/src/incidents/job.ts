@@ -4,6 +4,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { openRegionBucket, openWorkersBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import type postgres from "postgres";
+import { groupsReader } from "../adapters/fair-share-groups.ts";
 import type { RecoveryConfig } from "../config.ts";
 import type { RecoveryContext } from "../context.ts";
 import { type AdoptReport, adoptRegion } from "../regions/adopt.ts";
@@ -43,14 +44,22 @@ export async function incidentJob(
  */
 export function adoptAndRecord(
   config: Pick<RecoveryConfig, "REGION" | "PUBLISH_DEADLINE_MS" | "LEASE_TTL_MS" | "LEASE_MARGIN_MS">,
-  ctx: Pick<RecoveryContext, "js" | "database">,
+  ctx: Pick<RecoveryContext, "js" | "jsm" | "database">,
   replicaSql: postgres.Sql,
   log: Logger,
 ) {
+  const groups = groupsReader(ctx.jsm, config.REGION, log);
   return async (remote: string, epoch: number, phase: "resumable" | "all"): Promise<AdoptReport> => {
     const takenOverAt = Date.now();
     const r = await adoptRegion(
-      { sql: replicaSql, js: ctx.js, local: config.REGION, log, publishDeadlineMs: config.PUBLISH_DEADLINE_MS },
+      {
+        sql: replicaSql,
+        js: ctx.js,
+        local: config.REGION,
+        log,
+        publishDeadlineMs: config.PUBLISH_DEADLINE_MS,
+        groupOf: await groups(),
+      },
       remote,
       epoch,
       phase,

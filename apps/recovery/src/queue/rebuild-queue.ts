@@ -1,7 +1,8 @@
+import { type GroupOf, requeueMessage } from "@pipeline/shared/fair-share";
 import { ensureStreams, publishScheduledTask } from "@pipeline/shared/nats";
 import { progressBar } from "@pipeline/shared/progress";
-import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import { streams } from "@pipeline/shared/subjects";
+import { groupsReader } from "../adapters/fair-share-groups.ts";
 import { type RepublishRow, republishTask, scanTasksStream } from "../adapters/tasks-stream.ts";
 import type { RecoveryContext } from "../context.ts";
 
@@ -55,9 +56,9 @@ const IMMEDIATE_WITHIN_MS = 250;
  * window on a stream that was not lost (the held message purged by hand): false, and the caller
  * queues the task at once instead (it starts early; it is not left out).
  */
-async function holdAgain(ctx: RecoveryContext, r: OpenRow): Promise<boolean> {
+async function holdAgain(ctx: RecoveryContext, r: OpenRow, groupOf: GroupOf): Promise<boolean> {
   if (r.startAtMs === null || r.startAtMs - Date.now() <= IMMEDIATE_WITHIN_MS) return false;
-  const msg = { id: r.id, type: r.type as TaskType, priority: r.priority as Priority };
+  const msg = requeueMessage(r, groupOf);
   const ack = await publishScheduledTask(ctx.js, ctx.region, msg, new Date(r.startAtMs), ctx.publishDeadlineMs);
   return !ack.duplicate;
 }
@@ -91,7 +92,7 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
   };
   const openRows = async (ids?: string[]) =>
     ctx.database.sql<OpenRow[]>`
-      select id, type, priority, version,
+      select id, type, priority, owner, version,
         (case when state = 'queued' then extract(epoch from start_at) * 1000 end)::float8 as "startAtMs",
         (state = 'queued' and version = 0 and created_at > now() - ${`${o.gatewayGraceMs} milliseconds`}::interval) as young,
         (extract(epoch from now() - created_at) * 1000)::float8 as "ageMs"
@@ -105,6 +106,8 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
     { created: report.created, open: rows.length, young: rows.filter((r) => r.young).length },
     "rebuild: stream ensured, rows read",
   );
+  // Every message on its owner's fair-share group's subjects, as the gateway put it.
+  const groupOf = await groupsReader(ctx.jsm, ctx.region, ctx.log)();
   const publish = async (list: OpenRow[], label: string) => {
     const scan = await scanTasksStream(ctx.jsm, ctx.region);
     ctx.log.debug({ rows: list.length, messages: scan.messages }, "rebuild: pass");
@@ -117,10 +120,11 @@ export async function rebuildQueue(ctx: RecoveryContext, o: RebuildOptions): Pro
           report.withMessage++;
           continue;
         }
-        if (await holdAgain(ctx, r)) {
+        if (await holdAgain(ctx, r, groupOf)) {
           report.republished++;
           report.held++;
-        } else if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs)) report.republished++;
+        } else if (await republishTask(ctx.js, ctx.region, r, "rebuild", ctx.publishDeadlineMs, groupOf))
+          report.republished++;
         else report.duplicates++;
       }
     } finally {

@@ -4,6 +4,7 @@
 // replicates back when the link heals), and the task is queued in this region's TASKS. A task
 // whose provider id reached this region is resumed by polling it, not submitted again.
 import type { JetStreamClient } from "@nats-io/jetstream";
+import type { GroupOf } from "@pipeline/shared/fair-share";
 import type { Logger } from "@pipeline/shared/log";
 import { publishWithRetry } from "@pipeline/shared/nats";
 import type { TaskEvent } from "@pipeline/shared/schemas";
@@ -17,6 +18,8 @@ export interface AdoptDeps {
   local: string;
   log: Logger;
   publishDeadlineMs: number;
+  /** This region's fair-share groups: an adopted task goes on its owner's group's subjects here. */
+  groupOf?: GroupOf;
 }
 
 export interface AdoptReport {
@@ -47,12 +50,13 @@ export async function adoptRegion(
       id: string;
       type: string;
       priority: string;
+      owner: string;
       state: TaskEvent["state"];
       version: number;
       provider_id: string | null;
     }[]
   >`
-    select id, type, priority, state, version, provider_id from tasks
+    select id, type, priority, owner, state, version, provider_id from tasks
     where region = ${remote} and state in ('queued', 'retrying', 'solving') and (${phase} = 'all' or provider_id is not null)
     order by case priority when 'high' then 0 when 'normal' then 1 else 2 end, created_at`;
   const at = new Date().toISOString();
@@ -78,7 +82,7 @@ export async function adoptRegion(
     );
     const moved =
       await d.sql`update tasks set region = ${d.local}, lease_owner = null, lease_until = null, updated_at = now() where id = ${r.id} and region = ${remote}`;
-    if (moved.count === 1) await republishTask(d.js, d.local, r, "adopt", d.publishDeadlineMs);
+    if (moved.count === 1) await republishTask(d.js, d.local, r, "adopt", d.publishDeadlineMs, d.groupOf);
   }
   const report = {
     remote,

@@ -1,4 +1,5 @@
 import { streams } from "@pipeline/shared/subjects";
+import { groupsReader } from "../adapters/fair-share-groups.ts";
 import { republishTask, scanTasksStream } from "../adapters/tasks-stream.ts";
 import type { RecoveryContext } from "../context.ts";
 
@@ -51,8 +52,8 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
   const started = Date.now();
   const { sql: pg } = ctx.database;
   const staleAfter = `${o.staleAfterMs} milliseconds`;
-  const candidates = await pg<StaleRow[]>`
-    select id, type, priority, state, version,
+  const candidates = await pg<Array<StaleRow & { owner: string }>>`
+    select id, type, priority, state, version, owner,
       case when state = 'solving' then 'lease expired' else 'not updated' end as why
     from tasks
     where region = ${ctx.region}
@@ -80,12 +81,15 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
     if (!scan.exists)
       throw new QueueMissingError(`${streams.tasks(ctx.region)} does not exist: queue loss, run rebuild-queue`);
     report.scan = { messages: scan.messages, ms: scan.ms };
+    // The report lists the rows as StaleRow (no owner).
+    const shown = ({ owner: _, ...r }: StaleRow & { owner: string }): StaleRow => r;
     const orphans = candidates.filter((r) => {
       if (!scan.ids.has(r.id)) return true;
       report.withMessage++;
-      report.tasks.push({ ...r, action: "has message" });
+      report.tasks.push({ ...shown(r), action: "has message" });
       return false;
     });
+    const groups = groupsReader(ctx.jsm, ctx.region, ctx.log, Number.POSITIVE_INFINITY);
     const still = orphans.length
       ? new Set(
           (
@@ -100,13 +104,14 @@ export async function recoverStale(ctx: RecoveryContext, o: SweepOptions): Promi
     for (const r of orphans) {
       if (!still.has(r.id)) {
         report.changed++;
-        report.tasks.push({ ...r, action: "changed" });
+        report.tasks.push({ ...shown(r), action: "changed" });
         continue;
       }
-      const stored = await republishTask(ctx.js, ctx.region, r, "sweep", ctx.publishDeadlineMs);
+      // On the owner's fair-share group's subjects, as the gateway put it.
+      const stored = await republishTask(ctx.js, ctx.region, r, "sweep", ctx.publishDeadlineMs, await groups());
       if (stored) report.republished++;
       else report.duplicates++;
-      report.tasks.push({ ...r, action: stored ? "republished" : "duplicate" });
+      report.tasks.push({ ...shown(r), action: stored ? "republished" : "duplicate" });
     }
   }
   report.ms = Date.now() - started;

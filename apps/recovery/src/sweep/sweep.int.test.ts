@@ -3,10 +3,13 @@
 // sweep does nothing.
 import { afterAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { api, type E2eStack as Stack, startE2eStack as startStack } from "@pipeline/devstack/stack";
 import { eventually, natsEnv } from "@pipeline/devstack/testing";
+import { FAIR_SHARE_KEY } from "@pipeline/shared/fair-share";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats } from "@pipeline/shared/nats";
+import { buckets, shardOf, streams, taskSubject } from "@pipeline/shared/subjects";
 import type { RecoveryContext } from "../context.ts";
 import { recoverStale } from "./recover-stale.ts";
 
@@ -79,6 +82,40 @@ test("stale sweep leaves a stale `queued` row alone while its message is still i
     20_000,
   );
   expect(s.emu.stats()).toMatchObject({ submissions: 1, duplicateFingerprints: 0 });
+}, 60_000);
+
+test("a client's task goes back on its fair-share group's subjects, another client's on the lane's own", async () => {
+  const region = "rsweepg";
+  const s = await startStack({ region, solvers: 1, emulator: { latencyMs: 100 } });
+  cleanups.push(() => s.stop());
+  const ctx = await recoveryContext(s, region);
+  await s.solvers[0]!.kill();
+  const member = "0123456789abcdef";
+  const kv = await new Kvm(ctx.nc).open(buckets.region(region));
+  await kv.put(
+    FAIR_SHARE_KEY,
+    JSON.stringify({
+      groups: { team: { weight: 3, clients: [member] } },
+      defaultWeight: 1,
+      by: "test",
+      at: new Date().toISOString(),
+    }),
+  );
+  const stale = async (owner: string) => {
+    const id = crypto.randomUUID();
+    await s.db.sql`
+      insert into tasks (id, owner, request_hash, region, type, priority, params, state, version, deadline_at, created_at, updated_at)
+      values (${id}, ${owner}, 'hash', ${region}, 'turnstile', 'normal', ${JSON.stringify(params(id))}::text::jsonb, 'queued', 0,
+              now() + interval '10 minutes', now() - interval '2 minutes', now() - interval '2 minutes')`;
+    return id;
+  };
+  const inGroup = await stale(member);
+  const outside = await stale("fedcba9876543210");
+  expect(await recoverStale(ctx, { staleAfterMs: 60_000 })).toMatchObject({ candidates: 2, republished: 2 });
+  const stored = (await ctx.jsm.streams.info(streams.tasks(region), { subjects_filter: ">" })).state.subjects ?? {};
+  expect(Object.keys(stored).sort()).toEqual(
+    [taskSubject(region, "normal", shardOf(inGroup), "team"), taskSubject(region, "normal", shardOf(outside))].sort(),
+  );
 }, 60_000);
 
 test("the CLI: assess reads the stack (exit 0 once a snapshot exists), snapshot writes one, bad arguments exit 2", async () => {

@@ -24,9 +24,9 @@
 // of those tasks; an in.php call it had started is waited for by the taker-over (submit marker).
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
+import { type GroupOf, requeueMessage } from "@pipeline/shared/fair-share";
 import { type Heartbeat, liveWorkers, type WorkersView, workerNameOf } from "@pipeline/shared/kv";
 import { publishTaskMessage } from "@pipeline/shared/nats";
-import type { Priority, TaskType } from "@pipeline/shared/schemas";
 import type postgres from "postgres";
 
 export interface ReaperDeps {
@@ -52,6 +52,8 @@ export interface ReaperDeps {
   sessionName?: (workerId: string) => string;
   sessionsGoneAfterMs?: number;
   publishDeadlineMs?: number;
+  /** The fair-share groups in use: a task goes back on its owner's group's subjects (absent: the lane's own). */
+  groupOf?: GroupOf;
 }
 
 export interface Reaped {
@@ -85,11 +87,11 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
   // written yet): only what it has not touched for the quiet period is taken. One whose sessions
   // are gone had a heartbeat and is gone: everything it held is taken.
   const goneNow = dead.filter((o) => gone.has(o));
-  const tasks = await d.sql<{ id: string; priority: string; type: string; version: number }[]>`
+  const tasks = await d.sql<{ id: string; priority: string; type: string; owner: string; version: number }[]>`
     update tasks set lease_until = now()
     where state = 'solving' and region = ${d.region} and lease_owner = any(${dead}::text[]) and lease_until > now()
       and (updated_at < now() - ${quiet}::interval or lease_owner = any(${goneNow}::text[]))
-    returning id, priority, type, version`;
+    returning id, priority, type, owner, version`;
   // Its blocks of provider units (reservations): their units are free for the live solvers at once.
   // The provider tasks it started stay counted (from `tasks`) until a live solver finishes them.
   // A block is renewed every quarter of its lease: one silent for the quiet period is not a
@@ -100,7 +102,7 @@ export async function reapDeadWorkers(d: ReaperDeps, now = Date.now()): Promise<
   // A superseded incarnation's heartbeat entry goes with it: the fleet shows the process running.
   for (const w of gone) if (workers.some((x) => x.workerId === w)) await d.workers.delete(w).catch(() => {});
   for (const t of tasks) {
-    const msg = { id: t.id, type: t.type as TaskType, priority: t.priority as Priority };
+    const msg = requeueMessage(t, d.groupOf);
     await publishTaskMessage(d.js, d.region, msg, `${t.id}:reap:${t.version}`, d.publishDeadlineMs ?? 5000);
   }
   return { dead, tasks: tasks.length, slots: slots.count };

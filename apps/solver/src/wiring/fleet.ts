@@ -7,6 +7,7 @@ import { hostname } from "node:os";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Database } from "@pipeline/shared/db";
+import type { GroupOf } from "@pipeline/shared/fair-share";
 import {
   HEARTBEAT_EVERY_MS,
   type Heartbeat,
@@ -65,6 +66,8 @@ export function startReaper(d: {
   js: JetStreamClient;
   kv: KV;
   workerId: string;
+  /** The fair-share groups in use: a dead solver's tasks go back on their owners' groups' subjects. */
+  groupOf?: GroupOf;
   log: Logger;
 }): { stop(): void } {
   const { config } = d;
@@ -92,6 +95,7 @@ export function startReaper(d: {
       // Killed -9: its sessions (named as the solver's pools) are gone, so it is dead after one missed beat.
       sessionName: (id) => `solver-${id}`,
       sessionsGoneAfterMs: Math.min(config.DEAD_AFTER_MS, HEARTBEAT_EVERY_MS + 1000),
+      ...(d.groupOf ? { groupOf: d.groupOf } : {}),
     })
       .then((r) => {
         if (stale) d.log.info("workers view current again; dead-worker checks resumed");

@@ -11,7 +11,7 @@ import {
   jetstream,
   jetstreamManager,
 } from "@nats-io/jetstream";
-import { type FairShare, fairShareView, pollFairShare } from "@pipeline/shared/fair-share";
+import { type FairShare, fairShareView, type GroupOf, pollFairShare } from "@pipeline/shared/fair-share";
 import { bindBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { type NatsConnection, requireStreams, TOPOLOGY_WAIT_MS } from "@pipeline/shared/nats";
@@ -26,7 +26,12 @@ export interface TaskTopology {
   js: JetStreamClient;
   consumers: Record<Priority, Consumer>;
   /** The fair-share groups' consumers (docs/fair-share.md), and their weights now. */
-  groups: GroupSources & { weightOf(group: string | undefined): number; stop(): void };
+  groups: GroupSources & {
+    weightOf(group: string | undefined): number;
+    /** A client's group in the record in use: the reaper queues its tasks again on it. */
+    groupOf: GroupOf;
+    stop(): void;
+  };
   /** Called by the worker when a lane consumer is missing; several calls share one recreation. */
   recreate(lane: Priority, what: string): Promise<void>;
 }
@@ -143,6 +148,7 @@ async function watchGroups(o: {
     current: () => [...sources],
     onAdded: (cb) => void added.push(cb),
     weightOf: (g) => view.weightOf(g),
+    groupOf: (c) => view.groupOf(c),
     stop: () => poll.stop(),
   };
 }

@@ -1,4 +1,5 @@
-export { type FairShareRead, pollFairShare, readFairShare } from "./read.ts";
+export { type GroupOf, type RequeuedTask, requeueMessage } from "./message.ts";
+export { type FairShareRead, groupsNow, pollFairShare, readFairShare } from "./read.ts";
 export {
   FAIR_SHARE_KEY,
   FairShare,

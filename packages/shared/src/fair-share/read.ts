@@ -2,7 +2,8 @@
 // bucket's stream, as lanes/read.ts does): what the gateway's and the solver's users may do.
 import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import { buckets } from "../subjects.ts";
-import { FAIR_SHARE_KEY, type FairShare, parseFairShare } from "./record.ts";
+import type { GroupOf } from "./message.ts";
+import { FAIR_SHARE_KEY, type FairShare, fairShareView, parseFairShare } from "./record.ts";
 
 /** None stored (every client shares the lanes' own subjects), the record, or why it cannot be used. */
 export type FairShareRead = { record: FairShare | null; revision: number } | { error: string; revision: number };
@@ -60,4 +61,28 @@ export function pollFairShare(o: {
   };
   const timer = setInterval(() => void tick(), o.everyMs ?? 5000);
   return { current: () => current, refresh, stop: () => clearInterval(timer) };
+}
+
+/**
+ * The groups of the record stored now, for a one-off run that queues tasks again (recovery's
+ * sweep, rebuild, adoption, the console's redrive). A record that cannot be read or does not parse
+ * is reported (`onProblem`) and the tasks go on their lanes' own subjects: served with the default
+ * group, never held back.
+ */
+export async function groupsNow(
+  jsm: JetStreamManager,
+  region: string,
+  onProblem: (why: string) => void,
+): Promise<GroupOf> {
+  try {
+    const r = await readFairShare(jsm, region);
+    if ("error" in r) {
+      onProblem(r.error);
+      return () => undefined;
+    }
+    return fairShareView(r.record).groupOf;
+  } catch (err) {
+    onProblem((err as Error).message);
+    return () => undefined;
+  }
 }

@@ -4,14 +4,16 @@
 // fails, then the `redriven` event. Who may redrive what, the SQL, and how a refusal is rendered
 // stay with each caller (its ports and its result).
 
+import { type GroupOf, requeueMessage } from "../fair-share/message.ts";
 import type { TaskEvent, TaskMessage } from "../schemas/task.ts";
-import type { Priority, TaskType } from "../schemas/task-types.ts";
 
 /** The row as the requeue left it. */
 export interface RequeuedRow {
   id: string;
   type: string;
   priority: string;
+  /** The client id: its fair-share group decides the message's subjects. */
+  owner: string;
   version: number;
   redrives: number;
   deadlineAt: Date | null;
@@ -26,6 +28,8 @@ export interface RedrivePorts<R extends RequeuedRow> {
   undo(row: R): Promise<void>;
   /** Publishes the `redriven` event; never throws (the caller logs or drops its failure). */
   publishEvent(ev: TaskEvent): Promise<void>;
+  /** The fair-share groups in use: the message goes on the owner's group's subjects (absent: the lane's own). */
+  groupOf?: GroupOf;
 }
 
 export type Redriven<R> =
@@ -45,10 +49,7 @@ export async function redriveFailedTask<R extends RequeuedRow>(
   const row = await p.requeue();
   if (!row) return { ok: false, code: "not_failed" };
   try {
-    await p.publishTask(
-      { id: row.id, type: row.type as TaskType, priority: row.priority as Priority },
-      `${row.id}:redrive:${row.redrives}`,
-    );
+    await p.publishTask(requeueMessage(row, p.groupOf), `${row.id}:redrive:${row.redrives}`);
   } catch {
     await p.undo(row);
     return { ok: false, code: "queue_unavailable" };
