@@ -237,3 +237,27 @@ test("a live pool's figures: spend = solved x TASK_PRICES = the ledger's, cost p
   expect(line("gateway_pool_submitted_total")).toMatch(/\} 3$/);
   expect((await api(s, "/v1/pools/figures", { method: "DELETE" })).status).toBe(200);
 }, 45_000);
+
+test("a pool whose tasks all fail backs off to one probe at a time, and fills again once the provider takes its tasks", async () => {
+  // Every in.php refused as a wrong sitekey: each task fails at once, nothing is charged.
+  s.emu.configure({ faults: { errorRate: 1, errorCode: "ERROR_WRONG_GOOGLEKEY" } });
+  let failed: number;
+  try {
+    expect((await put("failing", { type: "turnstile", params: params("failing"), size: 3 })).status).toBe(201);
+    await Bun.sleep(6000);
+    failed = (await get("failing")).body.failed;
+  } finally {
+    s.emu.configure({ faults: {} });
+  }
+  // Without the backoff the keeper replaced all three at every 200 ms tick: ~90 failed tasks in
+  // these 6 s. With it: the first three, then probes 0.4, 0.8, 1.6, 3.2 s apart.
+  expect(failed).toBeGreaterThanOrEqual(3);
+  expect(failed).toBeLessThanOrEqual(8);
+  const healed = Date.now();
+  // The next probe (at most 6.4 s away) is solved; the streak ends and the pool fills.
+  await eventually(async () => (await get("failing")).body.ready === 3, 30_000, 100);
+  console.log(
+    `[warm-pools] failing pool of 3: ${failed} failed tasks in 6 s of a refusing provider (a refill at every 200 ms tick: ~90); 3 ready ${Date.now() - healed} ms after it took tasks again`,
+  );
+  expect((await api(s, "/v1/pools/failing", { method: "DELETE" })).status).toBe(200);
+}, 60_000);

@@ -52,8 +52,13 @@ export interface PoolStore {
 export interface KeeperView {
   /** Marks ready tokens older than maxAge wasted; returns how many. */
   expire(): Promise<number>;
-  /** The ready tokens' solve times (epoch ms) and the tasks still in flight. */
-  state(): Promise<{ readySolvedAt: number[]; inProgress: number }>;
+  /** The ready tokens' solve times (epoch ms), the tasks still in flight, and the failures in a row (domain/pools.ts PoolState). */
+  state(): Promise<{
+    readySolvedAt: number[];
+    inProgress: number;
+    failedStreak: number;
+    lastFailedAtMs: number | null;
+  }>;
 }
 
 interface PoolDbRow {
@@ -213,6 +218,9 @@ async function poolCounts(db: Db, pool: Pool): Promise<PoolCounts> {
   };
 }
 
+/** How far back the keeper counts a pool's failures in a row (more than any backoff needs: it stops doubling at 5 min). */
+const STREAK_LOOKBACK = 200;
+
 async function withPoolLock(db: Db, pool: Pool, fill: (s: KeeperView) => Promise<void>): Promise<boolean> {
   return db.$client.begin(async (tx) => {
     const [l] = await tx<
@@ -238,7 +246,25 @@ async function withPoolLock(db: Db, pool: Pool, fill: (s: KeeperView) => Promise
            from tasks t where t.pool_id = $1 and t.pool_taken_at is null and t.pool_wasted_at is null
              and t.state in ('queued', 'solving', 'retrying', 'completed')`,
         );
-        return { readySolvedAt: (rows[0]?.ready ?? []).map(Number), inProgress: rows[0]?.in_progress ?? 0 };
+        // The failures in a row: the pool's newest final tasks (failed or solved, by when they
+        // ended, through tasks_pool_idx), those that failed after the newest solved one.
+        const [streak] = await (tx.unsafe(
+          `with fin as (
+             select t.state, t.completed_at from tasks t
+             where t.pool_id = $1 and t.state in ('completed', 'failed') and t.completed_at is not null
+             order by t.completed_at desc limit ${STREAK_LOOKBACK})
+           select count(*) filter (where state = 'failed' and completed_at > coalesce(
+                    (select max(completed_at) from fin where state = 'completed'), '-infinity'::timestamptz))::int as failed,
+                  (extract(epoch from max(completed_at) filter (where state = 'failed')) * 1000)::float8 as last_failed
+           from fin`,
+          [pool.id],
+        ) as unknown as Promise<{ failed: number; last_failed: number | null }[]>);
+        return {
+          readySolvedAt: (rows[0]?.ready ?? []).map(Number),
+          inProgress: rows[0]?.in_progress ?? 0,
+          failedStreak: streak?.failed ?? 0,
+          lastFailedAtMs: streak?.last_failed ?? null,
+        };
       },
     });
     return true;

@@ -77,6 +77,10 @@ export interface PoolState {
   readySolvedAt: readonly number[];
   /** The pool's tasks not final yet (queued, solving, retrying). */
   inProgress: number;
+  /** The pool's latest tasks that failed, counted back from the newest to its newest solved one. */
+  failedStreak: number;
+  /** When the newest of them failed, epoch ms (null: none). */
+  lastFailedAtMs: number | null;
 }
 
 export interface RefillPlan {
@@ -84,16 +88,41 @@ export interface RefillPlan {
   lasting: number;
   /** Tasks to submit now. */
   submit: number;
+  /** Backing off a failing pool: no task before this instant, epoch ms (then one, a probe). */
+  backoffUntilMs?: number;
+}
+
+/** The longest wait between two probes of a failing pool. */
+export const POOL_BACKOFF_MAX_MS = 5 * 60_000;
+
+/**
+ * The wait after a failing pool's newest failure before its next probe: once `size` tasks in a
+ * row failed (a wrong sitekey, a page the provider refuses), two ticks, doubled by each probe that
+ * failed since, at most POOL_BACKOFF_MAX_MS. Undefined: the pool is not failing (fewer in a row).
+ */
+export function refillBackoffMs(failedStreak: number, size: number, tickMs: number): number | undefined {
+  if (failedStreak < size) return undefined;
+  const probesFailed = Math.min(30, failedStreak - size);
+  return Math.min(POOL_BACKOFF_MAX_MS, 2 * tickMs * 2 ** probesFailed);
 }
 
 /**
  * How many tasks to start: enough that the ready tokens that will still be valid `leadMs` from now
  * (the time a replacement takes) plus the tasks still solving reach `size`. A token is thus
  * replaced one solve time before it expires, and the tasks in flight never exceed `size`.
+ *
+ * A failing pool (refillBackoffMs) is not refilled at every tick: it gets one task, a probe, once
+ * the backoff after its newest failure has passed and nothing of it is in flight; a probe that
+ * is solved ends the streak, and the next tick refills as usual.
  */
-export function planRefill(p: PoolState, nowMs: number, leadMs: number): RefillPlan {
+export function planRefill(p: PoolState, nowMs: number, leadMs: number, tickMs: number): RefillPlan {
   const lasting = p.readySolvedAt.filter((t) => t + p.maxAgeMs > nowMs + leadMs).length;
-  return { lasting, submit: Math.max(0, p.size - lasting - p.inProgress) };
+  const submit = Math.max(0, p.size - lasting - p.inProgress);
+  const backoff = refillBackoffMs(p.failedStreak, p.size, tickMs);
+  if (backoff === undefined || submit === 0) return { lasting, submit };
+  const backoffUntilMs = (p.lastFailedAtMs ?? nowMs) + backoff;
+  if (nowMs < backoffUntilMs || p.inProgress > 0) return { lasting, submit: 0, backoffUntilMs };
+  return { lasting, submit: 1, backoffUntilMs };
 }
 
 /**

@@ -35,9 +35,16 @@ export async function keepPool(deps: PoolDeps, pool: Pool, o: KeeperOptions): Pr
     if (wasted > 0) deps.metrics?.poolWasted(label, wasted);
     const state = await view.state();
     const lead = refillLeadMs(deps.solveTimes?.p90Ms(pool.type), o.defaultSolveMs, o.tickMs);
-    const plan = planRefill({ ...state, size: pool.size, maxAgeMs: pool.maxAgeMs }, deps.now().getTime(), lead);
+    const now = deps.now().getTime();
+    const plan = planRefill({ ...state, size: pool.size, maxAgeMs: pool.maxAgeMs }, now, lead, o.tickMs);
     deps.metrics?.poolReady(label, plan.lasting, state.readySolvedAt.length, state.inProgress);
     if (plan.submit === 0 || (deps.fence && !deps.fence.allows())) return;
+    // A failing pool gets one task, a probe, per backoff (domain/pools.ts): said at each probe.
+    if (plan.backoffUntilMs !== undefined)
+      deps.log.warn(
+        { pool: label, failedInARow: state.failedStreak },
+        "warm pool failing: its last tasks all failed; one probe task now, the next after a longer wait",
+      );
     for (let i = 0; i < plan.submit; i++) {
       try {
         await submitTask(deps, pool.owner, requestOf(pool), undefined, undefined, pool.id);

@@ -93,9 +93,10 @@ export const tasks = pgTable(
     index("tasks_pageurl_idx")
       .on(sql`(${t.params}->>'pageurl') text_pattern_ops`)
       .where(sql`(${t.params}->>'pageurl') is not null`),
-    // Warm pools (docs/warm-pools.md): a pool's tasks (its figures), and its open ones by when they
-    // were solved (the ready tokens a take locks, the keeper's round): few rows whatever the pool's age.
-    index("tasks_pool_idx").on(t.poolId).where(sql`${t.poolId} is not null`),
+    // Warm pools (docs/warm-pools.md): a pool's tasks by when they ended (its figures; the keeper's
+    // failures in a row, read newest first), and its open ones by when they were solved (the ready
+    // tokens a take locks, the keeper's round): few rows whatever the pool's age.
+    index("tasks_pool_idx").on(t.poolId, t.completedAt).where(sql`${t.poolId} is not null`),
     index("tasks_pool_open_idx")
       .on(t.poolId, t.completedAt)
       .where(
