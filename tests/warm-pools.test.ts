@@ -261,3 +261,33 @@ test("a pool whose tasks all fail backs off to one probe at a time, and fills ag
   );
   expect((await api(s, "/v1/pools/failing", { method: "DELETE" })).status).toBe(200);
 }, 60_000);
+
+test("a take with an Idempotency-Key asked again answers the same: the same task when it missed, the same token when it hit", async () => {
+  const takeWith = async (key: string) => {
+    const res = await fetch(`${s.gatewayUrl}/v1/pools/idem/take`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.apiKey}`, "idempotency-key": key },
+    });
+    const body = (await res.json()) as { pool?: string; token?: string; id?: string; errors?: { field: string }[] };
+    return { status: res.status, replayed: res.headers.get("idempotent-replayed") === "true", body };
+  };
+  expect((await takeWith("bad key")).status).toBe(400);
+  expect((await takeWith("x".repeat(256))).body.errors?.[0]?.field).toBe("header.idempotency-key");
+  expect((await put("idem", { type: "turnstile", params: params("idem"), size: 2 })).status).toBe(201);
+  // Nothing ready yet: a miss, the client's own task.
+  const missed = await takeWith("take-1");
+  expect(missed).toMatchObject({ status: 202, replayed: false, body: { pool: "miss" } });
+  await eventually(async () => (await get("idem")).body.ready === 2, 20_000, 100);
+  // Asked again once tokens are ready: the same task, no token handed out.
+  expect(await takeWith("take-1")).toMatchObject({
+    status: 202,
+    replayed: true,
+    body: { pool: "miss", id: missed.body.id },
+  });
+  const hit = await takeWith("take-2");
+  expect(hit).toMatchObject({ status: 200, replayed: false, body: { pool: "hit" } });
+  expect(await takeWith("take-2")).toMatchObject({ status: 200, replayed: true, body: { token: hit.body.token } });
+  const v = (await get("idem")).body;
+  expect({ handedOut: v.handedOut, misses: v.misses }).toEqual({ handedOut: 1, misses: 1 });
+  expect((await api(s, "/v1/pools/idem", { method: "DELETE" })).status).toBe(200);
+}, 45_000);

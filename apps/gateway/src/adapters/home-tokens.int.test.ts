@@ -46,6 +46,7 @@ const row = (o: Partial<TaskRow> = {}): TaskRow => ({
   poolId: null,
   poolTakenAt: null,
   poolWastedAt: null,
+  poolTakeKey: null,
   callbackUrl: null,
   redrives: 0,
   errorCode: null,

@@ -68,6 +68,22 @@ test("30 concurrent takes of 10 ready tokens: each handed out once, 20 find none
   expect(counts).toMatchObject({ solved: 10, handedOut: 10, ready: 0, wasted: 0, inProgress: 0 });
 });
 
+test("a take's Idempotency-Key: 8 concurrent takes with one key hand out one token, all 8 answer it; another key gets another", async () => {
+  const pools = createPoolStore(gateway.db);
+  const put = await pools.put("client-k", "idem", cfg(3), 20);
+  if (!("pool" in put)) throw new Error("not created");
+  await Promise.all([solvedToken(put.pool, 3000), solvedToken(put.pool, 2000), solvedToken(put.pool, 1000)]);
+  const takes = await Promise.all(Array.from({ length: 8 }, () => pools.take(put.pool, "key-1")));
+  expect(new Set(takes.map((t) => t?.token)).size).toBe(1);
+  expect(takes.filter((t) => t?.replayed !== true).length).toBe(1);
+  const again = await pools.take(put.pool, "key-1");
+  expect(again).toMatchObject({ token: takes[0]!.token, replayed: true });
+  const other = await pools.take(put.pool, "key-2");
+  expect(other?.token).not.toBe(takes[0]!.token);
+  expect(other?.replayed).toBeUndefined();
+  expect(await pools.counts(put.pool)).toMatchObject({ solved: 3, handedOut: 2, ready: 1 });
+});
+
 test("the oldest ready token goes first; one past maxAge is never handed out and the keeper marks it wasted", async () => {
   const pools = createPoolStore(gateway.db);
   const put = await pools.put("client-a", "ages", cfg(3, 10_000), 20);

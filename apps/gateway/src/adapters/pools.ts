@@ -35,8 +35,12 @@ export interface PoolStore {
   live(): Promise<Pool[]>;
   /** Closes the pool and returns it; undefined when the owner has none of that name. */
   remove(owner: string, name: string): Promise<Pool | undefined>;
-  /** Hands out the oldest ready token still within maxAge, exactly once (row lock, skip locked). */
-  take(pool: Pool): Promise<Taken | undefined>;
+  /**
+   * Hands out the oldest ready token still within maxAge, exactly once (row lock, skip locked).
+   * With `key` (the take's Idempotency-Key) the token is the key's: a take with the same key
+   * again, or at the same time, answers it (`replayed`) and hands out no other.
+   */
+  take(pool: Pool, key?: string): Promise<(Taken & { replayed?: boolean }) | undefined>;
   miss(pool: Pool): Promise<void>;
   counts(pool: Pool): Promise<PoolCounts>;
   /** What the ledger booked for the pool's tasks (charges less refunds), micro-dollars. */
@@ -94,6 +98,13 @@ const LOCK_SPACE = 0x77706f6f; // "wpoo"
 
 const COLS = "id, owner, name, type, params, priority, size, max_age_ms, misses, created_at, updated_at";
 
+interface TakenRow {
+  id: string;
+  token: string;
+  user_agent: string | null;
+  completed_at: Date;
+}
+
 /** A ready token of the pool: solved, never handed out nor wasted, younger than maxAge, not past its expiry. */
 const READY = `t.pool_id = $1 and t.state = 'completed' and t.token is not null
   and t.pool_taken_at is null and t.pool_wasted_at is null
@@ -128,20 +139,44 @@ export function createPoolStore(db: Db): PoolStore {
         where owner = ${owner} and name = ${name} and deleted_at is null returning *`;
       return rows[0] ? toPool(rows[0]) : undefined;
     },
-    async take(pool) {
+    async take(pool, key) {
+      const taken = (rows: TakenRow[], replayed: boolean) => {
+        const r = rows[0];
+        return r
+          ? {
+              taskId: r.id,
+              token: r.token,
+              userAgent: r.user_agent,
+              solvedAt: new Date(r.completed_at),
+              ...(replayed ? { replayed } : {}),
+            }
+          : undefined;
+      };
+      const earlier = () =>
+        unsafe<TakenRow>(
+          `select id, token, user_agent, completed_at from tasks where pool_id = $1 and pool_take_key = $2`,
+          [pool.id, key],
+        );
+      if (key !== undefined) {
+        const before = taken(await earlier(), true);
+        if (before) return before;
+      }
       // The inner select locks one ready row and skips rows another take holds: concurrent takes
       // each get a different token, and the outer guard keeps a row handed out once.
-      const rows = await unsafe<{ id: string; token: string; user_agent: string | null; completed_at: Date }>(
-        `update tasks set pool_taken_at = now()
-         where id = (select t.id from tasks t where ${READY} order by t.completed_at limit 1 for update skip locked)
-           and pool_taken_at is null and pool_wasted_at is null
-         returning id, token, user_agent, completed_at`,
-        [pool.id, pool.maxAgeMs],
-      );
-      const r = rows[0];
-      return r
-        ? { taskId: r.id, token: r.token, userAgent: r.user_agent, solvedAt: new Date(r.completed_at) }
-        : undefined;
+      try {
+        const rows = await unsafe<TakenRow>(
+          `update tasks set pool_taken_at = now(), pool_take_key = $3
+           where id = (select t.id from tasks t where ${READY} order by t.completed_at limit 1 for update skip locked)
+             and pool_taken_at is null and pool_wasted_at is null
+           returning id, token, user_agent, completed_at`,
+          [pool.id, pool.maxAgeMs, key ?? null],
+        );
+        return taken(rows, false);
+      } catch (err) {
+        // The same key taken at the same moment by another request (tasks_pool_take_key_idx): its token.
+        if (key === undefined || (err as { code?: string }).code !== "23505") throw err;
+        return taken(await earlier(), true);
+      }
     },
     async miss(pool) {
       await sql`update warm_pools set misses = misses + 1 where id = ${pool.id}`;

@@ -3,7 +3,7 @@ import type { TaskRequest } from "@pipeline/shared/schemas";
 import type { Pool, PoolStore, Taken } from "../adapters/pools.ts";
 import type { GatewayDeps } from "../deps.ts";
 import { planRefill, refillLeadMs } from "../domain/pools.ts";
-import { SubmitError, type Submitted, submitTask } from "./submit.ts";
+import { SubmitError, type Submitted, submitTask, taskOfKey } from "./submit.ts";
 
 export type PoolDeps = Pick<
   GatewayDeps,
@@ -96,22 +96,38 @@ export function startPoolKeeper(deps: PoolDeps, o: KeeperOptions): { stop(): Pro
   };
 }
 
-export type TakeResult = { hit: Taken } | { miss: Submitted };
+export type TakeResult = { hit: Taken & { replayed?: boolean } } | { miss: Submitted };
+
+/** The Idempotency-Key of the client's own task a take with `key` submits when it misses. */
+const missKey = (pool: Pool, key: string) => `pool-take:${pool.id}:${key}`;
 
 /**
  * A take: the oldest ready token, handed out once; none ready, a task for the pool's params
  * submitted through the ordinary path (the client's own task, not the pool's) and counted a miss.
+ * With `key` (the request's Idempotency-Key) a take asked again answers what the first answered:
+ * the same token, or the same task when it missed (never a token ready since); counted once.
  */
-export async function takeFromPool(deps: PoolDeps, pool: Pool, beforeMiss: () => void = () => {}): Promise<TakeResult> {
+export async function takeFromPool(
+  deps: PoolDeps,
+  pool: Pool,
+  beforeMiss: () => void = () => {},
+  key?: string,
+): Promise<TakeResult> {
   const label = poolLabel(pool);
-  const hit = await deps.pools.take(pool);
+  if (key !== undefined) {
+    const missed = await taskOfKey(deps, pool.owner, missKey(pool, key));
+    if (missed) return { miss: missed };
+  }
+  const hit = await deps.pools.take(pool, key);
   if (hit) {
-    deps.metrics?.poolTake(label, "hit");
+    if (!hit.replayed) deps.metrics?.poolTake(label, "hit");
     return { hit };
   }
   beforeMiss();
-  const miss = await submitTask(deps, pool.owner, requestOf(pool), undefined);
-  await deps.pools.miss(pool);
-  deps.metrics?.poolTake(label, "miss");
+  const miss = await submitTask(deps, pool.owner, requestOf(pool), key === undefined ? undefined : missKey(pool, key));
+  if (!miss.replayed) {
+    await deps.pools.miss(pool);
+    deps.metrics?.poolTake(label, "miss");
+  }
   return { miss };
 }

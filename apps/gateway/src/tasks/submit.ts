@@ -92,6 +92,18 @@ export async function submitTask(
 }
 
 /**
+ * The task an earlier request of `clientId` with this Idempotency-Key created (here or, replicated,
+ * in another region), as a replay answers it; undefined: none yet. Reads only.
+ */
+export async function taskOfKey(deps: SubmitDeps, clientId: string, key: string): Promise<Submitted | undefined> {
+  const regions = deps.config.regions ?? [deps.config.REGION];
+  const id = withHomeRegion(deriveTaskId(clientId, key), regions, deps.config.REGION);
+  const existing = (await deps.store.get(id)) ?? (await earlierTask(deps, id));
+  if (!existing || existing.owner !== clientId) return undefined;
+  return { id: existing.id, status: toTaskView(existing, deps.now()).status, replayed: true };
+}
+
+/**
  * The task an Idempotency-Key already created under another id: accepted by another region (its
  * row replicated here). Undefined: none.
  */
@@ -196,12 +208,15 @@ async function replay(
     const held = existing.startAt && existing.startAt.getTime() > deps.now().getTime() ? existing.startAt : undefined;
     const split = splitBodies(existing.type, (existing.params ?? {}) as Record<string, unknown>);
     if (split.refs.length) await publishBodyOrThrow(deps, existing.id, split.values, false);
+    // On the owner's fair-share group's subjects, as the first attempt put it.
+    const group = deps.fairShare?.groupOf(clientId);
     await publishOrThrow(
       deps,
       {
         id: existing.id,
         type: existing.type as TaskRequest["type"],
         priority: existing.priority as TaskRequest["priority"],
+        ...(group ? { group } : {}),
       },
       false,
       held,

@@ -22,6 +22,7 @@ import m17 from "../../drizzle/0017_warm_pools.sql" with { type: "text" };
 import m18 from "../../drizzle/0018_tasks_fillfactor.sql" with { type: "text" };
 import m19 from "../../drizzle/0019_ledger_on_task_rows.sql" with { type: "text" };
 import m20 from "../../drizzle/0020_pool_index_by_end.sql" with { type: "text" };
+import m21 from "../../drizzle/0021_pool_take_key.sql" with { type: "text" };
 
 export const embeddedMigrations: { tag: string; when: number; breakpoints: boolean; sql: string }[] = [
   { tag: "0000_init", when: 1796217060924, breakpoints: true, sql: m0 },
@@ -45,4 +46,5 @@ export const embeddedMigrations: { tag: string; when: number; breakpoints: boole
   { tag: "0018_tasks_fillfactor", when: 1796613098131, breakpoints: true, sql: m18 },
   { tag: "0019_ledger_on_task_rows", when: 1796634982851, breakpoints: true, sql: m19 },
   { tag: "0020_pool_index_by_end", when: 1796648628817, breakpoints: true, sql: m20 },
+  { tag: "0021_pool_take_key", when: 1796649198465, breakpoints: true, sql: m21 },
 ];

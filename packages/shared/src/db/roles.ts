@@ -87,6 +87,7 @@ export const APP_GRANTS: Record<AppRole, { tables: TableGrant[]; sequences?: str
           // cancel, redrive, undoRedrive; a warm pool's take and its keeper's expiry (adapters/pools.ts).
           UPDATE: [
             "pool_taken_at",
+            "pool_take_key",
             "pool_wasted_at",
             "state",
             "version",

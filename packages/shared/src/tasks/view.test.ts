@@ -34,6 +34,7 @@ const base: TaskRow = {
   poolId: null,
   poolTakenAt: null,
   poolWastedAt: null,
+  poolTakeKey: null,
   callbackUrl: null,
   redrives: 0,
   errorCode: null,

@@ -4,6 +4,7 @@ import { type Context, Hono } from "hono";
 import type { Pool, PoolStore } from "../../adapters/pools.ts";
 import type { GatewayDeps } from "../../deps.ts";
 import { PoolBody, PoolName, poolConfig, poolFigures } from "../../domain/pools.ts";
+import { validIdempotencyKey } from "../../domain/task-id.ts";
 import { takeFromPool } from "../../tasks/pools.ts";
 import type { Authenticator } from "../auth.ts";
 import type { GatewayEnvVars } from "../env.ts";
@@ -55,22 +56,32 @@ export function poolsRoutes(deps: GatewayDeps, auth: Authenticator) {
     return c.json({ ...(await view(closed)), deleted: true });
   });
   app.post("/:name/take", async (c) => {
+    const key = c.req.header("idempotency-key");
+    if (key !== undefined && !validIdempotencyKey(key))
+      throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [
+        { field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" },
+      ]);
     const pool = await ownPool(store(), c);
     try {
-      const r = await takeFromPool({ ...deps, pools: store() }, pool, () => refuseMissWhenFenced(deps));
+      const r = await takeFromPool({ ...deps, pools: store() }, pool, () => refuseMissWhenFenced(deps), key);
       if ("hit" in r) {
         const t = r.hit;
-        return c.json({
-          pool: "hit",
-          token: t.token,
-          ...(t.userAgent ? { userAgent: t.userAgent } : {}),
-          taskId: t.taskId,
-          solvedAt: t.solvedAt.toISOString(),
-          ageMs: Math.max(0, deps.now().getTime() - t.solvedAt.getTime()),
-        });
+        return c.json(
+          {
+            pool: "hit",
+            token: t.token,
+            ...(t.userAgent ? { userAgent: t.userAgent } : {}),
+            taskId: t.taskId,
+            solvedAt: t.solvedAt.toISOString(),
+            ageMs: Math.max(0, deps.now().getTime() - t.solvedAt.getTime()),
+          },
+          200,
+          t.replayed ? { "idempotent-replayed": "true" } : {},
+        );
       }
       return c.json({ id: r.miss.id, status: r.miss.status, pool: "miss" }, 202, {
         location: `/v1/tasks/${r.miss.id}`,
+        ...(r.miss.replayed ? { "idempotent-replayed": "true" } : {}),
       });
     } catch (err) {
       throw submitProblem(err);

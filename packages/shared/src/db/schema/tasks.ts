@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { bigint, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import type { TaskState } from "../../schemas/task.ts";
 import type { Priority, TaskType } from "../../schemas/task-types.ts";
 
@@ -53,6 +53,8 @@ export const tasks = pgTable(
     poolTakenAt: timestamp("pool_taken_at", { withTimezone: true }),
     /** When the pool's keeper found the token older than the pool's max age, never handed out. */
     poolWastedAt: timestamp("pool_wasted_at", { withTimezone: true }),
+    /** The Idempotency-Key of the take that handed this token out (docs/warm-pools.md): a retry of that take answers the same token. */
+    poolTakeKey: text("pool_take_key"),
     redrives: integer("redrives").notNull().default(0),
     errorCode: text("error_code"),
     errorMessage: text("error_message"),
@@ -102,6 +104,8 @@ export const tasks = pgTable(
       .where(
         sql`${t.poolId} is not null and ${t.poolTakenAt} is null and ${t.poolWastedAt} is null and ${t.state} in ('queued','solving','retrying','completed')`,
       ),
+    // A take's Idempotency-Key hands out one token per pool and key.
+    uniqueIndex("tasks_pool_take_key_idx").on(t.poolId, t.poolTakeKey).where(sql`${t.poolTakeKey} is not null`),
     // The ledger's indexes for the charges on task rows (ledger.ts has the same three on the table).
     index("tasks_charged_idx").on(t.chargedAt).where(sql`${t.chargedAt} is not null`),
     index("tasks_charged_owner_idx").on(t.owner, t.chargedAt).where(sql`${t.chargedAt} is not null`),

@@ -1,0 +1,2 @@
+ALTER TABLE "tasks" ADD COLUMN "pool_take_key" text;--> statement-breakpoint
+CREATE UNIQUE INDEX "tasks_pool_take_key_idx" ON "tasks" USING btree ("pool_id","pool_take_key") WHERE "tasks"."pool_take_key" is not null;
