@@ -9,7 +9,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { Db } from "@pipeline/shared/db";
 import { publishTaskMessage, publishWithRetry } from "@pipeline/shared/nats";
 import { eventSubject } from "@pipeline/shared/subjects";
-import { redriveFailedTask } from "@pipeline/shared/tasks";
+import { type RequeuedRow, redriveFailedTask } from "@pipeline/shared/tasks";
 import type postgres from "postgres";
 import type { GroupsReader } from "../adapters/fair-share-groups.ts";
 import { recordAudit } from "../fleet/audit.ts";
@@ -39,16 +39,8 @@ export interface RedriveDeps {
 
 type Refused = Extract<RedriveResult, { ok: false }>;
 
-/** What the requeue returns (the columns as Postgres names them). */
-interface RequeuedSqlRow {
-  id: string;
-  type: string;
-  priority: string;
-  owner: string;
-  version: number;
-  redrives: number;
-  deadline_at: Date | null;
-}
+/** What the requeue returns: the shared core's row, its deadline as Postgres names the column. */
+type RequeuedSqlRow = Omit<RequeuedRow, "deadlineAt"> & { deadline_at: Date | null };
 
 /** The task's state, or why it cannot be redriven from here (gone, params erased, another region). */
 async function precheck(d: RedriveDeps, id: string): Promise<{ state: string } | Refused> {
