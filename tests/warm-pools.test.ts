@@ -262,6 +262,8 @@ test("a pool whose tasks all fail backs off to one probe at a time, and fills ag
   expect((await api(s, "/v1/pools/failing", { method: "DELETE" })).status).toBe(200);
 }, 60_000);
 
+const LONG_KEY = `${"k".repeat(249)}-take1`;
+
 test("a take with an Idempotency-Key asked again answers the same: the same task when it missed, the same token when it hit", async () => {
   const takeWith = async (key: string) => {
     const res = await fetch(`${s.gatewayUrl}/v1/pools/idem/take`, {
@@ -274,12 +276,12 @@ test("a take with an Idempotency-Key asked again answers the same: the same task
   expect((await takeWith("bad key")).status).toBe(400);
   expect((await takeWith("x".repeat(256))).body.errors?.[0]?.field).toBe("header.idempotency-key");
   expect((await put("idem", { type: "turnstile", params: params("idem"), size: 2 })).status).toBe(201);
-  // Nothing ready yet: a miss, the client's own task.
-  const missed = await takeWith("take-1");
+  // Nothing ready yet: a miss, the client's own task (a key of the longest kind: its task's key stays short).
+  const missed = await takeWith(LONG_KEY);
   expect(missed).toMatchObject({ status: 202, replayed: false, body: { pool: "miss" } });
   await eventually(async () => (await get("idem")).body.ready === 2, 20_000, 100);
   // Asked again once tokens are ready: the same task, no token handed out.
-  expect(await takeWith("take-1")).toMatchObject({
+  expect(await takeWith(LONG_KEY)).toMatchObject({
     status: 202,
     replayed: true,
     body: { pool: "miss", id: missed.body.id },

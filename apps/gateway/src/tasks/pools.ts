@@ -1,5 +1,6 @@
 // Warm pools' use cases (docs/warm-pools.md): the keeper that keeps each pool full, and the take.
 import type { TaskRequest } from "@pipeline/shared/schemas";
+import { sha256 } from "@pipeline/shared/sha256";
 import type { Pool, PoolStore, Taken } from "../adapters/pools.ts";
 import type { GatewayDeps } from "../deps.ts";
 import { planRefill, refillLeadMs } from "../domain/pools.ts";
@@ -98,8 +99,12 @@ export function startPoolKeeper(deps: PoolDeps, o: KeeperOptions): { stop(): Pro
 
 export type TakeResult = { hit: Taken & { replayed?: boolean } } | { miss: Submitted };
 
-/** The Idempotency-Key of the client's own task a take with `key` submits when it misses. */
-const missKey = (pool: Pool, key: string) => `pool-take:${pool.id}:${key}`;
+/**
+ * The Idempotency-Key of the client's own task a take with `key` submits when it misses: the
+ * client's key hashed, so it stays 79 characters whatever the key (an `accepted` event's key is at
+ * most 256 for a restore to take it).
+ */
+const missKey = (pool: Pool, key: string) => `pool-take:${pool.id}:${sha256(key, "hex").slice(0, 32)}`;
 
 /**
  * A take: the oldest ready token, handed out once; none ready, a task for the pool's params
