@@ -152,31 +152,29 @@ export function createPoolStore(db: Db): PoolStore {
             }
           : undefined;
       };
-      const earlier = () =>
-        unsafe<TakenRow>(
-          `select id, token, user_agent, completed_at from tasks where pool_id = $1 and pool_take_key = $2`,
-          [pool.id, key],
-        );
-      if (key !== undefined) {
-        const before = taken(await earlier(), true);
-        if (before) return before;
-      }
       // The inner select locks one ready row and skips rows another take holds: concurrent takes
       // each get a different token, and the outer guard keeps a row handed out once.
-      try {
-        const rows = await unsafe<TakenRow>(
+      const hand = (q: typeof sql) =>
+        q.unsafe(
           `update tasks set pool_taken_at = now(), pool_take_key = $3
            where id = (select t.id from tasks t where ${READY} order by t.completed_at limit 1 for update skip locked)
              and pool_taken_at is null and pool_wasted_at is null
            returning id, token, user_agent, completed_at`,
-          [pool.id, pool.maxAgeMs, key ?? null],
+          [pool.id, pool.maxAgeMs, key ?? null] as never[],
+        ) as unknown as Promise<TakenRow[]>;
+      if (key === undefined) return taken(await hand(sql), false);
+      // With a key: the takes of one pool and key one after the other (a transaction-scoped lock
+      // on both), so a second one finds the first's token, not a row the first has locked
+      // (skipped: it would answer "none ready") or another token.
+      return (await sql.begin(async (tx) => {
+        await tx`select pg_advisory_xact_lock(${LOCK_SPACE + 2}, hashtext(${`${pool.id}:${key}`}))`;
+        const before = await tx.unsafe(
+          `select id, token, user_agent, completed_at from tasks where pool_id = $1 and pool_take_key = $2`,
+          [pool.id, key],
         );
-        return taken(rows, false);
-      } catch (err) {
-        // The same key taken at the same moment by another request (tasks_pool_take_key_idx): its token.
-        if (key === undefined || (err as { code?: string }).code !== "23505") throw err;
-        return taken(await earlier(), true);
-      }
+        if (before.length > 0) return taken(before as unknown as TakenRow[], true);
+        return taken(await hand(tx as unknown as typeof sql), false);
+      })) as ReturnType<typeof taken>;
     },
     async miss(pool) {
       await sql`update warm_pools set misses = misses + 1 where id = ${pool.id}`;
