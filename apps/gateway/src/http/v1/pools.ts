@@ -4,12 +4,11 @@ import { type Context, Hono } from "hono";
 import type { Pool, PoolStore } from "../../adapters/pools.ts";
 import type { GatewayDeps } from "../../deps.ts";
 import { PoolBody, PoolName, poolConfig, poolFigures } from "../../domain/pools.ts";
-import { validIdempotencyKey } from "../../domain/task-id.ts";
 import { takeFromPool } from "../../tasks/pools.ts";
 import type { Authenticator } from "../auth.ts";
 import type { GatewayEnvVars } from "../env.ts";
 import { ProblemError } from "../problem.ts";
-import { submitProblem } from "./problems.ts";
+import { idempotencyKeyOf, submitProblem } from "./problems.ts";
 
 const money = (micros: number | null) => (micros === null ? null : formatMicros(micros));
 
@@ -56,11 +55,7 @@ export function poolsRoutes(deps: GatewayDeps, auth: Authenticator) {
     return c.json({ ...(await view(closed)), deleted: true });
   });
   app.post("/:name/take", async (c) => {
-    const key = c.req.header("idempotency-key");
-    if (key !== undefined && !validIdempotencyKey(key))
-      throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [
-        { field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" },
-      ]);
+    const key = idempotencyKeyOf(c.req.header("idempotency-key"));
     const pool = await ownPool(store(), c);
     try {
       const r = await takeFromPool({ ...deps, pools: store() }, pool, () => refuseMissWhenFenced(deps), key);

@@ -1,8 +1,18 @@
 import type { QuotaRefusal } from "../../domain/quotas.ts";
+import { validIdempotencyKey } from "../../domain/task-id.ts";
 import { CancelError } from "../../tasks/cancel.ts";
 import { RedriveError } from "../../tasks/redrive.ts";
 import { SubmitError } from "../../tasks/submit.ts";
 import { ProblemError } from "../problem.ts";
+
+/** The request's Idempotency-Key header (submit, take): undefined when absent; a 400 naming the header when not 1-255 visible ASCII characters. */
+export function idempotencyKeyOf(header: string | undefined): string | undefined {
+  if (header !== undefined && !validIdempotencyKey(header))
+    throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [
+      { field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" },
+    ]);
+  return header;
+}
 
 /** Maps a SubmitError onto problem+json; any other error is returned as it is. */
 export function submitProblem(err: unknown): unknown {

@@ -3,11 +3,11 @@ import { fieldErrors, type TaskRequest, taskRequest } from "@pipeline/shared/sch
 import type { Context } from "hono";
 import type { GatewayDeps } from "../../deps.ts";
 import { planSchedule, type SchedulePlan } from "../../domain/schedule.ts";
-import { deriveTaskId, validIdempotencyKey } from "../../domain/task-id.ts";
+import { deriveTaskId } from "../../domain/task-id.ts";
 import { SubmitError, submitTask } from "../../tasks/submit.ts";
 import type { GatewayEnvVars } from "../env.ts";
 import { ProblemError } from "../problem.ts";
-import { submitProblem } from "./problems.ts";
+import { idempotencyKeyOf, submitProblem } from "./problems.ts";
 
 /** `POST /v1/tasks`: a 202 once the task is in Postgres and acknowledged by JetStream. */
 export function submitRoute(deps: GatewayDeps) {
@@ -28,11 +28,7 @@ export function submitRoute(deps: GatewayDeps) {
       throw new ProblemError(415, "Unsupported Media Type", "send the task as application/json", [
         { field: "header.content-type", message: "must be application/json" },
       ]);
-    const idem = c.req.header("idempotency-key");
-    if (idem !== undefined && !validIdempotencyKey(idem))
-      throw new ProblemError(400, "Invalid Idempotency-Key", undefined, [
-        { field: "header.idempotency-key", message: "must be 1-255 visible ASCII characters" },
-      ]);
+    const idem = idempotencyKeyOf(c.req.header("idempotency-key"));
     let raw: unknown;
     try {
       raw = await c.req.json();
