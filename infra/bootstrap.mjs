@@ -5,7 +5,7 @@
 // changed, and the Bun script takes over.
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -42,10 +42,12 @@ function findBun() {
   return bin;
 }
 
-/** What the installed node_modules were made from: bun.lock and every workspace's package.json. */
+/** What the installed node_modules were made from: bun.lock, the dependency patches and every workspace's package.json. */
 function installKey() {
   const h = createHash("sha256");
   h.update(readFileSync(join(root, "bun.lock")));
+  const patches = join(root, "patches");
+  if (existsSync(patches)) for (const f of readdirSync(patches).sort()) h.update(readFileSync(join(patches, f)));
   for (const ws of [".", "apps/gateway", "apps/solver", "apps/recovery", "apps/rollout", "packages/shared", "packages/devstack", "packages/emulator", "infra", "tests"]) {
     const f = join(root, ws, "package.json");
     if (existsSync(f)) h.update(readFileSync(f));

@@ -1,5 +1,6 @@
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
+import { RECONNECT } from "@pipeline/shared/db";
 import { openRegionBucket } from "@pipeline/shared/kv";
 import type { Logger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection, natsAuthFromEnv } from "@pipeline/shared/nats";
@@ -306,6 +307,7 @@ async function startReplication(config: RecoveryConfig, ctx: RecoveryContext, lo
     ? postgres(config.DATABASE_URL!, {
         max: 2,
         onnotice: () => {},
+        ...RECONNECT,
         connection: { application_name: "recovery-replicator" },
       })
     : undefined;

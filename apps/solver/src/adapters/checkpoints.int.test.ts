@@ -35,12 +35,15 @@ const row = (id: string, extra: Partial<typeof tasks.$inferInsert>): typeof task
   ...extra,
 });
 
-test("a burst of 204 checkpoints at once: each is answered for its own row and guard", async () => {
+test("a burst of 205 checkpoints at once: each is answered for its own row and guard", async () => {
   const ok = Array.from({ length: 200 }, () => randomUUID());
   const takenOver = randomUUID(); // lease now held by w2: written, but w1 may not go on polling
   const otherSubmitter = randomUUID(); // submit marker of w2: not written
   const alreadySet = randomUUID(); // provider id already there: not written
   const finished = randomUUID(); // completed meanwhile: not written
+  // Back from a snapshot taken before the claim: queued, no lease, no marker. Written (the provider
+  // task is paid for), held by nobody: the next delivery claims it and polls.
+  const restored = randomUUID();
   await database.db
     .insert(tasks)
     .values([
@@ -49,9 +52,10 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
       row(otherSubmitter, { submitOwner: "w2" }),
       row(alreadySet, { providerId: "111" }),
       row(finished, { state: "completed" }),
+      row(restored, { state: "queued", leaseOwner: null, submitOwner: null, submitStartedAt: null }),
     ]);
   const writer = createCheckpointWriter(solver.sql, { maxInFlight: 1 });
-  const all = [...ok, takenOver, otherSubmitter, alreadySet, finished];
+  const all = [...ok, takenOver, otherSubmitter, alreadySet, finished, restored];
   const results = await Promise.all(
     all.map((id, i) => writer.write({ id, worker: "w1", providerId: String(7_000_000 + i), keyRef: "key_abc" })),
   );
@@ -61,6 +65,7 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
     { written: false, stillOwner: false },
     { written: false, stillOwner: false },
     { written: false, stillOwner: false },
+    { written: true, stillOwner: false, unheld: true },
   ]);
   const rows = await database.sql<
     {
@@ -82,6 +87,7 @@ test("a burst of 204 checkpoints at once: each is answered for its own row and g
     });
   expect(byId.get(otherSubmitter)).toMatchObject({ provider_id: null, submit_owner: "w2" });
   expect(byId.get(alreadySet)).toMatchObject({ provider_id: "111", provider_submissions: 0 });
+  expect(byId.get(restored)).toMatchObject({ provider_id: String(7_000_000 + 204), provider_submissions: 1 });
 });
 
 test("a failed batch rejects each of its writes (the caller retries them)", async () => {

@@ -10,6 +10,25 @@ export interface CheckpointRequest {
 export interface CheckpointResult {
   written: boolean;
   stillOwner: boolean;
+  /**
+   * Written on a row no worker holds (not `solving`, or no lease owner): a row that came back
+   * from a snapshot without this worker's claim. Its next delivery claims it and polls at once.
+   */
+  unheld?: boolean;
+}
+
+/** What a checkpoint's returned row (undefined: not written) tells its worker. */
+export function checkpointResult(
+  worker: string,
+  r: { lease_owner: string | null; state: string } | undefined,
+): CheckpointResult {
+  if (!r) return { written: false, stillOwner: false };
+  const stillOwner = r.lease_owner === worker && r.state === "solving";
+  return {
+    written: true,
+    stillOwner,
+    ...(!stillOwner && (r.state !== "solving" || !r.lease_owner) ? { unheld: true } : {}),
+  };
 }
 
 /**
@@ -32,16 +51,16 @@ export function createCheckpointWriter(sql: postgres.Sql, o: { maxBatch?: number
           submit_started_at = null, submit_owner = null
       from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.providerId)}::text[], ${batch.map((b) => b.keyRef)}::text[])
            as v(id, worker, pid, kref)
-      where t.id = v.id and t.provider_id is null and t.submit_owner = v.worker and (t.state || '') in ('solving', 'retrying')
+      -- The row has no provider id and is not final; the submit marker is this worker's, or
+      -- nobody's: a row restored from a snapshot taken before the claim. The provider task exists
+      -- and is paid for (forgetting it pays again), and no other worker is submitting (its marker
+      -- would be there).
+      where t.id = v.id and t.provider_id is null
+        and (t.submit_owner = v.worker or (t.submit_owner is null and t.submit_started_at is null))
+        and (t.state || '') in ('queued', 'solving', 'retrying')
       returning t.id, t.lease_owner, t.state`;
       const byId = new Map(rows.map((r) => [r.id, r]));
-      return batch.map((b) => {
-        const r = byId.get(b.id);
-        return {
-          written: r !== undefined,
-          stillOwner: r !== undefined && r.lease_owner === b.worker && r.state === "solving",
-        };
-      });
+      return batch.map((b) => checkpointResult(b.worker, byId.get(b.id)));
     },
     { maxInFlight: 2, ...o, batchWide: isConnectionError, key: (r) => r.id },
   );

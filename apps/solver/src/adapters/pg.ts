@@ -1,9 +1,9 @@
 import { type Db, type TaskRow, tasks } from "@pipeline/shared/db";
-import { and, eq, inArray, isNull, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
 import type postgres from "postgres";
 import type { Charge } from "../domain/charge.ts";
 import { type Completed, createBatchedWrites } from "./batched-writes.ts";
-import { createCheckpointWriter } from "./checkpoints.ts";
+import { type CheckpointResult, checkpointResult, createCheckpointWriter } from "./checkpoints.ts";
 
 export type Claim =
   | { kind: "claimed"; row: TaskRow }
@@ -27,12 +27,7 @@ export interface SolverStore {
    * was taken over meanwhile (the taker waits for it instead of submitting again);
    * `stillOwner` says whether it may go on polling.
    */
-  setProviderId(
-    id: string,
-    worker: string,
-    providerId: string,
-    keyRef: string,
-  ): Promise<{ written: boolean; stillOwner: boolean }>;
+  setProviderId(id: string, worker: string, providerId: string, keyRef: string): Promise<CheckpointResult>;
   get(id: string): Promise<TaskRow | undefined>;
   /** Forgets the provider task (unsolvable; submit anew), counting the resubmission. */
   clearProviderId(id: string, worker: string): Promise<boolean>;
@@ -133,7 +128,7 @@ async function whyNotClaimed(db: Db, id: string, region: string | undefined): Pr
 async function writeProviderId(
   db: Db,
   c: { id: string; worker: string; providerId: string; keyRef: string },
-): Promise<{ written: boolean; stillOwner: boolean }> {
+): Promise<CheckpointResult> {
   const r = await db
     .update(tasks)
     .set({
@@ -148,13 +143,13 @@ async function writeProviderId(
       and(
         eq(tasks.id, c.id),
         isNull(tasks.providerId),
-        eq(tasks.submitOwner, c.worker),
-        inArray(tasks.state, ["solving", "retrying"]),
+        // The same guard as the checkpoint pool's (checkpoints.ts): this worker's marker or nobody's.
+        or(eq(tasks.submitOwner, c.worker), and(isNull(tasks.submitOwner), isNull(tasks.submitStartedAt))),
+        inArray(tasks.state, ["queued", "solving", "retrying"]),
       ),
     )
-    .returning({ leaseOwner: tasks.leaseOwner, state: tasks.state });
-  const row = r[0];
-  return { written: row !== undefined, stillOwner: row?.leaseOwner === c.worker && row.state === "solving" };
+    .returning({ lease_owner: tasks.leaseOwner, state: tasks.state });
+  return checkpointResult(c.worker, r[0]);
 }
 
 /** solving -> failed (guarded by the lease). */

@@ -140,7 +140,14 @@ async function checkpointAndPark(
     c.signal,
   );
   deps.log.debug({ taskId, written: cp.written, stillOwner: cp.stillOwner }, "provider id checkpointed");
-  if (!cp.stillOwner) return done(nak(t.leaseMs, "lease lost after submit; the new holder polls"));
+  // Taken over: the new holder polls the provider id (once its lease runs out, if this one wrote
+  // it). Held by nobody (a row back from a snapshot): the next delivery claims it and polls now.
+  if (!cp.stillOwner)
+    return done(
+      cp.unheld
+        ? nak(500, "row back without this worker's claim; the next delivery polls")
+        : nak(t.leaseMs, "lease lost after submit; the new holder polls"),
+    );
   task.providerId = pid;
   await deps.events.publish({
     taskId,

@@ -36,6 +36,20 @@ export interface Database {
 }
 
 /**
+ * How a long-lived pool comes back after its database did (a restart, a failover, a restore).
+ * postgres.js waits `(0.5..1) x min(3^n / 100, 20)` seconds before a connection's next attempt,
+ * n counting every failed attempt of the pool since its last success: a one-second outage under
+ * load fails dozens of attempts, and queries then wait up to 20 s on a database that is back.
+ * Here the wait doubles from 50 ms up to 1 s (with the same jitter), and a connect that gets no
+ * answer gives up after 10 s, not 30. The postgres.js patch (patches/postgres@3.4.9.patch) is the
+ * other half: a connection closed with a write pending no longer hangs until connect_timeout.
+ */
+export const RECONNECT = {
+  backoff: (failures: number) => Math.min(0.05 * 2 ** failures, 1) * (0.5 + Math.random() / 2),
+  connect_timeout: 10,
+} as const;
+
+/**
  * Opens a pool of at most `max` connections. Postgres notices are not logged (they carry no
  * secrets, but are noise). `customPlans`: plan_cache_mode=force_custom_plan on every connection
  * (each execution planned with its parameters and the table's current size).
@@ -47,6 +61,7 @@ export function openDatabase(
   const sql = postgres(url, {
     max: opts.max ?? 10,
     onnotice: () => {},
+    ...RECONNECT,
     connection: {
       application_name: opts.appName ?? "captcha-pipeline",
       ...(opts.customPlans ? { plan_cache_mode: "force_custom_plan" } : {}),
