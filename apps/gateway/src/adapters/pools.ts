@@ -273,30 +273,34 @@ async function withPoolLock(db: Db, pool: Pool, fill: (s: KeeperView) => Promise
         return rows.length;
       },
       async state() {
-        const rows = await run<{ ready: number[] | null; in_progress: number }>(
-          `select array_agg((extract(epoch from t.completed_at) * 1000)::float8) filter (where ${READY}) as ready,
-                  count(*) filter (where t.state in ('queued', 'solving', 'retrying'))::int as in_progress
-           from tasks t where t.pool_id = $1 and t.pool_taken_at is null and t.pool_wasted_at is null
-             and t.state in ('queued', 'solving', 'retrying', 'completed')`,
-        );
-        // The failures in a row: the pool's newest final tasks (failed or solved, by when they
-        // ended, through tasks_pool_idx), those that failed after the newest solved one.
-        const [streak] = await (tx.unsafe(
+        // One statement: the ready tokens and the tasks in flight, and the failures in a row (the
+        // pool's newest final tasks, failed or solved, by when they ended, through tasks_pool_idx:
+        // those that failed after the newest solved one).
+        const [r] = await run<{
+          ready: number[] | null;
+          in_progress: number;
+          failed: number;
+          last_failed: number | null;
+        }>(
           `with fin as (
              select t.state, t.completed_at from tasks t
              where t.pool_id = $1 and t.state in ('completed', 'failed') and t.completed_at is not null
              order by t.completed_at desc limit ${STREAK_LOOKBACK})
-           select count(*) filter (where state = 'failed' and completed_at > coalesce(
-                    (select max(completed_at) from fin where state = 'completed'), '-infinity'::timestamptz))::int as failed,
-                  (extract(epoch from max(completed_at) filter (where state = 'failed')) * 1000)::float8 as last_failed
-           from fin`,
-          [pool.id],
-        ) as unknown as Promise<{ failed: number; last_failed: number | null }[]>);
+           select s.ready, s.in_progress, k.failed, k.last_failed
+           from (select array_agg((extract(epoch from t.completed_at) * 1000)::float8) filter (where ${READY}) as ready,
+                        count(*) filter (where t.state in ('queued', 'solving', 'retrying'))::int as in_progress
+                 from tasks t where t.pool_id = $1 and t.pool_taken_at is null and t.pool_wasted_at is null
+                   and t.state in ('queued', 'solving', 'retrying', 'completed')) s
+           cross join (select count(*) filter (where state = 'failed' and completed_at > coalesce(
+                         (select max(completed_at) from fin where state = 'completed'), '-infinity'::timestamptz))::int as failed,
+                       (extract(epoch from max(completed_at) filter (where state = 'failed')) * 1000)::float8 as last_failed
+                       from fin) k`,
+        );
         return {
-          readySolvedAt: (rows[0]?.ready ?? []).map(Number),
-          inProgress: rows[0]?.in_progress ?? 0,
-          failedStreak: streak?.failed ?? 0,
-          lastFailedAtMs: streak?.last_failed ?? null,
+          readySolvedAt: (r?.ready ?? []).map(Number),
+          inProgress: r?.in_progress ?? 0,
+          failedStreak: r?.failed ?? 0,
+          lastFailedAtMs: r?.last_failed ?? null,
         };
       },
     });
