@@ -1,4 +1,5 @@
 import type { Consumer, ConsumerMessages, JsMsg } from "@nats-io/jetstream";
+import { isConnectionError } from "@pipeline/shared/db";
 import type { Logger } from "@pipeline/shared/log";
 import { type Priority, TaskMessage } from "@pipeline/shared/schemas";
 import { LANES } from "@pipeline/shared/subjects";
@@ -8,6 +9,7 @@ import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, type Outcome, term } from "../domain/outcome.ts";
 import { createSlots, type SlotHold } from "./delivery-slots.ts";
 import { type Handled, type HandlerDeps, handleTask, submitAnew } from "./handle-task.ts";
+import { releaseWithRetry } from "./release-retry.ts";
 import { createWaitingRoom, type WaitEnd, type WaitingRoom, type WaitResult } from "./waiting.ts";
 
 /** A fair-share group's consumer of a lane (docs/fair-share.md). */
@@ -254,12 +256,23 @@ class Run implements WaitEnd {
     deps.window?.leave(this.taskId);
     deps.fair?.ended(this.taskId);
     if (!this.failed) return this.apply(outcome);
-    // Leave the row to the next worker (it resumes from the stored provider id). If the
-    // database is what failed, the lease, no longer renewed, runs out instead.
-    deps.store
-      .release(this.taskId, deps.workerId, { polls: 0 })
-      .catch(() => {})
-      .then(() => this.apply(outcome));
+    // Leave the row to the next worker (it resumes from the stored provider id), through a
+    // database outage (release-retry.ts): the message's outcome waits for it (held, kept alive),
+    // so a redelivery finds the row free. Given up, the lease, no longer renewed, runs out.
+    const { hard } = this.w;
+    releaseWithRetry({
+      release: () => deps.store.release(this.taskId, deps.workerId, { polls: 0 }),
+      transient: isConnectionError,
+      forMs: deps.timing.get().leaseMs,
+      aborted: () => hard.signal.aborted,
+    }).then(
+      (how) => {
+        if (how !== "released")
+          deps.log.warn({ taskId: this.taskId, how }, "row not released; its lease runs out instead");
+        this.apply(outcome);
+      },
+      () => this.apply(outcome),
+    );
   }
 
   private apply(outcome: Outcome): void {

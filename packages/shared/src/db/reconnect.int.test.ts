@@ -5,6 +5,7 @@
 // (30 s), one closed during its startup kept waiting for answers to queries of the dead socket,
 // and the pool's backoff after dozens of failed attempts held queries for up to 20 s.
 import { expect, test } from "bun:test";
+import { startRelay } from "@pipeline/devstack/stack";
 import { createTestDatabase } from "@pipeline/devstack/testing";
 import postgres from "postgres";
 import { openDatabase } from "./index.ts";
@@ -63,3 +64,45 @@ test("a pool answers again within seconds of its database coming back, with no q
   // 20-30 s waits this test found before.
   for (const r of rounds) expect(r.slowestMs).toBeLessThan(8000);
 }, 180_000);
+
+/**
+ * A transaction's connection cut mid-statement (the TCP link lost, no error from the server):
+ * the statement fails with a connection error, and so does the ROLLBACK postgres.js then sends on
+ * that connection. Before the second half of the patch, that ROLLBACK was written to a socket
+ * already gone, and the process died of an uncaught TypeError (`socket.write` of null): a solver
+ * crashed in a Postgres restart this way (tests/restarts.test.ts found it).
+ */
+test("a transaction cut mid-statement fails with a connection error, and nothing crashes", async () => {
+  const uncaught: unknown[] = [];
+  const onUncaught = (e: unknown) => uncaught.push(e);
+  process.on("uncaughtException", onUncaught);
+  const tdb = await createTestDatabase("txcut");
+  const url = new URL(tdb.appUrls.solver);
+  const relay = await startRelay({ host: url.hostname, port: Number(url.port) });
+  url.port = String(relay.port);
+  const db = openDatabase(url.toString(), { max: 2, appName: "txcut-test" });
+  try {
+    await db.sql`select 1`;
+    const tx = db.sql
+      .begin(async (t) => {
+        await t`select pg_sleep(2)`;
+      })
+      .then(
+        () => "committed",
+        (e: { code?: string }) => e.code ?? "no code",
+      );
+    await Bun.sleep(200);
+    relay.cut();
+    expect(await Promise.race([tx, Bun.sleep(5000).then(() => "hung")])).toBe("CONNECTION_CLOSED");
+    await Bun.sleep(300);
+    relay.heal();
+    const [row] = await db.sql<{ x: number }[]>`select 1 as x`;
+    expect(row?.x).toBe(1);
+    expect(uncaught.map((e) => (e as Error).message)).toEqual([]);
+  } finally {
+    process.off("uncaughtException", onUncaught);
+    await db.close().catch(() => {});
+    await relay.stop();
+    await tdb.drop();
+  }
+}, 60_000);
