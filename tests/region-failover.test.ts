@@ -30,14 +30,17 @@ const hookServer = Bun.serve({
 
 beforeAll(async () => {
   // Provider latency 1.5 s: at the cut, tasks of fsn1 are in every phase (queued, submitted, polled).
-  // TTL + margin + ADOPT_UNCERTAIN_MS (25 s) outlasts the cut (15 s): a task fsn1 submitted just
-  // before it fenced, its checkpoint stuck behind the cut, is not submitted again by hel1.
+  // TTL + margin + ADOPT_UNCERTAIN_MS (30 s) outlasts the cut (15 s) and the healed link's
+  // catch-up: a task fsn1 submitted just before it fenced, its checkpoint stuck behind the cut, is
+  // not submitted again by hel1. The window must cover the catch-up too: with 25 s, a CI run at
+  // load 10 healed at +21.2 s (the test's own sleep late by 6 s) and the checkpoints of 16 such
+  // tasks were not back 4 s later: hel1 paid them again.
   two = await startTwoRegionsNetns({
     emulator: { latencyMs: 1500 },
     leaseTtlMs: 4000,
     leaseMarginMs: 1000,
     leaseRenewMs: 300,
-    adoptUncertainMs: CUT_MS + 5000,
+    adoptUncertainMs: CUT_MS + 10_000,
     notifyWebhookPort: hookServer.port,
   });
 }, 60_000);
