@@ -8,21 +8,8 @@ import { afterSubmit, observeReply } from "../domain/lifecycle.ts";
 import { nak } from "../domain/outcome.ts";
 import { firstPollDelay } from "../domain/timing.ts";
 import type { HandlerDeps } from "./deps.ts";
-import type { Sleeper } from "./sleeps.ts";
+import { persist } from "./persist.ts";
 import { done, type Solved, type TaskInHand, writeStep } from "./steps.ts";
-
-/** Runs a write until it succeeds or `forMs` passes (then rethrows), backing off up to 2 s. */
-async function persist<T>(write: () => Promise<T>, forMs: number, sleeper: Sleeper, signal: AbortSignal): Promise<T> {
-  const until = Date.now() + forMs;
-  for (let wait = 100; ; wait = Math.min(2000, wait * 2)) {
-    try {
-      return await write();
-    } catch (err) {
-      if (Date.now() + wait > until) throw err;
-      await sleeper.sleep(wait, signal);
-    }
-  }
-}
 
 export interface SubmitContext {
   deps: HandlerDeps;

@@ -9,7 +9,7 @@ import type { ProviderClient } from "../adapters/provider.ts";
 import { nak, type Outcome, term } from "../domain/outcome.ts";
 import { createSlots, type SlotHold } from "./delivery-slots.ts";
 import { type Handled, type HandlerDeps, handleTask, submitAnew } from "./handle-task.ts";
-import { releaseWithRetry } from "./release-retry.ts";
+import { persist } from "./persist.ts";
 import { createWaitingRoom, type WaitEnd, type WaitingRoom, type WaitResult } from "./waiting.ts";
 
 /** A fair-share group's consumer of a lane (docs/fair-share.md). */
@@ -257,22 +257,22 @@ class Run implements WaitEnd {
     deps.fair?.ended(this.taskId);
     if (!this.failed) return this.apply(outcome);
     // Leave the row to the next worker (it resumes from the stored provider id), through a
-    // database outage (release-retry.ts): the message's outcome waits for it (held, kept alive),
-    // so a redelivery finds the row free. Given up, the lease, no longer renewed, runs out.
-    const { hard } = this.w;
-    releaseWithRetry({
-      release: () => deps.store.release(this.taskId, deps.workerId, { polls: 0 }),
-      transient: isConnectionError,
-      forMs: deps.timing.get().leaseMs,
-      aborted: () => hard.signal.aborted,
-    }).then(
-      (how) => {
-        if (how !== "released")
-          deps.log.warn({ taskId: this.taskId, how }, "row not released; its lease runs out instead");
-        this.apply(outcome);
-      },
-      () => this.apply(outcome),
-    );
+    // database outage (persist.ts): the message's outcome waits for it (held, kept alive), so a
+    // redelivery finds the row free. Given up, the lease, no longer renewed, runs out instead.
+    persist(
+      () => deps.store.release(this.taskId, deps.workerId, { polls: 0 }),
+      deps.timing.get().leaseMs,
+      deps.sleeper,
+      this.w.hard.signal,
+      { maxMs: 1000, retryable: isConnectionError },
+    )
+      .catch((err) =>
+        deps.log.warn(
+          { taskId: this.taskId, err: (err as Error).message?.slice(0, 300) },
+          "row not released; its lease runs out instead",
+        ),
+      )
+      .then(() => this.apply(outcome));
   }
 
   private apply(outcome: Outcome): void {
