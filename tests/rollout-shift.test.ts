@@ -86,11 +86,11 @@ test("v2 starts idle; shifts to 25%, 50%, 100% and back to v1 under load lose no
   expect(states).toEqual({ completed: 240 });
   expect(s.emu.stats().submissions - before).toBe(240);
   expect(s.emu.stats().duplicateFingerprints).toBe(0);
-  // Who took each task up: the `solving` events name the worker (v1: solver-1, solver-2; v2: solver-3, solver-4).
+  // Who took each task up: the `submitted` events name the worker (v1: solver-1, solver-2; v2: solver-3, solver-4).
   const ids = new Set(load.acked.map((a) => a.id));
   const byVersion = { v1: 0, v2: 0 };
   const events = await jetstream(nc).consumers.get(streams.events(REGION), {
-    filter_subjects: [eventSubject(REGION, "solving")],
+    filter_subjects: [eventSubject(REGION, "submitted")],
   });
   for (;;) {
     const m = await events.next({ expires: 1000 });

@@ -104,13 +104,13 @@ async function victimHoldsProviderTasks(): Promise<{ ids: string[]; held: string
   throw new Error(`${VICTIM} never held 3 provider tasks of ${ids.length}`);
 }
 
-/** From the region's EVENTS: completed events per task id, and the victim's claims (`solving` events) with their times. */
+/** From the region's EVENTS: completed events per task id, and the victim's claims (its `submitted` events: a claim says `solving` with it) with their times. */
 async function eventsOf(ids: string[]): Promise<{ completed: Map<string, number>; victimClaims: Map<string, number> }> {
   const want = new Set(ids);
   const completed = new Map<string, number>();
   const victimClaims = new Map<string, number>();
   const c = await jetstream(nc).consumers.get(streams.events(REGION), {
-    filter_subjects: [eventSubject(REGION, "completed"), eventSubject(REGION, "solving")],
+    filter_subjects: [eventSubject(REGION, "completed"), eventSubject(REGION, "submitted")],
   });
   for (;;) {
     const m = await c.next({ expires: 1000 });

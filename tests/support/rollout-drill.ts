@@ -126,7 +126,7 @@ export interface DrillFigures {
   record: Rollout;
   /** Seconds from the rollout's start to its last move (promoted), or from its first move to the rollback. */
   seconds: number;
-  /** Tasks a v2 solver took up (its `solving` events), and how many of those ended completed. */
+  /** Tasks a v2 solver took up (events naming it), and how many of those ended completed. */
   touchedByCanary: number;
   touchedCompleted: number;
   solvedBy: Record<string, number>;
@@ -136,6 +136,39 @@ const at = (r: Rollout, action: string, which: "first" | "last" = "first") => {
   const e = which === "first" ? r.log.find((x) => x.action === action) : r.log.findLast((x) => x.action === action);
   return e ? Date.parse(e.at) : NaN;
 };
+
+/**
+ * Who took tasks up: every event a worker writes names it (the v2 solvers end in "-v2"): a claim
+ * ends in `submitted`, or `retrying`/`failed` before a submit, or `solving` (a resume). Events per
+ * worker, and the tasks a v2 solver touched.
+ */
+async function takenUp(
+  two: TwoRegions,
+  ids: string[],
+): Promise<{ solvedBy: Record<string, number>; touched: Set<string> }> {
+  const solvedBy: Record<string, number> = {};
+  const touched = new Set<string>();
+  const idSet = new Set(ids);
+  for (const r of two.regions) {
+    const rc = await connectNats(r.nats.url, `rollout-drill-${r.name}`, r.nats.auth("admin"));
+    try {
+      const c = await jetstream(rc).consumers.get(streams.events(r.name), {
+        filter_subjects: ["solving", "submitted", "retrying", "failed"].map((k) => eventSubject(r.name, k)),
+      });
+      for (;;) {
+        const m = await c.next({ expires: 1000 });
+        if (!m) break;
+        const e = m.json() as { taskId: string; data: { worker?: string } };
+        if (!idSet.has(e.taskId) || !e.data.worker) continue;
+        solvedBy[e.data.worker] = (solvedBy[e.data.worker] ?? 0) + 1;
+        if (workerNameOf(e.data.worker).endsWith("-v2")) touched.add(e.taskId);
+      }
+    } finally {
+      await rc.close();
+    }
+  }
+  return { solvedBy, touched };
+}
 
 /** Runs one rollout of v2 under steady load through both gateways, to its end, and measures it. */
 export async function runRolloutDrill(
@@ -204,28 +237,7 @@ export async function runRolloutDrill(
           .join(", ")}`,
       );
     });
-    // Who took tasks up: the `solving` events name the worker (the v2 solvers end in "-v2").
-    const solvedBy: Record<string, number> = {};
-    const touched = new Set<string>();
-    const idSet = new Set(ids);
-    for (const r of two.regions) {
-      const rc = await connectNats(r.nats.url, `rollout-drill-${r.name}`, r.nats.auth("admin"));
-      try {
-        const c = await jetstream(rc).consumers.get(streams.events(r.name), {
-          filter_subjects: [eventSubject(r.name, "solving")],
-        });
-        for (;;) {
-          const m = await c.next({ expires: 1000 });
-          if (!m) break;
-          const e = m.json() as { taskId: string; data: { worker: string } };
-          if (!idSet.has(e.taskId)) continue;
-          solvedBy[e.data.worker] = (solvedBy[e.data.worker] ?? 0) + 1;
-          if (workerNameOf(e.data.worker).endsWith("-v2")) touched.add(e.taskId);
-        }
-      } finally {
-        await rc.close();
-      }
-    }
+    const { solvedBy, touched } = await takenUp(two, ids);
     const seconds =
       record.state === "promoted"
         ? (at(record, "applied", "last") - at(record, "start")) / 1000

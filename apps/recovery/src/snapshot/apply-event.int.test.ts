@@ -127,3 +127,41 @@ test("an accepted event of a scheduled task restores notBefore, needBy and start
   const bad = { ...ev, taskId: crypto.randomUUID(), data: { ...ev.data, startAt: "tomorrow" } };
   expect(await applyEvent(sql, bad)).toBe("skipped");
 });
+
+test("a submitted event is also its claim's: alone it makes the row solving at its version, with the worker, the attempt and the provider id", async () => {
+  const id = await accepted();
+  const submitted = (version: number, data: Record<string, unknown>): TaskEvent => ({
+    taskId: id,
+    kind: "submitted",
+    state: "solving",
+    version,
+    region: "local",
+    at: at(),
+    data,
+  });
+  const data = { providerId: "p-1", keyRef: "k1", worker: "solver-a", attempt: 1 };
+  // The accepted event above is version 1; the claim's is 2.
+  expect(await applyEvent(sql, submitted(2, data))).toBe("applied");
+  const r = await row(id);
+  expect(r).toMatchObject({ state: "solving", version: 2, attempts: 1, leaseOwner: "solver-a", leaseUntil: null });
+  expect([r.providerId, r.providerKeyRef]).toEqual(["p-1", "k1"]);
+  expect(r.startedAt).not.toBeNull();
+  // Again (a replayed range): the same row; an older claim's event changes nothing.
+  expect(await applyEvent(sql, submitted(2, data))).toBe("applied");
+  expect(await applyEvent(sql, submitted(1, { ...data, providerId: "p-0", worker: "solver-b" }))).toBe("stale");
+  expect(await row(id)).toMatchObject({ version: 2, providerId: "p-1", leaseOwner: "solver-a" });
+  // An older solver's event (a `solving` before it, no worker in it) keeps the holder the `solving` named.
+  const old = await accepted();
+  await applyEvent(sql, {
+    ...submitted(2, {}),
+    taskId: old,
+    kind: "solving",
+    data: { worker: "solver-c", attempt: 1 },
+  });
+  expect(await applyEvent(sql, { ...submitted(2, { providerId: "p-2", keyRef: "k1" }), taskId: old })).toBe("applied");
+  expect(await row(old)).toMatchObject({ state: "solving", version: 2, leaseOwner: "solver-c", providerId: "p-2" });
+  // A final row stays final.
+  await applyEvent(sql, { ...completed(id, { token: "t", providerId: "p-1" }) });
+  expect(await applyEvent(sql, submitted(4, { ...data, providerId: "p-3" }))).toBe("stale");
+  expect(await row(id)).toMatchObject({ state: "completed", providerId: "p-1" });
+});

@@ -97,9 +97,10 @@ type Tx = postgres.TransactionSql | postgres.Sql;
  * Applies one EVENTS entry to `tasks`, idempotently by version: an event whose version is not
  * newer than the row's changes nothing, so replaying a range twice, or events the dump already
  * holds, is harmless. `accepted` inserts the row when missing (it carries the whole task);
- * `submitted` does not bump the version (the solver checkpoints the provider id inside a claim),
- * so it fills the provider id at the same version, which keeps a restored task polling its
- * provider task instead of paying for a second one. Lease fields are cleared: a restored
+ * `submitted` carries its claim's version (the solver checkpoints the provider id inside a claim,
+ * and says `solving` with it), so it applies at that version too: the claim's state and the
+ * provider id, which keeps a restored task polling its provider task instead of paying for a
+ * second one. Lease fields are cleared: a restored
  * `solving` row may be taken over at once (the provider id, when known, is resumed).
  */
 export async function applyEvent(
@@ -115,9 +116,13 @@ export async function applyEvent(
   let r: postgres.RowList<postgres.Row[]>;
   switch (ev.kind) {
     case "submitted":
+      // Also the claim's event (a solver says `solving` with it, not before it): at the claim's
+      // version it does what `solving` does, and the provider id besides.
       r = await sql`
-        update tasks set provider_id = ${d.providerId ?? null}, provider_key_ref = ${d.keyRef ?? null}, submit_started_at = null, submit_owner = null, updated_at = greatest(updated_at, ${at})
-        where id = ${ev.taskId} and version <= ${v} and state in ('queued', 'solving', 'retrying') and ${d.providerId ?? null}::text is not null`;
+        update tasks set state = 'solving', version = greatest(version, ${v}), attempts = greatest(attempts, ${d.attempt ?? 0}),
+          lease_owner = coalesce(${d.worker ?? null}, lease_owner), lease_until = null, started_at = coalesce(started_at, ${at}),
+          provider_id = ${d.providerId ?? null}, provider_key_ref = ${d.keyRef ?? null}, submit_started_at = null, submit_owner = null, updated_at = greatest(updated_at, ${at})
+        where id = ${ev.taskId} and version <= ${v} and state in ('queued', 'solving', 'retrying') and params <> '{}'::jsonb and ${d.providerId ?? null}::text is not null`;
       break;
     case "solving":
       r = await sql`

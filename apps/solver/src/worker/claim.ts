@@ -15,9 +15,9 @@ export interface Claimed {
 }
 
 /**
- * Claims the task's row (lease), dead-letters it when it is out of time or attempts, says
- * `solving`, and takes over a submit a presumed-dead holder had started (its provider id, once
- * checkpointed) rather than submitting the same captcha again.
+ * Claims the task's row (lease), dead-letters it when it is out of time or attempts, and takes
+ * over a submit a presumed-dead holder had started (its provider id, once checkpointed) rather
+ * than submitting the same captcha again. Says `solving` only when no submit follows.
  */
 export async function claimTask(
   d: Delivery,
@@ -46,13 +46,6 @@ export async function claimTask(
   const task: TaskInHand = { taskId: d.taskId, type: row.type as TaskType, row, polls: 0, providerId: row.providerId };
   const late = atStart(row, Date.now(), t);
   if (late?.kind === "deadLetter") return writeStep(deps, task, late, breaker);
-  await deps.events.publish({
-    taskId: d.taskId,
-    kind: "solving",
-    state: "solving",
-    version: row.version,
-    data: { worker: w, attempt: row.attempts },
-  });
 
   // A previous holder presumed dead (its lease ran out) may be alive and mid-submit: wait for its
   // checkpoint rather than submit the same captcha a second time.
@@ -69,5 +62,20 @@ export async function claimTask(
       } else if (!now.submitStartedAt) break; // that submit created nothing
     }
   }
+  // A task about to be submitted says `solving` with its `submitted` event (one event, not two:
+  // docs/design-choices.md, "One event for the claim and the submit"); one resumed from its
+  // provider id has no submit ahead, so it says it now.
+  if (task.providerId) await publishSolving(deps, task, row);
   return { task, row };
+}
+
+/** The `solving` event: the worker holding the task and the attempt (the claim's version). */
+function publishSolving(deps: HandlerDeps, task: TaskInHand, row: TaskRow): Promise<void> {
+  return deps.events.publish({
+    taskId: task.taskId,
+    kind: "solving",
+    state: "solving",
+    version: row.version,
+    data: { worker: deps.workerId, attempt: row.attempts },
+  });
 }

@@ -42,7 +42,13 @@ test("a retry releases the row and publishes retrying with its code and delay", 
   const solved = await writeStep(deps, task, { kind: "retry", code: "ERR_X", delayMs: 700, why: "x" }, breaker);
   expect(writes).toEqual([["release", { polls: 2, code: "ERR_X" }]]);
   expect(published).toEqual([
-    { taskId: TASK, kind: "retrying", state: "retrying", version: 4, data: { code: "ERR_X", delayMs: 700 } },
+    {
+      taskId: TASK,
+      kind: "retrying",
+      state: "retrying",
+      version: 4,
+      data: { code: "ERR_X", delayMs: 700, worker: "w-1" },
+    },
   ]);
   expect(solved.outcome.kind).toBe("nak");
 });
@@ -56,7 +62,7 @@ test("a fail writes the row and publishes failed saying whether a callback waits
       kind: "failed",
       state: "failed",
       version: 7,
-      data: { code: "ERROR_CAPTCHA_UNSOLVABLE", callback: true },
+      data: { code: "ERROR_CAPTCHA_UNSOLVABLE", callback: true, worker: "w-1" },
     },
   ]);
 });
@@ -65,7 +71,13 @@ test("a stopped key releases the row and publishes retrying with its code", asyn
   const { deps, published } = fakeDeps({ version: 2, callbackUrl: null });
   await writeStep(deps, task, { kind: "keyStopped", code: "ERROR_ZERO_BALANCE" }, breaker);
   expect(published).toEqual([
-    { taskId: TASK, kind: "retrying", state: "retrying", version: 2, data: { code: "ERROR_ZERO_BALANCE" } },
+    {
+      taskId: TASK,
+      kind: "retrying",
+      state: "retrying",
+      version: 2,
+      data: { code: "ERROR_ZERO_BALANCE", worker: "w-1" },
+    },
   ]);
 });
 

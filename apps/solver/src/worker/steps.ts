@@ -36,6 +36,8 @@ type Final = Extract<Step, { kind: "retry" | "fail" | "deadLetter" | "keyStopped
  * The event of a row just written by a lease-guarded release or fail: published only when the
  * write changed the row (`row` undefined: the task is no longer this worker's, nothing to say).
  * `kind` is the event's and the row's new state; `data` reads what it needs of the written row.
+ * Every event a worker writes names it (`worker`): a claim that ends before a submit says
+ * nothing else (no `solving` event before the `submitted` one), so this says who took it up.
  */
 export async function publishWritten(
   events: EventSink,
@@ -62,7 +64,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
           kind: "failed",
           state: "failed",
           version: r.version,
-          data: { code: s.code, deadLetter: s.reason, callback: r.callbackUrl !== null },
+          data: { code: s.code, deadLetter: s.reason, callback: r.callbackUrl !== null, worker: w },
         });
         await events.deadLetter(taskId, task.type, {
           reason: s.reason,
@@ -75,7 +77,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
     }
     case "retry": {
       const r = await store.release(taskId, w, { polls, ...(s.code ? { code: s.code } : {}) });
-      await publishWritten(events, taskId, r, "retrying", () => ({ code: s.code, delayMs: s.delayMs }));
+      await publishWritten(events, taskId, r, "retrying", () => ({ code: s.code, delayMs: s.delayMs, worker: w }));
       return done(nak(s.delayMs, s.why));
     }
     case "fail": {
@@ -83,6 +85,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
       await publishWritten(events, taskId, r, "failed", (row) => ({
         code: s.code,
         callback: row.callbackUrl !== null,
+        worker: w,
       }));
       return done(ack(`failed: ${s.code}`));
     }
@@ -90,7 +93,7 @@ export async function writeStep(deps: HandlerDeps, task: TaskInHand, step: Final
       // A key-level error: the task waits (no attempt is spent on it), the breaker is open.
       deps.log.error({ taskId, code: s.code }, "provider key stopped; breaker open, task waits");
       const r = await store.release(taskId, w, { polls, code: s.code });
-      await publishWritten(events, taskId, r, "retrying", () => ({ code: s.code }));
+      await publishWritten(events, taskId, r, "retrying", () => ({ code: s.code, worker: w }));
       return done(nak(breaker.retryInMs() + 500, `key stopped: ${s.code}`));
     }
     default:

@@ -136,12 +136,13 @@ async function checkpointAndPark(
         : nak(t.leaseMs, "lease lost after submit; the new holder polls"),
     );
   task.providerId = pid;
+  // Also the claim's event (no `solving` before it): who holds the task, which attempt.
   await deps.events.publish({
     taskId,
     kind: "submitted",
     state: "solving",
     version: task.version,
-    data: { providerId: pid, keyRef: key.ref },
+    data: { providerId: pid, keyRef: key.ref, worker: deps.workerId, attempt: task.attempts },
   });
   c.leave();
   return {
