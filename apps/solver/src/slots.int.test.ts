@@ -17,7 +17,7 @@ import { type Database, openDatabase, tasks } from "@pipeline/shared/db";
 import { workerNameOf } from "@pipeline/shared/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { shardOf, taskSubject } from "@pipeline/shared/subjects";
+import { eventSubjects, shardOf, streams, taskSubject } from "@pipeline/shared/subjects";
 import { createBatchedWrites } from "./adapters/batched-writes.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import { loadConfig } from "./config.ts";
@@ -146,7 +146,7 @@ test("a plan full of a dead solver's provider tasks is worked off: they are take
   const fresh = Array.from({ length: 3 }, () => crypto.randomUUID());
   for (const id of fresh) await insertQueued(id);
   const solver = await startSolver(
-    config({ PROVIDER_THREADS: String(threads), DEAD_AFTER_MS: "0", SLOT_WAIT_MS: "300" }),
+    config({ PROVIDER_THREADS: String(threads), DEAD_AFTER_MS: "0", SLOT_WAIT_MS: "300", WORKER_ID: "plan-full" }),
     log,
   );
   solvers.push(solver);
@@ -164,7 +164,28 @@ test("a plan full of a dead solver's provider tasks is worked off: they are take
   const stats = emu.stats();
   expect(stats.submissions).toBe(2 * threads); // the dead solver's 3 (made before) and the 3 fresh ones
   expect(stats.maxInFlightByKey[KEY]).toBeLessThanOrEqual(threads);
+  // The claim's event: a resumed task says `solving` (no submit follows), a fresh one says it with
+  // `submitted` (no `solving` before it); both name the worker.
+  const events = await eventsOf([...dead, ...fresh]);
+  for (const id of dead) expect(events.get(id)).toEqual(["solving:plan-full", "completed"]);
+  for (const id of fresh) expect(events.get(id)).toEqual(["submitted:plan-full", "completed"]);
 }, 60_000);
+
+/** Each task's events in EVENTS, in order: the kind, and the worker's name where the event names one. */
+async function eventsOf(ids: string[]): Promise<Map<string, string[]>> {
+  const want = new Set(ids);
+  const out = new Map<string, string[]>();
+  const c = await js.consumers.get(streams.events(REGION), { filter_subjects: [eventSubjects(REGION)] });
+  for (;;) {
+    const m = await c.next({ expires: 1000 });
+    if (!m) break;
+    const e = m.json() as { taskId?: string; kind: string; data?: { worker?: string } };
+    if (!e.taskId || !want.has(e.taskId)) continue;
+    const worker = e.data?.worker ? `:${workerNameOf(e.data.worker)}` : "";
+    out.set(e.taskId, [...(out.get(e.taskId) ?? []), `${e.kind}${worker}`]);
+  }
+  return out;
+}
 
 test("two solvers share one plan: never over its threads, no slot row per task, a stopped solver's block is gone", async () => {
   const threads = 4;

@@ -100,8 +100,8 @@ type Tx = postgres.TransactionSql | postgres.Sql;
  * `submitted` carries its claim's version (the solver checkpoints the provider id inside a claim,
  * and says `solving` with it), so it applies at that version too: the claim's state and the
  * provider id, which keeps a restored task polling its provider task instead of paying for a
- * second one. Lease fields are cleared: a restored
- * `solving` row may be taken over at once (the provider id, when known, is resumed).
+ * second one. Lease fields are cleared: a restored `solving` row may be taken over at once (the
+ * provider id, when known, is resumed).
  */
 export async function applyEvent(
   sql: Tx,
