@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { natsEnv } from "@pipeline/devstack";
-import { eventually } from "@pipeline/devstack/testing";
+import { eventually, readTaskEvents } from "@pipeline/devstack/testing";
 import { workerNameOf } from "@pipeline/shared/kv";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
@@ -87,17 +87,14 @@ test("v2 starts idle; shifts to 25%, 50%, 100% and back to v1 under load lose no
   expect(s.emu.stats().submissions - before).toBe(240);
   expect(s.emu.stats().duplicateFingerprints).toBe(0);
   // Who took each task up: the `submitted` events name the worker (v1: solver-1, solver-2; v2: solver-3, solver-4).
-  const ids = new Set(load.acked.map((a) => a.id));
   const byVersion = { v1: 0, v2: 0 };
-  const events = await jetstream(nc).consumers.get(streams.events(REGION), {
-    filter_subjects: [eventSubject(REGION, "submitted")],
-  });
-  for (;;) {
-    const m = await events.next({ expires: 1000 });
-    if (!m) break;
-    const e = m.json() as { taskId: string; data: { worker: string } };
-    if (ids.has(e.taskId)) byVersion[["solver-3", "solver-4"].includes(workerNameOf(e.data.worker)) ? "v2" : "v1"]++;
-  }
+  for (const e of await readTaskEvents(
+    nc,
+    REGION,
+    load.acked.map((a) => a.id),
+    ["submitted"],
+  ))
+    byVersion[["solver-3", "solver-4"].includes(workerNameOf(String(e.data?.worker))) ? "v2" : "v1"]++;
   const [slow] = await s.db.sql<
     { p50: number; max: number }[]
   >`select percentile_cont(0.5) within group (order by extract(epoch from completed_at - created_at))::float8 as p50, max(extract(epoch from completed_at - created_at))::float8 as max from tasks where idempotency_key like 'shift-%'`;

@@ -10,7 +10,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { type RegionStack, type StackHandle, startStack, testServers } from "@pipeline/devstack/stack";
-import { eventually } from "@pipeline/devstack/testing";
+import { eventually, readTaskEvents } from "@pipeline/devstack/testing";
 import { Heartbeat } from "@pipeline/shared/kv";
 import { connectNats } from "@pipeline/shared/nats";
 import { taskEventOf } from "@pipeline/shared/schemas";
@@ -106,19 +106,11 @@ async function victimHoldsProviderTasks(): Promise<{ ids: string[]; held: string
 
 /** From the region's EVENTS: completed events per task id, and the victim's claims (its `submitted` events: a claim says `solving` with it) with their times. */
 async function eventsOf(ids: string[]): Promise<{ completed: Map<string, number>; victimClaims: Map<string, number> }> {
-  const want = new Set(ids);
   const completed = new Map<string, number>();
   const victimClaims = new Map<string, number>();
-  const c = await jetstream(nc).consumers.get(streams.events(REGION), {
-    filter_subjects: [eventSubject(REGION, "completed"), eventSubject(REGION, "submitted")],
-  });
-  for (;;) {
-    const m = await c.next({ expires: 1000 });
-    if (!m) break;
-    const e = taskEventOf(m);
-    if (!e || !want.has(e.taskId)) continue;
+  for (const e of await readTaskEvents(nc, REGION, ids, ["completed", "submitted"])) {
     if (e.kind === "completed") completed.set(e.taskId, (completed.get(e.taskId) ?? 0) + 1);
-    else if (isOf(VICTIM)(String(e.data?.worker))) victimClaims.set(e.taskId, m.info.timestampNanos / 1e6);
+    else if (isOf(VICTIM)(String(e.data?.worker))) victimClaims.set(e.taskId, e.storedAtMs);
   }
   return { completed, victimClaims };
 }

@@ -7,7 +7,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { freePort } from "@pipeline/devstack";
 import { rolloutEnv, solverEnv } from "@pipeline/devstack/stack";
-import { eventually } from "@pipeline/devstack/testing";
+import { eventually, readTaskEvents } from "@pipeline/devstack/testing";
 import { workerNameOf } from "@pipeline/shared/kv";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import { eventSubject, streams } from "@pipeline/shared/subjects";
@@ -148,20 +148,14 @@ async function takenUp(
 ): Promise<{ solvedBy: Record<string, number>; touched: Set<string> }> {
   const solvedBy: Record<string, number> = {};
   const touched = new Set<string>();
-  const idSet = new Set(ids);
   for (const r of two.regions) {
     const rc = await connectNats(r.nats.url, `rollout-drill-${r.name}`, r.nats.auth("admin"));
     try {
-      const c = await jetstream(rc).consumers.get(streams.events(r.name), {
-        filter_subjects: ["solving", "submitted", "retrying", "failed"].map((k) => eventSubject(r.name, k)),
-      });
-      for (;;) {
-        const m = await c.next({ expires: 1000 });
-        if (!m) break;
-        const e = m.json() as { taskId: string; data: { worker?: string } };
-        if (!idSet.has(e.taskId) || !e.data.worker) continue;
-        solvedBy[e.data.worker] = (solvedBy[e.data.worker] ?? 0) + 1;
-        if (workerNameOf(e.data.worker).endsWith("-v2")) touched.add(e.taskId);
+      for (const e of await readTaskEvents(rc, r.name, ids, ["solving", "submitted", "retrying", "failed"])) {
+        const worker = e.data?.worker;
+        if (typeof worker !== "string") continue;
+        solvedBy[worker] = (solvedBy[worker] ?? 0) + 1;
+        if (workerNameOf(worker).endsWith("-v2")) touched.add(e.taskId);
       }
     } finally {
       await rc.close();

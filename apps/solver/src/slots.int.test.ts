@@ -8,6 +8,7 @@ import {
   createTestDatabase,
   eventually,
   natsEnv,
+  readTaskEvents,
   startTestNats,
   type TestDatabase,
   type TestNats,
@@ -173,15 +174,9 @@ test("a plan full of a dead solver's provider tasks is worked off: they are take
 
 /** Each task's events in EVENTS, in order: the kind, and the worker's name where the event names one. */
 async function eventsOf(ids: string[]): Promise<Map<string, string[]>> {
-  const want = new Set(ids);
   const out = new Map<string, string[]>();
-  const c = await js.consumers.get(streams.events(REGION), { filter_subjects: [eventSubjects(REGION)] });
-  for (;;) {
-    const m = await c.next({ expires: 1000 });
-    if (!m) break;
-    const e = m.json() as { taskId?: string; kind: string; data?: { worker?: string } };
-    if (!e.taskId || !want.has(e.taskId)) continue;
-    const worker = e.data?.worker ? `:${workerNameOf(e.data.worker)}` : "";
+  for (const e of await readTaskEvents(nc, REGION, ids)) {
+    const worker = typeof e.data?.worker === "string" ? `:${workerNameOf(e.data.worker)}` : "";
     out.set(e.taskId, [...(out.get(e.taskId) ?? []), `${e.kind}${worker}`]);
   }
   return out;

@@ -133,6 +133,7 @@ export async function eventually<T>(
   }
 }
 export { natsEnv } from "../nats-server.ts";
+export { readTaskEvents, type StoredEvent } from "./events.ts";
 export { PROVIDER_KEY, type Proc, ROOT, spawnApp, WEBHOOK_SECRET } from "./processes.ts";
 export { SEED_CLIENTS, SEED_REGIONS, type SeedOptions, seedTasks } from "./seed-tasks.ts";
 
