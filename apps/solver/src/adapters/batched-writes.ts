@@ -116,10 +116,12 @@ export function createBatchedWrites(
       // completion, no ledger row); `booked` says whether the row holds it afterwards. A charge
       // the row did not take (the completion did not apply: another worker holds the task; or the
       // row holds another provider task's charge) is booked after, by bookCharges: the answer was
-      // read, so the provider charged, whoever completes.
+      // read, so the provider charged, whoever completes. `materialized`: the ledger probe runs
+      // once per row; inlined, the planner ran it once for each of the seven `bk` columns (seven
+      // index probes per row, PROFILE_EXPLAIN=2 bun bench/profile.ts shows the plan).
       const bk = sql`v.ptid is not null and t.charged_at is null and not v.in_ledger`;
       const rows = await sql<Raw[]>`
-        with v as (
+        with v as materialized (
           select v.*, v.ptid is not null and exists (select 1 from ledger e where e.task_id = v.id and e.kind = 'charge' and e.provider_task_id = v.ptid) as in_ledger
           from unnest(${batch.map((b) => b.id)}::uuid[], ${batch.map((b) => b.worker)}::text[], ${batch.map((b) => b.token)}::text[],
                       ${batch.map((b) => b.userAgent)}::text[], ${batch.map((b) => b.expiresAt?.toISOString() ?? null)}::text[],
