@@ -3,13 +3,13 @@
 // and finally gives them all back to v1 (a rollback). Every acknowledged task completes, each is
 // paid for once at the provider, and both versions solved tasks.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { natsEnv } from "@pipeline/devstack";
 import { eventually, readTaskEvents } from "@pipeline/devstack/testing";
 import { workerNameOf } from "@pipeline/shared/kv";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
 import type { TaskView } from "@pipeline/shared/schemas";
-import { eventSubject, laneConsumer, streams } from "@pipeline/shared/subjects";
+import { laneConsumer, streams } from "@pipeline/shared/subjects";
 import { api, ROOT, type Stack, startStack, steadyLoad } from "./harness.ts";
 
 const REGION = "ro";

@@ -6,15 +6,13 @@
 // provider ids; when the link comes back, the solver reconnects and writes nothing over what its
 // peers did: every task completed once with the token the provider issued, nothing paid twice.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { type RegionStack, type StackHandle, startStack, testServers } from "@pipeline/devstack/stack";
 import { eventually, readTaskEvents } from "@pipeline/devstack/testing";
 import { Heartbeat } from "@pipeline/shared/kv";
 import { connectNats } from "@pipeline/shared/nats";
-import { taskEventOf } from "@pipeline/shared/schemas";
-import { buckets, eventSubject, streams } from "@pipeline/shared/subjects";
+import { buckets } from "@pipeline/shared/subjects";
 import type { Proc } from "./harness.ts";
 import { type NetnsSolverLink, startNetnsSolverLink } from "./support/netns-solver.ts";
 

@@ -1,18 +1,11 @@
-// The rollout drills' stage (issue 15): the two-region stack (tests/support/two-regions.ts) with v1
-// solvers, a v2 solver beside v1 in each region (healthy, or misconfigured for rollout-bad), the
-// rollout service as its own process (home fsn1, reaching hel1 through NATS_URL_HEL1...), steady
-// load through both gateways. `runRolloutDrill` starts a rollout with the CLI, waits for it to end,
-// waits for every acknowledged task, and returns the figures of the drill's line.
-import { jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { freePort } from "@pipeline/devstack";
 import { rolloutEnv, solverEnv } from "@pipeline/devstack/stack";
 import { eventually, readTaskEvents } from "@pipeline/devstack/testing";
 import { workerNameOf } from "@pipeline/shared/kv";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { eventSubject, streams } from "@pipeline/shared/subjects";
 import { type Proc, ROOT, spawnApp } from "../harness.ts";
-import { PROVIDER_KEY, REGIONS, type Region, startTwoRegions, steadyLoad, type TwoRegions } from "./two-regions.ts";
+import { REGIONS, type Region, startTwoRegions, steadyLoad, type TwoRegions } from "./two-regions.ts";
 
 export interface RolloutStage {
   two: TwoRegions;

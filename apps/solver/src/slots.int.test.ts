@@ -14,11 +14,11 @@ import {
   type TestNats,
 } from "@pipeline/devstack/testing";
 import { createEmulator, type Emulator } from "@pipeline/emulator";
-import { type Database, openDatabase, tasks } from "@pipeline/shared/db";
+import { type Database, openDatabase } from "@pipeline/shared/db";
 import { workerNameOf } from "@pipeline/shared/kv";
 import { createLogger } from "@pipeline/shared/log";
 import { connectNats, type NatsConnection } from "@pipeline/shared/nats";
-import { eventSubjects, shardOf, streams, taskSubject } from "@pipeline/shared/subjects";
+import { shardOf, taskSubject } from "@pipeline/shared/subjects";
 import { createBatchedWrites } from "./adapters/batched-writes.ts";
 import { createProviderSlots } from "./adapters/slots.ts";
 import { loadConfig } from "./config.ts";
